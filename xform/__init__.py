@@ -1,0 +1,26 @@
+"""xform: stage plain numpy code to a graph, transform it (grad, jvp, vjp, vmap, ...),
+optimize it and run it as generated Python."""
+from xform import rules  # noqa: F401  (registers every primitive)
+from xform.api import (grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_graph,
+                       value_and_grad, vjp, vmap)
+from xform.cache import cache_info, clear_cache
+from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError, RuleError,
+                          ShapeError, TreeMismatchError, TypeCheckError, UnsupportedError,
+                          XformError)
+from xform.ir.avals import ShapedArray, float0
+from xform.ir.core import Equation, Graph, Literal, Primitive, Var
+from xform.ir.interpret import eval_graph
+from xform.ir.tracer import implements
+from xform.rules.unary import stop_gradient
+from xform.transforms import batch_graph, jvp_graph, vjp_graph
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal",
+    "MissingRuleError", "Primitive", "RuleError", "ShapeError", "ShapedArray",
+    "TreeMismatchError", "TypeCheckError", "UnsupportedError", "Var", "XformError",
+    "batch_graph", "cache_info", "clear_cache", "eval_graph", "float0", "grad", "hessian",
+    "implements", "jacfwd", "jacrev", "jit", "jvp", "jvp_graph", "linearize", "make_graph",
+    "stop_gradient", "value_and_grad", "vjp", "vjp_graph", "vmap",
+]

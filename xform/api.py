@@ -1,0 +1,591 @@
+"""The public transforms: flatten arguments, stage, transform the graph, run or re-emit it.
+
+Every entry point follows one path: a signature key from the flattened arguments; on a miss,
+stage the function to a graph, transform it, optimize and compile it; then run the compiled
+code, or, when called while another function is being staged, re-emit the transformed graph
+into that staging (which is how transforms nest).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from xform.cache import CACHE
+from xform.codegen import compile_graph
+from xform.errors import ShapeError, TreeMismatchError, TypeCheckError, XformError
+from xform.ir.avals import ShapedArray, aval_of, float0, is_differentiable, tangent_aval
+from xform.ir.builder import GraphBuilder, current_builder, using_builder
+from xform.ir.interpret import eval_graph
+from xform.ir.source_info import user_frame_info
+from xform.ir.tracer import Tracer
+from xform.passes import optimize
+from xform.rules.helpers import NOT_MAPPED, Zero, instantiate, move_to_front, zero_tangent
+from xform.transforms import batch_eval, jvp_eval, split_graph, vjp_eval
+from xform.tree import broadcast_prefix, tree_flatten, tree_map, tree_unflatten
+
+_PY_SIGNATURES = {float: ((), np.dtype(np.float64), True), int: ((), np.dtype(np.int64), True),
+                  bool: ((), np.dtype(bool), False), complex: ((), np.dtype(np.complex128), True)}
+
+
+def _leaf_signature(leaf):
+    """A cheap hashable stand-in for a leaf's aval (the cached call path uses it)."""
+    kind = type(leaf)
+    if kind is np.ndarray:
+        return (leaf.shape, leaf.dtype, False)
+    signature = _PY_SIGNATURES.get(kind)
+    if signature is not None:
+        return signature
+    if kind is Tracer:
+        aval = leaf.aval
+        return (aval.shape, aval.dtype, aval.weak_type)
+    if isinstance(leaf, np.generic) and leaf.dtype.kind in "biufc":
+        return ((), leaf.dtype, False)
+    if isinstance(leaf, np.ndarray):
+        return (leaf.shape, leaf.dtype, False)
+    raise TypeCheckError(f"argument of type {type(leaf).__name__} is not an array or scalar; "
+                         "xform transforms take arrays, numbers and pytrees of them",
+                         user_frame_info())
+
+
+def _aval_of_signature(signature) -> ShapedArray:
+    shape, dtype, weak = signature
+    return ShapedArray(shape, dtype, weak)
+
+
+def _stage(fun, in_tree, avals):
+    """Stage `fun(*args)` on tracers of `avals`. Returns (graph, captured, out_tree).
+
+    The graph's inputs are the argument leaves, then any traced values of an enclosing
+    staging that `fun` closes over (`captured`).
+    """
+    builder = GraphBuilder(parent=current_builder())
+    with using_builder(builder):
+        tracers = [builder.new_input(aval) for aval in avals]
+        out = fun(*tree_unflatten(in_tree, tracers))
+    out_leaves, out_tree = tree_flatten(out)
+    for leaf in out_leaves:
+        if type(leaf) is not Tracer:
+            _leaf_signature(leaf)
+    graph = builder.build(out_leaves)
+    return graph, builder.captured_values, out_tree
+
+
+def _run(graph, args):
+    """Run `graph`: re-emit it into the enclosing staging, or call its compiled code."""
+    if current_builder() is not None:
+        return eval_graph(graph, *args)
+    return CACHE.compiled(graph)(*args)
+
+
+def _finish(graph):
+    """The graph that gets compiled: the default passes applied."""
+    return optimize(graph)
+
+
+class _Transformed:
+    """A transformed function with a per-signature cache of (graph, unflatten).
+
+    `build(in_tree, avals) -> (graph, captured, unflatten)`; the graph's inputs are the
+    argument leaves followed by `captured`.
+    """
+
+    def __init__(self, fun, kind, build, params=()):
+        self.fun = fun
+        self.kind = kind
+        self.build = build
+        self.params = params
+        functools.update_wrapper(self, fun, updated=())
+
+    def __call__(self, *args):
+        leaves, in_tree = tree_flatten(args)
+        signature = tuple(map(_leaf_signature, leaves))
+        if current_builder() is not None:
+            graph, captured, unflatten = self.build(in_tree,
+                                                    [_aval_of_signature(s) for s in signature])
+            return unflatten(eval_graph(graph, *leaves, *captured))
+        key = (self.kind, self.params, in_tree, signature)
+        entry = CACHE.get(self.fun, key)
+        if entry is None:
+            graph, captured, unflatten = self.build(in_tree,
+                                                    [_aval_of_signature(s) for s in signature])
+            assert not captured, "nothing can be captured outside any staging"
+            entry = (CACHE.compiled(_finish(graph)), unflatten)
+            CACHE.put(self.fun, key, entry)
+        compiled, unflatten = entry
+        return unflatten(compiled(*leaves))
+
+
+# -- make_graph and jit ----------------------------------------------------------------------
+
+def _split_static(args, static_argnums):
+    static = tuple((i, args[i]) for i in static_argnums)
+    dynamic = tuple(a for i, a in enumerate(args) if i not in static_argnums)
+    return dynamic, static
+
+
+def _with_static(fun, static, n_args):
+    if not static:
+        return fun
+
+    def call(*dynamic):
+        dynamic = iter(dynamic)
+        fixed = dict(static)
+        return fun(*[fixed[i] if i in fixed else next(dynamic) for i in range(n_args)])
+    return call
+
+
+def _normalize_argnums(argnums, n_args):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    result = []
+    for i in nums:
+        if not -n_args <= i < n_args:
+            raise TypeCheckError(f"argnums {argnums} out of range for {n_args} arguments",
+                                 user_frame_info())
+        result.append(i % n_args)
+    return tuple(result)
+
+
+def make_graph(fun, static_argnums=()):
+    """Stage `fun` and return its graph, as staged (no passes run).
+
+    >>> print(make_graph(lambda x: np.sin(x) * 2.0)(np.ones(3)))
+    { lambda a:f64[3] . let
+        b:f64[3] = sin a
+        c:f64[3] = multiply b 2.0
+      in (c) }
+    """
+    def staged(*args):
+        static_nums = _normalize_argnums(static_argnums, len(args)) if static_argnums else ()
+        dynamic, static = _split_static(args, static_nums)
+        leaves, in_tree = tree_flatten(dynamic)
+        avals = [_aval_of_signature(_leaf_signature(x)) for x in leaves]
+        graph, captured, out_tree = _stage(_with_static(fun, static, len(args)), in_tree, avals)
+        return graph
+    return staged
+
+
+def jit(fun, static_argnums=()):
+    """Compile `fun` per abstract signature (pytree structure, shapes, dtypes, statics).
+
+    >>> f = jit(lambda x: np.sin(x) * x); f(np.ones(3))   # staged once, then compiled code
+    """
+    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else static_argnums
+
+    @functools.wraps(fun)
+    def jitted(*args):
+        if current_builder() is not None:
+            return fun(*args)
+        static_nums = _normalize_argnums(static_argnums, len(args)) if static_argnums else ()
+        dynamic, static = _split_static(args, static_nums)
+        leaves, in_tree = tree_flatten(dynamic)
+        signature = tuple(map(_leaf_signature, leaves))
+        key = ("jit", in_tree, signature, static)
+        entry = CACHE.get(fun, key)
+        if entry is None:
+            avals = [_aval_of_signature(s) for s in signature]
+            graph, _, out_tree = _stage(_with_static(fun, static, len(args)), in_tree, avals)
+            entry = (CACHE.compiled(_finish(graph)), out_tree)
+            CACHE.put(fun, key, entry)
+        compiled, out_tree = entry
+        return tree_unflatten(out_tree, compiled(*leaves))
+    return jitted
+
+
+# -- reverse mode -----------------------------------------------------------------------------
+
+def _float0_zeros(aval):
+    return np.zeros(aval.shape, float0)
+
+
+def _check_scalar_output(graph, has_aux, out_tree, fun_name):
+    if has_aux:
+        if out_tree.kind is not tuple or len(out_tree.children) != 2:
+            raise TypeCheckError(f"{fun_name} with has_aux=True needs the function to return "
+                                 "a pair (output, aux)", user_frame_info())
+        if out_tree.children[0].num_leaves != 1:
+            raise TypeCheckError(f"{fun_name}: the output (first of the pair) must be a "
+                                 "scalar", user_frame_info())
+    elif out_tree.num_leaves != 1:
+        raise TypeCheckError(f"{fun_name} needs a function with one scalar output, got a "
+                             f"pytree {out_tree}", user_frame_info())
+    out_aval = graph.outputs[0].aval
+    if out_aval.shape != () or not is_differentiable(out_aval):
+        raise TypeCheckError(
+            f"{fun_name} needs a scalar float output, got {out_aval.str_short()}",
+            user_frame_info(), "use xform.vjp or xform.jacrev for non-scalar outputs, or "
+            "reduce the output (e.g. np.sum)")
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, *, _name="value_and_grad"):
+    """`(fun(*args), gradient of fun w.r.t. args[argnums])`; with has_aux, `fun` returns
+    `(out, aux)` and the result is `((out, aux), grads)`.
+
+    >>> value_and_grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
+    (5.0, array([2., 4.]))
+    """
+    def build(in_tree, avals):
+        n_args = len(in_tree.children)
+        nums = _normalize_argnums(argnums, n_args)
+        graph, captured, out_tree = _stage(fun, in_tree, avals)
+        _check_scalar_output(graph, has_aux, out_tree, _name)
+        offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
+        wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
+        builder = GraphBuilder()
+        with using_builder(builder):
+            ins = [builder.new_input(v.aval) for v in graph.inputs]
+            out_aval = graph.outputs[0].aval
+            cts = [np.ones((), out_aval.dtype)[()]] + [
+                zero_tangent(a.aval) for a in graph.outputs[1:]]
+            outs, cts_in = vjp_eval(graph, ins, cts)
+            grads = [instantiate(cts_in[i]) for i in wanted if is_differentiable(avals[i])]
+        grad_graph = builder.build(list(outs) + grads)
+
+        def unflatten(results):
+            values = tree_unflatten(out_tree, results[:len(outs)])
+            grad_iter = iter(results[len(outs):])
+            grad_leaves = [next(grad_iter) if is_differentiable(avals[i])
+                           else _float0_zeros(avals[i]) for i in wanted]
+            leaf_iter = iter(grad_leaves)
+            trees = [tree_unflatten(in_tree.children[n],
+                                    [next(leaf_iter) for _ in range(in_tree.children[n]
+                                                                    .num_leaves)])
+                     for n in nums]
+            grads_tree = trees[0] if isinstance(argnums, int) else tuple(trees)
+            return values, grads_tree
+        return grad_graph, captured, unflatten
+
+    return _Transformed(fun, _name, build, (argnums, has_aux))
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """The gradient of scalar-output `fun` w.r.t. `args[argnums]` (a pytree like them).
+
+    >>> grad(lambda x: np.sin(x) * x)(1.0)    # cos(1) + sin(1)
+    1.3817732906760363
+    """
+    value_and_grad_f = value_and_grad(fun, argnums, has_aux, _name="grad")
+
+    @functools.wraps(fun)
+    def grad_f(*args):
+        (value, grads) = value_and_grad_f(*args)
+        if has_aux:
+            return grads, value[1]
+        return grads
+    return grad_f
+
+
+def vjp(fun, *primals, has_aux=False):
+    """`(fun(*primals), vjp_fn)`; `vjp_fn(cotangent)` returns a tuple of cotangents, one per
+    primal. With has_aux: `(out, vjp_fn, aux)`.
+
+    >>> out, f_vjp = vjp(np.sin, 0.0); f_vjp(1.0)
+    (1.0,)
+    """
+    leaves, in_tree = tree_flatten(primals)
+    avals = [_aval_of_signature(_leaf_signature(x)) for x in leaves]
+    graph, captured, out_tree = _stage(fun, in_tree, avals)
+    if has_aux:
+        if out_tree.kind is not tuple or len(out_tree.children) != 2:
+            raise TypeCheckError("vjp with has_aux=True needs fun to return (output, aux)",
+                                 user_frame_info())
+        n_main = out_tree.children[0].num_leaves
+        main_tree = out_tree.children[0]
+    else:
+        n_main, main_tree = out_tree.num_leaves, out_tree
+    forward, backward = _vjp_pair(graph, len(leaves), n_main)
+    results = _run(forward, [*leaves, *captured])
+    n_out = len(graph.outputs)
+    outs, residuals = results[:n_out], results[n_out:]
+    main_avals = [a.aval for a in graph.outputs[:n_main]]
+
+    def vjp_fn(cotangent):
+        ct_leaves, ct_tree = tree_flatten(cotangent)
+        if ct_tree != main_tree:
+            raise TreeMismatchError(f"vjp_fn got a cotangent of structure {ct_tree}, "
+                                    f"expected the output's structure {main_tree}",
+                                    user_frame_info())
+        diff_cts = []
+        for ct, aval in zip(ct_leaves, main_avals):
+            shape = _leaf_signature(ct)[0]
+            if shape != aval.shape:
+                raise ShapeError(f"vjp_fn got a cotangent of shape {shape} for an output of "
+                                 f"shape {aval.shape}", user_frame_info())
+            if is_differentiable(aval):
+                diff_cts.append(ct)
+        grads = iter(_run(backward, [*residuals, *diff_cts]))
+        grad_leaves = [next(grads) if is_differentiable(a) else _float0_zeros(a)
+                       for a in avals]
+        return tree_unflatten(in_tree, grad_leaves)
+
+    out_value = tree_unflatten(out_tree, outs)
+    if has_aux:
+        return out_value[0], vjp_fn, out_value[1]
+    return out_value, vjp_fn
+
+
+def _vjp_pair(graph, n_leaves, n_main):
+    """Forward and backward graphs for cotangents on the first `n_main` outputs, gradients
+    for the first `n_leaves` inputs (the rest are captured values)."""
+    builder = GraphBuilder()
+    with using_builder(builder):
+        ins = [builder.new_input(v.aval) for v in graph.inputs]
+        cts = [builder.new_input(tangent_aval(a.aval))
+               if i < n_main and is_differentiable(a.aval) else zero_tangent(a.aval)
+               for i, a in enumerate(graph.outputs)]
+        outs, cts_in = vjp_eval(graph, ins, cts)
+        grads = [instantiate(ct) for ct, v in zip(cts_in[:n_leaves], graph.inputs)
+                 if is_differentiable(v.aval)]
+    combined = builder.build(list(outs) + grads)
+    forward, backward = split_graph(combined, len(graph.inputs), len(outs))
+    return optimize(forward), optimize(backward)
+
+
+# -- forward mode -----------------------------------------------------------------------------
+
+def _check_tangents(primal_leaves, tangent_leaves, p_tree, t_tree):
+    if p_tree != t_tree:
+        raise TreeMismatchError(f"tangents have structure {t_tree}, primals {p_tree}",
+                                user_frame_info())
+    for p, t in zip(primal_leaves, tangent_leaves):
+        p_shape, t_shape = _leaf_signature(p)[0], np.shape(t)
+        if p_shape != t_shape:
+            raise ShapeError(f"tangent of shape {t_shape} for a primal of shape {p_shape}",
+                             user_frame_info())
+
+
+def jvp(fun, primals, tangents):
+    """`(fun(*primals), J @ tangents)`: forward-mode derivative along `tangents`.
+
+    >>> jvp(np.sin, (0.0,), (2.0,))
+    (0.0, 2.0)
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    p_leaves, p_tree = tree_flatten(primals)
+    t_leaves, t_tree = tree_flatten(tangents)
+    _check_tangents(p_leaves, t_leaves, p_tree, t_tree)
+    avals = [_aval_of_signature(_leaf_signature(x)) for x in p_leaves]
+    diff = [is_differentiable(a) for a in avals]
+
+    def build(in_tree, _avals):
+        graph, captured, out_tree = _stage(fun, p_tree, avals)
+        builder = GraphBuilder()
+        with using_builder(builder):
+            ins = [builder.new_input(a) for a in avals]
+            t_ins = [builder.new_input(tangent_aval(a)) if d else zero_tangent(a)
+                     for a, d in zip(avals, diff)]
+            ins += [builder.new_input(v.aval) for v in graph.inputs[len(avals):]]
+            t_ins += [zero_tangent(v.aval) for v in graph.inputs[len(avals):]]
+            outs, t_outs = jvp_eval(graph, ins, t_ins)
+            t_outs = [instantiate(t) for t in t_outs]
+        jvp_graph_ = builder.build(list(outs) + t_outs)
+
+        def unflatten(results):
+            n = len(outs)
+            return tree_unflatten(out_tree, results[:n]), tree_unflatten(out_tree, results[n:])
+        return jvp_graph_, captured, unflatten
+
+    diff_tangents = [t for t, d in zip(t_leaves, diff) if d]
+    return _Transformed(fun, "jvp", build)(primals, diff_tangents)
+
+
+def linearize(fun, *primals):
+    """`(fun(*primals), f_jvp)` where `f_jvp(*tangents)` evaluates only the linear part.
+
+    >>> out, f_jvp = linearize(np.sin, 0.0); f_jvp(3.0)
+    3.0
+    """
+    p_leaves, p_tree = tree_flatten(primals)
+    avals = [_aval_of_signature(_leaf_signature(x)) for x in p_leaves]
+    diff = [is_differentiable(a) for a in avals]
+    graph, captured, out_tree = _stage(fun, p_tree, avals)
+    builder = GraphBuilder()
+    with using_builder(builder):
+        ins = [builder.new_input(v.aval) for v in graph.inputs]
+        t_ins = [builder.new_input(tangent_aval(a)) if d else zero_tangent(a)
+                 for a, d in zip(avals, diff)]
+        t_ins += [zero_tangent(v.aval) for v in graph.inputs[len(avals):]]
+        outs, t_outs = jvp_eval(graph, ins, t_ins)
+        t_outs = [instantiate(t) for t in t_outs]
+    combined = builder.build(list(outs) + t_outs)
+    forward, linear = split_graph(combined, len(graph.inputs), len(outs))
+    forward, linear = optimize(forward), optimize(linear)
+    results = _run(forward, [*p_leaves, *captured])
+    outs, residuals = results[:len(graph.outputs)], results[len(graph.outputs):]
+
+    def f_jvp(*tangents):
+        t_leaves, t_tree = tree_flatten(tangents)
+        _check_tangents(p_leaves, t_leaves, p_tree, t_tree)
+        diff_tangents = [t for t, d in zip(t_leaves, diff) if d]
+        return tree_unflatten(out_tree, _run(linear, [*residuals, *diff_tangents]))
+
+    return tree_unflatten(out_tree, outs), f_jvp
+
+
+# -- vmap -------------------------------------------------------------------------------------
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """Map `fun` over axis `in_axes` of its arguments (None: not mapped; a pytree prefix of the
+    arguments), stacking results along `out_axes`.
+
+    >>> vmap(lambda x: np.dot(x, x))(np.ones((5, 3))).shape
+    (5,)
+    """
+    def build(in_tree, avals):
+        args_tree = in_tree
+        axes = _in_axes_leaves(in_axes, args_tree)
+        dims = []
+        size = None
+        for aval, axis in zip(avals, axes):
+            if axis is None:
+                dims.append(NOT_MAPPED)
+                continue
+            if not isinstance(axis, int):
+                raise TypeCheckError(f"vmap in_axes entries must be int or None, got {axis!r}",
+                                     user_frame_info())
+            if not -aval.ndim <= axis < max(aval.ndim, 1) or aval.ndim == 0:
+                raise ShapeError(f"vmap in_axes={axis} is out of range for an argument of "
+                                 f"shape {aval.shape}", user_frame_info())
+            axis %= aval.ndim
+            if size is not None and aval.shape[axis] != size:
+                raise ShapeError(f"vmap got inconsistent sizes along the mapped axes: "
+                                 f"{size} and {aval.shape[axis]}", user_frame_info())
+            size = aval.shape[axis]
+            dims.append(axis)
+        if size is None:
+            raise TypeCheckError("vmap needs at least one argument with a mapped axis "
+                                 "(in_axes is None everywhere)", user_frame_info())
+        example_avals = [aval if d is NOT_MAPPED else
+                         ShapedArray(aval.shape[:d] + aval.shape[d + 1:], aval.dtype,
+                                     aval.weak_type)
+                         for aval, d in zip(avals, dims)]
+        graph, captured, out_tree = _stage(fun, args_tree, example_avals)
+        out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
+        builder = GraphBuilder()
+        with using_builder(builder):
+            ins = [builder.new_input(a) for a in avals]
+            ins += [builder.new_input(v.aval) for v in graph.inputs[len(avals):]]
+            all_dims = dims + [NOT_MAPPED] * len(captured)
+            outs, out_dims = batch_eval(graph, ins, all_dims, size)
+            results = []
+            for x, d, axis in zip(outs, out_dims, out_axes_leaves):
+                if axis is None:
+                    if d is not NOT_MAPPED:
+                        raise TypeCheckError("vmap out_axes=None for an output that depends "
+                                             "on the mapped axis", user_frame_info())
+                    results.append(x)
+                else:
+                    x = move_to_front(x, d, size)
+                    results.append(x if axis == 0 else np.moveaxis(x, 0, axis))
+        batched = builder.build(results)
+        return batched, captured, lambda outs: tree_unflatten(out_tree, outs)
+
+    return _Transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes)))
+
+
+def _freeze(tree):
+    leaves, treedef = tree_flatten(tree)
+    return (treedef, tuple(leaves))
+
+
+def _in_axes_leaves(in_axes, args_tree):
+    n_args = len(args_tree.children)
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, tuple) and len(in_axes) != n_args:
+        raise TreeMismatchError(f"vmap in_axes has {len(in_axes)} entries for {n_args} "
+                                "arguments", user_frame_info())
+    if not isinstance(in_axes, tuple):
+        in_axes = (in_axes,) * n_args
+    dummy_args = tree_unflatten(args_tree, [0] * args_tree.num_leaves)
+    try:
+        return broadcast_prefix(in_axes, dummy_args)
+    except TreeMismatchError as err:
+        raise TreeMismatchError(f"vmap in_axes: {err.cause}", user_frame_info()) from None
+
+
+def _out_axes_leaves(out_axes, out_tree):
+    dummy_out = tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+    try:
+        return broadcast_prefix(out_axes, dummy_out)
+    except TreeMismatchError as err:
+        raise TreeMismatchError(f"vmap out_axes: {err.cause}", user_frame_info()) from None
+
+
+# -- Jacobians and Hessians ---------------------------------------------------------------------
+
+def _std_basis(x):
+    """An identity basis for `x`'s elements, shaped (size, *x.shape)."""
+    shape = np.shape(x)
+    size = int(np.prod(shape, dtype=np.int64))
+    dtype = _aval_of_signature(_leaf_signature(x)).dtype
+    return np.eye(size, dtype=dtype).reshape((size,) + tuple(shape))
+
+
+def jacfwd(fun, argnums=0):
+    """The Jacobian by forward mode: shape `out.shape + x.shape` for each output leaf.
+
+    >>> jacfwd(lambda x: x * 2.0)(np.ones(2))
+    array([[2., 0.], [0., 2.]])
+    """
+    def jac_f(*args):
+        nums = _normalize_argnums(argnums, len(args))
+        jacobians = []
+        for n in nums:
+            x = args[n]
+
+            def push(t, n=n):
+                tangents = tuple(t if i == n else tree_map(_zero_like_tangent, a)
+                                 for i, a in enumerate(args))
+                return jvp(fun, args, tangents)[1]
+            basis = _std_basis(x)
+            columns = vmap(push)(basis)
+            in_shape = np.shape(x)
+            jacobians.append(tree_map(lambda c: _columns_to_jacobian(c, in_shape), columns))
+        return jacobians[0] if isinstance(argnums, int) else tuple(jacobians)
+    return jac_f
+
+
+def _zero_like_tangent(x):
+    aval = _aval_of_signature(_leaf_signature(x))
+    return np.zeros(aval.shape, aval.dtype if is_differentiable(aval) else float0)
+
+
+def _columns_to_jacobian(columns, in_shape):
+    # columns: (in_size, *out_shape) -> (*out_shape, *in_shape)
+    out_ndim = np.ndim(columns) - 1
+    moved = np.moveaxis(columns, 0, -1) if out_ndim else columns
+    return np.reshape(moved, tuple(np.shape(columns)[1:]) + tuple(in_shape))
+
+
+def jacrev(fun, argnums=0):
+    """The Jacobian by reverse mode: shape `out.shape + x.shape`; `fun` has one array output.
+
+    >>> jacrev(lambda x: x * 2.0)(np.ones(2))
+    array([[2., 0.], [0., 2.]])
+    """
+    def jac_f(*args):
+        nums = _normalize_argnums(argnums, len(args))
+        out, pullback = vjp(fun, *args)
+        if not isinstance(out, (np.ndarray, np.generic, float, int, Tracer)):
+            raise TypeCheckError("jacrev needs a function with a single array output",
+                                 user_frame_info())
+        basis = _std_basis(out)
+        rows = vmap(lambda ct: tuple(pullback(ct)[n] for n in nums))(basis)
+        out_shape = np.shape(out)
+        jacobians = [np.reshape(r, tuple(out_shape) + tuple(np.shape(r)[1:])) for r in rows]
+        return jacobians[0] if isinstance(argnums, int) else tuple(jacobians)
+    return jac_f
+
+
+def hessian(fun, argnums=0):
+    """The Hessian, forward-over-reverse: `jacfwd(jacrev(fun))`.
+
+    >>> hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
+    array([[ 6.,  0.], [ 0., 12.]])
+    """
+    return jacfwd(jacrev(fun, argnums), argnums)
+
+
+__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_graph",
+           "value_and_grad", "vjp", "vmap", "XformError", "Zero"]

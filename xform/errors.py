@@ -1,0 +1,92 @@
+"""Every exception a user can cause. One place; each class says how it is triggered and fixed.
+
+Messages read: the cause, then `file:line (function): source text`, then a hint.
+"""
+from __future__ import annotations
+
+
+class XformError(Exception):
+    """Base of all xform errors. `.source` is the user's line (a SourceInfo) or None."""
+
+    def __init__(self, message: str, source=None, hint: str | None = None):
+        self.cause = message
+        self.source = source
+        self.hint = hint
+        parts = [message]
+        if source is not None:
+            parts.append(f"  at {source}")
+        if hint:
+            parts.append(f"  hint: {hint}")
+        super().__init__("\n".join(parts))
+
+
+class ConcretizationError(XformError, TypeError):
+    """A traced value was used where Python needs a concrete one.
+
+    Triggered by `if x > 0:`, `bool(x)`, `float(x)` or `np.asarray(x)` inside a staged
+    function. Fix: use `xform.cond` / `np.where` for data-dependent choices, or mark the
+    argument static with `static_argnums`.
+    """
+
+
+class UnsupportedError(XformError, NotImplementedError):
+    """A numpy function or option has no xform primitive.
+
+    Triggered by e.g. `np.fft.fft(x)` on a traced value or `np.sin(x, where=m)`. Fix: write
+    it with supported operations, or register a primitive (`xform.Primitive`, `def_impl`,
+    `def_abstract_eval`, then `xform.implements(np.fft.fft)`).
+    """
+
+
+class MissingRuleError(XformError, NotImplementedError):
+    """A transform needs a rule the primitive does not have.
+
+    Triggered by `grad` through a primitive registered without jvp/vjp. Fix: define the rule
+    (`p.def_jvp(...)`), or mark the primitive non-differentiable.
+    """
+
+    def __init__(self, primitive, rule_kind: str, source=None, hint: str | None = None):
+        self.primitive = primitive
+        self.rule_kind = rule_kind
+        message = f"primitive '{primitive}' has no {rule_kind} rule"
+        super().__init__(message, source, hint or
+                         f"define it with p.def_{rule_kind}(...) or xform.rules.register")
+
+
+class ShapeError(XformError, ValueError):
+    """Shapes or dtypes do not fit together at staging time.
+
+    Triggered by `x + y` with shapes (3,) and (4,), or a branch of `cond` returning another
+    shape. Fix: reshape/broadcast explicitly so the shapes agree.
+    """
+
+
+class TreeMismatchError(XformError, ValueError):
+    """Two pytrees that must match do not.
+
+    Triggered by a `vjp_fn` cotangent with another structure than the output, or `in_axes`
+    that does not fit the arguments. Fix: pass values of the expected structure.
+    """
+
+
+class GraphCheckError(XformError, AssertionError):
+    """A graph is malformed (a var used before definition, an aval that its rule denies).
+
+    Triggered by hand-built graphs or a buggy pass/rule; the message lists the equations
+    around the bad one. Fix: correct the graph or the rule that produced it.
+    """
+
+
+class RuleError(XformError, RuntimeError):
+    """A rule produced a value that does not match its abstract value (debug mode).
+
+    Triggered by a user rule whose jvp returns the wrong shape. Fix: correct that rule.
+    """
+
+
+class RuleBuildError(XformError, RuntimeError):
+    """Building a transformed graph failed inside a rule; the message ends with a repro line."""
+
+
+class TypeCheckError(XformError, TypeError):
+    """An argument is not a valid array or pytree leaf (e.g. a string passed to grad)."""

@@ -1,0 +1,1 @@
+"""The IR: avals, graph data types, staging, printing, checking, interpretation."""

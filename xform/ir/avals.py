@@ -1,0 +1,103 @@
+"""Abstract values: the shape and dtype a traced value promises, and numpy 2's promotion.
+
+Python scalars are *weakly typed* (NEP 50): `float32_array * 2.0` stays float32. A weak aval
+remembers that its dtype came from a Python scalar so promotion can defer to the other operand.
+"""
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+# JAX's tangent dtype for integer and boolean values: zero-size, carries no information.
+float0 = np.dtype([("float0", np.void, 0)])
+
+
+@attrs.frozen
+class ShapedArray:
+    """The abstract value of an array: `ShapedArray((3,), np.dtype("float64"))` prints `f64[3]`."""
+
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    dtype: np.dtype = attrs.field(converter=np.dtype)
+    weak_type: bool = False
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def str_short(self) -> str:
+        weak = "~" if self.weak_type else ""
+        dims = ",".join(str(d) for d in self.shape)
+        return f"{weak}{dtype_short(self.dtype)}[{dims}]"
+
+    def strengthen(self) -> "ShapedArray":
+        return ShapedArray(self.shape, self.dtype) if self.weak_type else self
+
+    def update(self, **changes) -> "ShapedArray":
+        return attrs.evolve(self, **changes)
+
+    def __repr__(self) -> str:
+        return self.str_short()
+
+
+_SHORT = {"b": "bool", "i": "i", "u": "u", "f": "f", "c": "c"}
+
+
+def dtype_short(dtype: np.dtype) -> str:
+    """`float64 -> f64`, `int32 -> i32`, `bool -> bool`, float0 -> `float0`."""
+    dtype = np.dtype(dtype)
+    if dtype == float0:
+        return "float0"
+    if dtype.kind == "b":
+        return "bool"
+    prefix = _SHORT.get(dtype.kind)
+    return f"{prefix}{dtype.itemsize * 8}" if prefix else str(dtype)
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype).kind in "fc"
+
+
+def is_differentiable(aval: ShapedArray) -> bool:
+    """Inexact values have tangents; integers and booleans get float0 zeros."""
+    return aval.dtype.kind in "fc"
+
+
+def tangent_aval(aval: ShapedArray) -> ShapedArray:
+    if is_differentiable(aval):
+        return ShapedArray(aval.shape, aval.dtype, aval.weak_type)
+    return ShapedArray(aval.shape, float0)
+
+
+_PY_SCALARS = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64),
+               complex: np.dtype(np.complex128)}
+
+
+def aval_of(value) -> ShapedArray:
+    """The abstract value of a concrete value; Python scalars are weak."""
+    kind = type(value)
+    if kind in _PY_SCALARS:
+        return ShapedArray((), _PY_SCALARS[kind], weak_type=kind is not bool)
+    if isinstance(value, np.ndarray):
+        return ShapedArray(value.shape, value.dtype)
+    if isinstance(value, np.generic):
+        return ShapedArray((), value.dtype)
+    array = np.asarray(value)
+    return ShapedArray(array.shape, array.dtype)
+
+
+def is_valid_value(value) -> bool:
+    """Whether `value` can stand as an array argument (arrays, numpy and Python scalars)."""
+    if type(value) in _PY_SCALARS or isinstance(value, (np.ndarray, np.generic)):
+        return np.asarray(value).dtype.kind in "biufc"
+    return False
+
+
+def dummy(aval: ShapedArray):
+    """A 0-d stand-in with `aval`'s dtype and weakness, for asking numpy a result dtype."""
+    if aval.weak_type:
+        return aval.dtype.type(1).item()
+    return np.ones((), aval.dtype)

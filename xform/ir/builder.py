@@ -1,0 +1,160 @@
+"""Staging: the GraphBuilder, the current-builder context, and `bind`.
+
+`bind(prim, *args)` emits an equation into the current builder, or evaluates the primitive
+eagerly when no builder is active or every argument is concrete (constant folding for free).
+A tracer of an enclosing builder is lifted into the current one as a captured input, which is
+how closures over outer traced values work without perturbation confusion.
+"""
+from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+
+import numpy as np
+
+from xform.errors import ShapeError, TypeCheckError, XformError
+from xform.ir.avals import ShapedArray, aval_of
+from xform.ir.core import Equation, Graph, Literal, Params, Var
+from xform.ir.source_info import user_frame_info
+from xform.ir.tracer import Tracer
+from xform.rules.registry import RULES, missing_rule
+
+_current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder", default=None)
+# While a transform re-emits an equation, the equations it makes keep that equation's user line.
+_source_override: ContextVar = ContextVar("xform_source", default=None)
+
+
+def current_builder() -> "GraphBuilder | None":
+    return _current_builder.get()
+
+
+@contextlib.contextmanager
+def using_builder(builder: "GraphBuilder | None"):
+    token = _current_builder.set(builder)
+    try:
+        yield builder
+    finally:
+        _current_builder.reset(token)
+
+
+class GraphBuilder:
+    """Collects equations while a Python function runs on tracers.
+
+    >>> b = GraphBuilder(); x = b.new_input(ShapedArray((), np.float64))
+    >>> with using_builder(b): y = np.sin(x)
+    >>> b.build([y])   # { lambda a:f64[] . let b:f64[] = sin a in (b) }
+    """
+
+    def __init__(self, parent: "GraphBuilder | None" = None):
+        self.parent = parent
+        self.inputs: list[Var] = []
+        self.equations: list[Equation] = []
+        self._consts: dict[int, tuple[Var, np.ndarray]] = {}
+        self._captures: dict[int, tuple[Var, Tracer]] = {}
+        self.closed = False
+
+    def new_input(self, aval: ShapedArray) -> Tracer:
+        var = Var(aval)
+        self.inputs.append(var)
+        return Tracer(self, var)
+
+    def atom(self, value):
+        """The graph atom standing for `value` in this builder."""
+        if type(value) is Tracer:
+            if value.builder is self:
+                return value.graph_var
+            return self._lift(value)
+        if isinstance(value, np.ndarray) and value.ndim > 0:
+            entry = self._consts.get(id(value))
+            if entry is None:
+                entry = (Var(ShapedArray(value.shape, value.dtype)), value)
+                self._consts[id(value)] = entry
+            return entry[0]
+        if isinstance(value, (bool, int, float, complex, np.generic, np.ndarray)):
+            aval = aval_of(value)
+            if aval.dtype.kind not in "biufc":
+                raise TypeCheckError(f"cannot stage a value of dtype {aval.dtype}",
+                                     user_frame_info())
+            return Literal(value, aval)
+        raise TypeCheckError(f"cannot stage a value of type {type(value).__name__}; "
+                             "expected an array, a numpy or Python scalar", user_frame_info())
+
+    def _lift(self, tracer: Tracer) -> Var:
+        entry = self._captures.get(id(tracer))
+        if entry is not None:
+            return entry[0]
+        ancestor = self.parent
+        while ancestor is not None and ancestor is not tracer.builder:
+            ancestor = ancestor.parent
+        if ancestor is None:
+            raise XformError("a traced value escaped the function that staged it (it was "
+                             "stored outside, e.g. in a global or a list, and used later)",
+                             user_frame_info(),
+                             "return values from staged functions instead of storing them")
+        var = Var(tracer.aval)
+        self._captures[id(tracer)] = (var, tracer)
+        return var
+
+    @property
+    def captured_values(self) -> list[Tracer]:
+        return [tracer for _, tracer in self._captures.values()]
+
+    def add(self, eqn: Equation) -> None:
+        self.equations.append(eqn)
+
+    def build(self, outputs) -> Graph:
+        """Close the builder: inputs are the explicit inputs, then the captured values."""
+        out_atoms = [self.atom(out) for out in outputs]
+        self.closed = True
+        capture_vars = [var for var, _ in self._captures.values()]
+        return Graph(tuple(self.inputs) + tuple(capture_vars),
+                     tuple(self._consts.values()), self.equations, out_atoms)
+
+
+@contextlib.contextmanager
+def source_scope(source):
+    """Equations emitted inside carry `source` (the user line of the equation being rewritten)."""
+    token = _source_override.set(source)
+    try:
+        yield
+    finally:
+        _source_override.reset(token)
+
+
+def bind(prim, *args, **params):
+    """Apply `prim` to `args`: emit an equation when staging, else evaluate its impl."""
+    builder = _current_builder.get()
+    if builder is None or not any(type(a) is Tracer for a in args):
+        return _eval_concrete(prim, args, params)
+    source = _source_override.get() or user_frame_info()
+    rules = RULES.get(prim)
+    if rules is None or rules.abstract_eval is None:
+        raise missing_rule(prim, "abstract_eval", source)
+    in_atoms = [builder.atom(a) for a in args]
+    try:
+        out_avals = rules.abstract_eval(*[a.aval for a in in_atoms], **params)
+    except XformError as err:
+        if err.source is None:
+            raise type(err)(err.cause, source, err.hint) from None
+        raise
+    except (ValueError, TypeError, IndexError) as err:
+        raise ShapeError(f"{prim.name}: {err}", source) from None
+    if prim.multiple_results:
+        outs = [Var(aval) for aval in out_avals]
+    else:
+        outs = [Var(out_avals)]
+    builder.add(Equation(prim, in_atoms, outs, Params(params), source))
+    tracers = [Tracer(builder, var) for var in outs]
+    return tracers if prim.multiple_results else tracers[0]
+
+
+def _eval_concrete(prim, args, params):
+    for a in args:
+        if type(a) is Tracer:
+            raise XformError("a traced value escaped the function that staged it",
+                             user_frame_info(),
+                             "return values from staged functions instead of storing them")
+    rules = RULES.get(prim)
+    if rules is None or rules.impl is None:
+        raise missing_rule(prim, "impl", user_frame_info())
+    return rules.impl(*args, **params)

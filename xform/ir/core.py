@@ -1,0 +1,199 @@
+"""The IR as data: Var, Literal, Equation, Graph, Params and Primitive.
+
+Everything here is immutable and knows nothing about rules or transforms. Vars compare by
+identity and carry no names: the printer names them.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from xform.ir.avals import ShapedArray
+from xform.ir.source_info import SourceInfo
+
+
+@attrs.frozen(eq=False, repr=False)
+class Primitive:
+    """An operation the IR knows: `sin_p = Primitive("sin")`. Rules live in the registry."""
+
+    name: str
+    multiple_results: bool = False
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def bind(self, *args, **params):
+        """Stage (under a builder) or evaluate (eagerly) this primitive on `args`."""
+        from xform.ir.builder import bind
+        return bind(self, *args, **params)
+
+    # JAX-style registration, forwarded to the registry (see xform.rules.registry).
+    def _define(self, kind, fn):
+        from xform.rules.registry import define_rule
+        define_rule(self, kind, fn)
+        return fn
+
+    def def_impl(self, fn):
+        return self._define("impl", fn)
+
+    def def_abstract_eval(self, fn):
+        return self._define("abstract_eval", fn)
+
+    def def_jvp(self, fn):
+        return self._define("jvp", fn)
+
+    def def_vjp(self, fn):
+        return self._define("vjp", fn)
+
+    def def_transpose(self, fn):
+        return self._define("transpose", fn)
+
+    def def_batch(self, fn):
+        return self._define("batch", fn)
+
+
+@attrs.frozen(eq=False, repr=False)
+class Var:
+    """A value defined once in a graph. Equality is identity; `hint` is for debugging only."""
+
+    aval: ShapedArray
+    hint: str = ""
+
+    def __repr__(self) -> str:
+        return f"Var({self.aval.str_short()})"
+
+
+@attrs.frozen(eq=False, repr=False)
+class Literal:
+    """A scalar constant written into the graph, e.g. `2.0:~f64[]`."""
+
+    value: Any
+    aval: ShapedArray
+
+    def __repr__(self) -> str:
+        return f"Literal({self.value!r})"
+
+
+Atom = Var | Literal
+
+
+class Params(Mapping):
+    """A frozen, hashable mapping of equation parameters."""
+
+    __slots__ = ("_items", "_hash")
+
+    def __init__(self, items: Mapping | None = None):
+        self._items = dict(items or {})
+        self._hash = None
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+    def __hash__(self):
+        if self._hash is None:
+            self._hash = hash(tuple(sorted((k, _hashable(v)) for k, v in self._items.items())))
+        return self._hash
+
+    def __eq__(self, other):
+        return isinstance(other, Params) and self._items == other._items
+
+    def __repr__(self):
+        return f"Params({self._items!r})"
+
+
+def _hashable(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return (value.shape, value.dtype.str, value.tobytes())
+    try:
+        hash(value)
+    except TypeError:
+        return id(value)
+    return value
+
+
+@attrs.frozen(eq=False, repr=False)
+class Equation:
+    """`outputs = primitive(*inputs, **params)`, with the user line that made it."""
+
+    primitive: Primitive
+    inputs: tuple[Atom, ...] = attrs.field(converter=tuple)
+    outputs: tuple[Var, ...] = attrs.field(converter=tuple)
+    params: Params = attrs.field(converter=Params, factory=Params)
+    source: SourceInfo | None = None
+
+    def __repr__(self) -> str:
+        return f"Equation({self.primitive.name}, {len(self.inputs)} in, {len(self.outputs)} out)"
+
+
+@attrs.frozen
+class GraphType:
+    in_avals: tuple[ShapedArray, ...]
+    out_avals: tuple[ShapedArray, ...]
+
+
+@attrs.frozen(eq=False, repr=False)
+class Graph:
+    """A closed graph: `inputs`, array `consts`, `equations` in order, `outputs`.
+
+    Hash and equality are identity, so graphs key caches. Sub-graphs live only in params.
+    >>> str(make_graph(np.sin)(1.0))
+    '{ lambda a:~f64[] . let b:~f64[] = sin a in (b) }'
+    """
+
+    inputs: tuple[Var, ...] = attrs.field(converter=tuple)
+    consts: tuple[tuple[Var, np.ndarray], ...] = attrs.field(converter=tuple)
+    equations: tuple[Equation, ...] = attrs.field(converter=tuple)
+    outputs: tuple[Atom, ...] = attrs.field(converter=tuple)
+
+    @functools.cached_property
+    def type(self) -> GraphType:
+        return GraphType(tuple(v.aval for v in self.inputs),
+                         tuple(v.aval for v in self.outputs))
+
+    @property
+    def in_avals(self):
+        return self.type.in_avals
+
+    @property
+    def out_avals(self):
+        return self.type.out_avals
+
+    def __str__(self) -> str:
+        from xform.ir.pprint import pprint_graph
+        return pprint_graph(self)
+
+    def __repr__(self) -> str:
+        return self.__str__()
+
+    def _repr_html_(self) -> str:
+        from xform.ir.pprint import graph_html
+        return graph_html(self)
+
+    def check(self) -> "Graph":
+        """Verify well-formedness (see xform.ir.check); returns self for chaining."""
+        from xform.ir.check import check_graph
+        check_graph(self)
+        return self
+
+
+def subgraphs(params: Mapping):
+    """Every Graph held in `params`, directly or inside tuples."""
+    for value in params.values():
+        if isinstance(value, Graph):
+            yield value
+        elif isinstance(value, tuple):
+            for item in value:
+                if isinstance(item, Graph):
+                    yield item

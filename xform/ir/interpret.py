@@ -1,0 +1,28 @@
+"""eval_graph: the reference interpreter. Under an active builder it re-emits the equations,
+which is how a transformed graph is inlined into an enclosing staging."""
+from __future__ import annotations
+
+from xform.ir.builder import bind, source_scope
+from xform.ir.core import Literal
+
+
+def eval_graph(graph, *args):
+    """Evaluate `graph` on `args` (arrays, or tracers of the current builder); returns a list.
+
+    >>> eval_graph(make_graph(lambda x: x * 2)(1.0), 3.0)
+    [6.0]
+    """
+    env = {var: value for var, value in graph.consts}
+    env.update(zip(graph.inputs, args))
+
+    def read(atom):
+        return atom.value if type(atom) is Literal else env[atom]
+
+    for eqn in graph.equations:
+        with source_scope(eqn.source):
+            outs = bind(eqn.primitive, *map(read, eqn.inputs), **eqn.params)
+        if eqn.primitive.multiple_results:
+            env.update(zip(eqn.outputs, outs))
+        else:
+            env[eqn.outputs[0]] = outs
+    return [read(atom) for atom in graph.outputs]

@@ -1,0 +1,93 @@
+"""Text and HTML forms of a graph. Names are given here, at print time, never stored."""
+from __future__ import annotations
+
+import html
+import string
+
+import numpy as np
+
+from xform.ir.core import Graph, Literal
+
+
+class _Names:
+    def __init__(self):
+        self.names = {}
+
+    def __call__(self, var) -> str:
+        name = self.names.get(var)
+        if name is None:
+            name = _name(len(self.names))
+            self.names[var] = name
+        return name
+
+
+def _name(i: int) -> str:
+    letters = string.ascii_lowercase
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = letters[r] + out
+    return out
+
+
+def _atom(atom, names) -> str:
+    if type(atom) is Literal:
+        value = atom.value
+        if isinstance(value, np.ndarray):
+            value = value.item() if value.ndim == 0 else value
+        return repr(value.item() if isinstance(value, np.generic) else value)
+    return names(atom)
+
+
+def _binder(var, names, used=None) -> str:
+    if used is not None and var not in used:
+        return "_"
+    return f"{names(var)}:{var.aval.str_short()}"
+
+
+def _param(value, names, indent) -> str:
+    if isinstance(value, Graph):
+        return "\n" + _pprint(value, names, indent + 4)
+    if isinstance(value, tuple) and any(isinstance(v, Graph) for v in value):
+        return "(" + ",".join(_param(v, names, indent) for v in value) + ")"
+    if isinstance(value, np.dtype):
+        return str(value)
+    if callable(value) and hasattr(value, "__name__"):
+        return value.__name__
+    return repr(value)
+
+
+def _pprint(graph: Graph, names: _Names, indent: int = 0) -> str:
+    pad = " " * indent
+    used = {a for eqn in graph.equations for a in eqn.inputs if type(a) is not Literal}
+    used.update(a for a in graph.outputs if type(a) is not Literal)
+    ins = " ".join(_binder(v, names) for v in graph.inputs)
+    consts = " ".join(_binder(v, names) for v, _ in graph.consts)
+    head = f"{pad}{{ lambda {ins}" + (f" ; {consts}" if consts else "") + " . let"
+    lines = [head]
+    for eqn in graph.equations:
+        outs = " ".join(_binder(v, names, used) for v in eqn.outputs)
+        params = ""
+        if eqn.params:
+            params = "[" + ", ".join(f"{k}={_param(v, names, indent + 4)}"
+                                     for k, v in eqn.params.items()) + "]"
+        args = " ".join(_atom(a, names) for a in eqn.inputs)
+        lines.append(f"{pad}    {outs} = {eqn.primitive.name}{params} {args}".rstrip())
+    outs = ", ".join(_atom(a, names) for a in graph.outputs)
+    lines.append(f"{pad}  in ({outs}) }}")
+    return "\n".join(lines)
+
+
+def pprint_graph(graph: Graph) -> str:
+    """The compact jaxpr-like listing: `{ lambda a:f64[3] . let b:f64[3] = sin a in (b) }`."""
+    return _pprint(graph, _Names())
+
+
+def graph_html(graph: Graph) -> str:
+    """The listing for notebooks, with primitive names highlighted."""
+    text = html.escape(pprint_graph(graph))
+    for eqn in graph.equations:
+        name = html.escape(eqn.primitive.name)
+        text = text.replace(f"= {name}", f"= <b style='color:#1f5fa8'>{name}</b>")
+    return f"<pre style='font-size:12px;line-height:1.3'>{text}</pre>"

@@ -1,0 +1,47 @@
+"""Where the user's code is: the first stack frame outside xform (and numpy's own Python)."""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+
+import attrs
+import numpy as np
+
+_XFORM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+_EXCLUDED = (_XFORM_DIR + os.sep, _NUMPY_DIR + os.sep, "<frozen ")
+# Test helpers in xform.testing count as xform; the user's tests do not.
+
+
+@attrs.frozen
+class SourceInfo:
+    """A user source location, e.g. `model.py:12 (loss): return np.sin(x) * w`."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    @property
+    def line(self) -> str:
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        text = self.line
+        where = f"{self.filename}:{self.lineno} ({self.function})"
+        return f"{where}: {text}" if text else where
+
+
+def _is_excluded(filename: str) -> bool:
+    return filename.startswith(_EXCLUDED) or filename.startswith("<xform")
+
+
+def user_frame_info() -> SourceInfo | None:
+    """The innermost frame that belongs to the user; None when there is none."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _is_excluded(filename):
+            return SourceInfo(filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None

@@ -1,0 +1,90 @@
+"""Two-input element-wise primitives with numpy broadcasting: arithmetic and its relatives."""
+import numpy as np
+
+from xform.ir.core import Primitive
+from xform.rules.helpers import (Undefined, define_op, elementwise_abstract_eval,
+                                 elementwise_batch, elementwise_rules, unbroadcast,
+                                 zero_derivative)
+from xform.rules.registry import register
+
+BINARY_PRIMITIVES = {}
+
+
+def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False):
+    prim = Primitive(ufunc.__name__)
+    define_op(prim, ufunc)
+    rules = zero_derivative(prim) if zero else elementwise_rules(prim, dx, dy)
+    if transpose is not None:
+        rules["transpose"] = transpose
+    register(prim, impl=ufunc, abstract_eval=elementwise_abstract_eval(ufunc), **rules,
+             batch=elementwise_batch(prim))
+    BINARY_PRIMITIVES[ufunc.__name__] = prim
+    return prim
+
+
+def _linear_transpose(sign_y):
+    def transpose(ct, x, y):
+        ct_x = unbroadcast(ct, x.aval) if type(x) is Undefined else None
+        ct_y = None
+        if type(y) is Undefined:
+            ct_y = unbroadcast(ct if sign_y > 0 else -ct, y.aval)
+        return ct_x, ct_y
+    return transpose
+
+
+def _multiply_transpose(ct, x, y):
+    if type(x) is Undefined:
+        return unbroadcast(ct * y, x.aval), None
+    return None, unbroadcast(x * ct, y.aval)
+
+
+def _divide_transpose(ct, x, y):
+    return unbroadcast(ct / y, x.aval), None
+
+
+def _safe_log(x):
+    # d(x**y)/dy at x == 0 is 0 (JAX's choice), not 0 * -inf = nan.
+    return np.where(x == 0, 0.0, np.log(np.where(x == 0, 1.0, x)))
+
+
+def _power_dx(t, x, y, ans):
+    # Written without x**(y-1) so that x == 0, y == 0 gives 0 rather than nan.
+    return t * np.where(y == 0, 0.0, y * np.power(x, y - 1))
+
+
+def _select_mask(x, y, ans):
+    # Ties share the derivative equally, as autograd's balanced_eq does.
+    mask = np.where(x == ans, 1.0, 0.0) / np.where(x == y, 2.0, 1.0)
+    return mask.astype(np.result_type(ans))
+
+
+add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,
+                transpose=_linear_transpose(+1))
+subtract_p = _binary(np.subtract, lambda t, x, y, ans: t, lambda t, x, y, ans: -t,
+                     transpose=_linear_transpose(-1))
+multiply_p = _binary(np.multiply, lambda t, x, y, ans: t * y, lambda t, x, y, ans: x * t,
+                     transpose=_multiply_transpose)
+divide_p = _binary(np.true_divide, lambda t, x, y, ans: t / y,
+                   lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose)
+power_p = _binary(np.power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)))
+float_power_p = _binary(np.float_power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)))
+maximum_p = _binary(np.maximum, lambda t, x, y, ans: t * _select_mask(x, y, ans),
+                    lambda t, x, y, ans: t * _select_mask(y, x, ans))
+minimum_p = _binary(np.minimum, lambda t, x, y, ans: t * _select_mask(x, y, ans),
+                    lambda t, x, y, ans: t * _select_mask(y, x, ans))
+fmax_p = _binary(np.fmax, lambda t, x, y, ans: t * _select_mask(x, y, ans),
+                 lambda t, x, y, ans: t * _select_mask(y, x, ans))
+fmin_p = _binary(np.fmin, lambda t, x, y, ans: t * _select_mask(x, y, ans),
+                 lambda t, x, y, ans: t * _select_mask(y, x, ans))
+arctan2_p = _binary(np.arctan2, lambda t, y, x, ans: t * x / (x * x + y * y),
+                    lambda t, y, x, ans: -t * y / (x * x + y * y))
+hypot_p = _binary(np.hypot, lambda t, x, y, ans: t * x / ans, lambda t, x, y, ans: t * y / ans)
+logaddexp_p = _binary(np.logaddexp, lambda t, x, y, ans: t * np.exp(x - ans),
+                      lambda t, x, y, ans: t * np.exp(y - ans))
+logaddexp2_p = _binary(np.logaddexp2, lambda t, x, y, ans: t * np.exp2(x - ans),
+                       lambda t, x, y, ans: t * np.exp2(y - ans))
+remainder_p = _binary(np.remainder, lambda t, x, y, ans: t,
+                      lambda t, x, y, ans: -t * np.floor_divide(x, y))
+fmod_p = _binary(np.fmod, lambda t, x, y, ans: t, lambda t, x, y, ans: -t * np.trunc(x / y))
+floor_divide_p = _binary(np.floor_divide, zero=True)
+copysign_p = _binary(np.copysign, lambda t, x, y, ans: t * np.sign(x) * np.sign(ans), None)

@@ -1,0 +1,226 @@
+"""Rule helpers shared by every family: symbolic zeros, unbroadcasting, jvp and batch makers.
+
+Rule bodies use numpy's own API on their arguments: under a builder the arguments are tracers
+and each call emits an equation, so every rule is itself differentiable and batchable.
+"""
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from xform.ir.avals import ShapedArray, aval_of, float0, is_differentiable
+from xform.ir.tracer import Tracer
+
+NOT_MAPPED = None  # batch dimension of an argument that is the same for every example
+
+
+@attrs.frozen(eq=False)
+class Zero:
+    """A symbolic zero tangent/cotangent of `aval`: never materialised unless asked to."""
+
+    aval: ShapedArray
+
+
+@attrs.frozen(eq=False)
+class Undefined:
+    """A linear input of a transpose rule: its value is unknown, only its cotangent is wanted."""
+
+    aval: ShapedArray
+
+
+def aval(value) -> ShapedArray:
+    if type(value) is Tracer:
+        return value.aval
+    if isinstance(value, (Zero, Undefined)):
+        return value.aval
+    return aval_of(value)
+
+
+def ndim(value) -> int:
+    return len(aval(value).shape)
+
+
+def is_zero(value) -> bool:
+    return type(value) is Zero
+
+
+def zeros(aval_: ShapedArray):
+    """A concrete zero array of `aval_` that costs no memory (a broadcast view)."""
+    dtype = aval_.dtype if aval_.dtype != float0 else float0
+    if not aval_.shape:
+        return np.zeros((), dtype)[()] if dtype != float0 else np.zeros((), float0)
+    return np.broadcast_to(np.zeros((), dtype), aval_.shape)
+
+
+def instantiate(value):
+    return zeros(value.aval) if type(value) is Zero else value
+
+
+def zero_tangent(aval_: ShapedArray) -> Zero:
+    return Zero(ShapedArray(aval_.shape, aval_.dtype if is_differentiable(aval_) else float0))
+
+
+def add_tangents(a, b):
+    if type(a) is Zero:
+        return b
+    if type(b) is Zero:
+        return a
+    return a + b
+
+
+def unbroadcast(ct, target: ShapedArray):
+    """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
+    shape = aval(ct).shape
+    if shape != target.shape:
+        lead = len(shape) - len(target.shape)
+        axes = tuple(range(lead)) + tuple(
+            i + lead for i, d in enumerate(target.shape) if d == 1 and shape[i + lead] != 1)
+        if axes:
+            ct = np.sum(ct, axis=axes)
+        if aval(ct).shape != target.shape:
+            ct = np.reshape(ct, target.shape)
+    if is_differentiable(target) and aval(ct).dtype != target.dtype:
+        ct = ct.astype(target.dtype)
+    return ct
+
+
+def _tangent_like(ct, target: ShapedArray):
+    return unbroadcast(ct, target) if is_differentiable(target) else None
+
+
+# -- jvp makers ---------------------------------------------------------------------------
+
+def defjvp(prim, *derivatives):
+    """A jvp rule from one function per input: `derivative(t, *primals, ans, **params)`.
+
+    Each returns that input's contribution to the output tangent; None marks an input the
+    output does not depend on differentiably (JAX's `defjvp`).
+    """
+    def rule(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        t_out = Zero(aval(ans))
+        for derivative, t in zip(derivatives, tangents):
+            if derivative is None or type(t) is Zero:
+                continue
+            t_out = add_tangents(t_out, derivative(t, *primals, ans=ans, **params))
+        return ans, t_out
+    return rule
+
+
+def linear_jvp(prim):
+    """The jvp of a primitive linear in its (single differentiable) first argument."""
+    def rule(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        t = tangents[0]
+        if type(t) is Zero:
+            return ans, Zero(aval(ans))
+        return ans, prim.bind(t, *primals[1:], **params)
+    return rule
+
+
+def zero_derivative(prim):
+    """jvp and vjp rules for a primitive whose outputs do not vary differentiably."""
+    def jvp(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        if prim.multiple_results:
+            return ans, [zero_tangent(aval(a)) for a in ans]
+        return ans, zero_tangent(aval(ans))
+
+    def vjp(primals, outs, cts, **params):
+        return (None,) * len(primals)
+    return {"jvp": jvp, "vjp": vjp}
+
+
+def defvjp(*cotangents):
+    """A vjp rule from one function per input: `cotangent(ct, *primals, ans, **params)`."""
+    def rule(primals, ans, ct, **params):
+        result = []
+        for make, x in zip(cotangents, primals):
+            if make is None or not is_differentiable(aval(x)):
+                result.append(None)
+            else:
+                result.append(unbroadcast(make(ct, *primals, ans=ans, **params), aval(x)))
+        return tuple(result)
+    return rule
+
+
+# -- batch makers -------------------------------------------------------------------------
+
+def move_to_front(x, dim, size):
+    """`x` with its batch dimension first; an unmapped `x` is broadcast to `size` first."""
+    if dim is NOT_MAPPED:
+        return np.broadcast_to(x, (size,) + aval(x).shape)
+    if dim == 0:
+        return x
+    return np.moveaxis(x, dim, 0)
+
+
+def vectorized_batch(prim):
+    """Batch rule of a one-input element-wise primitive: the batch axis passes through."""
+    def rule(size, args, dims, **params):
+        return prim.bind(*args, **params), dims[0]
+    return rule
+
+
+def elementwise_batch(prim):
+    """Batch rule of a broadcasting element-wise primitive: align batch axes at the front."""
+    def rule(size, args, dims, **params):
+        ranks = [ndim(a) - (d is not NOT_MAPPED) for a, d in zip(args, dims)]
+        out_rank = max(ranks)
+        aligned = []
+        for x, d, rank in zip(args, dims, ranks):
+            if d is NOT_MAPPED:
+                aligned.append(x)
+                continue
+            x = move_to_front(x, d, size)
+            if rank < out_rank:
+                x = np.reshape(x, (size,) + (1,) * (out_rank - rank) + aval(x).shape[1:])
+            aligned.append(x)
+        return prim.bind(*aligned, **params), 0
+    return rule
+
+
+# -- abstract eval and element-wise registration -------------------------------------------
+
+_DTYPE_CACHE: dict = {}
+
+
+def elementwise_abstract_eval(numpy_fn):
+    """Abstract eval asking numpy itself for the result dtype (on 0-d stand-ins, cached), so
+    promotion follows numpy 2 exactly. The result is weak only when every input is weak."""
+    from xform.ir.avals import dummy
+
+    def abstract_eval(*avals, **params):
+        key = (numpy_fn, tuple((a.dtype, a.weak_type) for a in avals),
+               tuple(sorted(params.items())))
+        dtype = _DTYPE_CACHE.get(key)
+        if dtype is None:
+            with np.errstate(all="ignore"):
+                dtype = np.result_type(numpy_fn(*[dummy(a) for a in avals], **params))
+            _DTYPE_CACHE[key] = dtype
+        shape = np.broadcast_shapes(*[a.shape for a in avals])
+        weak = all(a.weak_type for a in avals)
+        return ShapedArray(shape, dtype, weak)
+    return abstract_eval
+
+
+def elementwise_rules(prim, *derivatives):
+    """jvp and vjp of an element-wise primitive from one derivative per input.
+
+    `derivative(t, *primals, ans)` must be `t` times the partial derivative, so the same
+    function applied to a cotangent (then unbroadcast) is the vjp: the Jacobian is diagonal.
+    """
+    return {"jvp": defjvp(prim, *derivatives), "vjp": defvjp(*derivatives)}
+
+
+def define_op(prim, numpy_fn=None):
+    """The user-facing op `op(*args, **params) = prim.bind(...)`, mapped from `numpy_fn`."""
+    from xform.ir.tracer import implements
+
+    def op(*args, **params):
+        return prim.bind(*args, **params)
+    op.__name__ = prim.name
+    op.__doc__ = f"Stage or evaluate `{prim.name}` (numpy: {getattr(numpy_fn, '__name__', '-')})."
+    if numpy_fn is not None:
+        implements(numpy_fn)(op)
+    return op

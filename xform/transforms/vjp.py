@@ -1,0 +1,147 @@
+"""Reverse mode: `vjp_graph(graph)` computes outputs and input cotangents in one graph, and
+`split_graph` cuts such a graph into a forward part (outputs + residuals) and a backward part.
+
+Per equation, reverse mode uses the primitive's direct vjp rule when it has one, else it
+linearizes the equation with its jvp rule and transposes that small linear graph.
+"""
+from __future__ import annotations
+
+from xform.ir.avals import is_differentiable, tangent_aval
+from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
+                              using_builder)
+from xform.ir.core import Graph, Literal
+from xform.rules.helpers import Zero, add_tangents, aval, instantiate, zero_tangent
+from xform.rules.registry import RULES, rule_for
+from xform.transforms.jvp import fit_tangent
+from xform.transforms.transpose import backward_pass
+
+
+def vjp_graph(graph):
+    """Inputs: primals, then one cotangent per differentiable output. Outputs: the primal
+    outputs, then one cotangent per differentiable input (zeros where there is no path).
+
+    >>> vjp_graph(make_graph(np.sin)(1.0))   # { lambda a b . let c = sin a; d = cos a ... }
+    """
+    builder = GraphBuilder()
+    with using_builder(builder):
+        primals = [builder.new_input(v.aval) for v in graph.inputs]
+        diff_outs = [is_differentiable(a.aval) for a in graph.outputs]
+        cts = [builder.new_input(tangent_aval(a.aval)) if d else zero_tangent(a.aval)
+               for a, d in zip(graph.outputs, diff_outs)]
+        outs, cts_in = vjp_eval(graph, primals, cts)
+        grads = [instantiate(ct) for ct, v in zip(cts_in, graph.inputs)
+                 if is_differentiable(v.aval)]
+    return builder.build(list(outs) + grads)
+
+
+def vjp_eval(graph, primals, cts_out):
+    """Emit forward and backward passes of `graph` into the current builder.
+
+    Returns (outs, cts_in) with one cotangent (or Zero) per graph input.
+    """
+    env = {var: value for var, value in graph.consts}
+    env.update(zip(graph.inputs, primals))
+
+    def read(atom):
+        return atom.value if type(atom) is Literal else env[atom]
+
+    for eqn in graph.equations:
+        with source_scope(eqn.source):
+            outs = bind(eqn.primitive, *map(read, eqn.inputs), **eqn.params)
+        env.update(zip(eqn.outputs, outs if eqn.primitive.multiple_results else [outs]))
+
+    ct_env = {}
+
+    def accumulate(atom, ct):
+        if type(atom) is Literal or ct is None or type(ct) is Zero:
+            return
+        if not is_differentiable(atom.aval):
+            return
+        ct = fit_tangent(ct, atom.aval)
+        previous = ct_env.get(atom)
+        ct_env[atom] = ct if previous is None else add_tangents(previous, ct)
+
+    for atom, ct in zip(graph.outputs, cts_out):
+        accumulate(atom, ct)
+
+    for eqn in reversed(graph.equations):
+        cts = [ct_env.pop(v, None) for v in eqn.outputs]
+        if all(ct is None for ct in cts):
+            continue
+        ins = [read(a) for a in eqn.inputs]
+        if not any(is_differentiable(a.aval) for a in eqn.inputs):
+            continue
+        with source_scope(eqn.source):
+            if eqn.primitive.multiple_results:
+                cts = [zero_tangent(v.aval) if ct is None else ct
+                       for ct, v in zip(cts, eqn.outputs)]
+                outs = [read(v) for v in eqn.outputs]
+            else:
+                cts, outs = cts[0], read(eqn.outputs[0])
+            rules = RULES.get(eqn.primitive)
+            if rules is not None and rules.vjp is not None:
+                cts_in = rules.vjp(ins, outs, cts, **eqn.params)
+            else:
+                cts_in = vjp_from_jvp(eqn, ins, cts)
+        for atom, ct in zip(eqn.inputs, cts_in):
+            accumulate(atom, ct)
+
+    cts_in = [ct_env.get(v, Zero(tangent_aval(v.aval))) for v in graph.inputs]
+    return [read(a) for a in graph.outputs], cts_in
+
+
+def vjp_from_jvp(eqn, ins, cts):
+    """Linearize one equation with its jvp rule, then transpose the linear part."""
+    jvp = rule_for(eqn, "jvp")
+    linear_builder = GraphBuilder(parent=current_builder())
+    diff = [is_differentiable(aval(x)) for x in ins]
+    with using_builder(linear_builder):
+        tangents = [linear_builder.new_input(tangent_aval(aval(x))) if d
+                    else zero_tangent(aval(x)) for x, d in zip(ins, diff)]
+        _, tangents_out = jvp(ins, tangents, **eqn.params)
+        if not eqn.primitive.multiple_results:
+            tangents_out = [tangents_out]
+        tangents_out = [instantiate(fit_tangent(t, v.aval))
+                        for t, v in zip(tangents_out, eqn.outputs)]
+    linear_graph = linear_builder.build(tangents_out)
+    captured = linear_builder.captured_values
+    n_linear = sum(diff)
+    cts_list = cts if eqn.primitive.multiple_results else [cts]
+    linear_cts = backward_pass(linear_graph, [None] * n_linear + captured,
+                               [True] * n_linear + [False] * len(captured), cts_list)
+    linear_cts = iter(linear_cts)
+    return [next(linear_cts) if d else None for d in diff]
+
+
+def split_graph(graph, n_primals: int):
+    """Cut a vjp graph (inputs: primals then cotangents) into forward and backward graphs.
+
+    forward: primals -> (primal outputs, residuals); backward: (residuals, cotangents) ->
+    input cotangents. An equation belongs to the backward graph when it depends on a cotangent.
+    Returns (forward, backward, n_outputs_of_forward_that_are_primal_outputs).
+    """
+    ct_inputs = set(graph.inputs[n_primals:])
+    backward_vars = set(ct_inputs)
+    forward_eqns, backward_eqns = [], []
+    for eqn in graph.equations:
+        if any(type(a) is not Literal and a in backward_vars for a in eqn.inputs):
+            backward_eqns.append(eqn)
+            backward_vars.update(eqn.outputs)
+        else:
+            forward_eqns.append(eqn)
+    n_out = len(graph.outputs) - sum(is_differentiable(v.aval) for v in graph.inputs[:n_primals])
+    primal_outs, grad_outs = graph.outputs[:n_out], graph.outputs[n_out:]
+    const_vars = {var for var, _ in graph.consts}
+    needed = []
+    seen = set()
+    for atom in [a for eqn in backward_eqns for a in eqn.inputs] + list(grad_outs):
+        if (type(atom) is Literal or atom in backward_vars or atom in seen
+                or atom in const_vars):
+            continue
+        seen.add(atom)
+        needed.append(atom)
+    forward = Graph(graph.inputs[:n_primals], graph.consts, forward_eqns,
+                    list(primal_outs) + needed)
+    backward = Graph(needed + list(graph.inputs[n_primals:]), graph.consts, backward_eqns,
+                     grad_outs)
+    return forward, backward
