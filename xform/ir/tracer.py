@@ -18,6 +18,7 @@ FUNCTIONS: dict = {}  # np.sum -> xform function with numpy's signature
 def implements(numpy_function):
     """Decorator: the wrapped xform function handles `numpy_function` on tracers."""
     def register(fn):
+        # a ufunc's __call__ goes to UFUNCS; (ufunc, "reduce") and numpy functions to FUNCTIONS
         table = UFUNCS if isinstance(numpy_function, np.ufunc) else FUNCTIONS
         table[numpy_function] = fn
         return fn
@@ -256,3 +257,20 @@ class Tracer:
     def sort(self, axis=-1):
         raise TypeCheckError("in-place x.sort() cannot be staged; use np.sort(x)",
                              user_frame_info())
+
+
+# -- metadata functions: answered from the aval, nothing is staged --------------------------
+
+def _as_dtype_stand_in(x):
+    if type(x) is Tracer:
+        from xform.ir.avals import dummy
+        return dummy(x.aval)
+    return x
+
+
+FUNCTIONS[np.shape] = lambda a: a.shape
+FUNCTIONS[np.ndim] = lambda a: a.ndim
+FUNCTIONS[np.size] = lambda a, axis=None: a.size if axis is None else a.shape[axis]
+FUNCTIONS[np.result_type] = lambda *xs: np.result_type(*map(_as_dtype_stand_in, xs))
+FUNCTIONS[np.iscomplexobj] = lambda x: x.dtype.kind == "c"
+FUNCTIONS[np.isrealobj] = lambda x: x.dtype.kind != "c"

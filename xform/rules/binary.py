@@ -2,7 +2,7 @@
 import numpy as np
 
 from xform.ir.core import Primitive
-from xform.rules.helpers import (Undefined, define_op, elementwise_abstract_eval,
+from xform.rules.helpers import (Undefined, aval, define_op, elementwise_abstract_eval,
                                  elementwise_batch, elementwise_rules, unbroadcast,
                                  zero_derivative)
 from xform.rules.registry import register
@@ -55,7 +55,7 @@ def _power_dx(t, x, y, ans):
 def _select_mask(x, y, ans):
     # Ties share the derivative equally, as autograd's balanced_eq does.
     mask = np.where(x == ans, 1.0, 0.0) / np.where(x == y, 2.0, 1.0)
-    return mask.astype(np.result_type(ans))
+    return mask.astype(aval(ans).dtype)
 
 
 add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,

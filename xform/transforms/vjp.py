@@ -113,12 +113,11 @@ def vjp_from_jvp(eqn, ins, cts):
     return [next(linear_cts) if d else None for d in diff]
 
 
-def split_graph(graph, n_primals: int):
-    """Cut a vjp graph (inputs: primals then cotangents) into forward and backward graphs.
-
-    forward: primals -> (primal outputs, residuals); backward: (residuals, cotangents) ->
-    input cotangents. An equation belongs to the backward graph when it depends on a cotangent.
-    Returns (forward, backward, n_outputs_of_forward_that_are_primal_outputs).
+def split_graph(graph, n_primals: int, n_primal_outputs: int):
+    """Cut a graph whose inputs are (primals, seeds) and outputs (primal outputs, results)
+    into forward: primals -> (primal outputs, residuals) and backward: (residuals, seeds) ->
+    results. An equation belongs to the backward graph when it depends on a seed. Seeds are
+    cotangents for a vjp graph, tangents for a jvp graph (that split is `linearize`).
     """
     ct_inputs = set(graph.inputs[n_primals:])
     backward_vars = set(ct_inputs)
@@ -129,8 +128,8 @@ def split_graph(graph, n_primals: int):
             backward_vars.update(eqn.outputs)
         else:
             forward_eqns.append(eqn)
-    n_out = len(graph.outputs) - sum(is_differentiable(v.aval) for v in graph.inputs[:n_primals])
-    primal_outs, grad_outs = graph.outputs[:n_out], graph.outputs[n_out:]
+    primal_outs = graph.outputs[:n_primal_outputs]
+    grad_outs = graph.outputs[n_primal_outputs:]
     const_vars = {var for var, _ in graph.consts}
     needed = []
     seen = set()
