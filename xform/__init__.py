@@ -1,6 +1,6 @@
 """xform: stage plain numpy code to a graph, transform it (grad, jvp, vjp, vmap, ...),
 optimize it and run it as generated Python."""
-from xform import rules  # noqa: F401  (registers every primitive)
+from xform import passes, rules  # noqa: F401  (rules: registers every primitive)
 from xform.api import (grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_graph,
                        value_and_grad, vjp, vmap)
 from xform.cache import cache_info, clear_cache
