@@ -15,7 +15,7 @@ from xform.cache import CACHE
 from xform.codegen import compile_graph
 from xform.errors import ShapeError, TreeMismatchError, TypeCheckError, XformError
 from xform.ir.avals import ShapedArray, aval_of, float0, is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, current_builder, using_builder
+from xform.ir.builder import GraphBuilder, current_builder, stage_function, using_builder
 from xform.ir.interpret import eval_graph
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
@@ -53,22 +53,7 @@ def _aval_of_signature(signature) -> ShapedArray:
     return ShapedArray(shape, dtype, weak)
 
 
-def _stage(fun, in_tree, avals):
-    """Stage `fun(*args)` on tracers of `avals`. Returns (graph, captured, out_tree).
-
-    The graph's inputs are the argument leaves, then any traced values of an enclosing
-    staging that `fun` closes over (`captured`).
-    """
-    builder = GraphBuilder(parent=current_builder())
-    with using_builder(builder):
-        tracers = [builder.new_input(aval) for aval in avals]
-        out = fun(*tree_unflatten(in_tree, tracers))
-    out_leaves, out_tree = tree_flatten(out)
-    for leaf in out_leaves:
-        if type(leaf) is not Tracer:
-            _leaf_signature(leaf)
-    graph = builder.build(out_leaves)
-    return graph, builder.captured_values, out_tree
+_stage = stage_function
 
 
 def _run(graph, args):

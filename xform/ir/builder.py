@@ -18,6 +18,7 @@ from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.registry import RULES, missing_rule
+from xform.tree import tree_flatten, tree_unflatten
 
 _current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder", default=None)
 # While a transform re-emits an equation, the equations it makes keep that equation's user line.
@@ -158,3 +159,18 @@ def _eval_concrete(prim, args, params):
     if rules is None or rules.impl is None:
         raise missing_rule(prim, "impl", user_frame_info())
     return rules.impl(*args, **params)
+
+
+def stage_function(fun, in_tree, avals):
+    """Stage `fun(*args)` on tracers of `avals` laid out as `in_tree`.
+
+    Returns (graph, captured, out_tree): the graph's inputs are the argument leaves, then the
+    traced values of enclosing stagings that `fun` closes over (`captured`, in order).
+    """
+    builder = GraphBuilder(parent=current_builder())
+    with using_builder(builder):
+        tracers = [builder.new_input(aval) for aval in avals]
+        out = fun(*tree_unflatten(in_tree, tracers))
+    out_leaves, out_tree = tree_flatten(out)
+    graph = builder.build(out_leaves)
+    return graph, builder.captured_values, out_tree

@@ -197,3 +197,12 @@ def subgraphs(params: Mapping):
             for item in value:
                 if isinstance(item, Graph):
                     yield item
+
+
+def rewire(graph: Graph, inputs, outputs=None) -> Graph:
+    """`graph` with new inputs and outputs. `inputs` holds, per new input, an existing input
+    Var of `graph` or a ShapedArray for a fresh, unused input; `outputs` holds indices into
+    `graph.outputs` (default: all)."""
+    new_inputs = [item if isinstance(item, Var) else Var(item) for item in inputs]
+    new_outputs = graph.outputs if outputs is None else [graph.outputs[i] for i in outputs]
+    return Graph(new_inputs, graph.consts, graph.equations, new_outputs)
