@@ -13,7 +13,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from xform.errors import ShapeError, TypeCheckError, XformError
-from xform.ir.avals import ShapedArray, aval_of
+from xform.ir.avals import ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
@@ -73,7 +73,7 @@ class GraphBuilder:
             return entry[0]
         if isinstance(value, (bool, int, float, complex, np.generic, np.ndarray)):
             aval = aval_of(value)
-            if aval.dtype.kind not in "biufc":
+            if aval.dtype.kind not in "biufc" and aval.dtype != float0:
                 raise TypeCheckError(f"cannot stage a value of dtype {aval.dtype}",
                                      user_frame_info())
             return Literal(value, aval)

@@ -274,3 +274,25 @@ FUNCTIONS[np.size] = lambda a, axis=None: a.size if axis is None else a.shape[ax
 FUNCTIONS[np.result_type] = lambda *xs: np.result_type(*map(_as_dtype_stand_in, xs))
 FUNCTIONS[np.iscomplexobj] = lambda x: x.dtype.kind == "c"
 FUNCTIONS[np.isrealobj] = lambda x: x.dtype.kind != "c"
+
+
+def _like(fill):
+    def like(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
+        shape = a.shape if shape is None else shape
+        return np.full(shape, fill, dtype=a.dtype if dtype is None else dtype)
+    return like
+
+
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    shape = a.shape if shape is None else shape
+    dtype = a.dtype if dtype is None else np.dtype(dtype)
+    if type(fill_value) is Tracer:
+        return np.broadcast_to(fill_value.astype(dtype), shape)
+    return np.full(shape, fill_value, dtype=dtype)
+
+
+# Arrays made from a traced value's shape and dtype alone are constants.
+FUNCTIONS[np.zeros_like] = _like(0)
+FUNCTIONS[np.ones_like] = _like(1)
+FUNCTIONS[np.empty_like] = _like(0)
+FUNCTIONS[np.full_like] = _full_like

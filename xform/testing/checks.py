@@ -97,6 +97,12 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, se
     """
     from xform.api import jvp, vjp
     subject = subject or getattr(f, "__name__", "f")
+    leaves, args_tree = tree_flatten(tuple(args))
+    if args_tree.children and any(c.kind is not None for c in args_tree.children):
+        # Pytree arguments: check the same function of the flat leaves.
+        def flat_f(*xs):
+            return f(*tree_unflatten(args_tree, xs))
+        return check_grads(flat_f, leaves, order, modes, atol, rtol, seed, subject)
     args = tuple(args)
     rng = np.random.default_rng(seed)
     float_args = [a for a in args if _is_float(a)]
