@@ -28,6 +28,10 @@ _PY_SIGNATURES = {float: ((), np.dtype(np.float64), True), int: ((), np.dtype(np
                   bool: ((), np.dtype(bool), False), complex: ((), np.dtype(np.complex128), True)}
 
 
+_FLAT_LEAVES = frozenset({np.ndarray, float, int, bool, complex, np.float64, np.float32,
+                          np.int64, np.int32, np.bool_})
+
+
 def _leaf_signature(leaf):
     """A cheap hashable stand-in for a leaf's aval (the cached call path uses it)."""
     kind = type(leaf)
@@ -80,9 +84,17 @@ class _Transformed:
         self.kind = kind
         self.build = build
         self.params = params
+        self._flat_cache = {}
         functools.update_wrapper(self, fun, updated=())
 
     def __call__(self, *args):
+        if current_builder() is None and all(type(a) in _FLAT_LEAVES for a in args):
+            # The cached path for flat arguments: no pytree work, one dict lookup.
+            entry = self._flat_cache.get(tuple(map(_leaf_signature, args)))
+            if entry is not None:
+                CACHE.hits += 1
+                compiled, unflatten = entry
+                return unflatten(compiled(*args))
         leaves, in_tree = tree_flatten(args)
         signature = tuple(map(_leaf_signature, leaves))
         if current_builder() is not None:
@@ -97,6 +109,8 @@ class _Transformed:
             assert not captured, "nothing can be captured outside any staging"
             entry = (CACHE.compiled(_finish(graph)), unflatten)
             CACHE.put(self.fun, key, entry)
+        if len(leaves) == len(args) and all(type(a) in _FLAT_LEAVES for a in args):
+            self._flat_cache[signature] = entry
         compiled, unflatten = entry
         return unflatten(compiled(*leaves))
 
@@ -157,10 +171,19 @@ def jit(fun, static_argnums=()):
     """
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else static_argnums
 
+    flat_cache = {}
+
     @functools.wraps(fun)
     def jitted(*args):
         if current_builder() is not None:
             return fun(*args)
+        if not static_argnums and all(type(a) in _FLAT_LEAVES for a in args):
+            # The cached path for flat arguments: no pytree work, one dict lookup.
+            entry = flat_cache.get(tuple(map(_leaf_signature, args)))
+            if entry is not None:
+                CACHE.hits += 1
+                compiled, out_tree = entry
+                return tree_unflatten(out_tree, compiled.fn(*args))
         static_nums = _normalize_argnums(static_argnums, len(args)) if static_argnums else ()
         dynamic, static = _split_static(args, static_nums)
         leaves, in_tree = tree_flatten(dynamic)
@@ -172,6 +195,8 @@ def jit(fun, static_argnums=()):
             graph, _, out_tree = _stage(_with_static(fun, static, len(args)), in_tree, avals)
             entry = (CACHE.compiled(_finish(graph)), out_tree)
             CACHE.put(fun, key, entry)
+        if not static_argnums and all(type(a) in _FLAT_LEAVES for a in args):
+            flat_cache[signature] = entry
         compiled, out_tree = entry
         return tree_unflatten(out_tree, compiled(*leaves))
     return jitted
