@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xform.errors import ConcretizationError, TypeCheckError, UnsupportedError
+from xform.errors import ConcretizationError, ShapeError, TypeCheckError, UnsupportedError
 from xform.ir.source_info import user_frame_info
 
 UFUNCS: dict = {}     # np.sin -> xform op taking the ufunc's positional inputs
@@ -39,6 +39,11 @@ def _unsupported(what: str) -> UnsupportedError:
         "write it with supported operations, or register a primitive: "
         "p = xform.Primitive(...); p.def_impl(...); p.def_abstract_eval(...); "
         "then @xform.implements(<numpy function>)")
+
+
+def shape_error(message: str) -> ShapeError:
+    """A ShapeError naming the user's line, for argument checks outside abstract eval."""
+    return ShapeError(message, user_frame_info())
 
 
 def _concretization(what: str) -> ConcretizationError:
