@@ -4,11 +4,9 @@ Every matrix primitive acts on the last two axes; leading axes are a stack, as i
 """
 import numpy as np
 
-from xform.errors import ShapeError
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.source_info import user_frame_info
-from xform.ir.tracer import _unsupported, implements
+from xform.ir.tracer import _unsupported, implements, shape_error
 from xform.rules.helpers import (Undefined, Zero, aval, elementwise_batch, linear_jvp,
                                  move_to_front, unbroadcast, zero_derivative, zero_tangent)
 from xform.rules.reduce import normalize_axes, reduced_shape
@@ -71,10 +69,6 @@ def _symmetrize(t, uplo):
         t = _mT(t)
     n, dtype = aval(t).shape[-1], aval(t).dtype
     return t * np.tril(np.ones((n, n), dtype)) + _mT(t * np.tril(np.ones((n, n), dtype), -1))
-
-
-def _shape_error(message):
-    return ShapeError(message, user_frame_info())
 
 
 # -- inv: d inv(A) = -inv(A) dA inv(A) -----------------------------------------------------
@@ -242,7 +236,7 @@ register(eigh_p, impl=lambda a, *, uplo: list(np.linalg.eigh(a, UPLO=uplo)),
 def eigh(a, UPLO="L"):
     """`np.linalg.eigh`: an (eigenvalues, eigenvectors) named tuple; reads one triangle."""
     if UPLO not in ("L", "U"):
-        raise _shape_error(f"UPLO argument must be 'L' or 'U', got {UPLO!r}")
+        raise shape_error(f"UPLO argument must be 'L' or 'U', got {UPLO!r}")
     return np.linalg._linalg.EighResult(*eigh_p.bind(a, uplo=UPLO))
 
 
@@ -252,7 +246,7 @@ def eigh(a, UPLO="L"):
 def matrix_transpose(x, /):
     """`np.linalg.matrix_transpose`: swap the last two axes."""
     if aval(x).ndim < 2:
-        raise _shape_error(f"matrix_transpose: input array must be at least 2-dimensional, "
+        raise shape_error(f"matrix_transpose: input array must be at least 2-dimensional, "
                            f"got shape {aval(x).shape}")
     return _mT(x)
 
@@ -286,7 +280,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
         axes = tuple(int(a) for a in axis) if isinstance(axis, tuple) else (int(axis),)
         normalized = normalize_axes(axes, ndim)
     except (TypeError, ValueError) as err:
-        raise _shape_error(f"norm: {err}") from None
+        raise shape_error(f"norm: {err}") from None
     if len(axes) == 1:
         if ord is None or ord == 2:
             return _safe_sqrt(np.sum(x * x, axis=axes, keepdims=keepdims))
@@ -296,7 +290,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
             return np.max(np.abs(x), axis=axes, keepdims=keepdims)
         raise _unsupported(f"numpy.linalg.norm(..., ord={ord!r}) of vectors")
     if len(axes) != 2:
-        raise _shape_error("norm: improper number of dimensions to norm")
+        raise shape_error("norm: improper number of dimensions to norm")
     row, col = (a % ndim for a in axes)
     if ord in (None, "f", "fro"):
         result = _safe_sqrt(np.sum(x * x, axis=axes))
@@ -378,7 +372,7 @@ def _sort_axis(a, axis, name):
         return ravel(a), 0
     ndim = aval(a).ndim
     if not -ndim <= axis < ndim:
-        raise _shape_error(f"{name}: axis {axis} is out of bounds for an array of dimension "
+        raise shape_error(f"{name}: axis {axis} is out of bounds for an array of dimension "
                            f"{ndim}")
     return a, int(axis) % ndim
 
