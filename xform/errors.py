@@ -19,6 +19,17 @@ class XformError(Exception):
             parts.append(f"  hint: {hint}")
         super().__init__("\n".join(parts))
 
+    def __reduce__(self):
+        # Subclasses take other __init__ arguments, so rebuild from the state, not from args.
+        return _rebuild, (type(self), self.args, self.__dict__)
+
+
+def _rebuild(cls, args, state):
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
 
 class ConcretizationError(XformError, TypeError):
     """A traced value was used where Python needs a concrete one.

@@ -2,12 +2,15 @@
 
 One statement per equation; primitive impls, constants and literals are bound as globals of
 the generated module under generated names, so no user text reaches the source. A value is
-deleted right after its last use, so large intermediates are freed as early as possible.
+deleted right after its last use (an unused one right after it is made), so large
+intermediates are freed as early as possible.
 """
 from __future__ import annotations
 
 import functools
 import itertools
+import linecache
+import weakref
 
 from xform.ir.core import Graph, Literal
 from xform.rules.registry import rule_for
@@ -16,42 +19,60 @@ _counter = itertools.count()
 
 
 class CompiledGraph:
-    """A callable made from a graph: `CompiledGraph(graph)(*args) -> list of outputs`."""
+    """A callable made from a graph: `CompiledGraph(graph)(*args) -> list of outputs`.
 
-    __slots__ = ("graph", "source", "fn")
+    Notes: the graph is held weakly. Caches key compiled code by graph in weak dictionaries;
+    a strong reference from the value back to its key would keep both alive forever.
+    """
+
+    __slots__ = ("_graph", "source", "fn", "__weakref__")
 
     def __init__(self, graph: Graph, source: str, fn):
-        self.graph = graph
+        self._graph = weakref.ref(graph)
         self.source = source
         self.fn = fn
+
+    @property
+    def graph(self) -> Graph | None:
+        """The graph this was compiled from, or None once nothing else holds it."""
+        return self._graph()
 
     def __call__(self, *args):
         return self.fn(*args)
 
 
-def _last_uses(graph: Graph) -> list[list]:
-    """For each equation, the vars whose last use it is (outputs of the graph excluded)."""
+def _frees(graph: Graph) -> list[list]:
+    """For each equation, the vars to delete after it, in the order the equation names them:
+    the inputs whose last use it is, then the outputs nobody uses. Outputs of the graph are
+    never deleted."""
     last = {}
     for index, eqn in enumerate(graph.equations):
         for atom in eqn.inputs:
             if type(atom) is not Literal:
                 last[atom] = index
+        for var in eqn.outputs:
+            last.setdefault(var, index)
     for atom in graph.outputs:
         last.pop(atom, None)
-    frees = [[] for _ in graph.equations]
-    for var, index in last.items():
-        frees[index].append(var)
+    frees = []
+    for index, eqn in enumerate(graph.equations):
+        dead = [v for v in (*eqn.inputs, *eqn.outputs) if last.get(v, -1) == index]
+        frees.append(list(dict.fromkeys(dead)))
     return frees
 
 
 def graph_source(graph: Graph) -> tuple[str, dict]:
-    """(source, globals) of the function computing `graph`."""
+    """(source, globals) of the function computing `graph`.
+
+    Names: `a*` arguments, `c*` constants, `k*` literals, `f*` impls, `v*` values.
+    """
     names: dict = {}
     namespace: dict = {}
+    literals = itertools.count()
 
     def name_of(atom):
         if type(atom) is Literal:
-            key = f"k{len(namespace)}"
+            key = f"k{next(literals)}"
             namespace[key] = atom.value
             return key
         return names[atom]
@@ -64,20 +85,24 @@ def graph_source(graph: Graph) -> tuple[str, dict]:
         names[var] = f"c{i}"
         namespace[names[var]] = value
     body = []
-    frees = _last_uses(graph)
-    counter = itertools.count()
+    frees = _frees(graph)
+    values = itertools.count()
     for index, eqn in enumerate(graph.equations):
         impl = rule_for(eqn, "impl")
         fn_name = f"f{index}"
         namespace[fn_name] = functools.partial(impl, **eqn.params) if eqn.params else impl
         ins = ", ".join(name_of(a) for a in eqn.inputs)
         for var in eqn.outputs:
-            names[var] = f"v{next(counter)}"
+            names[var] = f"v{next(values)}"
         outs = ", ".join(names[v] for v in eqn.outputs)
-        if eqn.primitive.multiple_results:
-            outs = outs + ("," if len(eqn.outputs) == 1 else "")
-        body.append(f"    {outs} = {fn_name}({ins})")
-        dead = [names[v] for v in frees[index] if v in names and names[v][0] in "va"]
+        if not eqn.outputs:
+            body.append(f"    {fn_name}({ins})")
+        else:
+            if eqn.primitive.multiple_results and len(eqn.outputs) == 1:
+                outs += ","
+            body.append(f"    {outs} = {fn_name}({ins})")
+        # constants are globals of the module; only arguments and values are local
+        dead = [names[v] for v in frees[index] if names.get(v, "c")[0] in "va"]
         if dead:
             body.append(f"    del {', '.join(dead)}")
     outs = ", ".join(name_of(a) for a in graph.outputs)
@@ -87,8 +112,17 @@ def graph_source(graph: Graph) -> tuple[str, dict]:
 
 
 def compile_graph(graph: Graph) -> CompiledGraph:
-    """Compile `graph` once into a Python function."""
+    """Compile `graph` once into a Python function.
+
+    >>> compile_graph(make_graph(np.sin)(1.0))(0.0)
+    [0.0]
+    """
     source, namespace = graph_source(graph)
-    code = compile(source, f"<xform-generated-{next(_counter)}>", "exec")
-    exec(code, namespace)
-    return CompiledGraph(graph, source, namespace["xform_graph"])
+    filename = f"<xform-generated-{next(_counter)}>"
+    exec(compile(source, filename, "exec"), namespace)
+    compiled = CompiledGraph(graph, source, namespace["xform_graph"])
+    # Registered so that tracebacks through generated code show its lines, for as long as
+    # the code lives (linecache never drops entries without a file by itself).
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    weakref.finalize(compiled, linecache.cache.pop, filename, None)
+    return compiled

@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import html
+import re
 import string
 
 import numpy as np
 
-from xform.ir.core import Graph, Literal
+from xform.ir.core import Graph, Literal, Var
 
 
-class _Names:
+class Names:
+    """Print-time names: `a`, `b`, ..., `z`, `aa`, ... in order of first appearance."""
+
     def __init__(self):
         self.names = {}
 
@@ -37,6 +40,8 @@ def _atom(atom, names) -> str:
         if isinstance(value, np.ndarray):
             value = value.item() if value.ndim == 0 else value
         return repr(value.item() if isinstance(value, np.generic) else value)
+    if type(atom) is not Var:   # a malformed graph (check_graph reports it); still printable
+        return f"<{type(atom).__name__}>"
     return names(atom)
 
 
@@ -58,36 +63,52 @@ def _param(value, names, indent) -> str:
     return repr(value)
 
 
-def _pprint(graph: Graph, names: _Names, indent: int = 0) -> str:
+def _equation(eqn, names, used, pad) -> str:
+    outs = " ".join(_binder(v, names, used) for v in eqn.outputs) or "()"
+    params = ""
+    if eqn.params:
+        params = "[" + ", ".join(f"{k}={_param(v, names, len(pad) + 4)}"
+                                 for k, v in eqn.params.items()) + "]"
+    args = " ".join(_atom(a, names) for a in eqn.inputs)
+    return f"{pad}    {outs} = {eqn.primitive.name}{params} {args}".rstrip()
+
+
+def listing(graph: Graph, names: Names | None = None, indent: int = 0):
+    """`(head, [one text per equation], tail)`: the pieces of the listing, so a caller can
+    point at one equation (xform.ir.check does). A text may span lines (sub-graphs)."""
+    names = Names() if names is None else names
     pad = " " * indent
-    used = {a for eqn in graph.equations for a in eqn.inputs if type(a) is not Literal}
-    used.update(a for a in graph.outputs if type(a) is not Literal)
+    used = {a for eqn in graph.equations for a in eqn.inputs if type(a) is Var}
+    used.update(a for a in graph.outputs if type(a) is Var)
     ins = " ".join(_binder(v, names) for v in graph.inputs)
     consts = " ".join(_binder(v, names) for v, _ in graph.consts)
     head = f"{pad}{{ lambda {ins}" + (f" ; {consts}" if consts else "") + " . let"
-    lines = [head]
-    for eqn in graph.equations:
-        outs = " ".join(_binder(v, names, used) for v in eqn.outputs)
-        params = ""
-        if eqn.params:
-            params = "[" + ", ".join(f"{k}={_param(v, names, indent + 4)}"
-                                     for k, v in eqn.params.items()) + "]"
-        args = " ".join(_atom(a, names) for a in eqn.inputs)
-        lines.append(f"{pad}    {outs} = {eqn.primitive.name}{params} {args}".rstrip())
+    equations = [_equation(eqn, names, used, pad) for eqn in graph.equations]
     outs = ", ".join(_atom(a, names) for a in graph.outputs)
-    lines.append(f"{pad}  in ({outs}) }}")
-    return "\n".join(lines)
+    return head, equations, f"{pad}  in ({outs}) }}"
+
+
+def _pprint(graph: Graph, names: Names, indent: int = 0) -> str:
+    head, equations, tail = listing(graph, names, indent)
+    return "\n".join([head, *equations, tail])
 
 
 def pprint_graph(graph: Graph) -> str:
-    """The compact jaxpr-like listing: `{ lambda a:f64[3] . let b:f64[3] = sin a in (b) }`."""
-    return _pprint(graph, _Names())
+    """The jaxpr-like listing, one equation a line, every binder with its type:
+
+    { lambda a:f64[3] . let
+        b:f64[3] = sin a
+      in (b) }
+    """
+    return _pprint(graph, Names())
+
+
+# The primitive name of an equation line: the first word after the first " = ".
+_EQUATION_HEAD = re.compile(r"^(\s+[^=\n]*? = )([^\s\[]+)", re.MULTILINE)
 
 
 def graph_html(graph: Graph) -> str:
     """The listing for notebooks, with primitive names highlighted."""
-    text = html.escape(pprint_graph(graph))
-    for eqn in graph.equations:
-        name = html.escape(eqn.primitive.name)
-        text = text.replace(f"= {name}", f"= <b style='color:#1f5fa8'>{name}</b>")
+    text = html.escape(pprint_graph(graph), quote=False)
+    text = _EQUATION_HEAD.sub(r"\1<b style='color:#1f5fa8'>\2</b>", text)
     return f"<pre style='font-size:12px;line-height:1.3'>{text}</pre>"

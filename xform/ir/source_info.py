@@ -32,8 +32,16 @@ class SourceInfo:
         return f"{where}: {text}" if text else where
 
 
+_excluded_cache: dict[str, bool] = {}
+
+
 def _is_excluded(filename: str) -> bool:
-    return filename.startswith(_EXCLUDED) or filename.startswith("<xform")
+    # Called for every staged equation, so the answer per file is remembered.
+    excluded = _excluded_cache.get(filename)
+    if excluded is None:
+        excluded = filename.startswith(_EXCLUDED) or filename.startswith("<xform")
+        _excluded_cache[filename] = excluded
+    return excluded
 
 
 def user_frame_info() -> SourceInfo | None:
