@@ -1,17 +1,30 @@
-"""The only place that knows networkx: graph <-> DiGraph conversions used by the passes."""
+"""The only module that imports networkx: the dataflow and call graphs the passes analyse, the
+graph algorithms they run on them, and rebuilding a Graph from an equation order."""
 from __future__ import annotations
+
+from collections import deque
 
 import networkx as nx
 
-from xform.ir.core import Graph, Literal
+from xform.ir.core import Graph, Literal, subgraphs
 
 OUTPUT = "out"  # the sink node standing for the graph's outputs
+
+
+class _Root:
+    def __repr__(self) -> str:
+        return "ROOT"
+
+
+ROOT = _Root()  # the call-graph node of the graph being analysed (never equal to a user key)
 
 
 def dataflow_graph(graph: Graph) -> nx.DiGraph:
     """Nodes: equation indices, plus OUTPUT; an edge u -> v (attr `var`) when v reads u's output.
 
     Inputs and constants are not nodes: an equation reading only them has no in-edges.
+    >>> sorted(dataflow_graph(make_graph(lambda x: np.sin(x) * 2.0)(1.0)).edges)
+    [(0, 1), (1, 'out')]
     """
     dag = nx.DiGraph()
     producer = {}
@@ -29,18 +42,106 @@ def dataflow_graph(graph: Graph) -> nx.DiGraph:
     return dag
 
 
-def graph_from_order(graph: Graph, order, outputs=None) -> Graph:
-    """`graph` with its equations replaced by those at indices `order`, in that order; consts
-    no longer read are dropped."""
-    equations = [graph.equations[i] for i in order if i != OUTPUT]
-    outputs = graph.outputs if outputs is None else outputs
-    read = {a for eqn in equations for a in eqn.inputs if type(a) is not Literal}
-    read.update(a for a in outputs if type(a) is not Literal)
-    consts = tuple((v, c) for v, c in graph.consts if v in read)
-    return Graph(graph.inputs, consts, equations, outputs)
+def live_equations(graph: Graph) -> set:
+    """The indices of the equations some output of `graph` depends on."""
+    return nx.ancestors(dataflow_graph(graph), OUTPUT)
 
 
 def stable_topological_order(dag: nx.DiGraph) -> list:
-    """A topological order that keeps the original equation order where it can."""
+    """A topological order that keeps the original equation order where it can (OUTPUT last),
+    so printing and generated code do not depend on how a pass visited the equations."""
     return list(nx.lexicographical_topological_sort(
         dag, key=lambda n: float("inf") if n == OUTPUT else n))
+
+
+def with_equations(graph: Graph, equations, outputs=None, consts=None) -> Graph:
+    """`graph` with new `equations` (and optionally outputs and consts); consts no longer read
+    are dropped.
+
+    >>> with_equations(graph, graph.equations[:-1], outputs=graph.equations[-2].outputs)
+    """
+    outputs = graph.outputs if outputs is None else outputs
+    consts = graph.consts if consts is None else consts
+    read = {a for eqn in equations for a in eqn.inputs if type(a) is not Literal}
+    read.update(a for a in outputs if type(a) is not Literal)
+    return Graph(graph.inputs, tuple((v, c) for v, c in consts if v in read), equations,
+                 outputs)
+
+
+def graph_from_order(graph: Graph, order, outputs=None) -> Graph:
+    """`graph` with its equations replaced by those at indices `order`, in that order; consts
+    no longer read are dropped.
+
+    >>> graph_from_order(graph, stable_topological_order(dataflow_graph(graph)))
+    """
+    return with_equations(graph, [graph.equations[i] for i in order if i != OUTPUT], outputs)
+
+
+# -- call graphs -----------------------------------------------------------------------------
+
+def callee_of(eqn):
+    """`(key, body)` when `eqn` is a call an `inline` rule can open, else None.
+
+    The key is `eqn.params["callee"]` (the body graph itself when the call has no such param).
+    """
+    from xform.rules.registry import RULES  # ir does not import rules at module level
+    rules = RULES.get(eqn.primitive)
+    if rules is None or rules.inline is None:
+        return None
+    try:
+        body = rules.inline(eqn)
+    except Exception:  # noqa: BLE001
+        # A callee that fails to stage (say, in a branch that never runs) is simply not
+        # opened: its error belongs to the run that calls it, not to the optimizer.
+        return None
+    if body is None:
+        return None
+    return eqn.params.get("callee", body), body
+
+
+def _calls_in(graph: Graph, callee):
+    """Every `(key, body)` called from `graph`, looking inside the sub-graphs (branches, loop
+    bodies) of equations that are not calls themselves."""
+    for eqn in graph.equations:
+        found = callee(eqn)
+        if found is not None:
+            yield found
+        else:
+            for sub in subgraphs(eqn.params):
+                yield from _calls_in(sub, callee)
+
+
+def call_graph(root: Graph, callee=callee_of, limit: int = 1000) -> nx.DiGraph:
+    """Who calls whom, from `root` (node ROOT) over callee keys, expanding bodies breadth-first.
+
+    Node attributes: `body` (the callee graph) and `expanded` (False for the callees left
+    unopened once `limit` nodes were reached: their calls are unknown).
+    >>> calls = call_graph(graph); recursive_nodes(calls)   # {'even', 'odd'} for a mutual pair
+    """
+    calls = nx.DiGraph()
+    calls.add_node(ROOT, body=root, expanded=False)
+    queue = deque([ROOT])
+    while queue:
+        node = queue.popleft()
+        if calls.number_of_nodes() > limit:
+            break
+        calls.nodes[node]["expanded"] = True
+        for key, body in _calls_in(calls.nodes[node]["body"], callee):
+            if key not in calls:
+                calls.add_node(key, body=body, expanded=False)
+                queue.append(key)
+            calls.add_edge(node, key)
+    return calls
+
+
+def recursive_nodes(calls: nx.DiGraph) -> set:
+    """The nodes that lie on a cycle (self-calls included): the recursive callees."""
+    cyclic = set(nx.nodes_with_selfloops(calls))
+    for component in nx.strongly_connected_components(calls):
+        if len(component) > 1:
+            cyclic.update(component)
+    return cyclic
+
+
+__all__ = ["OUTPUT", "ROOT", "call_graph", "callee_of", "dataflow_graph", "graph_from_order",
+           "live_equations", "recursive_nodes", "stable_topological_order", "with_equations"]

@@ -1,21 +1,64 @@
-"""Graph -> Graph passes over networkx, and the default pipeline `optimize`.
+"""Graph -> Graph passes over networkx, the default pipeline `optimize`, and `trace_passes`.
+Every pass is pure, keeps `graph.check()`, the results and the equation order, and returns
+its input graph itself when it has nothing to change.
 
-PIPELINE, in order:
-  1. eliminate_dead_code: drop equations no output needs (precondition: none).
+PIPELINE, in order (what each step does; its precondition):
+  1. inline_calls: open non-recursive, small calls, so later passes see across call
+     boundaries. Precondition: none (a closed, checked graph).
+  2. fold_constants: evaluate what is known, take known branches, drop loops that never run,
+     simplify x*1, x+0, identity reshapes/transposes. Precondition: 1, so that constants
+     passed into calls meet the callee's equations.
+  3. eliminate_common_subexpressions: merge repeated equations. Precondition: 2, so that
+     equations differing only by a foldable input have become identical.
+  4. eliminate_dead_code: drop what no output needs, and unused outputs of loops and calls
+     (Rules.dce). Precondition: 1-3, which leave dead equations and constants behind.
 """
 from __future__ import annotations
 
+from xform import rules as _rules  # noqa: F401  (rules first: a family's hooks may import us)
+from xform.passes.cse import eliminate_common_subexpressions
 from xform.passes.dce import eliminate_dead_code
+from xform.passes.fold import UNKNOWN, fold_constants
+from xform.passes.inline import inline_calls
 
+PIPELINE = (inline_calls, fold_constants, eliminate_common_subexpressions, eliminate_dead_code)
+
+# Short names. (They shadow the submodules as attributes: reach a module itself with
+# `from xform.passes.fold import ...`, which goes through sys.modules.)
 dce = eliminate_dead_code
-PIPELINE = (eliminate_dead_code,)
+fold = fold_constants
+cse = eliminate_common_subexpressions
+inline = inline_calls
 
 
-def optimize(graph):
-    """Run the default pipeline on `graph` and return the new graph."""
-    for run_pass in PIPELINE:
+def optimize(graph, passes=PIPELINE):
+    """Run `passes` (default: PIPELINE) on `graph` and return the new graph.
+
+    >>> print(optimize(make_graph(lambda x: np.sin(x) + np.sin(x) * 1.0)(1.0)))
+    { lambda a:~f64[] . let
+        b:~f64[] = sin a
+        c:~f64[] = add b b
+      in (c) }
+    """
+    for run_pass in passes:
         graph = run_pass(graph)
     return graph
 
 
-__all__ = ["PIPELINE", "dce", "eliminate_dead_code", "optimize"]
+def trace_passes(graph, passes=PIPELINE) -> list:
+    """`[(pass name, graph before, graph after), ...]` for each pass of `passes`, for notebooks.
+
+    >>> [(name, len(after.equations)) for name, _, after in trace_passes(graph)]
+    [('inline_calls', 4), ('fold_constants', 3), ('eliminate_common_subexpressions', 2), ...]
+    """
+    steps = []
+    for run_pass in passes:
+        after = run_pass(graph)
+        steps.append((run_pass.__name__, graph, after))
+        graph = after
+    return steps
+
+
+__all__ = ["PIPELINE", "UNKNOWN", "cse", "dce", "eliminate_common_subexpressions",
+           "eliminate_dead_code", "fold", "fold_constants", "inline", "inline_calls",
+           "optimize", "trace_passes"]

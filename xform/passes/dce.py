@@ -1,19 +1,42 @@
-"""Dead-code elimination: keep only equations an output depends on."""
+"""Dead-code elimination: keep only the equations an output depends on, and let `Rules.dce`
+hooks drop the unused outputs of the multi-output equations that stay."""
 from __future__ import annotations
 
-import networkx as nx
-
-from xform.ir.core import Graph
-from xform.ir.nx import OUTPUT, dataflow_graph, graph_from_order
+from xform.ir.core import Graph, Literal
+from xform.ir.nx import OUTPUT, dataflow_graph, stable_topological_order, with_equations
+from xform.rules.registry import RULES
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:
     """Drop every equation no output depends on (all primitives are pure).
 
+    A primitive whose rules have `dce(eqn, used_outputs) -> Equation | None` (`used_outputs`
+    a tuple of bools) may return a smaller equation computing only the used outputs (the same
+    Vars), e.g. a loop that stops carrying values nobody reads.
     >>> eliminate_dead_code(make_graph(lambda x: (np.sin(x), x)[1])(1.0))  # no `sin` left
     """
-    dag = dataflow_graph(graph)
-    live = nx.ancestors(dag, OUTPUT)
-    if len(live) == len(graph.equations):
+    order = stable_topological_order(dataflow_graph(graph))
+    live = {a for a in graph.outputs if type(a) is not Literal}
+    kept = []
+    changed = False
+    for index in reversed(order):
+        if index == OUTPUT:
+            continue
+        eqn = graph.equations[index]
+        used = tuple(var in live for var in eqn.outputs)
+        if not any(used):
+            changed = True
+            continue
+        rules = RULES.get(eqn.primitive)
+        if not all(used) and rules is not None and rules.dce is not None:
+            smaller = rules.dce(eqn, used)
+            if smaller is not None:
+                eqn, changed = smaller, True
+        live.update(a for a in eqn.inputs if type(a) is not Literal)
+        kept.append(eqn)
+    if not changed and all(var in live for var, _ in graph.consts):
         return graph
-    return graph_from_order(graph, sorted(live))
+    return with_equations(graph, kept[::-1])
+
+
+__all__ = ["eliminate_dead_code"]

@@ -13,15 +13,16 @@ import attrs
 from xform.errors import MissingRuleError
 
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
-              "fold", "dce", "pprint", "decomposition")
+              "fold", "dce", "inline", "pprint", "decomposition")
 
 
 @attrs.frozen
 class Rules:
     """Every rule of one primitive. A None field means the rule is absent.
 
-    `fold(eqn, known) -> replacement or None` and `dce(eqn, used_outputs)` are pass hooks for
-    higher-order primitives; `decomposition` is the trace-through definition of a primitive
+    `fold(eqn, known) -> replacement or None`, `dce(eqn, used_outputs)` and
+    `inline(eqn) -> callee Graph or None` are pass hooks for higher-order primitives (see
+    xform.passes); `decomposition` is the trace-through definition of a primitive
     that exists only for speed.
     """
 
@@ -33,6 +34,7 @@ class Rules:
     batch: Callable | None = None
     fold: Callable | None = None
     dce: Callable | None = None
+    inline: Callable | None = None
     pprint: Callable | None = None
     decomposition: Callable | None = None
 

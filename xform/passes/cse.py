@@ -1,0 +1,53 @@
+"""Common-subexpression elimination: an equation that repeats an earlier one (same primitive,
+same inputs, equal params) is dropped and its outputs read the earlier outputs."""
+from __future__ import annotations
+
+import numpy as np
+
+from xform.ir.core import Graph, Literal
+from xform.passes.rewrite import GraphRewriter
+
+
+def _atom_key(atom):
+    if type(atom) is Literal:
+        # Bytes, not ==: 0.0 and -0.0 differ (x * -0.0 is not x * 0.0) and nan equals itself.
+        value = np.asarray(atom.value, atom.aval.dtype)
+        return (Literal, type(atom.value), atom.aval, value.tobytes())
+    return atom
+
+
+def _key(eqn):
+    """What makes two equations interchangeable; sub-graphs in params compare by identity."""
+    return (eqn.primitive, tuple(map(_atom_key, eqn.inputs)), eqn.params,
+            tuple(v.aval for v in eqn.outputs))
+
+
+def eliminate_common_subexpressions(graph: Graph) -> Graph:
+    """Merge repeated equations into their first occurrence (every primitive is pure).
+
+    >>> g = make_graph(lambda x: np.sin(x) + np.sin(x))(1.0)
+    >>> print(eliminate_common_subexpressions(g))   # one `sin`, read twice
+    { lambda a:~f64[] . let
+        b:~f64[] = sin a
+        c:~f64[] = add b b
+      in (c) }
+    """
+    rewriter = GraphRewriter(graph)
+    seen = {}
+    for eqn in graph.equations:
+        eqn = rewriter.substituted(eqn)
+        key = _key(eqn)
+        try:
+            first = seen.setdefault(key, eqn)
+        except (TypeError, ValueError):
+            # Params holding arrays cannot be compared; such an equation is kept as it is.
+            first = eqn
+        if first is eqn:
+            rewriter.emit(eqn)
+        else:
+            for var, earlier in zip(eqn.outputs, first.outputs):
+                rewriter.replace(var, earlier)
+    return rewriter.build()
+
+
+__all__ = ["eliminate_common_subexpressions"]

@@ -1,0 +1,201 @@
+"""Constant folding: evaluate equations whose inputs are all known, let `Rules.fold` hooks
+replace higher-order equations (a `cond` with a known predicate becomes its taken branch),
+and simplify with a table of algebraic peepholes run to a fixed point."""
+from __future__ import annotations
+
+from collections import deque
+
+import attrs
+import numpy as np
+
+from xform.ir.builder import using_builder
+from xform.ir.core import Equation, Graph, Literal, Params, Var
+from xform.ir.nx import live_equations
+from xform.passes.rewrite import GraphRewriter, literal_of
+from xform.rules.binary import add_p, multiply_p, power_p, subtract_p
+from xform.rules.registry import RULES
+from xform.rules.shape import reshape_p, transpose_p
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()  # `known[i]` of a fold hook when input i has no value at pass time
+
+MAX_FOLDED_SIZE = 10_000  # elements: larger results stay staged rather than bloat the consts
+_MAX_SPLICES = 10_000  # fold-hook replacements per pass: a hook that re-creates itself stops
+_MAX_PEEPHOLES = 100  # rewrites of one equation: more means two rules undo each other
+
+
+# -- peepholes: {primitive: fn(eqn, value_of, producer) -> None | atoms | Equation} -----------
+
+def _is_all(value, scalar) -> bool:
+    return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
+
+
+def _neutral(eqn, value_of, scalar, sides):
+    """`(x,)` when the equation is `x op scalar` (for some (x, other) in `sides`) and the
+    result has exactly x's type, so x can stand for it."""
+    out = eqn.outputs[0]
+    for keep, other in sides:
+        if _is_all(value_of(eqn.inputs[other]), scalar) and eqn.inputs[keep].aval == out.aval:
+            return (eqn.inputs[keep],)
+    return None
+
+
+def _add_peephole(eqn, value_of, producer):
+    # x + 0.0 turns -0.0 into +0.0 (equal under ==); XLA's algebraic simplifier accepts it too.
+    return _neutral(eqn, value_of, 0, ((0, 1), (1, 0)))
+
+
+def _subtract_peephole(eqn, value_of, producer):
+    return _neutral(eqn, value_of, 0, ((0, 1),))
+
+
+def _multiply_peephole(eqn, value_of, producer):
+    return _neutral(eqn, value_of, 1, ((0, 1), (1, 0)))
+
+
+def _power_peephole(eqn, value_of, producer):
+    return _neutral(eqn, value_of, 1, ((0, 1),))
+
+
+def _reshape_peephole(eqn, value_of, producer):
+    x = eqn.inputs[0]
+    if x.aval == eqn.outputs[0].aval:
+        return (x,)
+    inner = producer.get(x)
+    if inner is not None and inner.primitive is reshape_p:
+        return attrs.evolve(eqn, inputs=inner.inputs)
+    return None
+
+
+def _transpose_peephole(eqn, value_of, producer):
+    x, axes = eqn.inputs[0], eqn.params["axes"]
+    if tuple(axes) == tuple(range(len(axes))):
+        return (x,)
+    inner = producer.get(x)
+    if inner is not None and inner.primitive is transpose_p:
+        inner_axes = inner.params["axes"]
+        composed = tuple(inner_axes[a] for a in axes)
+        return attrs.evolve(eqn, inputs=inner.inputs,
+                            params=Params({**eqn.params, "axes": composed}))
+    return None
+
+
+PEEPHOLES = {
+    add_p: _add_peephole,
+    subtract_p: _subtract_peephole,
+    multiply_p: _multiply_peephole,
+    power_p: _power_peephole,
+    reshape_p: _reshape_peephole,
+    transpose_p: _transpose_peephole,
+}
+
+
+def _simplify(eqn, value_of, producer):
+    """Apply PEEPHOLES to `eqn` until none matches: the final Equation, or the atoms that now
+    stand for its outputs."""
+    for _ in range(_MAX_PEEPHOLES):
+        rule = PEEPHOLES.get(eqn.primitive)
+        result = rule(eqn, value_of, producer) if rule is not None else None
+        if result is None:
+            return eqn
+        if type(result) is not Equation:
+            return result
+        eqn = result
+    raise RuntimeError(f"peephole rewrites of '{eqn.primitive}' did not reach a fixed point")
+
+
+# -- evaluation --------------------------------------------------------------------------------
+
+def _evaluate(eqn, known, returned):
+    """The output values of `eqn` computed now with its impl, or None to leave it staged."""
+    rules = RULES.get(eqn.primitive)
+    if rules is None or rules.impl is None:
+        return None
+    for var in eqn.outputs:
+        if var.aval.size > MAX_FOLDED_SIZE:
+            return None
+        if var.aval.shape and var in returned:
+            # Compiled code would hand every caller the same (mutable) constant array.
+            return None
+    with using_builder(None), np.errstate(all="raise"):
+        try:
+            outs = rules.impl(*known, **eqn.params)
+        except Exception:  # noqa: BLE001
+            # Left staged, the equation raises or warns at run time, as it did before.
+            return None
+    outs = list(outs) if eqn.primitive.multiple_results else [outs]
+    if len(outs) != len(eqn.outputs):
+        return None
+    for var, value in zip(eqn.outputs, outs):
+        if np.shape(value) != var.aval.shape or np.asarray(value).dtype != var.aval.dtype:
+            return None
+    return outs
+
+
+def fold_constants(graph: Graph) -> Graph:
+    """Evaluate what is known at pass time, apply `Rules.fold` hooks and the PEEPHOLES.
+
+    Known values are Literals, graph consts and the results of folded equations; 0-d results
+    become Literals, arrays become consts (results over MAX_FOLDED_SIZE elements stay staged).
+    A hook `fold(eqn, known)` sees `known[i]` (a value or UNKNOWN) and returns None or
+    `(graph, atoms)`: the closed `graph` applied to `atoms` replaces `eqn`, and its equations
+    are folded in turn.
+    >>> fold_constants(graph)   # `b = sin 0.5; c = multiply a b` -> `c = multiply a 0.479...`
+    """
+    rewriter = GraphRewriter(graph)
+    values = {var: value for var, value in graph.consts}
+    returned = {a for a in graph.outputs if type(a) is Var}
+    producer = {}
+    # Dead equations are left for dce: evaluating them would only cost time (or never end).
+    live = live_equations(graph)
+    queue = deque((eqn, index in live) for index, eqn in enumerate(graph.equations))
+    splices = 0
+
+    def value_of(atom):
+        if type(atom) is Literal:
+            return atom.value
+        return values.get(atom, UNKNOWN)
+
+    while queue:
+        eqn, is_live = queue.popleft()
+        eqn = rewriter.substituted(eqn)
+        if not is_live:
+            rewriter.emit(eqn)
+            continue
+        known = [value_of(a) for a in eqn.inputs]
+        if all(value is not UNKNOWN for value in known):
+            outs = _evaluate(eqn, known, returned)
+            if outs is not None:
+                for var, value in zip(eqn.outputs, outs):
+                    if var.aval.shape:
+                        rewriter.add_const(var, value)
+                        values[var] = value
+                    else:
+                        rewriter.replace(var, literal_of(value, var.aval))
+                continue
+        rules = RULES.get(eqn.primitive)
+        hook = rules.fold if rules is not None else None
+        if hook is not None and splices < _MAX_SPLICES:
+            found = hook(eqn, known)
+            if found is not None:
+                body, atoms = found
+                splices += 1
+                spliced = rewriter.splice(body, atoms, eqn.outputs)
+                queue.extendleft((new, True) for new in reversed(spliced))
+                continue
+        result = _simplify(eqn, value_of, producer)
+        if type(result) is Equation:
+            rewriter.emit(result)
+            producer.update((var, result) for var in result.outputs)
+        else:
+            for var, atom in zip(eqn.outputs, result):
+                rewriter.replace(var, atom)
+    return rewriter.build()
+
+
+__all__ = ["MAX_FOLDED_SIZE", "PEEPHOLES", "UNKNOWN", "fold_constants"]
