@@ -128,8 +128,6 @@ def test_jit_inside_jit_is_inlined():
     assert [e.primitive.name for e in graph.equations] == ["cos", "multiply"]
 
 
-@pytest.mark.xfail(strict=True, reason="api.jit's per-function flat_cache survives "
-                                       "xform.clear_cache()")
 def test_clear_cache_forgets_entries():
     body = Counting(lambda x: x - 1.0)
     fun = xform.jit(body)

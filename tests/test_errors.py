@@ -138,7 +138,6 @@ def call_fft(x):
     return np.fft.fft(x)                                          # line: fft
 
 
-@pytest.mark.xfail(strict=True, reason="ir/tracer.py _numpy_name folds numpy.fft to numpy")
 def test_unsupported_function_is_named_in_full():
     with pytest.raises(xform.UnsupportedError) as info:
         xform.jit(call_fft)(np.ones(4))

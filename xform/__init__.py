@@ -12,6 +12,7 @@ from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import implements
 from xform.rules.call import function
+from xform.rules.index import index_add
 from xform.rules.control_flow import cond, fori_loop, scan, switch, while_loop
 from xform.rules.unary import stop_gradient
 from xform.transforms import batch_graph, jvp_graph, vjp_graph
@@ -23,7 +24,7 @@ __all__ = [
     "MissingRuleError", "Primitive", "RuleError", "ShapeError", "ShapedArray",
     "TreeMismatchError", "TypeCheckError", "UnsupportedError", "Var", "XformError",
     "batch_graph", "cache_info", "clear_cache", "cond", "eval_graph", "float0", "fori_loop",
-    "function", "grad", "hessian",
+    "function", "grad", "hessian", "index_add",
     "implements", "jacfwd", "jacrev", "jit", "jvp", "jvp_graph", "linearize", "make_graph",
     "scan", "stop_gradient", "switch", "value_and_grad", "vjp", "vjp_graph", "vmap",
     "while_loop",

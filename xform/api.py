@@ -89,11 +89,11 @@ class _Transformed:
 
     def __call__(self, *args):
         if current_builder() is None and all(type(a) in _FLAT_LEAVES for a in args):
-            # The cached path for flat arguments: no pytree work, one dict lookup.
+            # The cached path for flat arguments: no pytree work, one lookup, one check.
             entry = self._flat_cache.get(tuple(map(_leaf_signature, args)))
-            if entry is not None:
+            if entry is not None and entry.usable():
                 CACHE.hits += 1
-                compiled, unflatten = entry
+                compiled, unflatten = entry.value
                 return unflatten(compiled(*args))
         leaves, in_tree = tree_flatten(args)
         signature = tuple(map(_leaf_signature, leaves))
@@ -101,17 +101,16 @@ class _Transformed:
             graph, captured, unflatten = self.build(in_tree,
                                                     [_aval_of_signature(s) for s in signature])
             return unflatten(eval_graph(graph, *leaves, *captured))
-        key = (self.kind, self.params, in_tree, signature)
-        entry = CACHE.get(self.fun, key)
-        if entry is None:
+
+        def make():
             graph, captured, unflatten = self.build(in_tree,
                                                     [_aval_of_signature(s) for s in signature])
             assert not captured, "nothing can be captured outside any staging"
-            entry = (CACHE.compiled(_finish(graph)), unflatten)
-            CACHE.put(self.fun, key, entry)
+            return CACHE.compiled(_finish(graph)), unflatten
+        entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature), make)
         if len(leaves) == len(args) and all(type(a) in _FLAT_LEAVES for a in args):
             self._flat_cache[signature] = entry
-        compiled, unflatten = entry
+        compiled, unflatten = entry.value
         return unflatten(compiled(*leaves))
 
 
@@ -154,8 +153,12 @@ def make_graph(fun, static_argnums=()):
         c:f64[3] = multiply b 2.0
       in (c) }
     """
+    static_nums_spec = ((static_argnums,) if isinstance(static_argnums, int)
+                        else tuple(static_argnums))
+
     def staged(*args):
-        static_nums = _normalize_argnums(static_argnums, len(args)) if static_argnums else ()
+        static_nums = (_normalize_argnums(static_nums_spec, len(args))
+                       if static_nums_spec else ())
         dynamic, static = _split_static(args, static_nums)
         leaves, in_tree = tree_flatten(dynamic)
         avals = [_aval_of_signature(_leaf_signature(x)) for x in leaves]
@@ -178,26 +181,25 @@ def jit(fun, static_argnums=()):
         if current_builder() is not None:
             return fun(*args)
         if not static_argnums and all(type(a) in _FLAT_LEAVES for a in args):
-            # The cached path for flat arguments: no pytree work, one dict lookup.
+            # The cached path for flat arguments: no pytree work, one lookup, one check.
             entry = flat_cache.get(tuple(map(_leaf_signature, args)))
-            if entry is not None:
+            if entry is not None and entry.usable():
                 CACHE.hits += 1
-                compiled, out_tree = entry
-                return tree_unflatten(out_tree, compiled.fn(*args))
+                compiled, out_tree = entry.value
+                return tree_unflatten(out_tree, compiled(*args))
         static_nums = _normalize_argnums(static_argnums, len(args)) if static_argnums else ()
         dynamic, static = _split_static(args, static_nums)
         leaves, in_tree = tree_flatten(dynamic)
         signature = tuple(map(_leaf_signature, leaves))
-        key = ("jit", in_tree, signature, static)
-        entry = CACHE.get(fun, key)
-        if entry is None:
+
+        def make():
             avals = [_aval_of_signature(s) for s in signature]
             graph, _, out_tree = _stage(_with_static(fun, static, len(args)), in_tree, avals)
-            entry = (CACHE.compiled(_finish(graph)), out_tree)
-            CACHE.put(fun, key, entry)
+            return CACHE.compiled(_finish(graph)), out_tree
+        entry = CACHE.build(fun, ("jit", in_tree, signature, static), make)
         if not static_argnums and all(type(a) in _FLAT_LEAVES for a in args):
             flat_cache[signature] = entry
-        compiled, out_tree = entry
+        compiled, out_tree = entry.value
         return tree_unflatten(out_tree, compiled(*leaves))
     return jitted
 

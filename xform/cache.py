@@ -1,70 +1,150 @@
-"""The cache of everything built: per-function entries keyed by signature, and compiled code
-keyed by graph identity. Counters make hits and builds observable (`xform.cache_info()`)."""
+"""The one cache of everything built: API entries (staged, transformed, optimized and compiled
+graphs) per function and abstract signature, and compiled code per graph.
+
+Entries carry the dependencies recorded while they were staged (xform.dependencies); a hit
+re-checks them, so redefining a function the entry reached rebuilds it. The cache is bounded
+(least recently used entries go first), holds functions weakly, and builds an entry once even
+when many threads ask for it at the same time. `xform.cache_info()` exposes the counters.
+"""
 from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 
 from xform.codegen import compile_graph
+from xform.dependencies import recording
+
+
+class Entry:
+    """A built entry: `value` (what the API needs to run) and the dependencies behind it.
+    `stale` is set when the entry leaves the cache, so copies held elsewhere (fast paths)
+    notice too."""
+
+    __slots__ = ("value", "dependencies", "stale")
+
+    def __init__(self, value, dependencies):
+        self.value = value
+        self.dependencies = dependencies
+        self.stale = False
+
+    def usable(self) -> bool:
+        return not self.stale and self.dependencies.valid()
 
 
 class Cache:
-    """Entries live in a weak dictionary per function, so dead functions free their entries."""
+    """LRU-bounded map (function, key) -> Entry; functions are held by weak reference."""
 
-    def __init__(self):
-        self._by_function = weakref.WeakKeyDictionary()
-        self._strong = {}  # functions that cannot be weakly referenced (e.g. builtins)
+    def __init__(self, max_entries: int = 2048):
+        self.max_entries = max_entries
+        self._entries: OrderedDict = OrderedDict()
         self._compiled = weakref.WeakKeyDictionary()
         self._lock = threading.RLock()
         self.hits = 0
         self.misses = 0
+        self.builds = 0
         self.compiles = 0
+        self.invalidations = 0
+        self.evictions = 0
 
-    def _table(self, fun):
+    def _function_key(self, fun):
         try:
-            return self._by_function.setdefault(fun, {})
-        except TypeError:
-            return self._strong.setdefault(id(fun), {})
+            return weakref.ref(fun, self._forget_function)
+        except TypeError:  # builtins and some callables cannot be weakly referenced
+            return fun
 
-    def get(self, fun, key):
-        entry = self._table(fun).get(key)
-        if entry is None:
-            self.misses += 1
-        else:
-            self.hits += 1
-        return entry
-
-    def put(self, fun, key, entry) -> None:
+    def _forget_function(self, function_ref) -> None:
         with self._lock:
-            self._table(fun)[key] = entry
+            for key in [k for k in self._entries if k[0] is function_ref or k[0] == function_ref]:
+                self._entries.pop(key).stale = True
+
+    def lookup(self, fun, key):
+        """The usable entry for (fun, key), or None (a stale one is dropped)."""
+        full_key = (self._function_key(fun), key)
+        entry = self._entries.get(full_key)
+        if entry is not None and entry.usable():
+            self.hits += 1
+            try:
+                self._entries.move_to_end(full_key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+            return entry
+        if entry is not None:
+            self.invalidations += 1
+            with self._lock:
+                if self._entries.get(full_key) is entry:
+                    del self._entries[full_key]
+                entry.stale = True
+        self.misses += 1
+        return None
+
+    def build(self, fun, key, make):
+        """The entry for (fun, key), building it with `make()` (recording its dependencies)
+        if there is none; concurrent callers wait and share one build."""
+        entry = self.lookup(fun, key)
+        if entry is not None:
+            return entry
+        with self._lock:
+            full_key = (self._function_key(fun), key)
+            entry = self._entries.get(full_key)
+            if entry is not None and entry.usable():
+                return entry
+            with recording(fun) as dependencies:
+                value = make()
+            entry = Entry(value, dependencies)
+            self.builds += 1
+            self._entries[full_key] = entry
+            while len(self._entries) > self.max_entries:
+                _, evicted = self._entries.popitem(last=False)
+                evicted.stale = True
+                self.evictions += 1
+            return entry
 
     def compiled(self, graph):
         compiled = self._compiled.get(graph)
         if compiled is None:
-            compiled = compile_graph(graph)
-            self.compiles += 1
-            self._compiled[graph] = compiled
+            with self._lock:
+                compiled = self._compiled.get(graph)
+                if compiled is None:
+                    compiled = compile_graph(graph)
+                    self.compiles += 1
+                    self._compiled[graph] = compiled
         return compiled
 
     def clear(self) -> None:
         with self._lock:
-            self._by_function.clear()
-            self._strong.clear()
+            for entry in self._entries.values():
+                entry.stale = True
+            self._entries.clear()
             self._compiled.clear()
 
     def info(self) -> dict:
-        return {"hits": self.hits, "misses": self.misses, "compiles": self.compiles,
-                "functions": len(self._by_function) + len(self._strong)}
+        return {"hits": self.hits, "misses": self.misses, "builds": self.builds,
+                "compiles": self.compiles, "invalidations": self.invalidations,
+                "evictions": self.evictions, "entries": len(self._entries),
+                "max_entries": self.max_entries}
 
 
 CACHE = Cache()
 
 
 def cache_info() -> dict:
-    """Counters of the global cache: hits, misses, compiles, functions with entries."""
+    """Counters of the global cache: hits, misses, builds (stagings), compiles,
+    invalidations (entries rebuilt because something they read was redefined), evictions,
+    entries and max_entries."""
     return CACHE.info()
 
 
 def clear_cache() -> None:
     """Forget every staged graph, transformed graph and compiled function."""
     CACHE.clear()
+
+
+def set_cache_size(max_entries: int) -> None:
+    """Bound the number of cached entries (least recently used go first)."""
+    with CACHE._lock:
+        CACHE.max_entries = int(max_entries)
+        while len(CACHE._entries) > CACHE.max_entries:
+            _, evicted = CACHE._entries.popitem(last=False)
+            evicted.stale = True
+            CACHE.evictions += 1

@@ -29,7 +29,7 @@ def test_listing_of_a_staged_function():
         { lambda a:f64[3] b:~f64[] ; c:f64[3] . let
             d:f64[3] = sinh a
             e:f64[3] = multiply d c
-            f:~f64[] = sin b
+            f:f64[] = sin b
             g:f64[3] = add e f
             h:f64[] = sum[axes=(0,), dtype=None] a
             i:f32[3] = convert[dtype=float32] a

@@ -229,8 +229,6 @@ def test_static_argnums_are_python_values():
     assert graph.equations == ()
 
 
-@pytest.mark.xfail(strict=True, reason="api.make_graph tests `if static_argnums`, so 0 is "
-                   "ignored (jit wraps an int in a tuple first)")
 def test_static_argnums_zero_as_int():
     fun = lambda n, x: x * n                                           # noqa: E731
     assert len(xform.make_graph(fun, static_argnums=0)(4, 1.0).inputs) == 1

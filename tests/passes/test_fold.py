@@ -100,16 +100,17 @@ def test_folded_scalar_becomes_a_literal_and_array_a_const():
     assert after.equations[1].inputs[1] is var
 
 
-def test_weak_literal_stays_weak_so_float32_stays_float32():
-    # 2.0 + 3.0 folds to a weak 5.0: at run time it must not promote float32 x to float64.
+def test_folded_literal_keeps_the_promotion_of_the_unfolded_graph():
+    # np.add(2.0, 3.0) is a strong np.float64, so float32 x is promoted to float64, folded
+    # or not: folding must not change the result type.
     b = Builder()
     x = b.input(ShapedArray((3,), np.float32))
     graph = b.graph(b(multiply_p, x, b(add_p, lit(2.0), lit(3.0))))
     after = fold_constants(graph).check()
-    assert type(after.equations[0].inputs[1].value) is float
-    # (The unfolded graph gives float64 here: numpy sees the impl's float64 result as strong.)
+    assert type(after.equations[0].inputs[1].value) is np.float64
     out = xform.eval_graph(after, np.ones(3, np.float32))[0]
-    assert out.dtype == graph.out_avals[0].dtype == np.float32
+    unfolded = xform.eval_graph(graph, np.ones(3, np.float32))[0]
+    assert out.dtype == unfolded.dtype == graph.out_avals[0].dtype == np.float64
     np.testing.assert_array_equal(out, 5.0)
 
 

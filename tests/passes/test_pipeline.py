@@ -46,7 +46,8 @@ def test_trace_passes_records_each_step():
 @pytest.mark.parametrize("p", [1.0, -1.0])
 def test_known_branch_then_everything_else(p):
     graph = xform.make_graph(
-        lambda p, x: xform.cond(p > 0, lambda: np.sin(x) + np.sin(x), lambda: x * 1.0))(p, 2.0)
+        lambda p, x: xform.cond(p > 0, lambda: np.sin(x) + np.sin(x), lambda: x * 1.0))(
+        p, np.float64(2.0))
     after = run_pass(passes.optimize, specialize(graph, 0, p), 0.3)
     assert primitives(after) == (["sin", "add"] if p > 0 else [])
 

@@ -208,8 +208,6 @@ def test_ufunc_accumulate_with_axis(method, numpy_fn):
     np.testing.assert_array_equal(staged, want)
 
 
-@pytest.mark.xfail(strict=True, raises=xform.UnsupportedError,
-                   reason="Tracer.__array_ufunc__ rejects every keyword of ufunc methods")
 def test_ufunc_reduce_axis_keyword_through_numpy():
     x = np.ones((2, 3))
     np.testing.assert_array_equal(xform.jit(lambda x: np.add.reduce(x, axis=1))(x),

@@ -105,7 +105,9 @@ class Params(Mapping):
         return self._hash
 
     def __eq__(self, other):
-        return isinstance(other, Params) and self._items == other._items
+        if not isinstance(other, Params) or self._items.keys() != other._items.keys():
+            return False
+        return all(_hashable(v) == _hashable(other._items[k]) for k, v in self._items.items())
 
     def __repr__(self):
         return f"Params({self._items!r})"
@@ -148,8 +150,10 @@ class Graph:
     """A closed graph: `inputs`, array `consts`, `equations` in order, `outputs`.
 
     Hash and equality are identity, so graphs key caches. Sub-graphs live only in params.
-    >>> str(make_graph(np.sin)(1.0))
-    '{ lambda a:~f64[] . let b:~f64[] = sin a in (b) }'
+    >>> print(make_graph(np.sin)(1.0))
+    { lambda a:~f64[] . let
+        b:f64[] = sin a
+      in (b) }
     """
 
     inputs: tuple[Var, ...] = attrs.field(converter=tuple)

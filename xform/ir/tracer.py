@@ -26,9 +26,10 @@ def implements(numpy_function):
 
 
 def _numpy_name(func) -> str:
+    if isinstance(func, str):
+        return f"the operation '{func}'"
     module = getattr(func, "__module__", None) or "numpy"
-    module = module.replace("numpy._core.", "numpy.").replace("numpy.core.", "numpy.")
-    if module.startswith("numpy.") and module.count(".") == 1 and module != "numpy.linalg":
+    if module.startswith(("numpy._", "numpy.core")):
         module = "numpy"
     return f"{module}.{getattr(func, '__name__', repr(func))}"
 
@@ -114,19 +115,19 @@ class Tracer:
             raise _unsupported(f"numpy.{ufunc.__name__}(..., where=...)")
         kwargs.pop("out", None)
         kwargs.pop("where", None)
-        dtype = kwargs.pop("dtype", None)
-        if kwargs:
-            raise _unsupported(f"numpy.{ufunc.__name__}(..., {', '.join(kwargs)}=...)")
-        if method == "__call__":
-            op = UFUNCS.get(ufunc)
-            if op is None:
-                raise _unsupported(f"numpy.{ufunc.__name__}")
-            result = op(*inputs)
-        else:
+        if method != "__call__":
+            # numpy passes a ufunc method's arguments (axis, dtype, keepdims) as keywords.
             handler = FUNCTIONS.get((ufunc, method))
             if handler is None:
                 raise _unsupported(f"numpy.{ufunc.__name__}.{method}")
-            return handler(*inputs, dtype=dtype) if dtype is not None else handler(*inputs)
+            return handler(*inputs, **kwargs)
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise _unsupported(f"numpy.{ufunc.__name__}(..., {', '.join(kwargs)}=...)")
+        op = UFUNCS.get(ufunc)
+        if op is None:
+            raise _unsupported(f"numpy.{ufunc.__name__}")
+        result = op(*inputs)
         return result if dtype is None else result.astype(dtype)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -153,7 +154,7 @@ class Tracer:
 
     def __setitem__(self, index, value):
         raise TypeCheckError("traced arrays are immutable; build a new array instead, e.g. "
-                             "with np.where or xform.numpy.index_add", user_frame_info())
+                             "with np.where or xform.index_add", user_frame_info())
 
     # -- operators ----------------------------------------------------------------------
     def __add__(self, other): return np.add(self, other)
@@ -222,8 +223,8 @@ class Tracer:
             axes = tuple(axes[0])
         return _fn(np.transpose)(self, axes or None)
 
-    def conj(self): return _fn(np.conjugate)(self)
-    def conjugate(self): return _fn(np.conjugate)(self)
+    def conj(self): return np.conjugate(self)
+    def conjugate(self): return np.conjugate(self)
     def copy(self): return _fn(np.copy)(self)
     def ravel(self, order="C"): return _fn(np.ravel)(self, order)
     def flatten(self, order="C"): return _fn(np.ravel)(self, order)

@@ -43,19 +43,33 @@ def _divide_transpose(ct, x, y):
 
 
 def _safe_log(x):
-    # d(x**y)/dy at x == 0 is 0 (JAX's choice), not 0 * -inf = nan.
-    return np.where(x == 0, 0.0, np.log(np.where(x == 0, 1.0, x)))
+    # d(x**y)/dy at x == 0 is 0 (JAX's choice), not 0 * -inf = nan: log(1) = 0 there.
+    return np.log(np.where(x == 0, 1, x))
 
 
 def _power_dx(t, x, y, ans):
-    # Written without x**(y-1) so that x == 0, y == 0 gives 0 rather than nan.
-    return t * np.where(y == 0, 0.0, y * np.power(x, y - 1))
+    # y * x**(y-1), except that x**0 has derivative 0 at x == 0 too: there the base is 1, so
+    # the result is 0 * 1 rather than 0 * inf, and so are its own derivatives (no nan is
+    # computed and then masked, which would leak into reverse mode). Constant exponents
+    # that are never 0 (x ** 2) skip the mask.
+    if isinstance(y, (int, float, np.generic, np.ndarray)) and not np.any(y == 0):
+        return t * (y * np.power(x, y - 1))
+    return t * (y * np.power(np.where((x == 0) & (y == 0), 1, x), y - 1))
 
 
 def _select_mask(x, y, ans):
     # Ties share the derivative equally, as autograd's balanced_eq does.
     mask = np.where(x == ans, 1.0, 0.0) / np.where(x == y, 2.0, 1.0)
     return mask.astype(aval(ans).dtype)
+
+
+def _logaddexp_share(x, y, ans, exp):
+    # exp(x - ans), the share of x in the sum. Where ans is infinite that would be
+    # exp(inf - inf) = nan, which poisons log-space code padded with -inf: there the input
+    # equal to ans takes the whole share, and a tie splits it (the limit along x == y).
+    finite = np.isfinite(ans)
+    share = exp(np.where(finite, x, 0) - np.where(finite, ans, 0))
+    return np.where(finite, share, _select_mask(x, y, ans))
 
 
 add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,
@@ -79,10 +93,11 @@ fmin_p = _binary(np.fmin, lambda t, x, y, ans: t * _select_mask(x, y, ans),
 arctan2_p = _binary(np.arctan2, lambda t, y, x, ans: t * x / (x * x + y * y),
                     lambda t, y, x, ans: -t * y / (x * x + y * y))
 hypot_p = _binary(np.hypot, lambda t, x, y, ans: t * x / ans, lambda t, x, y, ans: t * y / ans)
-logaddexp_p = _binary(np.logaddexp, lambda t, x, y, ans: t * np.exp(x - ans),
-                      lambda t, x, y, ans: t * np.exp(y - ans))
-logaddexp2_p = _binary(np.logaddexp2, lambda t, x, y, ans: t * np.exp2(x - ans),
-                       lambda t, x, y, ans: t * np.exp2(y - ans))
+logaddexp_p = _binary(np.logaddexp, lambda t, x, y, ans: t * _logaddexp_share(x, y, ans, np.exp),
+                      lambda t, x, y, ans: t * _logaddexp_share(y, x, ans, np.exp))
+logaddexp2_p = _binary(np.logaddexp2,
+                       lambda t, x, y, ans: t * _logaddexp_share(x, y, ans, np.exp2),
+                       lambda t, x, y, ans: t * _logaddexp_share(y, x, ans, np.exp2))
 remainder_p = _binary(np.remainder, lambda t, x, y, ans: t,
                       lambda t, x, y, ans: -t * np.floor_divide(x, y))
 fmod_p = _binary(np.fmod, lambda t, x, y, ans: t, lambda t, x, y, ans: -t * np.trunc(x / y))

@@ -14,6 +14,7 @@ import threading
 
 from xform.errors import TypeCheckError
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
+from xform.dependencies import note, recording
 from xform.ir.builder import stage_function, using_builder
 from xform.ir.core import Primitive
 from xform.ir.source_info import user_frame_info
@@ -51,9 +52,21 @@ class FunctionRef:
     def in_avals(self, key):
         return list(key[1])
 
+    def _cached(self, key):
+        """The cached (graph, out_tree) at `key` if what it was staged from is unchanged."""
+        entry = self._graphs.get(key)
+        if entry is None:
+            return None
+        graph, out_tree, dependencies = entry
+        if not dependencies.valid():
+            self._graphs.pop(key, None)
+            return None
+        note(dependencies)
+        return graph, out_tree
+
     def out_type(self, key):
         """(out_avals, out_tree) of the callee at signature `key`."""
-        entry = self._graphs.get(key)
+        entry = self._cached(key)
         if entry is not None:
             return entry[0].out_avals, entry[1]
         if key in self._in_progress:
@@ -67,17 +80,17 @@ class FunctionRef:
         return self.graph_and_tree(key)[0]
 
     def graph_and_tree(self, key):
-        entry = self._graphs.get(key)
+        entry = self._cached(key)
         if entry is not None:
             return entry
         with self._lock:
-            entry = self._graphs.get(key)
+            entry = self._cached(key)
             if entry is not None:
                 return entry
             in_tree, avals = key
             self._in_progress[key] = True
             try:
-                with using_builder(None):
+                with using_builder(None), recording(self.fun) as dependencies:
                     graph, captured, out_tree = stage_function(self.fun, in_tree, list(avals))
             finally:
                 del self._in_progress[key]
@@ -92,9 +105,9 @@ class FunctionRef:
                     f"recursive call was typed as {list(provisional[0])} from the other "
                     "branch of its cond", user_frame_info(),
                     "make the base case return the same type as the recursive case")
-            entry = (graph, out_tree)
-            self._graphs[key] = entry
-            return entry
+            self._graphs[key] = (graph, out_tree, dependencies)
+            note(dependencies)
+            return graph, out_tree
 
     def assume(self, key, out_avals, out_tree):
         """Type a pending recursive call provisionally (checked when staging finishes)."""
@@ -146,12 +159,14 @@ class DerivedRef(FunctionRef):
         return avals, None
 
     def graph_and_tree(self, key):
+        # Rebuilt whenever the base callee was restaged (e.g. after a redefinition).
+        base = self.base.graph(key)
         entry = self._graphs.get(key)
-        if entry is not None:
-            return entry
+        if entry is not None and entry[1] is base:
+            return entry[0], None
         with self._lock:
-            if key not in self._graphs:
-                base = self.base.graph(key)
+            entry = self._graphs.get(key)
+            if entry is None or entry[1] is not base:
                 kind = self.transform[0]
                 if kind == "jvp":
                     from xform.transforms.jvp import jvp_graph
@@ -163,8 +178,8 @@ class DerivedRef(FunctionRef):
                     from xform.transforms.batch import batch_graph
                     graph = batch_graph(base, self.transform[1], self.transform[2])
                 self.stage_count += 1
-                self._graphs[key] = (graph, None)
-            return self._graphs[key]
+                self._graphs[key] = (graph, base)
+            return self._graphs[key][0], None
 
 
 call_p = Primitive("call", multiple_results=True)

@@ -1,11 +1,14 @@
 """Comparisons, logical and bitwise ops (zero derivative), `where` and `clip`."""
 import numpy as np
 
+from xform.errors import TypeCheckError
 from xform.ir.core import Primitive
-from xform.ir.tracer import implements
+from xform.ir.source_info import user_frame_info
+from xform.ir.tracer import _concretization, _unsupported, implements
 from xform.rules.helpers import (Undefined, Zero, aval, define_op, elementwise_abstract_eval,
                                  elementwise_batch, unbroadcast, zero_derivative)
 from xform.rules.registry import register
+from xform.rules.unary import astype
 
 COMPARE_PRIMITIVES = {}
 
@@ -50,8 +53,10 @@ register(where_p, impl=np.where, abstract_eval=elementwise_abstract_eval(np.wher
 @implements(np.where)
 def where(condition, x=None, y=None):
     """`np.where(c, x, y)`; the one-argument form needs concrete values."""
-    if x is None or y is None:
-        from xform.ir.tracer import _concretization
+    if (x is None) != (y is None):
+        raise TypeCheckError("np.where: either both or neither of x and y should be given",
+                             user_frame_info())
+    if x is None:
         raise _concretization("np.where(condition) with one argument (its size depends on data)")
     return where_p.bind(condition, x, y)
 
@@ -61,13 +66,10 @@ def where(condition, x=None, y=None):
 clip_p = Primitive("clip")
 
 
-def _clip_vjp(primals, ans, ct):
-    x, lo, hi = primals
-    inside = (x >= lo) & (x <= hi)
-    zero = np.zeros((), aval(ct).dtype)
-    return tuple(
-        unbroadcast(np.where(mask, ct, zero), aval(v)) if aval(v).dtype.kind in "fc" else None
-        for v, mask in ((x, inside), (lo, x < lo), (hi, x > hi)))
+def _clip_masks(x, lo, hi):
+    # Which input the output is, as np.clip = minimum(maximum(x, lo), hi) decides: x at the
+    # bounds (ties go to x, as in torch.clamp), hi everywhere when lo > hi.
+    return (x >= lo) & (x <= hi), (x < lo) & (lo <= hi), (x > hi) | (lo > hi)
 
 
 def _clip_jvp(primals, tangents):
@@ -75,11 +77,18 @@ def _clip_jvp(primals, tangents):
     ans = clip_p.bind(x, lo, hi)
     t_out = Zero(aval(ans))
     zero = np.zeros((), aval(ans).dtype)
-    for t, mask in zip(tangents, ((x >= lo) & (x <= hi), x < lo, x > hi)):
+    for t, mask in zip(tangents, _clip_masks(x, lo, hi)):
         if type(t) is not Zero:
             term = np.where(mask, t, zero)
             t_out = term if type(t_out) is Zero else t_out + term
     return ans, t_out
+
+
+def _clip_vjp(primals, ans, ct):
+    zero = np.zeros((), aval(ct).dtype)
+    return tuple(
+        unbroadcast(np.where(mask, ct, zero), aval(v)) if aval(v).dtype.kind in "fc" else None
+        for v, mask in zip(primals, _clip_masks(*primals)))
 
 
 register(clip_p, impl=np.clip, abstract_eval=elementwise_abstract_eval(np.clip),
@@ -88,18 +97,20 @@ register(clip_p, impl=np.clip, abstract_eval=elementwise_abstract_eval(np.clip),
 
 @implements(np.clip)
 def clip(a, a_min=None, a_max=None, out=None, **kwargs):
-    """`np.clip`; a missing bound is a plain maximum/minimum."""
+    """`np.clip`; a missing bound is a plain maximum/minimum, no bound np.positive, as in
+    numpy."""
     if out is not None:
-        from xform.ir.tracer import _unsupported
         raise _unsupported("numpy.clip(..., out=...)")
     a_min = kwargs.pop("min", a_min)
     a_max = kwargs.pop("max", a_max)
+    if kwargs:
+        raise _unsupported(f"numpy.clip(..., {', '.join(kwargs)}=...)")
+    # numpy takes `a` as an array: a Python scalar is not weakly typed there
+    a = astype(a, aval(a).dtype)
     if a_min is None and a_max is None:
-        return a
+        return np.positive(a)
     if a_min is None:
         return np.minimum(a, a_max)
     if a_max is None:
         return np.maximum(a, a_min)
     return clip_p.bind(a, a_min, a_max)
-
-

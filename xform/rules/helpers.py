@@ -187,7 +187,8 @@ _DTYPE_CACHE: dict = {}
 
 def elementwise_abstract_eval(numpy_fn):
     """Abstract eval asking numpy itself for the result dtype (on 0-d stand-ins, cached), so
-    promotion follows numpy 2 exactly. The result is weak only when every input is weak."""
+    promotion follows numpy 2 exactly. Results are strong: numpy returns numpy scalars even
+    for Python-scalar inputs, and those no longer defer to the other operand's dtype."""
     from xform.ir.avals import dummy
 
     def abstract_eval(*avals, **params):
@@ -199,8 +200,7 @@ def elementwise_abstract_eval(numpy_fn):
                 dtype = np.result_type(numpy_fn(*[dummy(a) for a in avals], **params))
             _DTYPE_CACHE[key] = dtype
         shape = np.broadcast_shapes(*[a.shape for a in avals])
-        weak = all(a.weak_type for a in avals)
-        return ShapedArray(shape, dtype, weak)
+        return ShapedArray(shape, dtype)
     return abstract_eval
 
 

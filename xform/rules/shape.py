@@ -33,7 +33,7 @@ reshape_p = Primitive("reshape")
 def _reshape_abstract_eval(x, *, shape):
     if int(np.prod(shape, dtype=np.int64)) != x.size:
         raise ValueError(f"cannot reshape an array of size {x.size} into shape {shape}")
-    return ShapedArray(shape, x.dtype, x.weak_type)
+    return ShapedArray(shape, x.dtype, x.weak_type and not shape)
 
 
 def _reshape_batch(size, args, dims, *, shape):
@@ -107,7 +107,7 @@ broadcast_to_p = Primitive("broadcast_to")
 def _broadcast_to_abstract_eval(x, *, shape):
     if np.broadcast_shapes(x.shape, shape) != tuple(shape):
         raise ValueError(f"cannot broadcast shape {x.shape} to {shape}")
-    return ShapedArray(shape, x.dtype, x.weak_type)
+    return ShapedArray(shape, x.dtype, x.weak_type and not shape)
 
 
 def _broadcast_to_batch(size, args, dims, *, shape):
@@ -448,7 +448,7 @@ def _slice_abstract_eval(x, *, starts, stops, steps):
         if not (0 <= a <= b <= n and c >= 1):
             raise ValueError(f"bad slice {a}:{b}:{c} of an axis of length {n}")
     shape = tuple(_slice_length(a, b, c) for a, b, c in zip(starts, stops, steps))
-    return ShapedArray(shape, x.dtype, x.weak_type)
+    return ShapedArray(shape, x.dtype, x.weak_type and not shape)
 
 
 def _slice_transpose(ct, x, *, starts, stops, steps):
@@ -711,7 +711,7 @@ def _repeat_abstract_eval(x, *, repeats, axis):
     if not 0 <= axis < x.ndim or len(repeats) != x.shape[axis] or min(repeats, default=0) < 0:
         raise ValueError(f"repeats {repeats} do not fit axis {axis} of shape {x.shape}")
     shape = x.shape[:axis] + (sum(repeats),) + x.shape[axis + 1:]
-    return ShapedArray(shape, x.dtype, x.weak_type)
+    return ShapedArray(shape, x.dtype, x.weak_type and not shape)
 
 
 def _repeat_transpose(ct, x, *, repeats, axis):

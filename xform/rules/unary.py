@@ -69,8 +69,14 @@ isinf_p = _unary(np.isinf, zero=True)
 signbit_p = _unary(np.signbit, zero=True)
 logical_not_p = _unary(np.logical_not, zero=True)
 invert_p = _unary(np.invert, zero=True)
-implements(np.abs)(UNARY_PRIMITIVES["absolute"].bind)
-implements(np.fabs)(UNARY_PRIMITIVES["absolute"].bind)
+# fabs is not absolute: it computes in floating point (int64 -> float64, bool -> float16).
+fabs_p = _unary(np.fabs, lambda t, x, ans: t * np.sign(x))
+conjugate_p = _unary(np.conjugate, lambda t, x, ans: np.conjugate(t), linear=True)
+deg2rad_p = _unary(np.deg2rad, lambda t, x, ans: t * (math.pi / 180), linear=True)
+rad2deg_p = _unary(np.rad2deg, lambda t, x, ans: t * (180 / math.pi), linear=True)
+# numpy's aliases are distinct ufunc objects with the same loops.
+implements(np.radians)(UNARY_PRIMITIVES["deg2rad"].bind)
+implements(np.degrees)(UNARY_PRIMITIVES["rad2deg"].bind)
 
 
 # -- dtype conversion: linear between inexact dtypes, constant into integers -------------
@@ -84,6 +90,11 @@ def astype(x, dtype):
     if aval(x).dtype == dtype and not aval(x).weak_type:
         return x
     return convert_p.bind(x, dtype=dtype)
+
+
+def _convert_impl(x, *, dtype):
+    # A numpy scalar stays a scalar, as with numpy's own astype; Python scalars have none.
+    return x.astype(dtype) if isinstance(x, (np.ndarray, np.generic)) else np.asarray(x, dtype)
 
 
 def _convert_abstract_eval(x, *, dtype):
@@ -103,9 +114,8 @@ def _convert_transpose(ct, x, *, dtype):
     return (convert_p.bind(ct, dtype=x.aval.dtype),)
 
 
-register(convert_p, impl=lambda x, *, dtype: np.asarray(x).astype(dtype),
-         abstract_eval=_convert_abstract_eval, jvp=_convert_jvp, transpose=_convert_transpose,
-         batch=vectorized_batch(convert_p))
+register(convert_p, impl=_convert_impl, abstract_eval=_convert_abstract_eval, jvp=_convert_jvp,
+         transpose=_convert_transpose, batch=vectorized_batch(convert_p))
 implements("astype")(astype)
 
 

@@ -1,0 +1,123 @@
+"""What a staging read, and the cheap check that it still holds: the Python analogue of
+Mooncake's backedges. While a function is staged, every Python function that runs is seen
+through `sys.setprofile`; the globals its code names, the code objects of functions bound to
+them, and the root function's closure cells are recorded with the objects they held. A cache
+hit re-checks those bindings by identity; any change means the entry is stale.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import types
+
+from xform.ir.source_info import _is_excluded
+
+_MISSING = object()
+_local = threading.local()  # the recorders active in this thread (profiling is per thread)
+
+
+class Dependencies:
+    """Identity checks: global bindings, function code objects and closure cells."""
+
+    __slots__ = ("globals", "codes", "cells", "_seen_codes")
+
+    def __init__(self):
+        self.globals = []   # (globals dict, name, object)
+        self.codes = []     # (function, code object)
+        self.cells = []     # (cell, object)
+        self._seen_codes = set()
+
+    def valid(self) -> bool:
+        for namespace, name, value in self.globals:
+            if namespace.get(name, _MISSING) is not value:
+                return False
+        for function, code in self.codes:
+            if function.__code__ is not code:
+                return False
+        for cell, value in self.cells:
+            try:
+                if cell.cell_contents is not value:
+                    return False
+            except ValueError:
+                return False
+        return True
+
+    def __len__(self):
+        return len(self.globals) + len(self.codes) + len(self.cells)
+
+    def add_function(self, function) -> None:
+        """The function's code, its closure cells, and the globals its code names."""
+        if not isinstance(function, types.FunctionType):
+            return
+        self.codes.append((function, function.__code__))
+        for cell in function.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            self.cells.append((cell, value))
+            self.add_function(value) if isinstance(value, types.FunctionType) and \
+                value.__code__ not in self._seen_codes else None
+        self.add_code(function.__code__, function.__globals__)
+
+    def add_code(self, code, namespace) -> None:
+        if code in self._seen_codes:
+            return
+        self._seen_codes.add(code)
+        for name in code.co_names:
+            value = namespace.get(name, _MISSING)
+            if value is _MISSING or isinstance(value, types.ModuleType):
+                continue
+            self.globals.append((namespace, name, value))
+            if isinstance(value, types.FunctionType):
+                self.codes.append((value, value.__code__))
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):  # nested functions and lambdas
+                self.add_code(const, namespace)
+
+    def merge(self, other: "Dependencies") -> None:
+        self.globals.extend(other.globals)
+        self.codes.extend(other.codes)
+        self.cells.extend(other.cells)
+
+
+def _recorders():
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def _profile(frame, event, arg):
+    if event != "call":
+        return
+    code = frame.f_code
+    if _is_excluded(code.co_filename):
+        return
+    for recorder in _local.stack:
+        recorder.add_code(code, frame.f_globals)
+
+
+@contextlib.contextmanager
+def recording(function):
+    """Record what staging `function` reads; yields the Dependencies being filled."""
+    dependencies = Dependencies()
+    dependencies.add_function(function)
+    stack = _recorders()
+    stack.append(dependencies)
+    previous = sys.getprofile() if len(stack) == 1 else None
+    if len(stack) == 1:
+        sys.setprofile(_profile)
+    try:
+        yield dependencies
+    finally:
+        stack.pop()
+        if not stack:
+            sys.setprofile(previous)
+
+
+def note(dependencies: Dependencies) -> None:
+    """Add `dependencies` (of a cached callee used now) to every active recording."""
+    for recorder in getattr(_local, "stack", ()):
+        recorder.merge(dependencies)
