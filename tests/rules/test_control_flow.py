@@ -220,3 +220,18 @@ def test_scan_length_mismatch_error():
         xform.make_graph(lambda a, b: scan(lambda c, x: (c, x[0] + x[1]), 0.0, (a, b)))(
             np.ones(3), np.ones(4))
     assert THIS_FILE in str(info.value)
+
+
+# -- constant propagation of branches and loops ---------------------------------------------------
+
+def test_loop_that_never_runs_disappears():
+    # (A cond with a known predicate: tests/passes/test_pipeline.py.)
+    def f(x, n):
+        return while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, np.sin(c[1])), (0, x))[1]
+    never = xform.passes.optimize(xform.make_graph(f, static_argnums=1)(np.ones(3), 0))
+    assert never.equations == () and never.outputs == never.inputs
+    runs = xform.passes.optimize(xform.make_graph(f, static_argnums=1)(np.ones(3), 2))
+    assert [e.primitive.name for e in runs.equations] == ["while_loop"]
+    np.testing.assert_allclose(xform.jit(f, static_argnums=1)(np.ones(3), 2),
+                               np.sin(np.sin(np.ones(3))))
+

@@ -354,17 +354,25 @@ def _stage_flat(fun, avals) -> Graph:
 
 
 def _while_fold(eqn, known):
+    """A loop whose condition is known false on entry disappears (its carry passes through).
+    Only the inputs the condition reads need to be known."""
     from xform.passes.fold import UNKNOWN
     params = eqn.params
     n_carry, n_cond = params["n_carry"], params["n_cond_consts"]
-    cond_known = known[:n_carry + n_cond]
-    if any(k is UNKNOWN for k in cond_known):
-        return None
-    if _compiled(params["cond_graph"])(*cond_known)[0]:
+    cond_graph = params["cond_graph"]
+    read = {a for e in cond_graph.equations for a in e.inputs} | set(cond_graph.outputs)
+    cond_args = []
+    for var, value in zip(cond_graph.inputs, known[:n_carry] + known[-n_cond:] if n_cond
+                          else known[:n_carry]):
+        if value is UNKNOWN:
+            if var in read:
+                return None
+            value = np.zeros(var.aval.shape, var.aval.dtype)
+        cond_args.append(value)
+    if _compiled(cond_graph)(*cond_args)[0]:
         return None
     identity_inputs = [Var(a.aval) for a in eqn.inputs[:n_carry]]
-    identity = Graph(identity_inputs, (), (), identity_inputs)
-    return identity, list(eqn.inputs[:n_carry])
+    return Graph(identity_inputs, (), (), identity_inputs), list(eqn.inputs[:n_carry])
 
 
 register(while_p, impl=_while_impl, abstract_eval=_while_abstract_eval, jvp=_while_jvp,

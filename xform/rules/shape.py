@@ -149,7 +149,7 @@ def _transpose_batch(size, args, dims, *, axes):
 
 register(transpose_p, impl=lambda x, *, axes: np.transpose(x, axes),
          abstract_eval=_transpose_abstract_eval, jvp=linear_jvp(transpose_p),
-         transpose=lambda ct, x, *, axes: (transpose_p.bind(ct, axes=tuple(np.argsort(axes))),),
+         transpose=lambda ct, x, *, axes: (transpose_p.bind(ct, axes=tuple(int(a) for a in np.argsort(axes))),),
          batch=_transpose_batch)
 
 
