@@ -4,6 +4,11 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+import xform
+
+# The graph checker runs after every pass in the whole suite.
+xform.config.update("checks", True)
+
 settings.register_profile("ci", max_examples=8, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow,
                                                  HealthCheck.data_too_large])

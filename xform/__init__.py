@@ -3,7 +3,8 @@ optimize it and run it as generated Python."""
 from xform import passes, rules  # noqa: F401  (rules: registers every primitive)
 from xform.api import (grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_graph,
                        value_and_grad, vjp, vmap)
-from xform.cache import cache_info, clear_cache
+from xform.cache import cache_info, clear_cache, set_cache_size
+from xform.config import config
 from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError, RuleError,
                           ShapeError, TreeMismatchError, TypeCheckError, UnsupportedError,
                           XformError)
@@ -23,7 +24,7 @@ __all__ = [
     "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal",
     "MissingRuleError", "Primitive", "RuleError", "ShapeError", "ShapedArray",
     "TreeMismatchError", "TypeCheckError", "UnsupportedError", "Var", "XformError",
-    "batch_graph", "cache_info", "clear_cache", "cond", "eval_graph", "float0", "fori_loop",
+    "batch_graph", "cache_info", "clear_cache", "cond", "config", "set_cache_size", "eval_graph", "float0", "fori_loop",
     "function", "grad", "hessian", "index_add",
     "implements", "jacfwd", "jacrev", "jit", "jvp", "jvp_graph", "linearize", "make_graph",
     "scan", "stop_gradient", "switch", "value_and_grad", "vjp", "vjp_graph", "vmap",

@@ -10,8 +10,20 @@ import contextlib
 import sys
 import threading
 import types
+import weakref
+
+import sysconfig
 
 from xform.ir.source_info import _is_excluded
+
+# Code that is not the user's: the standard library, installed packages, generated code.
+_STABLE_PREFIXES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
+                                                             "purelib", "platlib")})
+
+
+def _is_user_code(filename: str) -> bool:
+    return not (filename.startswith("<") or filename.startswith(_STABLE_PREFIXES)
+                or _is_excluded(filename))
 
 _MISSING = object()
 _local = threading.local()  # the recorders active in this thread (profiling is per thread)
@@ -20,15 +32,21 @@ _local = threading.local()  # the recorders active in this thread (profiling is 
 class Dependencies:
     """Identity checks: global bindings, function code objects and closure cells."""
 
-    __slots__ = ("globals", "codes", "cells", "_seen_codes")
+    __slots__ = ("root", "root_code", "globals", "codes", "cells", "_seen_codes")
 
     def __init__(self):
+        self.root = None        # weak reference to the staged function: the cache must not
+        self.root_code = None   # keep it alive (its entries go when it dies)
         self.globals = []   # (globals dict, name, object)
         self.codes = []     # (function, code object)
         self.cells = []     # (cell, object)
         self._seen_codes = set()
 
     def valid(self) -> bool:
+        if self.root is not None:
+            root = self.root()
+            if root is None or root.__code__ is not self.root_code:
+                return False
         for namespace, name, value in self.globals:
             if namespace.get(name, _MISSING) is not value:
                 return False
@@ -46,11 +64,21 @@ class Dependencies:
     def __len__(self):
         return len(self.globals) + len(self.codes) + len(self.cells)
 
+    def add_root(self, function) -> None:
+        """The staged function itself, held weakly."""
+        if not isinstance(function, types.FunctionType):
+            return
+        self.root, self.root_code = weakref.ref(function), function.__code__
+        self._add_closure_and_globals(function)
+
     def add_function(self, function) -> None:
         """The function's code, its closure cells, and the globals its code names."""
         if not isinstance(function, types.FunctionType):
             return
         self.codes.append((function, function.__code__))
+        self._add_closure_and_globals(function)
+
+    def _add_closure_and_globals(self, function) -> None:
         for cell in function.__closure__ or ():
             try:
                 value = cell.cell_contents
@@ -93,7 +121,7 @@ def _profile(frame, event, arg):
     if event != "call":
         return
     code = frame.f_code
-    if _is_excluded(code.co_filename):
+    if not _is_user_code(code.co_filename):
         return
     for recorder in _local.stack:
         recorder.add_code(code, frame.f_globals)
@@ -103,7 +131,7 @@ def _profile(frame, event, arg):
 def recording(function):
     """Record what staging `function` reads; yields the Dependencies being filled."""
     dependencies = Dependencies()
-    dependencies.add_function(function)
+    dependencies.add_root(function)
     stack = _recorders()
     stack.append(dependencies)
     previous = sys.getprofile() if len(stack) == 1 else None

@@ -187,8 +187,6 @@ def test_ufunc_of_weak_inputs_is_strong():
         assert staging_mismatch(fn, 2.0, x32) is None
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: Tracer.__array_ufunc__ (ir/tracer.py) "
-                   "casts the result for dtype=, numpy casts the inputs and computes in dtype")
 def test_ufunc_dtype_argument_computes_in_that_dtype():
     # 1 + (2**-24 + 2**-50): float64 then cast rounds up; float32 inputs tie to even, to 1
     x, y = np.array([1.0]), np.array([2.0 ** -24 + 2.0 ** -50])

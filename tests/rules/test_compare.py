@@ -212,8 +212,6 @@ def test_operator_stages_primitive(op, name, args):
     assert staging_mismatch(op, *args) is None
 
 
-@pytest.mark.xfail(strict=True, reason="core gap: Tracer (ir/tracer.py) has no __lshift__, "
-                   "__rshift__, __rlshift__, __rrshift__")
 def test_shift_operators_stage_shifts():
     assert equation_names(lambda a: (a << 2) >> 1, N) == ["left_shift", "right_shift"]
 

@@ -61,10 +61,29 @@ def _frees(graph: Graph) -> list[list]:
     return frees
 
 
-def graph_source(graph: Graph) -> tuple[str, dict]:
-    """(source, globals) of the function computing `graph`.
+def check_values(eqn, *values):
+    """Debug mode: raise RuleError unless each value matches its abstract value."""
+    import numpy as np
 
-    Names: `a*` arguments, `c*` constants, `k*` literals, `f*` impls, `v*` values.
+    from xform.errors import RuleError
+    for var, value in zip(eqn.outputs, values):
+        shape, dtype = np.shape(value), np.result_type(value)
+        if shape != var.aval.shape or dtype != var.aval.dtype:
+            made_by = f", emitted by the {eqn.origin} rule" if eqn.origin else ""
+            raise RuleError(
+                f"'{eqn.primitive}' (impl{made_by}) produced {dtype}{list(shape)} where the "
+                f"graph promises {var.aval.str_short()}", eqn.source,
+                f"check the rules of '{eqn.primitive}'"
+                + (f" and of the primitive whose {eqn.origin.split(' of ')[0]} rule emitted it"
+                   if eqn.origin else ""))
+
+
+def graph_source(graph: Graph, debug: bool = False) -> tuple[str, dict]:
+    """(source, globals) of the function computing `graph`; with `debug`, every equation's
+    outputs are checked against their abstract values as they are computed.
+
+    Names: `a*` arguments, `c*` constants, `k*` literals, `f*` impls, `v*` values, `e*`
+    equations (debug only).
     """
     names: dict = {}
     namespace: dict = {}
@@ -101,6 +120,10 @@ def graph_source(graph: Graph) -> tuple[str, dict]:
             if eqn.primitive.multiple_results and len(eqn.outputs) == 1:
                 outs += ","
             body.append(f"    {outs} = {fn_name}({ins})")
+            if debug:
+                namespace[f"e{index}"] = eqn
+                namespace["check_values"] = check_values
+                body.append(f"    check_values(e{index}, {outs})")
         # constants are globals of the module; only arguments and values are local
         dead = [names[v] for v in frees[index] if names.get(v, "c")[0] in "va"]
         if dead:
@@ -117,7 +140,8 @@ def compile_graph(graph: Graph) -> CompiledGraph:
     >>> compile_graph(make_graph(np.sin)(1.0))(0.0)
     [0.0]
     """
-    source, namespace = graph_source(graph)
+    from xform.config import config
+    source, namespace = graph_source(graph, config.debug)
     filename = f"<xform-generated-{next(_counter)}>"
     exec(compile(source, filename, "exec"), namespace)
     compiled = CompiledGraph(graph, source, namespace["xform_graph"])

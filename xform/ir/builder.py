@@ -23,6 +23,7 @@ from xform.tree import tree_flatten, tree_unflatten
 _current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder", default=None)
 # While a transform re-emits an equation, the equations it makes keep that equation's user line.
 _source_override: ContextVar = ContextVar("xform_source", default=None)
+_origin: ContextVar = ContextVar("xform_origin", default=None)
 
 
 def current_builder() -> "GraphBuilder | None":
@@ -113,13 +114,16 @@ class GraphBuilder:
 
 
 @contextlib.contextmanager
-def source_scope(source):
-    """Equations emitted inside carry `source` (the user line of the equation being rewritten)."""
+def source_scope(source, origin=None):
+    """Equations emitted inside carry `source` (the user line of the equation being rewritten)
+    and `origin` (the rule emitting them, e.g. "jvp of sin")."""
     token = _source_override.set(source)
+    origin_token = _origin.set(origin)
     try:
         yield
     finally:
         _source_override.reset(token)
+        _origin.reset(origin_token)
 
 
 def bind(prim, *args, **params):
@@ -144,7 +148,7 @@ def bind(prim, *args, **params):
         outs = [Var(aval) for aval in out_avals]
     else:
         outs = [Var(out_avals)]
-    builder.add(Equation(prim, in_atoms, outs, Params(params), source))
+    builder.add(Equation(prim, in_atoms, outs, Params(params), source, _origin.get()))
     tracers = [Tracer(builder, var) for var in outs]
     return tracers if prim.multiple_results else tracers[0]
 

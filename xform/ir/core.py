@@ -134,6 +134,7 @@ class Equation:
     outputs: tuple[Var, ...] = attrs.field(converter=tuple)
     params: Params = attrs.field(converter=Params, factory=Params)
     source: SourceInfo | None = None
+    origin: str | None = None  # the rule that emitted it, e.g. "jvp of sin" (for debugging)
 
     def __repr__(self) -> str:
         return f"Equation({self.primitive.name}, {len(self.inputs)} in, {len(self.outputs)} out)"

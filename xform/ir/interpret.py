@@ -19,7 +19,7 @@ def eval_graph(graph, *args):
         return atom.value if type(atom) is Literal else env[atom]
 
     for eqn in graph.equations:
-        with source_scope(eqn.source):
+        with source_scope(eqn.source, eqn.origin):
             outs = bind(eqn.primitive, *map(read, eqn.inputs), **eqn.params)
         if eqn.primitive.multiple_results:
             env.update(zip(eqn.outputs, outs))

@@ -127,8 +127,11 @@ class Tracer:
         op = UFUNCS.get(ufunc)
         if op is None:
             raise _unsupported(f"numpy.{ufunc.__name__}")
-        result = op(*inputs)
-        return result if dtype is None else result.astype(dtype)
+        if dtype is not None:
+            # numpy computes in `dtype` (inputs cast first), not in the promoted type.
+            inputs = [x.astype(dtype) if type(x) is Tracer else np.asarray(x).astype(dtype)
+                      for x in inputs]
+        return op(*inputs)
 
     def __array_function__(self, func, types, args, kwargs):
         return _fn(func)(*args, **kwargs)
@@ -181,6 +184,10 @@ class Tracer:
     def __rand__(self, other): return np.bitwise_and(other, self)
     def __or__(self, other): return np.bitwise_or(self, other)
     def __ror__(self, other): return np.bitwise_or(other, self)
+    def __lshift__(self, other): return np.left_shift(self, other)
+    def __rlshift__(self, other): return np.left_shift(other, self)
+    def __rshift__(self, other): return np.right_shift(self, other)
+    def __rrshift__(self, other): return np.right_shift(other, self)
     def __xor__(self, other): return np.bitwise_xor(self, other)
     def __rxor__(self, other): return np.bitwise_xor(other, self)
     def __lt__(self, other): return np.less(self, other)

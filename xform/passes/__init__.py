@@ -34,14 +34,19 @@ inline = inline_calls
 def optimize(graph, passes=PIPELINE):
     """Run `passes` (default: PIPELINE) on `graph` and return the new graph.
 
-    >>> print(optimize(make_graph(lambda x: np.sin(x) + np.sin(x) * 1.0)(1.0)))
-    { lambda a:~f64[] . let
-        b:~f64[] = sin a
-        c:~f64[] = add b b
+    Under `xform.config.update("checks", True)` the graph checker runs after every pass.
+
+    >>> print(optimize(make_graph(lambda x: np.sin(x) + np.sin(x) * 1.0)(np.float64(1.0))))
+    { lambda a:f64[] . let
+        b:f64[] = sin a
+        c:f64[] = add b b
       in (c) }
     """
+    from xform.config import config
     for run_pass in passes:
         graph = run_pass(graph)
+        if config.checks:
+            graph.check()
     return graph
 
 

@@ -43,7 +43,7 @@ def batch_eval(graph, args, dims, size: int):
 
     for eqn in graph.equations:
         ins, in_dims = zip(*map(read, eqn.inputs)) if eqn.inputs else ((), ())
-        with source_scope(eqn.source):
+        with source_scope(eqn.source, f"batch of {eqn.primitive}"):
             if all(d is NOT_MAPPED for d in in_dims):
                 outs = bind(eqn.primitive, *ins, **eqn.params)
                 out_dims = ([NOT_MAPPED] * len(eqn.outputs) if eqn.primitive.multiple_results
@@ -53,9 +53,23 @@ def batch_eval(graph, args, dims, size: int):
                                                         **eqn.params)
         if not eqn.primitive.multiple_results:
             outs, out_dims = [outs], [out_dims]
+        _check_batched(eqn, outs, out_dims, size)
         env.update((var, (x, d)) for var, x, d in zip(eqn.outputs, outs, out_dims))
     results = [read(a) for a in graph.outputs]
     return [x for x, _ in results], [d for _, d in results]
 
 
 
+
+
+def _check_batched(eqn, outs, out_dims, size):
+    """A batch rule must return each output batched as its dim says."""
+    from xform.errors import RuleError
+    from xform.rules.helpers import aval
+    for var, out, dim in zip(eqn.outputs, outs, out_dims):
+        expected = batched_aval(var.aval, dim, size)
+        if aval(out).shape != expected.shape:
+            raise RuleError(f"the batch rule of '{eqn.primitive}' returned shape "
+                            f"{aval(out).shape} with batch dim {dim}, expected "
+                            f"{expected.shape}", eqn.source,
+                            f"fix the batch rule of '{eqn.primitive}'")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from xform.errors import RuleError
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal
@@ -51,7 +52,7 @@ def jvp_eval(graph, primals, tangents):
     for eqn in graph.equations:
         ins = [read(a) for a in eqn.inputs]
         tangents_in = [read_tangent(a) for a in eqn.inputs]
-        with source_scope(eqn.source):
+        with source_scope(eqn.source, f"jvp of {eqn.primitive}"):
             if all(type(t) is Zero for t in tangents_in):
                 outs = bind(eqn.primitive, *ins, **eqn.params)
                 outs = outs if eqn.primitive.multiple_results else [outs]
@@ -60,6 +61,9 @@ def jvp_eval(graph, primals, tangents):
                 outs, tangents_out = rule_for(eqn, "jvp")(ins, tangents_in, **eqn.params)
                 if not eqn.primitive.multiple_results:
                     outs, tangents_out = [outs], [tangents_out]
+                check_rule_outputs(eqn, "jvp", outs, [v.aval for v in eqn.outputs])
+                check_rule_outputs(eqn, "jvp", tangents_out,
+                                   [tangent_aval(v.aval) for v in eqn.outputs], tangent=True)
                 tangents_out = [fit_tangent(t, v.aval) for t, v in zip(tangents_out, eqn.outputs)]
         for var, out, tangent in zip(eqn.outputs, outs, tangents_out):
             env[var] = out
@@ -80,3 +84,29 @@ def fit_tangent(tangent, primal_aval: ShapedArray):
         tangent = tangent.astype(primal_aval.dtype) if hasattr(tangent, "astype") else \
             np.asarray(tangent, primal_aval.dtype)
     return tangent
+
+
+def check_rule_outputs(eqn, kind, values, avals, tangent=False):
+    """Raise RuleError when a rule returns values that cannot stand for `avals`: the wrong
+    count, a shape (tangents: one that does not broadcast to it) or a dtype kind that differs."""
+    if len(values) != len(avals):
+        raise RuleError(f"the {kind} rule of '{eqn.primitive}' returned {len(values)} values "
+                        f"for {len(avals)} outputs", eqn.source)
+    for value, expected in zip(values, avals):
+        if type(value) is Zero or value is None:
+            continue
+        got = aval(value)
+        if tangent:
+            try:
+                fits = np.broadcast_shapes(got.shape, expected.shape) == expected.shape
+            except ValueError:
+                fits = False
+            fits = fits and (got.dtype.kind in "fc" or not is_differentiable(expected))
+        else:
+            fits = got.shape == expected.shape and (got.dtype == expected.dtype or
+                                                    got.weak_type or expected.weak_type)
+        if not fits:
+            what = "tangent" if tangent else "output"
+            raise RuleError(f"the {kind} rule of '{eqn.primitive}' returned a {what} "
+                            f"{got.str_short()} where {expected.str_short()} was expected",
+                            eqn.source, f"fix the {kind} rule of '{eqn.primitive}'")

@@ -35,7 +35,7 @@ def backward_pass(graph, args, linear, cts):
             linear_eqns.append(eqn)
             linear_vars.update(eqn.outputs)
             continue
-        with source_scope(eqn.source):
+        with source_scope(eqn.source, eqn.origin):
             outs = bind(eqn.primitive, *map(read, eqn.inputs), **eqn.params)
         env.update(zip(eqn.outputs, outs if eqn.primitive.multiple_results else [outs]))
 
@@ -50,7 +50,7 @@ def backward_pass(graph, args, linear, cts):
             continue
         ins = [Undefined(a.aval) if type(a) is not Literal and a in linear_vars else read(a)
                for a in eqn.inputs]
-        with source_scope(eqn.source):
+        with source_scope(eqn.source, f"transpose of {eqn.primitive}"):
             transpose = rule_for(eqn, "transpose")
             if eqn.primitive.multiple_results:
                 cts_out = [zero_tangent(v.aval) if ct is None else ct

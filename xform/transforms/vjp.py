@@ -6,6 +6,7 @@ linearizes the equation with its jvp rule and transposes that small linear graph
 """
 from __future__ import annotations
 
+from xform.errors import RuleError
 from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
                               using_builder)
@@ -46,7 +47,7 @@ def vjp_eval(graph, primals, cts_out):
         return atom.value if type(atom) is Literal else env[atom]
 
     for eqn in graph.equations:
-        with source_scope(eqn.source):
+        with source_scope(eqn.source, eqn.origin):
             outs = bind(eqn.primitive, *map(read, eqn.inputs), **eqn.params)
         env.update(zip(eqn.outputs, outs if eqn.primitive.multiple_results else [outs]))
 
@@ -71,7 +72,7 @@ def vjp_eval(graph, primals, cts_out):
         ins = [read(a) for a in eqn.inputs]
         if not any(is_differentiable(a.aval) for a in eqn.inputs):
             continue
-        with source_scope(eqn.source):
+        with source_scope(eqn.source, f"vjp of {eqn.primitive}"):
             if eqn.primitive.multiple_results:
                 cts = [zero_tangent(v.aval) if ct is None else ct
                        for ct, v in zip(cts, eqn.outputs)]
@@ -84,10 +85,21 @@ def vjp_eval(graph, primals, cts_out):
             else:
                 cts_in = vjp_from_jvp(eqn, ins, cts)
         for atom, ct in zip(eqn.inputs, cts_in):
+            _check_cotangent(eqn, atom, ct)
             accumulate(atom, ct)
 
     cts_in = [ct_env.get(v, Zero(tangent_aval(v.aval))) for v in graph.inputs]
     return [read(a) for a in graph.outputs], cts_in
+
+
+def _check_cotangent(eqn, atom, ct):
+    if ct is None or type(ct) is Zero or type(atom) is Literal:
+        return
+    if aval(ct).shape != atom.aval.shape:
+        raise RuleError(f"the vjp rule of '{eqn.primitive}' returned a cotangent of shape "
+                        f"{aval(ct).shape} for an input of shape {atom.aval.shape}",
+                        eqn.source, "a vjp or transpose rule must return cotangents shaped "
+                        "like its inputs (unbroadcast them)")
 
 
 def vjp_from_jvp(eqn, ins, cts):

@@ -1,0 +1,275 @@
+"""The cache: hits do no staging, redefinition re-stages (module-level, nested, callees,
+`__code__`, closure cells), threads share one build, LRU bound, weak references, debug mode."""
+import gc
+import importlib
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import xform
+
+THIS_FILE = "test_cache.py"
+
+
+@pytest.fixture
+def module_factory(tmp_path, monkeypatch):
+    """Writes a module to a temporary file and imports it; `rewrite` redefines it in place."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    counter = iter(range(1000))
+
+    def make(source):
+        name = f"xform_cache_mod_{next(counter)}"
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        module = importlib.import_module(name)
+        return module
+
+    yield make
+    for name in [n for n in sys.modules if n.startswith("xform_cache_mod_")]:
+        del sys.modules[name]
+
+
+def redefine(module, source):
+    """Re-execute `source` in the module, as editing and re-running a cell does."""
+    exec(compile(textwrap.dedent(source), module.__file__, "exec"), module.__dict__)
+
+
+def test_cache_hit_does_no_staging_and_no_codegen():
+    def f(x):
+        return np.sin(x) * x + 1.0
+    grad_f = xform.grad(f)
+    grad_f(0.3)
+    before = xform.cache_info()
+    for value in (0.1, 0.2, 0.7):
+        assert grad_f(value) == pytest.approx(np.cos(value) * value + np.sin(value))
+    after = xform.cache_info()
+    assert after["builds"] == before["builds"] and after["compiles"] == before["compiles"]
+    assert after["hits"] >= before["hits"] + 3
+
+
+def test_redefining_a_module_level_function_restages(module_factory):
+    mod = module_factory("""
+        import numpy as np
+        def g(x):
+            return x ** 2
+        def f(x):
+            return np.sin(g(x))
+    """)
+    grad_f = xform.grad(mod.f)
+    assert grad_f(1.0) == pytest.approx(np.cos(1.0) * 2.0)
+    redefine(mod, """
+        def g(x):
+            return x + 1
+    """)
+    assert grad_f(1.0) == pytest.approx(np.cos(2.0))
+    assert xform.jit(mod.f)(1.0) == pytest.approx(np.sin(2.0))
+
+
+def test_redefinition_several_calls_deep(module_factory):
+    mod = module_factory("""
+        import numpy as np
+        def leaf(x):
+            return x * 3.0
+        def middle(x):
+            return leaf(x) + 1.0
+        def top(x):
+            return np.sum(middle(x) ** 2)
+    """)
+    grad_top = xform.grad(mod.top)
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(grad_top(x), 2 * (3 * x + 1) * 3)
+    redefine(mod, """
+        def leaf(x):
+            return x * 5.0
+    """)
+    np.testing.assert_allclose(grad_top(x), 2 * (5 * x + 1) * 5)
+
+
+def test_redefining_a_callee_of_xform_function(module_factory):
+    mod = module_factory("""
+        import numpy as np
+        import xform
+        def inner(x):
+            return np.sin(x)
+        @xform.function
+        def callee(x):
+            return inner(x) * 2.0
+        def f(x):
+            return callee(x) + 1.0
+    """)
+    assert xform.grad(mod.f)(0.5) == pytest.approx(2 * np.cos(0.5))
+    assert xform.jit(mod.f)(0.5) == pytest.approx(2 * np.sin(0.5) + 1)
+    redefine(mod, """
+        def inner(x):
+            return x * x
+    """)
+    assert xform.grad(mod.f)(0.5) == pytest.approx(2.0)
+    assert xform.jit(mod.f)(0.5) == pytest.approx(1.5)
+
+
+def test_replacing_code_and_rebinding_closure_cells_restage():
+    def f(x):
+        return x * 2.0
+
+    def other(x):
+        return x * 3.0
+    jitted = xform.jit(f)
+    assert jitted(1.0) == 2.0
+    f.__code__ = other.__code__
+    assert jitted(1.0) == 3.0
+
+    scale = 4.0
+
+    def g(x):
+        return x * scale
+    jitted_g = xform.jit(g)
+    assert jitted_g(1.0) == 4.0
+    scale = 5.0  # noqa: F841  (rebinds the closure cell g reads)
+    assert jitted_g(1.0) == 5.0
+
+
+def test_many_threads_share_one_build_and_get_identical_results():
+    def loss(x):
+        return np.sum(np.tanh(x) * np.cos(x))
+    grad_loss = xform.grad(loss)
+    x = np.linspace(-1, 1, 7)
+    expected = (1 - np.tanh(x) ** 2) * np.cos(x) - np.tanh(x) * np.sin(x)
+    before = xform.cache_info()["builds"]
+    barrier = threading.Barrier(16)
+    results, errors = [], []
+
+    def worker():
+        try:
+            barrier.wait()
+            for _ in range(200):
+                results.append(grad_loss(x))
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == 16 * 200
+    assert all(np.array_equal(r, results[0]) for r in results)
+    np.testing.assert_allclose(results[0], expected)
+    assert xform.cache_info()["builds"] == before + 1
+
+
+def test_recursion_through_function_while_other_threads_run_it():
+    @xform.function
+    def power(x, n):
+        return xform.cond(n > 0, lambda: x * power(x, n - 1), lambda: np.ones_like(x))
+    grad_power = xform.grad(lambda x, n: power(x, n))
+    outcomes = {}
+
+    def worker(n):
+        outcomes[n] = [grad_power(1.5, n) for _ in range(20)]
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(1, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for n, values in outcomes.items():
+        assert all(v == pytest.approx(n * 1.5 ** (n - 1)) for v in values)
+
+
+def test_lru_eviction_and_clear():
+    xform.clear_cache()
+    xform.set_cache_size(3)
+    try:
+        functions = [lambda x, k=k: x * k for k in range(5)]
+        jitted = [xform.jit(f) for f in functions]
+        for j in jitted:
+            j(1.0)
+        info = xform.cache_info()
+        assert info["entries"] == 3 and info["evictions"] >= 2
+        builds = info["builds"]
+        jitted[-1](2.0)  # most recent: still cached
+        assert xform.cache_info()["builds"] == builds
+        jitted[0](2.0)  # evicted: built again
+        assert xform.cache_info()["builds"] == builds + 1
+        xform.clear_cache()
+        assert xform.cache_info()["entries"] == 0
+        jitted[-1](2.0)
+        assert xform.cache_info()["builds"] == builds + 2
+    finally:
+        xform.set_cache_size(2048)
+
+
+def test_dead_functions_are_not_kept_alive():
+    def make():
+        def short_lived(x):
+            return x + 1.0
+        xform.jit(short_lived)(1.0)
+        return short_lived
+    entries = xform.cache_info()["entries"]
+    f = make()
+    assert xform.cache_info()["entries"] == entries + 1
+    del f
+    gc.collect()
+    assert xform.cache_info()["entries"] == entries
+
+
+def test_dependency_check_is_cheap_and_small():
+    from xform.dependencies import Dependencies, recording
+
+    def f(x):
+        return np.sin(x) * x + 1.0
+    with recording(f) as deps:
+        xform.make_graph(f)(1.0)
+    assert isinstance(deps, Dependencies) and deps.valid()
+    assert len(deps) < 20  # independent of graph size: only what the code names
+
+
+# -- debug mode -------------------------------------------------------------------------------
+
+def _wrong_jvp_primitive():
+    p = xform.Primitive("wrong_jvp_sin")
+    p.def_impl(np.sin)
+    p.def_abstract_eval(lambda x: x)
+    p.def_jvp(lambda primals, tangents: (p.bind(primals[0]), tangents[0][:2]))
+    p.def_batch(lambda size, args, dims: (p.bind(args[0]), dims[0]))
+    return p
+
+
+def test_debug_mode_names_primitive_rule_and_user_line():
+    p = _wrong_jvp_primitive()
+    with xform.config.debug_mode():
+        with pytest.raises(xform.RuleError, match="jvp rule of 'wrong_jvp_sin'") as info:
+            xform.jvp(lambda x: p.bind(x) * 2.0, (np.ones(3),), (np.ones(3),))
+        assert THIS_FILE in str(info.value)
+
+        bad_impl = xform.Primitive("bad_impl")
+        bad_impl.def_impl(lambda x: x.astype(np.float32))
+        bad_impl.def_abstract_eval(lambda x: x)
+        with pytest.raises(xform.RuleError, match="'bad_impl' \\(impl\\)") as info:
+            xform.jit(lambda x: bad_impl.bind(x) + 1.0)(np.ones(3))
+        assert THIS_FILE in str(info.value)
+
+
+def test_wrong_batch_and_vjp_rules_are_caught():
+    p = xform.Primitive("wrong_batch")
+    p.def_impl(np.cos)
+    p.def_abstract_eval(lambda x: x)
+    p.def_batch(lambda size, args, dims: (p.bind(args[0])[0], dims[0]))
+    with pytest.raises(xform.RuleError, match="batch rule of 'wrong_batch'"):
+        xform.vmap(lambda x: p.bind(x))(np.ones((4, 3)))
+    q = xform.Primitive("wrong_vjp")
+    q.def_impl(np.cos)
+    q.def_abstract_eval(lambda x: x)
+    q.def_vjp(lambda primals, out, ct: (np.sum(ct),))
+    with pytest.raises(xform.RuleError, match="vjp rule of 'wrong_vjp'") as info:
+        xform.grad(lambda x: np.sum(q.bind(x)))(np.ones(3))
+    assert THIS_FILE in str(info.value)
+
+
+def test_debug_mode_is_off_by_default_and_generated_code_has_no_checks():
+    assert xform.config.debug is False
+    graph = xform.make_graph(lambda x: np.sin(x) + 1.0)(np.ones(2))
+    from xform.codegen import graph_source
+    assert "check_values" not in graph_source(graph)[0]
+    assert "check_values" in graph_source(graph, debug=True)[0]
