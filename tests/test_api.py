@@ -167,11 +167,19 @@ def test_results_bit_equal_numpy(name, fun, data):
             assert_bit_equal(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="passes/fold.py rewrites x + 0.0 to x, which keeps -0.0 "
-                                       "where numpy gives +0.0")
 def test_adding_zero_keeps_numpy_signed_zero():
     x = np.array([-0.0, 1.0])
     assert_bit_equal(xform.jit(lambda a: a + 0.0)(x), x + 0.0)
+    assert_bit_equal(xform.jit(lambda a: a + -0.0)(x), x + -0.0)
+
+
+def test_results_never_alias_arguments_numpy_would_copy():
+    x = np.array([1.0, 2.0])
+    for fun in (lambda a: a * 1.0, lambda a: a * 1.0 + -0.0, lambda a: a - 0.0):
+        out = xform.jit(fun)(x)
+        assert out is not x and not np.shares_memory(out, x)
+        out[0] = 99.0
+        assert x[0] == 1.0
 
 
 def test_integer_and_bool_results_bit_equal():

@@ -324,7 +324,7 @@ def vjp(fun, *primals, has_aux=False):
                 raise ShapeError(f"vjp_fn got a cotangent of shape {shape} for an output of "
                                  f"shape {aval.shape}", user_frame_info())
             if is_differentiable(aval):
-                diff_cts.append(ct)
+                diff_cts.append(_as_dtype(ct, aval.dtype))
         grads = iter(_run(backward, [*residuals, *diff_cts]))
         grad_leaves = [next(grads) if is_differentiable(a) else _float0_zeros(a)
                        for a in avals]
@@ -354,6 +354,16 @@ def _vjp_pair(graph, n_leaves, n_main):
 
 
 # -- forward mode -----------------------------------------------------------------------------
+
+def _as_dtype(value, dtype):
+    """A tangent or cotangent in the dtype its primal's tangent has (float32 tangents for
+    float64 primals are cast, as autograd and torch do, rather than refused)."""
+    if type(value) is Tracer:
+        return value if value.dtype == dtype else value.astype(dtype)
+    if isinstance(value, np.ndarray) and value.dtype == dtype:
+        return value
+    return np.asarray(value, dtype)[()] if np.ndim(value) == 0 else np.asarray(value, dtype)
+
 
 def _check_tangents(primal_leaves, tangent_leaves, p_tree, t_tree):
     if p_tree != t_tree:
@@ -397,7 +407,7 @@ def jvp(fun, primals, tangents):
             return tree_unflatten(out_tree, results[:n]), tree_unflatten(out_tree, results[n:])
         return jvp_graph_, captured, unflatten
 
-    diff_tangents = [t for t, d in zip(t_leaves, diff) if d]
+    diff_tangents = [_as_dtype(t, a.dtype) for t, a, d in zip(t_leaves, avals, diff) if d]
     return _Transformed(fun, "jvp", build)(primals, diff_tangents)
 
 
@@ -428,7 +438,7 @@ def linearize(fun, *primals):
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_flatten(tangents)
         _check_tangents(p_leaves, t_leaves, p_tree, t_tree)
-        diff_tangents = [t for t, d in zip(t_leaves, diff) if d]
+        diff_tangents = [_as_dtype(t, a.dtype) for t, a, d in zip(t_leaves, avals, diff) if d]
         return tree_unflatten(out_tree, _run(linear, [*residuals, *diff_tangents]))
 
     return tree_unflatten(out_tree, outs), f_jvp

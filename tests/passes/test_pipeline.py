@@ -22,7 +22,7 @@ def test_pipeline_order_and_short_names():
 def _messy(x):
     y = np.sin(x) * 1.0 + np.sin(x)
     np.cos(x)  # dead
-    return np.reshape(y, x.shape) + 0.0
+    return np.reshape(y, x.shape) + -0.0  # (+ 0.0 is not the identity for x = -0.0)
 
 
 @given(x=xst.arrays((2, 3), np.float64))
@@ -49,7 +49,8 @@ def test_known_branch_then_everything_else(p):
         lambda p, x: xform.cond(p > 0, lambda: np.sin(x) + np.sin(x), lambda: x * 1.0))(
         p, np.float64(2.0))
     after = run_pass(passes.optimize, specialize(graph, 0, p), 0.3)
-    assert primitives(after) == (["sin", "add"] if p > 0 else [])
+    # x * 1.0 would return the argument itself, where numpy returns a new array: it stays.
+    assert primitives(after) == (["sin", "add"] if p > 0 else ["multiply"])
 
 
 @given(x=xst.arrays((3,), np.float64))

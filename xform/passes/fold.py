@@ -46,8 +46,14 @@ def _neutral(eqn, value_of, scalar, sides):
 
 
 def _add_peephole(eqn, value_of, producer):
-    # x + 0.0 turns -0.0 into +0.0 (equal under ==); XLA's algebraic simplifier accepts it too.
-    return _neutral(eqn, value_of, 0, ((0, 1), (1, 0)))
+    # Only x + (-0.0) is x bit for bit: x + 0.0 turns -0.0 into +0.0, as numpy computes it.
+    exact_zero = eqn.outputs[0].aval.dtype.kind not in "fc"
+    for keep, other in ((0, 1), (1, 0)):
+        value = value_of(eqn.inputs[other])
+        if value is not UNKNOWN and _is_all(value, 0) and (
+                exact_zero or bool(np.all(np.signbit(value)))):
+            return _neutral(eqn, value_of, 0, ((keep, other),))
+    return None
 
 
 def _subtract_peephole(eqn, value_of, producer):
@@ -150,6 +156,7 @@ def fold_constants(graph: Graph) -> Graph:
     rewriter = GraphRewriter(graph)
     values = {var: value for var, value in graph.consts}
     returned = {a for a in graph.outputs if type(a) is Var}
+    inputs = set(graph.inputs)
     producer = {}
     # Dead equations are left for dce: evaluating them would only cost time (or never end).
     live = live_equations(graph)
@@ -189,6 +196,11 @@ def fold_constants(graph: Graph) -> Graph:
                 queue.extendleft((new, True) for new in reversed(spliced))
                 continue
         result = _simplify(eqn, value_of, producer)
+        if type(result) is not Equation and any(
+                var in returned and atom in inputs for var, atom in zip(eqn.outputs, result)):
+            # Returning an input where numpy returns a new array would let callers who write
+            # into the result change their own argument.
+            result = eqn
         if type(result) is Equation:
             rewriter.emit(result)
             producer.update((var, result) for var in result.outputs)
