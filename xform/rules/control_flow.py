@@ -35,10 +35,14 @@ _derived: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
 
 
 def _memo(graph: Graph, key, build):
-    """Transformed sub-graphs are built once per (graph, transform)."""
+    """Transformed sub-graphs are built once per (graph, transform), and optimized: they are
+    compiled and run as they are (often once per loop iteration)."""
+    from xform.passes import optimize
     table = _derived.setdefault(graph, {})
     if key not in table:
-        table[key] = build()
+        built = build()
+        table[key] = (tuple(optimize(g) for g in built) if isinstance(built, tuple)
+                      else optimize(built))
     return table[key]
 
 
