@@ -24,9 +24,8 @@ __all__ = [
     "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal",
     "MissingRuleError", "Primitive", "RuleError", "ShapeError", "ShapedArray",
     "TreeMismatchError", "TypeCheckError", "UnsupportedError", "Var", "XformError",
-    "batch_graph", "cache_info", "clear_cache", "cond", "config", "set_cache_size", "eval_graph", "float0", "fori_loop",
-    "function", "grad", "hessian", "index_add",
-    "implements", "jacfwd", "jacrev", "jit", "jvp", "jvp_graph", "linearize", "make_graph",
-    "scan", "stop_gradient", "switch", "value_and_grad", "vjp", "vjp_graph", "vmap",
-    "while_loop",
+    "batch_graph", "cache_info", "clear_cache", "cond", "config", "eval_graph", "float0",
+    "fori_loop", "function", "grad", "hessian", "implements", "index_add", "jacfwd", "jacrev",
+    "jit", "jvp", "jvp_graph", "linearize", "make_graph", "scan", "set_cache_size",
+    "stop_gradient", "switch", "value_and_grad", "vjp", "vjp_graph", "vmap", "while_loop",
 ]

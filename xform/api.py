@@ -12,9 +12,8 @@ import functools
 import numpy as np
 
 from xform.cache import CACHE
-from xform.codegen import compile_graph
 from xform.errors import ShapeError, TreeMismatchError, TypeCheckError, XformError
-from xform.ir.avals import ShapedArray, aval_of, float0, is_differentiable, tangent_aval
+from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, current_builder, stage_function, using_builder
 from xform.ir.interpret import eval_graph
 from xform.ir.source_info import user_frame_info

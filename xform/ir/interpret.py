@@ -12,17 +12,23 @@ def eval_graph(graph, *args):
     >>> eval_graph(make_graph(lambda x: x * 2)(1.0), 3.0)
     [6.0]
     """
+    env = emit_equations(graph, args)
+    return [read(env, atom) for atom in graph.outputs]
+
+
+def read(env, atom):
+    return atom.value if type(atom) is Literal else env[atom]
+
+
+def emit_equations(graph, args) -> dict:
+    """Bind every equation of `graph` on `args`; returns the environment var -> value."""
     env = {var: value for var, value in graph.consts}
     env.update(zip(graph.inputs, args))
-
-    def read(atom):
-        return atom.value if type(atom) is Literal else env[atom]
-
     for eqn in graph.equations:
         with source_scope(eqn.source, eqn.origin):
-            outs = bind(eqn.primitive, *map(read, eqn.inputs), **eqn.params)
+            outs = bind(eqn.primitive, *[read(env, a) for a in eqn.inputs], **eqn.params)
         if eqn.primitive.multiple_results:
             env.update(zip(eqn.outputs, outs))
         else:
             env[eqn.outputs[0]] = outs
-    return [read(atom) for atom in graph.outputs]
+    return env

@@ -50,44 +50,36 @@ def _out_avals(graph):
     return [a.aval for a in graph.outputs]
 
 
-def _vjp_parts(graph: Graph, n_out_seeded: int | None = None):
+def _vjp_of(graph: Graph, with_outputs: bool) -> Graph:
+    """(inputs, cts of the differentiable outputs) -> ([outputs,] cotangents of the
+    differentiable inputs)."""
+    from xform.transforms.vjp import vjp_eval
+    builder = GraphBuilder()
+    with using_builder(builder):
+        ins = [builder.new_input(v.aval) for v in graph.inputs]
+        cts = [builder.new_input(tangent_aval(a.aval)) if is_differentiable(a.aval)
+               else Zero(a.aval) for a in graph.outputs]
+        outs, cts_in = vjp_eval(graph, ins, cts)
+        grads = [instantiate(ct) for ct, v in zip(cts_in, graph.inputs)
+                 if is_differentiable(v.aval)]
+    return builder.build((list(outs) if with_outputs else []) + grads)
+
+
+def _vjp_parts(graph: Graph):
     """Forward and backward graphs of `graph`'s vjp (see transforms.vjp.split_graph).
 
     forward: inputs -> (outputs, residuals); backward: (residuals, cts of the differentiable
     outputs) -> cotangents of the differentiable inputs. Residual count is `len(forward.outputs)
     - len(graph.outputs)`.
     """
-    from xform.transforms.vjp import split_graph, vjp_eval
-
-    def build():
-        builder = GraphBuilder()
-        with using_builder(builder):
-            ins = [builder.new_input(v.aval) for v in graph.inputs]
-            cts = [builder.new_input(tangent_aval(a.aval)) if is_differentiable(a.aval)
-                   else Zero(a.aval) for a in graph.outputs]
-            outs, cts_in = vjp_eval(graph, ins, cts)
-            grads = [instantiate(ct) for ct, v in zip(cts_in, graph.inputs)
-                     if is_differentiable(v.aval)]
-        combined = builder.build(list(outs) + grads)
-        return split_graph(combined, len(graph.inputs), len(outs))
-    return _memo(graph, ("vjp_parts",), build)
+    from xform.transforms.vjp import split_graph
+    return _memo(graph, ("vjp_parts",), lambda: split_graph(
+        _vjp_of(graph, with_outputs=True), len(graph.inputs), len(graph.outputs)))
 
 
 def _vjp_combined(graph: Graph):
     """(inputs, cts of differentiable outputs) -> cotangents of differentiable inputs."""
-    from xform.transforms.vjp import vjp_eval
-
-    def build():
-        builder = GraphBuilder()
-        with using_builder(builder):
-            ins = [builder.new_input(v.aval) for v in graph.inputs]
-            cts = [builder.new_input(tangent_aval(a.aval)) if is_differentiable(a.aval)
-                   else Zero(a.aval) for a in graph.outputs]
-            _, cts_in = vjp_eval(graph, ins, cts)
-            grads = [instantiate(ct) for ct, v in zip(cts_in, graph.inputs)
-                     if is_differentiable(v.aval)]
-        return builder.build(grads)
-    return _memo(graph, ("vjp",), build)
+    return _memo(graph, ("vjp",), lambda: _vjp_of(graph, with_outputs=False))
 
 
 def _jvp(graph: Graph, nonzeros):

@@ -147,10 +147,13 @@ def _transpose_batch(size, args, dims, *, axes):
     return transpose_p.bind(x, axes=(0,) + tuple(a + 1 for a in axes)), 0
 
 
+def _transpose_transpose(ct, x, *, axes):
+    return (transpose_p.bind(ct, axes=tuple(int(a) for a in np.argsort(axes))),)
+
+
 register(transpose_p, impl=lambda x, *, axes: np.transpose(x, axes),
          abstract_eval=_transpose_abstract_eval, jvp=linear_jvp(transpose_p),
-         transpose=lambda ct, x, *, axes: (transpose_p.bind(ct, axes=tuple(int(a) for a in np.argsort(axes))),),
-         batch=_transpose_batch)
+         transpose=_transpose_transpose, batch=_transpose_batch)
 
 
 @implements(np.transpose)

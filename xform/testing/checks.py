@@ -242,8 +242,6 @@ def _check_transpose(subject, prim, rules, args, params, linear_argnums, atol, r
 
 
 def _check_batch(subject, fun, args, vmap, seed, size=3):
-    rng = np.random.default_rng(seed + 11)
-
     def variant(a, b):
         if b == 0:
             return a

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from xform.errors import RuleError
 from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
+from xform.ir.builder import (GraphBuilder, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Graph, Literal
+from xform.ir.interpret import emit_equations
 from xform.rules.helpers import Zero, add_tangents, aval, instantiate, zero_tangent
 from xform.rules.registry import RULES, rule_for
 from xform.transforms.jvp import fit_tangent
@@ -40,16 +41,10 @@ def vjp_eval(graph, primals, cts_out):
 
     Returns (outs, cts_in) with one cotangent (or Zero) per graph input.
     """
-    env = {var: value for var, value in graph.consts}
-    env.update(zip(graph.inputs, primals))
+    env = emit_equations(graph, primals)
 
     def read(atom):
         return atom.value if type(atom) is Literal else env[atom]
-
-    for eqn in graph.equations:
-        with source_scope(eqn.source, eqn.origin):
-            outs = bind(eqn.primitive, *map(read, eqn.inputs), **eqn.params)
-        env.update(zip(eqn.outputs, outs if eqn.primitive.multiple_results else [outs]))
 
     ct_env = {}
 
