@@ -13,7 +13,10 @@ from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import implements
 from xform.rules.call import function
+from xform.extend import context, non_differentiable, overlay
+from xform.rules.custom import custom_jvp, custom_vjp
 from xform.rules.index import index_add
+from xform.rules.threaded_map import threaded_map
 from xform.rules.control_flow import cond, fori_loop, scan, switch, while_loop
 from xform.rules.unary import stop_gradient
 from xform.transforms import batch_graph, jvp_graph, vjp_graph
@@ -24,8 +27,9 @@ __all__ = [
     "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal",
     "MissingRuleError", "Primitive", "RuleError", "ShapeError", "ShapedArray",
     "TreeMismatchError", "TypeCheckError", "UnsupportedError", "Var", "XformError",
-    "batch_graph", "cache_info", "clear_cache", "cond", "config", "eval_graph", "float0",
-    "fori_loop", "function", "grad", "hessian", "implements", "index_add", "jacfwd", "jacrev",
-    "jit", "jvp", "jvp_graph", "linearize", "make_graph", "scan", "set_cache_size",
-    "stop_gradient", "switch", "value_and_grad", "vjp", "vjp_graph", "vmap", "while_loop",
+    "batch_graph", "cache_info", "clear_cache", "cond", "config", "context", "custom_jvp",
+    "custom_vjp", "eval_graph", "float0", "fori_loop", "function", "grad", "hessian",
+    "implements", "index_add", "jacfwd", "jacrev", "jit", "jvp", "jvp_graph", "linearize",
+    "make_graph", "non_differentiable", "overlay", "scan", "set_cache_size", "stop_gradient",
+    "switch", "threaded_map", "value_and_grad", "vjp", "vjp_graph", "vmap", "while_loop",
 ]
