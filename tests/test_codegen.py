@@ -102,9 +102,26 @@ def test_values_are_deleted_after_their_last_use():
         "    v0 = f0(a0)\n"
         "    v1 = f1(v0)\n"
         "    del v0\n"
-        "    v2 = f2(v1, a0)\n"
+        "    v2 = v1 + a0\n"
         "    del v1, a0\n"
         "    return [v2]\n")
+
+
+def test_arithmetic_is_inline_only_when_an_operand_is_surely_a_numpy_value():
+    # Two Python scalars would use Python's arithmetic (1.0 / 0.0 raises, True + True is 2),
+    # so such equations keep the ufunc.
+    weak = xform.make_graph(lambda x, y: x / y)(1.0, 0.0)
+    assert "f0(a0, a1)" in graph_source(weak)[0]
+    assert xform.jit(lambda x, y: x / y)(1.0, 2.0) == 0.5
+    bools = xform.make_graph(lambda x, y: x + y)(True, True)
+    assert "f0(a0, a1)" in graph_source(bools)[0]
+    assert xform.jit(lambda x, y: x + y)(True, True) == np.add(True, True)
+    strong = xform.make_graph(lambda x, y: x / y)(np.float64(1.0), 2.0)
+    assert "a0 / a1" in graph_source(strong)[0]
+    for x, y in [(np.float64(1.0), 0.0), (np.float32(3.0), 2.0), (np.ones(2), 2)]:
+        with np.errstate(all="ignore"):
+            got, want = xform.jit(lambda a, b: a / b - a * b + a)(x, y), x / y - x * y + x
+        assert type(got) is type(want) and np.array_equal(got, want)
 
 
 def test_unused_outputs_are_deleted_at_once():

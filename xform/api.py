@@ -8,6 +8,7 @@ into that staging (which is how transforms nest).
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
@@ -23,12 +24,36 @@ from xform.rules.helpers import NOT_MAPPED, Zero, instantiate, move_to_front, ze
 from xform.transforms import batch_eval, jvp_eval, split_graph, vjp_eval
 from xform.tree import broadcast_prefix, tree_flatten, tree_map, tree_unflatten
 
-_PY_SIGNATURES = {float: ((), np.dtype(np.float64), True), int: ((), np.dtype(np.int64), True),
-                  bool: ((), np.dtype(bool), False), complex: ((), np.dtype(np.complex128), True)}
 
 
-_FLAT_LEAVES = frozenset({np.ndarray, float, int, bool, complex, np.float64, np.float32,
-                          np.int64, np.int32, np.bool_})
+_SCALAR_SIGNATURES = {
+    float: ((), np.dtype(np.float64), True), int: ((), np.dtype(np.int64), True),
+    bool: ((), np.dtype(bool), False), complex: ((), np.dtype(np.complex128), True),
+    **{t: ((), np.dtype(t), False) for t in (np.float64, np.float32, np.int64, np.int32,
+                                            np.bool_, np.complex128)}}
+
+
+def _flat_signature(args):
+    """The signature of flat arguments (arrays and scalars only), or None: the cached call
+    path's key, computed in one pass."""
+    signature = []
+    for arg in args:
+        kind = type(arg)
+        if kind is np.ndarray:
+            signature.append((arg.shape, arg.dtype, False))
+        else:
+            scalar = _SCALAR_SIGNATURES.get(kind)
+            if scalar is None:
+                return None
+            signature.append(scalar)
+    return tuple(signature)
+
+
+def _unflattener(out_tree):
+    """outputs -> result pytree; a single output is returned as it is, with no pytree work."""
+    if out_tree.kind is None:
+        return operator.itemgetter(0)
+    return functools.partial(tree_unflatten, out_tree)
 
 
 def _leaf_signature(leaf):
@@ -36,7 +61,7 @@ def _leaf_signature(leaf):
     kind = type(leaf)
     if kind is np.ndarray:
         return (leaf.shape, leaf.dtype, False)
-    signature = _PY_SIGNATURES.get(kind)
+    signature = _SCALAR_SIGNATURES.get(kind)
     if signature is not None:
         return signature
     if kind is Tracer:
@@ -87,13 +112,14 @@ class _Transformed:
         functools.update_wrapper(self, fun, updated=())
 
     def __call__(self, *args):
-        if current_builder() is None and all(type(a) in _FLAT_LEAVES for a in args):
+        flat = _flat_signature(args)
+        if flat is not None and current_builder() is None:
             # The cached path for flat arguments: no pytree work, one lookup, one check.
-            entry = self._flat_cache.get(tuple(map(_leaf_signature, args)))
-            if entry is not None and entry.usable():
+            entry = self._flat_cache.get(flat)
+            if entry is not None and not entry.stale and entry.dependencies.valid():
                 CACHE.hits += 1
-                compiled, unflatten = entry.value
-                return unflatten(compiled(*args))
+                fn, unflatten = entry.value
+                return unflatten(fn(*args))
         leaves, in_tree = tree_flatten(args)
         signature = tuple(map(_leaf_signature, leaves))
         if current_builder() is not None:
@@ -105,12 +131,12 @@ class _Transformed:
             graph, captured, unflatten = self.build(in_tree,
                                                     [_aval_of_signature(s) for s in signature])
             assert not captured, "nothing can be captured outside any staging"
-            return CACHE.compiled(_finish(graph)), unflatten
+            return CACHE.compiled(_finish(graph)).fn, unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature), make)
-        if len(leaves) == len(args) and all(type(a) in _FLAT_LEAVES for a in args):
-            self._flat_cache[signature] = entry
-        compiled, unflatten = entry.value
-        return unflatten(compiled(*leaves))
+        if flat is not None:
+            self._flat_cache[flat] = entry
+        fn, unflatten = entry.value
+        return unflatten(fn(*leaves))
 
 
 # -- make_graph and jit ----------------------------------------------------------------------
@@ -179,13 +205,14 @@ def jit(fun, static_argnums=()):
     def jitted(*args):
         if current_builder() is not None:
             return fun(*args)
-        if not static_argnums and all(type(a) in _FLAT_LEAVES for a in args):
+        flat = None if static_argnums else _flat_signature(args)
+        if flat is not None:
             # The cached path for flat arguments: no pytree work, one lookup, one check.
-            entry = flat_cache.get(tuple(map(_leaf_signature, args)))
-            if entry is not None and entry.usable():
+            entry = flat_cache.get(flat)
+            if entry is not None and not entry.stale and entry.dependencies.valid():
                 CACHE.hits += 1
-                compiled, out_tree = entry.value
-                return tree_unflatten(out_tree, compiled(*args))
+                fn, finish = entry.value
+                return finish(fn(*args))
         static_nums = _normalize_argnums(static_argnums, len(args)) if static_argnums else ()
         dynamic, static = _split_static(args, static_nums)
         leaves, in_tree = tree_flatten(dynamic)
@@ -194,12 +221,12 @@ def jit(fun, static_argnums=()):
         def make():
             avals = [_aval_of_signature(s) for s in signature]
             graph, _, out_tree = _stage(_with_static(fun, static, len(args)), in_tree, avals)
-            return CACHE.compiled(_finish(graph)), out_tree
+            return CACHE.compiled(_finish(graph)).fn, _unflattener(out_tree)
         entry = CACHE.build(fun, ("jit", in_tree, signature, static), make)
-        if not static_argnums and all(type(a) in _FLAT_LEAVES for a in args):
-            flat_cache[signature] = entry
-        compiled, out_tree = entry.value
-        return tree_unflatten(out_tree, compiled(*leaves))
+        if flat is not None:
+            flat_cache[flat] = entry
+        fn, finish = entry.value
+        return finish(fn(*leaves))
     return jitted
 
 
@@ -228,18 +255,33 @@ def _check_scalar_output(graph, has_aux, out_tree, fun_name):
             "reduce the output (e.g. np.sum)")
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, *, _name="value_and_grad"):
+def value_and_grad(fun, argnums=0, has_aux=False):
     """`(fun(*args), gradient of fun w.r.t. args[argnums])`; with has_aux, `fun` returns
     `(out, aux)` and the result is `((out, aux), grads)`.
 
     >>> value_and_grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
     (5.0, array([2., 4.]))
     """
+    return _gradient_transform(fun, argnums, has_aux, with_value=True)
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """The gradient of scalar-output `fun` w.r.t. `args[argnums]` (a pytree like them); with
+    has_aux, `fun` returns `(out, aux)` and the result is `(grads, aux)`.
+
+    >>> grad(lambda x: np.sin(x) * x)(1.0)    # cos(1) + sin(1)
+    1.3817732906760363
+    """
+    return _gradient_transform(fun, argnums, has_aux, with_value=False)
+
+
+def _gradient_transform(fun, argnums, has_aux, with_value):
+    name = "value_and_grad" if with_value else "grad"
+
     def build(in_tree, avals):
-        n_args = len(in_tree.children)
-        nums = _normalize_argnums(argnums, n_args)
+        nums = _normalize_argnums(argnums, len(in_tree.children))
         graph, captured, out_tree = _stage(fun, in_tree, avals)
-        _check_scalar_output(graph, has_aux, out_tree, _name)
+        _check_scalar_output(graph, has_aux, out_tree, name)
         offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
         wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
         builder = GraphBuilder()
@@ -250,40 +292,40 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, _name="value_and_grad"):
                 zero_tangent(a.aval) for a in graph.outputs[1:]]
             outs, cts_in = vjp_eval(graph, ins, cts)
             grads = [instantiate(cts_in[i]) for i in wanted if is_differentiable(avals[i])]
-        grad_graph = builder.build(list(outs) + grads)
+        kept = list(outs) if with_value else list(outs[1:]) if has_aux else []
+        grad_graph = builder.build(kept + grads)
+        n_kept = len(kept)
+        grads_of = _grads_unflattener(in_tree, nums, argnums, wanted, avals)
+        if with_value:
+            def unflatten(results):
+                return tree_unflatten(out_tree, results[:n_kept]), grads_of(results[n_kept:])
+        elif has_aux:
+            aux_tree = out_tree.children[1]
 
-        def unflatten(results):
-            values = tree_unflatten(out_tree, results[:len(outs)])
-            grad_iter = iter(results[len(outs):])
-            grad_leaves = [next(grad_iter) if is_differentiable(avals[i])
-                           else _float0_zeros(avals[i]) for i in wanted]
-            leaf_iter = iter(grad_leaves)
-            trees = [tree_unflatten(in_tree.children[n],
-                                    [next(leaf_iter) for _ in range(in_tree.children[n]
-                                                                    .num_leaves)])
-                     for n in nums]
-            grads_tree = trees[0] if isinstance(argnums, int) else tuple(trees)
-            return values, grads_tree
+            def unflatten(results):
+                return grads_of(results[n_kept:]), tree_unflatten(aux_tree, results[:n_kept])
+        else:
+            unflatten = grads_of
         return grad_graph, captured, unflatten
 
-    return _Transformed(fun, _name, build, (argnums, has_aux))
+    return _Transformed(fun, name, build, (argnums, has_aux))
 
 
-def grad(fun, argnums=0, has_aux=False):
-    """The gradient of scalar-output `fun` w.r.t. `args[argnums]` (a pytree like them).
+def _grads_unflattener(in_tree, nums, argnums, wanted, avals):
+    """gradient outputs -> the pytree of gradients (float0 zeros for integer leaves)."""
+    if isinstance(argnums, int) and in_tree.children[nums[0]].kind is None \
+            and is_differentiable(avals[wanted[0]]):
+        return operator.itemgetter(0)
 
-    >>> grad(lambda x: np.sin(x) * x)(1.0)    # cos(1) + sin(1)
-    1.3817732906760363
-    """
-    value_and_grad_f = value_and_grad(fun, argnums, has_aux, _name="grad")
-
-    @functools.wraps(fun)
-    def grad_f(*args):
-        (value, grads) = value_and_grad_f(*args)
-        if has_aux:
-            return grads, value[1]
-        return grads
-    return grad_f
+    def unflatten(grad_results):
+        grad_iter = iter(grad_results)
+        leaves = iter([next(grad_iter) if is_differentiable(avals[i])
+                       else _float0_zeros(avals[i]) for i in wanted])
+        trees = [tree_unflatten(in_tree.children[n],
+                                [next(leaves) for _ in range(in_tree.children[n].num_leaves)])
+                 for n in nums]
+        return trees[0] if isinstance(argnums, int) else tuple(trees)
+    return unflatten
 
 
 def vjp(fun, *primals, has_aux=False):

@@ -78,6 +78,18 @@ def check_values(eqn, *values):
                    if eqn.origin else ""))
 
 
+def _infix_operators() -> dict:
+    from xform.rules.binary import add_p, divide_p, multiply_p, subtract_p
+    return {add_p: "+", subtract_p: "-", multiply_p: "*", divide_p: "/"}
+
+
+def _is_numpy_valued(atom) -> bool:
+    """Whether the value is surely a numpy array or scalar at run time, never a Python
+    scalar: Python scalars only arrive as weak inputs/literals, or as bools."""
+    aval = atom.aval
+    return bool(aval.shape) or (not aval.weak_type and aval.dtype.kind != "b")
+
+
 def graph_source(graph: Graph, debug: bool = False) -> tuple[str, dict]:
     """(source, globals) of the function computing `graph`; with `debug`, every equation's
     outputs are checked against their abstract values as they are computed.
@@ -106,17 +118,25 @@ def graph_source(graph: Graph, debug: bool = False) -> tuple[str, dict]:
     body = []
     frees = _frees(graph)
     values = itertools.count()
+    infix = _infix_operators()
     for index, eqn in enumerate(graph.equations):
         impl = rule_for(eqn, "impl")
         fn_name = f"f{index}"
-        namespace[fn_name] = functools.partial(impl, **eqn.params) if eqn.params else impl
-        ins = ", ".join(name_of(a) for a in eqn.inputs)
+        in_names = [name_of(a) for a in eqn.inputs]
+        ins = ", ".join(in_names)
         for var in eqn.outputs:
             names[var] = f"v{next(values)}"
         outs = ", ".join(names[v] for v in eqn.outputs)
-        if not eqn.outputs:
+        operator = infix.get(eqn.primitive)
+        if operator is not None and any(_is_numpy_valued(a) for a in eqn.inputs):
+            # numpy's own scalar and array operators compute exactly what the ufunc does,
+            # without the ufunc call overhead (which dominates on scalars).
+            body.append(f"    {outs} = {in_names[0]} {operator} {in_names[1]}")
+        elif not eqn.outputs:
+            namespace[fn_name] = functools.partial(impl, **eqn.params) if eqn.params else impl
             body.append(f"    {fn_name}({ins})")
         else:
+            namespace[fn_name] = functools.partial(impl, **eqn.params) if eqn.params else impl
             if eqn.primitive.multiple_results and len(eqn.outputs) == 1:
                 outs += ","
             body.append(f"    {outs} = {fn_name}({ins})")
