@@ -19,7 +19,9 @@ from xform.ir.builder import GraphBuilder, current_builder, stage_function, usin
 from xform.ir.interpret import eval_graph
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
+from xform.ir.core import Equation, Graph, Var
 from xform.passes import optimize
+from xform.rules.shape import broadcast_to_p, copy_p
 from xform.rules.helpers import NOT_MAPPED, Zero, instantiate, move_to_front, zero_tangent
 from xform.transforms import batch_eval, jvp_eval, split_graph, vjp_eval
 from xform.tree import broadcast_prefix, tree_flatten, tree_map, tree_unflatten
@@ -92,8 +94,19 @@ def _run(graph, args):
 
 
 def _finish(graph):
-    """The graph that gets compiled: the default passes applied."""
-    return optimize(graph)
+    """The graph that gets compiled: the default passes applied, then results that would be
+    a constant or a read-only broadcast view copied, so callers get their own writable
+    arrays as numpy would give them (e.g. the gradient of np.sum)."""
+    graph = optimize(graph)
+    const_vars = {var for var, _ in graph.consts}
+    broadcasts = {eqn.outputs[0] for eqn in graph.equations if eqn.primitive is broadcast_to_p}
+    shared = [a for a in graph.outputs
+              if type(a) is Var and a.aval.shape and (a in const_vars or a in broadcasts)]
+    if not shared:
+        return graph
+    copies = {a: Var(a.aval) for a in shared}
+    equations = list(graph.equations) + [Equation(copy_p, [a], [copies[a]]) for a in copies]
+    return Graph(graph.inputs, graph.consts, equations, [copies.get(a, a) for a in graph.outputs])
 
 
 class _Transformed:
@@ -391,7 +404,7 @@ def _vjp_pair(graph, n_leaves, n_main):
                  if is_differentiable(v.aval)]
     combined = builder.build(list(outs) + grads)
     forward, backward = split_graph(combined, len(graph.inputs), len(outs))
-    return optimize(forward), optimize(backward)
+    return optimize(forward), _finish(backward)
 
 
 # -- forward mode -----------------------------------------------------------------------------
@@ -472,7 +485,7 @@ def linearize(fun, *primals):
         t_outs = [instantiate(t) for t in t_outs]
     combined = builder.build(list(outs) + t_outs)
     forward, linear = split_graph(combined, len(graph.inputs), len(outs))
-    forward, linear = optimize(forward), optimize(linear)
+    forward, linear = optimize(forward), _finish(linear)
     results = _run(forward, [*p_leaves, *captured])
     outs, residuals = results[:len(graph.outputs)], results[len(graph.outputs):]
 

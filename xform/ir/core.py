@@ -31,28 +31,73 @@ class Primitive:
         from xform.ir.builder import bind
         return bind(self, *args, **params)
 
-    # JAX-style registration, forwarded to the registry (see xform.rules.registry).
-    def _define(self, kind, fn):
+    # JAX-style registration, forwarded to the registry (see xform.rules.registry). Each
+    # returns `fn`, so it also works as a decorator: `@p.def_impl`.
+    def _define(self, kind, fn, rule=None):
         from xform.rules.registry import define_rule
-        define_rule(self, kind, fn)
+        define_rule(self, kind, fn if rule is None else rule)
         return fn
 
     def def_impl(self, fn):
+        """`fn(*arrays, **params)` computes the primitive on numpy values.
+
+        >>> p.def_impl(lambda x, *, k: np.sin(k * x))
+        """
         return self._define("impl", fn)
 
     def def_abstract_eval(self, fn):
+        """`fn(*avals, **params)` returns the output ShapedArray (a list when
+        `multiple_results`); a ValueError/TypeError becomes a ShapeError at the user's line.
+
+        >>> p.def_abstract_eval(lambda x, *, k: ShapedArray(x.shape, x.dtype))
+        """
         return self._define("abstract_eval", fn)
 
     def def_jvp(self, fn):
-        return self._define("jvp", fn)
+        """`fn(primals, tangents, **params) -> (out, tangent_out)`; zero tangents arrive as
+        zero arrays. Reverse mode derives the vjp from it when the ops it emits on the
+        tangents have transpose rules.
+
+        >>> p.def_jvp(lambda primals, tangents, *, k: (p.bind(*primals, k=k),
+        ...                                             k * np.cos(k * primals[0]) * tangents[0]))
+        """
+        from xform.rules.helpers import instantiate
+
+        def rule(primals, tangents, **params):
+            return fn(primals, [instantiate(t) for t in tangents], **params)
+        return self._define("jvp", fn, rule)
 
     def def_vjp(self, fn):
-        return self._define("vjp", fn)
+        """`fn(primals, out, ct, **params) -> tuple` of one cotangent (or None) per input.
+
+        >>> p.def_vjp(lambda primals, out, ct, *, k: (k * np.cos(k * primals[0]) * ct,))
+        """
+        from xform.rules.helpers import instantiate
+
+        def rule(primals, out, cts, **params):
+            cts = [instantiate(ct) for ct in cts] if self.multiple_results else instantiate(cts)
+            return fn(primals, out, cts, **params)
+        return self._define("vjp", fn, rule)
 
     def def_transpose(self, fn):
-        return self._define("transpose", fn)
+        """`fn(ct, *inputs, **params) -> tuple` of cotangents for a primitive linear in
+        some inputs; those arrive as `Undefined(aval)` (xform.extend.Undefined).
+
+        >>> p.def_transpose(lambda ct, x, *, k: (p.bind(ct, k=k),))
+        """
+        from xform.rules.helpers import instantiate
+
+        def rule(cts, *inputs, **params):
+            cts = [instantiate(ct) for ct in cts] if self.multiple_results else instantiate(cts)
+            return fn(cts, *inputs, **params)
+        return self._define("transpose", fn, rule)
 
     def def_batch(self, fn):
+        """`fn(size, args, dims, **params) -> (out, out_dim)`; a dim is an int or None (not
+        mapped). Without one, vmap loops in Python (and warns once).
+
+        >>> p.def_batch(lambda size, args, dims, *, k: (p.bind(*args, k=k), dims[0]))
+        """
         return self._define("batch", fn)
 
 

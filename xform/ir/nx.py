@@ -55,6 +55,24 @@ def stable_topological_order(dag: nx.DiGraph) -> list:
         dag, key=lambda n: float("inf") if n == OUTPUT else n))
 
 
+def contracted_order(dag: nx.DiGraph, block_of) -> list:
+    """A stable topological order of the blocks of `dag` (OUTPUT left out): `block_of[i]` names
+    equation i's block by one of its indices, and each block is contracted to one node.
+    Raises nx.NetworkXUnfeasible when the contraction has a cycle.
+
+    >>> contracted_order(dataflow_graph(graph), {0: 0, 1: 1, 2: 1})   # equations 1, 2 as one
+    [0, 1]
+    """
+    quotient = nx.DiGraph()
+    quotient.add_nodes_from(block_of[n] for n in dag if n != OUTPUT)
+    quotient.add_node(OUTPUT)
+    for u, v in dag.edges:
+        a, b = block_of[u], block_of.get(v, v)
+        if a != b:
+            quotient.add_edge(a, b)
+    return [n for n in stable_topological_order(quotient) if n != OUTPUT]
+
+
 def with_equations(graph: Graph, equations, outputs=None, consts=None) -> Graph:
     """`graph` with new `equations` (and optionally outputs and consts); consts no longer read
     are dropped.

@@ -1,9 +1,544 @@
-"""custom_jvp and custom_vjp (being written)."""
+"""custom_jvp and custom_vjp: functions whose derivative the user defines. A staged call is one
+`custom_jvp_call` / `custom_vjp_call` equation naming the function; its primal graph and its
+rules are staged to graphs lazily, once per signature, and every transform applies the rules.
+
+Notes: the rules are staged lazily (as `@xform.function` callees are) because a rule usually
+calls the function itself (`f_jvp` returns `f(x)`): staging it eagerly would stage the rule of
+that call again, and the rule of a call that is never differentiated is never needed. The
+rules are emitted into the transform that asks for them (not called), so they are
+differentiated, linearized, transposed and batched like any other code: grad(grad(f)) uses
+the jvp rule of the `f` calls inside the jvp rule (JAX's semantics).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from xform.errors import MissingRuleError, ShapeError, TypeCheckError, XformError
+from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
+from xform.ir.builder import GraphBuilder, current_builder, using_builder
+from xform.ir.core import Primitive
+from xform.ir.interpret import eval_graph
+from xform.ir.source_info import SourceInfo, user_frame_info
+from xform.ir.tracer import Tracer
+from xform.rules.call import FunctionRef
+from xform.rules.helpers import aval, instantiate, zero_tangent
+from xform.rules.registry import register
+from xform.tree import tree_flatten, tree_leaves, tree_structure, tree_unflatten
+
+
+def _defined_at(fn) -> SourceInfo | None:
+    """Where the user defined `fn` (for errors about what a user rule returned)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    return SourceInfo(code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def _batch(graph, dims, size):
+    from xform.rules.control_flow import _batch as batch_memoized
+    return batch_memoized(graph, tuple(dims), size)
+
+
+def _types(avals) -> str:
+    return "(" + ", ".join(a.str_short() for a in avals) + ")"
+
+
+# == callees: the function and its rules, per nondiff values; batched variants ================
+
+class _Callee:
+    """What a custom call equation names. `batched(dims, size)` is memoized so that equal
+    calls stay equal (CSE) and their batched graphs are built once."""
+
+    name = ""
+
+    def __init__(self):
+        self._batched = {}
+
+    def batched(self, dims, size) -> "BatchedCallee":
+        key = (tuple(dims), size)
+        if key not in self._batched:
+            self._batched.setdefault(key, BatchedCallee(self, key[0], size))
+        return self._batched[key]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class CustomCallee(_Callee):
+    """A custom function with its nondiff arguments fixed: the primal, the jvp rule (custom_jvp)
+    or fwd and bwd (custom_vjp), each a lazily staged FunctionRef keyed by signature
+    `(in_tree, avals)` of the differentiable arguments."""
+
+    def __init__(self, owner, nums, static):
+        super().__init__()
+        self.owner = owner
+        self.nums = nums
+        self.static = static
+        self.name = owner.__name__
+        self.primal = FunctionRef(_with_static(owner.fun, nums, static))
+        self.primal.name = self.name
+        self._rule = None
+        self._fwd = None
+        self._bwd = {}
+
+    def in_avals(self, key):
+        return list(key[1])
+
+    def out_avals(self, key):
+        return list(self.primal.out_type(key)[0])
+
+    def out_tree(self, key):
+        return self.primal.out_type(key)[1]
+
+    def primal_graph(self, key):
+        return self.primal.graph(key)
+
+    def _missing(self, kind, define):
+        return MissingRuleError(self.name, kind, user_frame_info(),
+                                f"define it with {self.name}.{define}(...)")
+
+    def jvp_graph(self, key):
+        """(primals, tangents of the differentiable primals) -> (outs, tangents of outs)."""
+        owner = self.owner
+        if owner.jvp is None:
+            raise self._missing("jvp", "defjvp")
+        if self._rule is None:
+            self._rule = FunctionRef(_jvp_rule(owner.jvp, self.static))
+            self._rule.name = f"jvp_rule({self.name})"
+        in_tree, avals = key
+        diff = [tangent_aval(a) for a in avals if is_differentiable(a)]
+        primals = tree_unflatten(in_tree, [0] * len(avals))
+        rule_key = (tree_structure((primals, [0] * len(diff))), tuple(avals) + tuple(diff))
+        graph, out_tree = self._rule.graph_and_tree(rule_key)
+        primal_tree, primal_avals = self.out_tree(key), self.out_avals(key)
+        where = _defined_at(owner.jvp)
+        if (out_tree.kind not in (tuple, list) or len(out_tree.children) != 2
+                or out_tree.children[0] != primal_tree or out_tree.children[1] != primal_tree):
+            raise TypeCheckError(f"the jvp rule of '{self.name}' must return (out, tangent_out) "
+                                 f"with the structure of {self.name}'s output {primal_tree}, "
+                                 f"got {out_tree}", where)
+        outs, tangents = graph.out_avals[:len(primal_avals)], graph.out_avals[len(primal_avals):]
+        if ([(a.shape, a.dtype) for a in outs] != [(a.shape, a.dtype) for a in primal_avals]
+                or [a.shape for a in tangents] != [a.shape for a in primal_avals]):
+            raise ShapeError(f"the jvp rule of '{self.name}' returns {_types(outs)} and "
+                             f"tangents {_types(tangents)}; {self.name} returns "
+                             f"{_types(primal_avals)}", where)
+        return graph
+
+    def fwd_graph(self, key):
+        """primals -> (outs, residuals)."""
+        owner = self.owner
+        if owner.fwd is None:
+            raise self._missing("vjp", "defvjp")
+        if self._fwd is None:
+            self._fwd = FunctionRef(_with_static(owner.fwd, self.nums, self.static))
+            self._fwd.name = f"fwd({self.name})"
+        graph, out_tree = self._fwd.graph_and_tree(key)
+        primal_tree, primal_avals = self.out_tree(key), self.out_avals(key)
+        outs = graph.out_avals[:len(primal_avals)]
+        if (out_tree.kind not in (tuple, list) or len(out_tree.children) != 2
+                or out_tree.children[0] != primal_tree
+                or [(a.shape, a.dtype) for a in outs]
+                != [(a.shape, a.dtype) for a in primal_avals]):
+            raise TypeCheckError(f"the fwd of '{self.name}' must return (out, residuals) with out "
+                                 f"like {self.name}'s output {primal_tree} "
+                                 f"{_types(primal_avals)}, got {out_tree}",
+                                 _defined_at(owner.fwd))
+        return graph
+
+    def bwd_graph(self, key):
+        """(residuals, cotangents of the differentiable outs) -> cotangents of the
+        differentiable primals."""
+        entry = self._bwd.get(key)
+        if entry is None:
+            fwd = self.fwd_graph(key)
+            res_tree = self._fwd.out_type(key)[1].children[1]
+            out_avals = self.out_avals(key)
+            inputs = tuple(fwd.out_avals[len(out_avals):]) + tuple(
+                tangent_aval(a) for a in out_avals if is_differentiable(a))
+            ref = FunctionRef(_bwd_rule(self, key, res_tree))
+            ref.name = f"bwd({self.name})"
+            flat_tree = tree_structure(tuple([0] * len(inputs)))
+            entry = self._bwd.setdefault(key, (ref, (flat_tree, inputs)))
+        ref, bwd_key = entry
+        return ref.graph(bwd_key)
+
+
+class BatchedCallee(_Callee):
+    """A callee mapped over a batch: every graph of `base`, batched (vmap of a custom_vjp
+    function batches both fwd and bwd). Outputs are batched along axis 0."""
+
+    def __init__(self, base, dims, size):
+        super().__init__()
+        self.base = base
+        self.dims = dims
+        self.size = size
+        self.name = f"batch({base.name})"
+
+    def in_avals(self, key):
+        return [a if d is None else
+                ShapedArray(a.shape[:d] + (self.size,) + a.shape[d:], a.dtype, a.weak_type)
+                for a, d in zip(self.base.in_avals(key), self.dims)]
+
+    def out_avals(self, key):
+        return [ShapedArray((self.size,) + a.shape, a.dtype, a.weak_type)
+                for a in self.base.out_avals(key)]
+
+    def primal_graph(self, key):
+        return _batch(self.base.primal_graph(key), self.dims, self.size)
+
+    def jvp_graph(self, key):
+        # A tangent is laid out as its primal: same batch dim.
+        tangent_dims = [d for d, a in zip(self.dims, self.base.in_avals(key))
+                        if is_differentiable(a)]
+        return _batch(self.base.jvp_graph(key), self.dims + tuple(tangent_dims), self.size)
+
+    def fwd_graph(self, key):
+        return _batch(self.base.fwd_graph(key), self.dims, self.size)
+
+    def bwd_graph(self, key):
+        from xform.rules.control_flow import _memo
+        graph = self.base.bwd_graph(key)
+        batched = _batch(graph, (0,) * len(graph.inputs), self.size)
+        dims = tuple(d for d, a in zip(self.dims, self.base.in_avals(key))
+                     if is_differentiable(a))
+        return _memo(batched, ("input layout", dims), lambda: _in_layout(batched, dims))
+
+
+def _in_layout(graph, dims):
+    """`graph`, whose outputs are batched along axis 0, with each output laid out as the input
+    it is the cotangent of: summed over the batch where that input is not mapped."""
+    builder = GraphBuilder()
+    with using_builder(builder):
+        outs = eval_graph(graph, *[builder.new_input(v.aval) for v in graph.inputs])
+        outs = [np.sum(x, axis=0) if d is None else np.moveaxis(x, 0, d) if d else x
+                for x, d in zip(outs, dims)]
+    return builder.build(outs)
+
+
+# == the functions the rules are staged from =====================================================
+
+def _with_static(fun, nums, static):
+    """`fun` taking only the differentiable arguments, the nondiff ones fixed in place."""
+    if not nums:
+        return fun
+
+    def with_static(*diff_args):
+        fixed = dict(zip(nums, static))
+        rest = iter(diff_args)
+        return fun(*[fixed[i] if i in fixed else next(rest)
+                     for i in range(len(nums) + len(diff_args))])
+    return with_static
+
+
+def _jvp_rule(jvp, static):
+    def jvp_rule(primals, diff_tangents):
+        # Integer primals get float0 zero tangents, as in JAX.
+        leaves, tree = tree_flatten(primals)
+        live = iter(diff_tangents)
+        tangents = tree_unflatten(tree, [next(live) if is_differentiable(aval(x))
+                                         else np.zeros(aval(x).shape, float0) for x in leaves])
+        return jvp(*static, primals, tangents)
+    return jvp_rule
+
+
+def _bwd_rule(callee, key, res_tree):
+    bwd, name, static = callee.owner.bwd, callee.name, callee.static
+    in_tree, in_avals = key
+    out_tree, out_avals = callee.out_tree(key), callee.out_avals(key)
+
+    def bwd_rule(*leaves):
+        n_res = res_tree.num_leaves
+        residuals = tree_unflatten(res_tree, leaves[:n_res])
+        live = iter(leaves[n_res:])
+        cts = tree_unflatten(out_tree, [next(live) if is_differentiable(a)
+                                        else np.zeros(a.shape, float0) for a in out_avals])
+        return _input_cotangents(bwd(*static, residuals, cts), name, bwd, in_tree, in_avals)
+    return bwd_rule
+
+
+def _input_cotangents(result, name, bwd, in_tree, in_avals):
+    """The flat cotangents of the differentiable inputs from what `bwd` returned: one entry
+    per differentiable argument, each None (zero) or shaped like the argument."""
+    where = _defined_at(bwd)
+    arg_trees = in_tree.children
+    if not isinstance(result, (tuple, list)) or len(result) != len(arg_trees):
+        raise TypeCheckError(f"the bwd of '{name}' must return a tuple of {len(arg_trees)} "
+                             "cotangents (one per argument not in nondiff_argnums), got "
+                             f"{type(result).__name__}"
+                             + (f" of length {len(result)}" if isinstance(result, (tuple, list))
+                                else ""), where)
+    avals = iter(in_avals)
+    flat = []
+    for index, (ct, tree) in enumerate(zip(result, arg_trees)):
+        arg_avals = [next(avals) for _ in range(tree.num_leaves)]
+        if ct is None:
+            leaves = [None] * len(arg_avals)
+        else:
+            leaves, ct_tree = tree_flatten(ct)
+            if ct_tree != tree:
+                raise TypeCheckError(f"the bwd of '{name}' returned a cotangent of structure "
+                                     f"{ct_tree} for argument {index} of structure {tree}", where)
+        for leaf, arg_aval in zip(leaves, arg_avals):
+            if not is_differentiable(arg_aval):
+                continue
+            if leaf is None:
+                flat.append(np.zeros(arg_aval.shape, arg_aval.dtype))
+                continue
+            if aval(leaf).shape != arg_aval.shape:
+                raise ShapeError(f"the bwd of '{name}' returned a cotangent of shape "
+                                 f"{aval(leaf).shape} for argument {index} of shape "
+                                 f"{arg_aval.shape}", where)
+            flat.append(leaf if aval(leaf).dtype == arg_aval.dtype else
+                        np.asarray(leaf).astype(arg_aval.dtype) if type(leaf) is not Tracer
+                        else leaf.astype(arg_aval.dtype))
+    return flat
+
+
+# == the primitives ===========================================================================
+
+custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
+custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
+
+
+def _custom_impl(*args, callee, key):
+    from xform.cache import CACHE
+    return CACHE.compiled(callee.primal_graph(key))(*args)
+
+
+def _custom_abstract_eval(*avals, callee, key):
+    return callee.out_avals(key)
+
+
+def _custom_batch(prim):
+    def rule(size, args, dims, *, callee, key):
+        outs = prim.bind(*args, callee=callee.batched(dims, size), key=key)
+        return outs, [0] * len(outs)
+    return rule
+
+
+def _live_tangents(primals, tangents):
+    return [instantiate(t) for x, t in zip(primals, tangents) if is_differentiable(aval(x))]
+
+
+def _custom_jvp_call_jvp(primals, tangents, *, callee, key):
+    outs = eval_graph(callee.jvp_graph(key), *primals, *_live_tangents(primals, tangents))
+    n_out = len(outs) // 2
+    return outs[:n_out], outs[n_out:]
+
+
+# No vjp rule: reverse mode linearizes the emitted jvp rule and transposes it (JAX's way).
+register(custom_jvp_call_p, impl=_custom_impl, abstract_eval=_custom_abstract_eval,
+         jvp=_custom_jvp_call_jvp, batch=_custom_batch(custom_jvp_call_p))
+
+
+def _custom_vjp_call_jvp(primals, tangents, *, callee, key):
+    # Forward mode transposes bwd, which is linear in the cotangents: J t = (J^T)^T t.
+    from xform.transforms.transpose import backward_pass
+    out_avals = callee.out_avals(key)
+    results = eval_graph(callee.fwd_graph(key), *primals)
+    outs, residuals = results[:len(out_avals)], results[len(out_avals):]
+    diff_outs = [is_differentiable(a) for a in out_avals]
+    linear = [t for x, t in zip(primals, tangents) if is_differentiable(aval(x))]
+    n_cts = sum(diff_outs)
+    try:
+        t_live = iter(backward_pass(callee.bwd_graph(key), [*residuals, *[None] * n_cts],
+                                    [False] * len(residuals) + [True] * n_cts, linear))
+    except MissingRuleError as err:
+        raise MissingRuleError(err.primitive, err.rule_kind, err.source,
+                               f"forward mode through the custom_vjp function '{callee.name}' "
+                               "transposes its bwd, which must be linear in the cotangents; "
+                               "define a custom_jvp for forward mode") from None
+    return outs, [next(t_live) if d else zero_tangent(a) for d, a in zip(diff_outs, out_avals)]
+
+
+def _custom_vjp_call_vjp(primals, outs, cts, *, callee, key):
+    results = eval_graph(callee.fwd_graph(key), *primals)
+    residuals = results[len(outs):]
+    live = [instantiate(ct) for ct, o in zip(cts, outs) if is_differentiable(aval(o))]
+    grads = iter(eval_graph(callee.bwd_graph(key), *residuals, *live))
+    return [next(grads) if is_differentiable(aval(x)) else None for x in primals]
+
+
+register(custom_vjp_call_p, impl=_custom_impl, abstract_eval=_custom_abstract_eval,
+         jvp=_custom_vjp_call_jvp, vjp=_custom_vjp_call_vjp,
+         batch=_custom_batch(custom_vjp_call_p))
+
+
+# == the decorators ===========================================================================
+
+def _normalize_argnums(nums, n_args):
+    result = []
+    for i in nums:
+        if not -n_args <= i < n_args:
+            raise TypeCheckError(f"nondiff_argnums {tuple(nums)} out of range for {n_args} "
+                                 "arguments", user_frame_info())
+        result.append(i % n_args)
+    return tuple(sorted(set(result)))
+
+
+def _traced_closure(fn):
+    """The name of a variable `fn` closes over that holds a traced value, or None."""
+    code = getattr(fn, "__code__", None)
+    for name, cell in zip(code.co_freevars if code else (), getattr(fn, "__closure__", None) or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if any(type(leaf) is Tracer for leaf in tree_leaves(value)):
+            return name
+    return None
+
+
+class _Custom:
+    """Shared by CustomJVP and CustomVJP: argument handling and the callees per nondiff
+    values."""
+
+    kind = ""
+    primitive = None
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self._callees = {}
+
+    def _functions(self):
+        return (self.fun,)
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            bound = inspect.signature(self.fun).bind(*args, **kwargs)
+            args = bound.args
+        nums = _normalize_argnums(self.nondiff_argnums, len(args))
+        static = tuple(args[i] for i in nums)
+        diff_args = tuple(a for i, a in enumerate(args) if i not in nums)
+        leaves, in_tree = tree_flatten(diff_args)
+        if current_builder() is None or not any(type(x) is Tracer for x in leaves):
+            return self.fun(*args)
+        self._check_untraced(nums, static)
+        try:
+            callee = self._callees.get((nums, static))
+        except TypeError:
+            raise TypeCheckError(f"the nondiff_argnums arguments of '{self.__name__}' must be "
+                                 "hashable (they are static); pass arrays as ordinary "
+                                 "arguments", user_frame_info()) from None
+        if callee is None:
+            callee = self._callees.setdefault((nums, static), CustomCallee(self, nums, static))
+        key = (in_tree, tuple(aval(x) for x in leaves))
+        outs = self.primitive.bind(*leaves, callee=callee, key=key)
+        return tree_unflatten(callee.out_tree(key), outs)
+
+    def _check_untraced(self, nums, static):
+        for i, value in zip(nums, static):
+            if any(type(leaf) is Tracer for leaf in tree_leaves(value)):
+                raise TypeCheckError(f"argument {i} of '{self.__name__}' is in nondiff_argnums "
+                                     "but is a traced value", user_frame_info(),
+                                     "nondiff arguments are static (ints, functions, ...); "
+                                     "pass traced values as ordinary arguments")
+        for fn in self._functions():
+            name = _traced_closure(fn) if fn is not None else None
+            if name is not None:
+                raise XformError(f"'{getattr(fn, '__name__', fn)}' ({self.kind} function "
+                                 f"'{self.__name__}' or its rule) closes over the traced value "
+                                 f"'{name}'", user_frame_info(),
+                                 f"pass '{name}' as an argument of '{self.__name__}' instead")
+
+
+class CustomJVP(_Custom):
+    """A function with a user-defined jvp rule; see `custom_jvp`."""
+
+    kind = "custom_jvp"
+    primitive = custom_jvp_call_p
+
+    def __init__(self, fun, nondiff_argnums=()):
+        super().__init__(fun, nondiff_argnums)
+        self.jvp = None
+
+    def _functions(self):
+        return (self.fun, self.jvp)
+
+    def defjvp(self, jvp):
+        """Set the rule `jvp(*nondiff_args, primals, tangents) -> (out, tangent_out)`; returns
+        `jvp`, so it works as a decorator.
+
+        >>> @f.defjvp
+        ... def f_jvp(primals, tangents):
+        ...     (x,), (t,) = primals, tangents
+        ...     return f(x), np.cos(x) * t
+        """
+        self.jvp = jvp
+        self._callees.clear()
+        return jvp
+
+
+class CustomVJP(_Custom):
+    """A function with a user-defined vjp (fwd and bwd); see `custom_vjp`."""
+
+    kind = "custom_vjp"
+    primitive = custom_vjp_call_p
+
+    def __init__(self, fun, nondiff_argnums=()):
+        super().__init__(fun, nondiff_argnums)
+        self.fwd = None
+        self.bwd = None
+
+    def _functions(self):
+        return (self.fun, self.fwd, self.bwd)
+
+    def defvjp(self, fwd, bwd):
+        """Set `fwd(*args) -> (out, residuals)` and `bwd(*nondiff_args, residuals, ct) ->`
+        a tuple with one cotangent (or None) per argument not in nondiff_argnums.
+
+        >>> f.defvjp(lambda x: (f(x), np.cos(x)), lambda cos_x, ct: (cos_x * ct,))
+        """
+        self.fwd = fwd
+        self.bwd = bwd
+        self._callees.clear()
 
 
 def custom_jvp(fun=None, *, nondiff_argnums=()):
-    raise NotImplementedError("custom_jvp is being written")
+    """Give `fun` its own jvp rule, as `jax.custom_jvp`: every transform uses the rule (reverse
+    mode linearizes and transposes it; higher order differentiates it), vmap batches both.
+
+    `nondiff_argnums` arguments are static (hashable) and come first in the rule's arguments.
+    Eager calls run `fun`. The functions must not close over traced values (pass them as
+    arguments).
+
+    >>> @xform.custom_jvp
+    ... def log1pexp(x):
+    ...     return np.log1p(np.exp(x))
+    >>> @log1pexp.defjvp
+    ... def log1pexp_jvp(primals, tangents):
+    ...     (x,), (t,) = primals, tangents
+    ...     return log1pexp(x), t * (1 - 1 / (1 + np.exp(x)))
+    """
+    if fun is None:
+        return functools.partial(custom_jvp, nondiff_argnums=nondiff_argnums)
+    return CustomJVP(fun, nondiff_argnums)
 
 
 def custom_vjp(fun=None, *, nondiff_argnums=()):
-    raise NotImplementedError("custom_vjp is being written")
+    """Give `fun` its own vjp, as `jax.custom_vjp`: `f.defvjp(fwd, bwd)` with
+    `fwd(*args) -> (out, residuals)` and `bwd(*nondiff_args, residuals, ct) -> tuple` of one
+    cotangent (or None) per differentiable argument.
+
+    Reverse mode runs fwd then bwd (higher order differentiates them); vmap batches fwd and
+    bwd; forward mode transposes bwd (so bwd must be linear in `ct`, which it is unless it
+    deliberately is not, e.g. gradient clipping).
+
+    >>> @xform.custom_vjp
+    ... def clip_gradient(x):
+    ...     return x
+    >>> clip_gradient.defvjp(lambda x: (x, None), lambda _, ct: (np.clip(ct, -1.0, 1.0),))
+    """
+    if fun is None:
+        return functools.partial(custom_vjp, nondiff_argnums=nondiff_argnums)
+    return CustomVJP(fun, nondiff_argnums)
+
+
+__all__ = ["BatchedCallee", "CustomCallee", "CustomJVP", "CustomVJP", "custom_jvp",
+           "custom_jvp_call_p", "custom_vjp", "custom_vjp_call_p"]

@@ -1,0 +1,269 @@
+"""The benchmark table of Mooncake's README, re-expressed in numpy: gradient time / primal
+time for each row, for xform and every installed peer (autograd, JAX eager, JAX jit, PyTorch
+eager), medians of samples taken round-robin in one process, plus first-call times
+(stage + transform + compile) and a cross-check of the gradients between systems.
+
+`python -m bench.suite [--samples N] [--rows a,b] [--markdown PATH]`
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import time
+
+import numpy as np
+
+import xform
+from bench.timing import compare, fmt, machine
+
+# -- the rows, written once against a numpy-like namespace `xp` ------------------------------
+
+
+def sum_1000(xp, x):
+    return xp.sum(x)
+
+
+def loop_sum_1000(xp, x):
+    y = 0.0
+    for i in range(x.shape[0]):
+        y = y + x[i]
+    return y
+
+
+def sum_sin_1000(xp, x):
+    return xp.sum(xp.sin(x))
+
+
+def loop_sum_sin_1000(xp, x):
+    y = 0.0
+    for i in range(x.shape[0]):
+        y = y + xp.sin(x[i])
+    return y
+
+
+def kron_sum(xp, a, b):
+    return xp.sum(xp.kron(a, b))
+
+
+def kron_view_sum(xp, a, b):
+    return xp.sum(xp.kron(a[:20, :20], xp.triu(b)))
+
+
+def naive_map_sin_cos_exp(xp, x):
+    flat = xp.reshape(x, (-1,))
+    return xp.sum(xp.stack([xp.sin(xp.cos(xp.exp(flat[i]))) for i in range(flat.shape[0])]))
+
+
+def map_sin_cos_exp(xp, x):
+    flat = xp.reshape(x, (-1,))
+    return xp.sum(xp.stack(list(map(lambda v: xp.sin(xp.cos(xp.exp(v))),
+                                    [flat[i] for i in range(flat.shape[0])]))))
+
+
+def broadcast_sin_cos_exp(xp, x):
+    return xp.sum(xp.sin(xp.cos(xp.exp(x))))
+
+
+def simple_mlp(xp, w1, w2, x, y):
+    hidden = w1 @ x
+    return xp.sum((y - w2 @ (hidden * (hidden > 0))) ** 2)
+
+
+def gp_lml(xp, x, y, noise):
+    n = x.shape[0]
+    sq = (x[:, None] - x[None, :]) ** 2
+    k = xp.exp(-0.5 * sq) + (noise * noise + 1e-3) * xp.eye(n)
+    chol = xp.linalg.cholesky(k)
+    alpha = xp.linalg.solve(k, y)
+    return (-0.5 * xp.sum(y * alpha) - xp.sum(xp.log(xp.diagonal(chol, 0, -2, -1)))
+            - 0.5 * n * math.log(2 * math.pi))
+
+
+def large_single_block(xp, x):
+    y = x[0]
+    for _ in range(400):
+        y = y * x[1]
+    return y
+
+
+def tiny_scalar(xp, x):
+    return xp.sin(x) * x + 1.0
+
+
+def _rows(rng):
+    """name -> (row function, arguments, argnums, target ratio for xform)."""
+    x1000 = rng.standard_normal(1000)
+    grid = rng.standard_normal((10, 10))
+    return {
+        "sum_1000": (sum_1000, (x1000,), 0, 3),
+        "_sum_1000": (loop_sum_1000, (x1000,), 0, 30),
+        "sum_sin_1000": (sum_sin_1000, (x1000,), 0, 3),
+        "_sum_sin_1000": (loop_sum_sin_1000, (x1000,), 0, 30),
+        "kron_sum": (kron_sum, (rng.standard_normal((20, 20)), rng.standard_normal((40, 40))),
+                     (0, 1), 3),
+        "kron_view_sum": (kron_view_sum, (rng.standard_normal((40, 30)),
+                                          rng.standard_normal((40, 40))), (0, 1), 3),
+        "naive_map_sin_cos_exp": (naive_map_sin_cos_exp, (grid,), 0, 15),
+        "map_sin_cos_exp": (map_sin_cos_exp, (grid,), 0, 3),
+        "broadcast_sin_cos_exp": (broadcast_sin_cos_exp, (grid,), 0, 3),
+        "simple_mlp": (simple_mlp, (rng.standard_normal((256, 128)) * 0.1,
+                                    rng.standard_normal((128, 256)) * 0.1,
+                                    rng.standard_normal((128, 70)),
+                                    rng.standard_normal((128, 70))), (0, 1, 2, 3), 3.5),
+        "gp_lml": (gp_lml, (np.linspace(-3, 3, 128), np.sin(np.linspace(-3, 3, 128)), 0.3),
+                   (0, 1, 2), 3.5),
+        "large_single_block": (large_single_block, (np.array([0.9, 1.0001]),), 0, 10),
+        "tiny_scalar": (tiny_scalar, (0.7,), 0, 5),
+    }
+
+
+# -- systems ----------------------------------------------------------------------------------
+
+class _TorchNumpy:
+    """The few numpy names the rows use, on torch tensors (float64)."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.linalg = torch.linalg
+
+    def __getattr__(self, name):
+        return getattr(self.torch, name)
+
+    def eye(self, n):
+        return self.torch.eye(n, dtype=self.torch.float64)
+
+    def reshape(self, x, shape):
+        return self.torch.reshape(x, shape)
+
+
+def _systems():
+    systems = {}
+    try:
+        import autograd
+        import autograd.numpy as anp
+        systems["autograd"] = ("grad", lambda row, nums: autograd.grad(
+            lambda *a: row(anp, *a), nums), lambda v: v)
+    except ImportError:
+        pass
+    try:
+        import jax
+        import jax.numpy as jnp
+        jax.config.update("jax_enable_x64", True)
+        systems["jax eager"] = ("grad", lambda row, nums: jax.grad(
+            lambda *a: row(jnp, *a), nums), lambda v: v)
+        systems["jax jit"] = ("grad", lambda row, nums: jax.jit(jax.grad(
+            lambda *a: row(jnp, *a), nums)), lambda v: v)
+    except ImportError:
+        pass
+    try:
+        import torch
+        torch_np = _TorchNumpy(torch)
+
+        def torch_grad(row, nums):
+            nums = (nums,) if isinstance(nums, int) else nums
+
+            def grad_fn(*args):
+                tensors = [torch.tensor(a, dtype=torch.float64, requires_grad=i in nums)
+                           if isinstance(a, (np.ndarray, float)) else a
+                           for i, a in enumerate(args)]
+                out = row(torch_np, *tensors)
+                grads = torch.autograd.grad(out, [tensors[i] for i in nums])
+                return grads[0] if len(nums) == 1 else grads
+            return grad_fn
+        systems["torch eager"] = ("grad", torch_grad, lambda v: v)
+    except ImportError:
+        pass
+    return systems
+
+
+def _as_numpy(value):
+    if isinstance(value, (tuple, list)):
+        return [_as_numpy(v) for v in value]
+    if hasattr(value, "detach"):
+        value = value.detach().numpy()
+    return np.asarray(value, dtype=np.float64)
+
+
+def _agree(a, b) -> bool:
+    a, b = _as_numpy(a), _as_numpy(b)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_agree(x, y) for x, y in zip(a, b))
+    return a.shape == b.shape and np.allclose(a, b, rtol=1e-6, atol=1e-8)
+
+
+def run(samples=11, only=None):
+    rng = np.random.default_rng(0)
+    peers = _systems()
+    columns = ["xform"] + list(peers)
+    results = []
+    for name, (row, args, nums, target) in _rows(rng).items():
+        if only and name not in only:
+            continue
+        primal = (lambda row=row, args=args: row(np, *args))
+        start = time.perf_counter()
+        xgrad = xform.grad(lambda *a, row=row: row(np, *a), nums)
+        reference = xgrad(*args)
+        first = {"xform": time.perf_counter() - start}
+        candidates = {"primal": primal, "xform": lambda f=xgrad, a=args: f(*a)}
+        checks = {}
+        for peer, (_, make, _) in peers.items():
+            try:
+                fn = make(row, nums)
+                start = time.perf_counter()
+                value = fn(*args)
+                first[peer] = time.perf_counter() - start
+                checks[peer] = _agree(reference, value)
+                candidates[peer] = (lambda f=fn, a=args: f(*a))
+            except Exception as err:  # a peer that cannot run a row is reported, not fatal
+                checks[peer] = f"error: {type(err).__name__}"
+        times = compare(candidates, samples=samples)
+        results.append((name, target, times, first, checks))
+    return columns, results
+
+
+def markdown(columns, results) -> str:
+    lines = [f"Benchmarks: gradient time / numpy primal time (medians, round-robin, same run); "
+             f"{datetime.date.today()}; {machine()}", ""]
+    header = "| row | primal | " + " | ".join(columns) + " | xform target | xform first call |"
+    lines += [header, "|" + "---|" * (len(columns) + 4)]
+    for name, target, times, first, checks in results:
+        cells = []
+        for column in columns:
+            if column in times:
+                ratio = times[column] / times["primal"]
+                mark = "" if column == "xform" or checks.get(column) is True else " (!)"
+                cells.append(f"{ratio:.2f}{mark}")
+            else:
+                cells.append(str(checks.get(column, "n/a")))
+        met = "met" if times["xform"] / times["primal"] <= target else "missed"
+        lines.append(f"| {name} | {fmt(times['primal'])} | " + " | ".join(cells)
+                     + f" | {target} ({met}) | {fmt(first['xform'])} |")
+    peers = [c for c in columns if c != "xform"]
+    lines += ["", "First call (stage + transform + compile, or the peer's first gradient "
+              "call): " + "; ".join(
+                  f"{name}: " + ", ".join(f"{p} {fmt(first[p])}" for p in ["xform"] + peers
+                                         if p in first)
+                  for name, _, _, first, _ in results),
+              "", "(!) marks a peer whose gradient disagrees with xform's (rtol 1e-6)."]
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--samples", type=int, default=11)
+    parser.add_argument("--rows", default="")
+    parser.add_argument("--markdown", default="")
+    options = parser.parse_args()
+    columns, results = run(options.samples, [r for r in options.rows.split(",") if r])
+    text = markdown(columns, results)
+    print(text)
+    if options.markdown:
+        with open(options.markdown, "w") as out:
+            out.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
+
+

@@ -1,0 +1,278 @@
+"""Fusion: each maximal connected region of element-wise equations becomes one `elementwise`
+equation holding the region's graph (xform.rules.elementwise), and an `elementwise` equation
+whose work another one over the same inputs also does is merged into it."""
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from xform.ir.avals import is_differentiable
+from xform.ir.core import Equation, Graph, Literal, Params, Var
+from xform.ir.nx import contracted_order, dataflow_graph, with_equations
+from xform.rules.elementwise import (FUSIBLE, NDUAL_MAX_WIDTH, clean_region,
+                                     elementwise_p)
+
+
+def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
+    """Replace each maximal connected region of element-wise equations (unary, binary and
+    comparison ufuncs, where, clip, convert, and `elementwise` itself) by one `elementwise`
+    equation. Its inputs are the region's distinct array inputs, its outputs the region's
+    values read outside it. A region has at least two equations, at most `max_width`
+    differentiable inputs (so that its vjp takes the NDual path, see bench/NDUAL.md), outputs
+    whose shapes broadcast together, and no path leaving it and coming back.
+
+    Before that, an `elementwise` equation whose region another one over the same inputs
+    also computes is merged into the earlier of the two: in reverse mode this is the region
+    and its NDual vjp, which then evaluate the region once.
+
+    >>> print(fuse_elementwise(make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.ones(3))))
+    { lambda a:f64[3] . let
+        b:f64[3] = elementwise[max_width=4, region=
+            { lambda c:f64[3] . let
+                d:f64[3] = cos c
+                e:f64[3] = sin d
+                f:f64[3] = multiply e c
+              in (f) }] a
+        g:f64[] = sum[axes=(0,), dtype=None] b
+      in (g) }
+    """
+    graph = _merge_siblings(graph)
+    dag = dataflow_graph(graph)
+    groups = _Groups(graph, max_width)
+    for index in range(len(graph.equations)):  # equations are in topological order
+        groups.add(index, list(dag.predecessors(index)))
+    blocks = groups.blocks()
+    if all(len(members) == 1 for members in blocks.values()):
+        return graph
+    block_of = {i: rep for rep, members in blocks.items() for i in members}
+    read_by = {}
+    for index, eqn in enumerate(graph.equations):
+        for atom in eqn.inputs:
+            if type(atom) is Var:
+                read_by.setdefault(atom, set()).add(index)
+    escaping = {a for a in graph.outputs if type(a) is Var}
+    equations = []
+    for rep in contracted_order(dag, block_of):
+        members = blocks[rep]
+        if len(members) == 1:
+            equations.append(graph.equations[rep])
+            continue
+        inside = set(members)
+        outputs = [v for i in members for v in graph.equations[i].outputs
+                   if v in escaping or not read_by.get(v, set()) <= inside]
+        equations.append(_fused([graph.equations[i] for i in members], outputs, max_width))
+    return with_equations(graph, equations)
+
+
+class _Groups:
+    """Greedy grouping in topological order: each fusible equation joins the groups of its
+    fusible producers when the merged group stays narrow, broadcasts and adds no cycle.
+
+    Notes: a group must not reach itself through an equation outside it, or contracting it
+    would make a cycle. Each group keeps its `successors`, the equations already seen that
+    read it from outside, so that the check walks only the groups downstream of the merge.
+    """
+
+    def __init__(self, graph, max_width):
+        self.equations = graph.equations
+        self.max_width = max_width
+        self.parent = {}
+        self.groups = {}
+
+    def find(self, index):
+        root = index
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[index] != root:
+            self.parent[index], index = root, self.parent[index]
+        return root
+
+    def add(self, index, predecessors):
+        eqn = self.equations[index]
+        self.parent[index] = index
+        self.groups[index] = _Group.of(index, eqn)
+        if eqn.primitive in FUSIBLE:
+            candidates = {self.find(u) for u in predecessors
+                          if self.equations[u].primitive in FUSIBLE}
+            for rep in sorted(candidates):
+                self._try_merge(self.find(index), rep, predecessors)
+        mine = self.find(index)
+        for u in predecessors:
+            if self.find(u) != mine:
+                self.groups[self.find(u)].successors.add(index)
+
+    def _try_merge(self, current, rep, predecessors):
+        merged = self.groups[current].merged(self.groups[rep])
+        if merged is None or merged.width() > self.max_width:
+            return
+        if self._closes_cycle({current, rep}, predecessors):
+            return
+        low, high = min(current, rep), max(current, rep)
+        self.parent[high] = low
+        del self.groups[high]
+        merged.successors = {w for w in merged.successors if self.find(w) != low}
+        self.groups[low] = merged
+
+    def _closes_cycle(self, reps, predecessors):
+        """Whether some path leaves the groups `reps` and comes back (to one of them, or to
+        the equation being added, through its `predecessors`)."""
+        feeding = {self.find(u) for u in predecessors} - reps
+        frontier = [self.find(w) for r in reps for w in self.groups[r].successors]
+        frontier = [g for g in frontier if g not in reps]
+        seen = set(frontier)
+        while frontier:
+            group = frontier.pop()
+            if group in feeding:
+                return True
+            for w in self.groups[group].successors:
+                successor = self.find(w)
+                if successor in reps:
+                    return True
+                if successor not in seen:
+                    seen.add(successor)
+                    frontier.append(successor)
+        return False
+
+    def blocks(self) -> dict:
+        """{representative (smallest index): member indices in order}."""
+        blocks = {}
+        for index in range(len(self.equations)):
+            blocks.setdefault(self.find(index), []).append(index)
+        return blocks
+
+
+@attrs.define
+class _Group:
+    inputs: set      # Vars read from outside
+    produced: set    # Vars defined inside
+    shape: tuple | None  # the broadcast shape of every output (None: they do not broadcast)
+    successors: set = attrs.Factory(set)
+
+    @classmethod
+    def of(cls, index, eqn):
+        return cls({a for a in eqn.inputs if type(a) is Var}, set(eqn.outputs),
+                   _broadcast(*[v.aval.shape for v in eqn.outputs]))
+
+    def merged(self, other):
+        if self.shape is None or other.shape is None:
+            return None
+        shape = _broadcast(self.shape, other.shape)
+        if shape is None:
+            return None
+        produced = self.produced | other.produced
+        return _Group((self.inputs | other.inputs) - produced, produced, shape,
+                      self.successors | other.successors)
+
+    def width(self) -> int:
+        return sum(is_differentiable(v.aval) for v in self.inputs)
+
+
+def _broadcast(*shapes):
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
+
+
+def _fused(members, outputs, max_width) -> Equation:
+    """One `elementwise` equation computing `outputs` (Vars) from the equations `members`,
+    in their order; `elementwise` members are opened, so regions never nest."""
+    region_of = {}   # outer atom -> region atom
+    inputs, region_inputs = [], []
+
+    def read(atom):
+        if type(atom) is Literal:
+            return atom
+        if atom not in region_of:
+            region_of[atom] = Var(atom.aval, atom.hint)
+            inputs.append(atom)
+            region_inputs.append(region_of[atom])
+        return region_of[atom]
+
+    equations, consts = [], []
+    for eqn in members:
+        args = [read(a) for a in eqn.inputs]
+        if eqn.primitive is elementwise_p:
+            body, body_consts, body_outputs = _renamed(eqn.params["region"], args)
+            equations.extend(body)
+            consts.extend(body_consts)
+            region_of.update(zip(eqn.outputs, body_outputs))
+        else:
+            outs = [Var(v.aval, v.hint) for v in eqn.outputs]
+            equations.append(attrs.evolve(eqn, inputs=args, outputs=outs))
+            region_of.update(zip(eqn.outputs, outs))
+    region = Graph(region_inputs, consts, equations, [region_of[v] for v in outputs])
+    return Equation(elementwise_p, inputs, outputs,
+                    Params({"max_width": max_width, "region": region}), members[0].source)
+
+
+def _renamed(region, args):
+    """(equations, consts, outputs) of `region` applied to the atoms `args`, with fresh Vars."""
+    rename = dict(zip(region.inputs, args))
+    consts = []
+    for var, value in region.consts:
+        rename[var] = Var(var.aval, var.hint)
+        consts.append((rename[var], value))
+    equations = []
+    for eqn in region.equations:
+        outs = [Var(v.aval, v.hint) for v in eqn.outputs]
+        equations.append(attrs.evolve(
+            eqn, inputs=[a if type(a) is Literal else rename[a] for a in eqn.inputs],
+            outputs=outs))
+        rename.update(zip(eqn.outputs, outs))
+    return equations, consts, [a if type(a) is Literal else rename[a] for a in region.outputs]
+
+
+# -- merging an `elementwise` equation into one that does its work too ------------------------
+
+def _inputs_key(eqn):
+    return tuple(a if type(a) is Var else
+                 (type(a.value), a.aval, np.asarray(a.value, a.aval.dtype).tobytes())
+                 for a in eqn.inputs)
+
+
+def _merge_siblings(graph: Graph) -> Graph:
+    """Merge each `elementwise` equation into an earlier one over the same inputs when the
+    larger of the two regions also does all the work of the other (e.g. a region and its
+    NDual form, which vjp emits after it); the merged equation stands where the earlier was."""
+    buckets = {}
+    for index, eqn in enumerate(graph.equations):
+        if eqn.primitive is elementwise_p:
+            buckets.setdefault(_inputs_key(eqn), []).append(index)
+    current = dict(enumerate(graph.equations))
+    for indices in buckets.values():
+        kept = []
+        for index in indices:
+            for earlier in kept:
+                merged = _subsumed(current[earlier], current[index])
+                if merged is not None:
+                    current[earlier] = merged
+                    del current[index]
+                    break
+            else:
+                kept.append(index)
+    if len(current) == len(graph.equations):
+        return graph
+    return with_equations(graph, [current[i] for i in sorted(current)])
+
+
+def _subsumed(first, second):
+    """One equation computing the outputs of both, or None when their union costs more
+    equations than the larger region alone (each does work the other does not)."""
+    regions = (first.params["region"], second.params["region"])
+    larger = 0 if len(regions[0].equations) >= len(regions[1].equations) else 1
+    args = [Var(v.aval, v.hint) for v in regions[0].inputs]
+    equations, consts, outputs = [], [], [None, None]
+    for which in (larger, 1 - larger):  # the larger region's order comes first
+        body, body_consts, outputs[which] = _renamed(regions[which], args)
+        equations.extend(body)
+        consts.extend(body_consts)
+    union = clean_region(Graph(args, consts, equations, outputs[0] + outputs[1]))
+    if len(union.equations) > len(regions[larger].equations):
+        return None
+    return attrs.evolve(first, outputs=first.outputs + second.outputs,
+                        params=Params({"max_width": first.params["max_width"],
+                                       "region": union}))
+
+
+__all__ = ["fuse_elementwise"]

@@ -1,0 +1,238 @@
+"""The `elementwise` primitive: one equation standing for a fused region of element-wise
+equations, whose closed graph is its `region` param (made by xform.passes.fuse). Its vjp runs
+the region once in forward mode with one tangent direction per differentiable input (NDual)."""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from xform.ir.avals import is_differentiable, tangent_aval
+from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
+from xform.ir.core import Literal, Primitive
+from xform.ir.interpret import eval_graph
+from xform.ir.tracer import Tracer
+from xform.rules.binary import BINARY_PRIMITIVES
+from xform.rules.compare import COMPARE_PRIMITIVES, clip_p, where_p
+from xform.rules.helpers import NOT_MAPPED, Zero, aval, move_to_front, unbroadcast, zero_tangent
+from xform.rules.registry import register, rule_for
+from xform.rules.unary import UNARY_PRIMITIVES, convert_p, stop_gradient_p
+
+# Widest region (distinct differentiable inputs) whose vjp uses NDual rather than the
+# per-equation rules; measured in bench/NDUAL.md.
+NDUAL_MAX_WIDTH = 4
+
+elementwise_p = Primitive("elementwise", multiple_results=True)
+
+# What the fusion pass may put in a region: every equation maps equal positions of its
+# (broadcast) inputs to that position of its output.
+FUSIBLE = frozenset([*UNARY_PRIMITIVES.values(), *BINARY_PRIMITIVES.values(),
+                     *COMPARE_PRIMITIVES.values(), where_p, clip_p, convert_p, stop_gradient_p,
+                     elementwise_p])
+
+_derived: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _memo(region, key, build):
+    """Graphs derived from `region` (its jvp, NDual, retyped forms) are built once each."""
+    table = _derived.setdefault(region, {})
+    if key not in table:
+        table[key] = build()
+    return table[key]
+
+
+def clean_region(graph):
+    """Fold, CSE and DCE only: a derived region must stay a flat region (no fusion in it)."""
+    from xform.passes.cse import eliminate_common_subexpressions
+    from xform.passes.dce import eliminate_dead_code
+    from xform.passes.fold import fold_constants
+    return eliminate_dead_code(eliminate_common_subexpressions(fold_constants(graph)))
+
+
+def width(region) -> int:
+    """N: the number of differentiable inputs of `region`, one NDual direction each."""
+    return sum(is_differentiable(v.aval) for v in region.inputs)
+
+
+def _elementwise_impl(*args, max_width, region):
+    from xform.cache import CACHE
+    return CACHE.compiled(region)(*args)
+
+
+def _elementwise_abstract_eval(*avals, max_width, region):
+    expected = region.in_avals
+    if len(avals) != len(expected) or any(
+            a.shape != e.shape or a.dtype != e.dtype for a, e in zip(avals, expected)):
+        got = ", ".join(a.str_short() for a in avals)
+        want = ", ".join(e.str_short() for e in expected)
+        raise TypeError(f"inputs ({got}) do not match the region's inputs ({want})")
+    return list(region.out_avals)
+
+
+# -- jvp: the primal region, and one region computing the output tangents --------------------
+
+def _jvp_region(region, nonzeros):
+    """(graph, diff): graph maps (inputs, tangents of the `nonzeros` inputs) to the tangents of
+    the outputs marked in `diff` (those with a nonzero tangent)."""
+    from xform.transforms.jvp import jvp_eval
+
+    def build():
+        builder = GraphBuilder()
+        with using_builder(builder):
+            primals = [builder.new_input(v.aval) for v in region.inputs]
+            tangents = [builder.new_input(tangent_aval(v.aval)) if nz else zero_tangent(v.aval)
+                        for v, nz in zip(region.inputs, nonzeros)]
+            _, t_outs = jvp_eval(region, primals, tangents)
+        diff = tuple(type(t) is not Zero and is_differentiable(a.aval)
+                     for t, a in zip(t_outs, region.outputs))
+        graph = builder.build([t for t, d in zip(t_outs, diff) if d])
+        return clean_region(graph), diff
+    return _memo(region, ("jvp", nonzeros), build)
+
+
+def _elementwise_jvp(primals, tangents, *, max_width, region):
+    # Two equations rather than one computing both: the tangent one depends on the tangents
+    # and the primal one does not, so linearize can split them apart.
+    from xform.transforms.jvp import fit_tangent
+    outs = elementwise_p.bind(*primals, max_width=max_width, region=region)
+    nonzeros = tuple(type(t) is not Zero for t in tangents)
+    graph, diff = _jvp_region(region, nonzeros)
+    live = [fit_tangent(t, v.aval) for t, v, nz in zip(tangents, region.inputs, nonzeros) if nz]
+    t_values = iter(elementwise_p.bind(*primals, *live, max_width=max_width, region=graph)
+                    if any(diff) else ())
+    return outs, [next(t_values) if d else zero_tangent(a.aval)
+                  for d, a in zip(diff, region.outputs)]
+
+
+# -- vjp: NDual below the width threshold, the per-equation rules above it -------------------
+
+def _ndual_region(region, live):
+    """(graph, partials) for the NDual vjp of `region` w.r.t. its outputs at indices `live`.
+
+    graph: the region's inputs -> its outputs, then traced partial derivatives. It evaluates
+    the region once, every equation followed by its tangents in each direction (input i's
+    tangent seeded with a scalar one), so intermediates die as early as in the primal.
+    partials[(k, i)]: d output k / d input i, as ("out", index into graph.outputs) or
+    ("value", a constant); absent where the output does not depend on the input.
+    """
+    def build():
+        directions = [i for i, v in enumerate(region.inputs) if is_differentiable(v.aval)]
+        builder = GraphBuilder()
+        with using_builder(builder):
+            ins = [builder.new_input(v.aval) for v in region.inputs]
+            env = dict(region.consts)
+            env.update(zip(region.inputs, ins))
+            # A scalar seed broadcasts like ones of the input's shape, without the array.
+            tangent_envs = [{region.inputs[i]: np.ones((), region.inputs[i].aval.dtype)[()]}
+                            for i in directions]
+            for eqn in region.equations:
+                _ndual_step(eqn, env, tangent_envs)
+            outs = [a.value if type(a) is Literal else env[a] for a in region.outputs]
+            traced, partials = [], {}
+            for k in live:
+                for i, tangent_env in zip(directions, tangent_envs):
+                    t = tangent_env.get(region.outputs[k])
+                    if t is None:
+                        continue
+                    if type(t) is Tracer:
+                        partials[(k, i)] = ("out", len(outs) + len(traced))
+                        traced.append(t)
+                    else:
+                        partials[(k, i)] = ("value", t)
+        return clean_region(builder.build(outs + traced)), partials
+    return _memo(region, ("ndual", live), build)
+
+
+def _ndual_step(eqn, env, tangent_envs):
+    """Emit `eqn` and, for each direction with a nonzero input tangent, its tangent."""
+    values = [a.value if type(a) is Literal else env[a] for a in eqn.inputs]
+    outs = None
+    with source_scope(eqn.source, f"vjp of elementwise ({eqn.primitive})"):
+        for tangent_env in tangent_envs:
+            tangents = [tangent_env.get(a) for a in eqn.inputs]
+            if all(t is None for t in tangents):
+                continue
+            tangents = [zero_tangent(a.aval) if t is None else t
+                        for a, t in zip(eqn.inputs, tangents)]
+            # The jvp rule emits the primal equation again for every direction; CSE keeps
+            # the first, so the region is evaluated once.
+            primal, t_outs = rule_for(eqn, "jvp")(values, tangents, **eqn.params)
+            if not eqn.primitive.multiple_results:
+                primal, t_outs = [primal], [t_outs]
+            outs = primal if outs is None else outs
+            for var, t in zip(eqn.outputs, t_outs):
+                if type(t) is not Zero and is_differentiable(var.aval):
+                    tangent_env[var] = t
+        if outs is None:
+            outs = bind(eqn.primitive, *values, **eqn.params)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+    env.update(zip(eqn.outputs, outs))
+
+
+def _elementwise_vjp(primals, outs, cts, *, max_width, region):
+    n = width(region)
+    if n == 0:
+        return (None,) * len(primals)
+    if n > max_width:
+        # Trace-through: the per-equation rules on the region (its primal is evaluated again).
+        from xform.transforms.vjp import vjp_eval
+        _, cts_in = vjp_eval(region, list(primals), list(cts))
+        return tuple(None if type(ct) is Zero else ct for ct in cts_in)
+    live = tuple(k for k, (ct, a) in enumerate(zip(cts, region.outputs))
+                 if type(ct) is not Zero and is_differentiable(a.aval))
+    graph, partials = _ndual_region(region, live)
+    results = []
+    if len(graph.outputs) > len(region.outputs):
+        results = elementwise_p.bind(*primals, max_width=max_width, region=graph)
+    grads = [None] * len(primals)
+    for (k, i), (kind, value) in partials.items():
+        partial = results[value] if kind == "out" else value
+        term = unbroadcast(cts[k] * partial, aval(primals[i]))
+        grads[i] = term if grads[i] is None else grads[i] + term
+    return tuple(grads)
+
+
+# -- batch: align the batch axes in front (broadcasting), then the region retyped ------------
+
+def _retyped(region, avals):
+    """`region` staged again on inputs of `avals` (batched shapes broadcast the same way)."""
+    def build():
+        builder = GraphBuilder()
+        with using_builder(builder):
+            outs = eval_graph(region, *[builder.new_input(a) for a in avals])
+        return builder.build(outs)
+    return _memo(region, ("retyped", tuple(avals)), build)
+
+
+def _elementwise_batch(size, args, dims, *, max_width, region):
+    rank = max((v.aval.ndim for v in region.inputs), default=0)
+    aligned = []
+    for x, d, v in zip(args, dims, region.inputs):
+        if d is not NOT_MAPPED:
+            x = move_to_front(x, d, size)
+            if v.aval.ndim < rank:
+                x = np.reshape(x, (size,) + (1,) * (rank - v.aval.ndim) + v.aval.shape)
+        aligned.append(x)
+    retyped = _retyped(region, [aval(x) for x in aligned])
+    outs = elementwise_p.bind(*aligned, max_width=max_width, region=retyped)
+    results, out_dims = [], []
+    for out, old in zip(outs, region.outputs):
+        # Outputs that read a batched input have the batch axis (and rank + 1 dims).
+        if aval(out).ndim > rank:
+            if aval(out).shape != (size,) + old.aval.shape:
+                out = np.reshape(out, (size,) + old.aval.shape)
+            results.append(out)
+            out_dims.append(0)
+        else:
+            results.append(out)
+            out_dims.append(NOT_MAPPED)
+    return results, out_dims
+
+
+def _elementwise_decomposition(*args, max_width, region):
+    return eval_graph(region, *args)
+
+
+register(elementwise_p, impl=_elementwise_impl, abstract_eval=_elementwise_abstract_eval,
+         jvp=_elementwise_jvp, vjp=_elementwise_vjp, batch=_elementwise_batch,
+         decomposition=_elementwise_decomposition)
