@@ -129,20 +129,25 @@ def _profile(frame, event, arg):
 
 @contextlib.contextmanager
 def recording(function):
-    """Record what staging `function` reads; yields the Dependencies being filled."""
+    """Record what staging `function` reads; yields the Dependencies being filled.
+
+    Notes: a profiler that is already active (cProfile, coverage) is left alone, since one
+    installed from C cannot be restored from Python; then only `function` itself, its
+    closure and the globals its own code names are recorded.
+    """
     dependencies = Dependencies()
     dependencies.add_root(function)
     stack = _recorders()
     stack.append(dependencies)
-    previous = sys.getprofile() if len(stack) == 1 else None
-    if len(stack) == 1:
+    installed = len(stack) == 1 and sys.getprofile() is None
+    if installed:
         sys.setprofile(_profile)
     try:
         yield dependencies
     finally:
         stack.pop()
-        if not stack:
-            sys.setprofile(previous)
+        if installed:
+            sys.setprofile(None)
 
 
 def note(dependencies: Dependencies) -> None:

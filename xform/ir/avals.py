@@ -5,6 +5,8 @@ remembers that its dtype came from a Python scalar so promotion can defer to the
 """
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 
@@ -26,7 +28,7 @@ class ShapedArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def str_short(self) -> str:
         weak = "~" if self.weak_type else ""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import linecache
 
 import numpy as np
 
@@ -34,7 +35,10 @@ def _defined_at(fn) -> SourceInfo | None:
     code = getattr(fn, "__code__", None)
     if code is None:
         return None
-    return SourceInfo(code.co_filename, code.co_firstlineno, code.co_name)
+    lineno = code.co_firstlineno
+    while linecache.getline(code.co_filename, lineno).lstrip().startswith("@"):
+        lineno += 1  # the def line, not its decorators
+    return SourceInfo(code.co_filename, lineno, code.co_name)
 
 
 def _batch(graph, dims, size):
@@ -67,22 +71,41 @@ class _Callee:
         return self.name
 
 
-class CustomCallee(_Callee):
-    """A custom function with its nondiff arguments fixed: the primal, the jvp rule (custom_jvp)
-    or fwd and bwd (custom_vjp), each a lazily staged FunctionRef keyed by signature
-    `(in_tree, avals)` of the differentiable arguments."""
+def _n_nondiff(key) -> int:
+    """How many leading inputs of a custom call are nondiff arguments passed as values."""
+    return key[0].children[0].num_leaves
 
-    def __init__(self, owner, nums, static):
+
+def _diff_mask(key):
+    """Per input of a custom call: whether the rules differentiate with respect to it."""
+    n_nondiff = _n_nondiff(key)
+    return [False] * n_nondiff + [is_differentiable(a) for a in key[1][n_nondiff:]]
+
+
+class CustomCallee(_Callee):
+    """A custom function with its static nondiff arguments fixed: the primal, the jvp rule
+    (custom_jvp) or fwd and bwd (custom_vjp), each a lazily staged FunctionRef.
+
+    A call's inputs are the leaves of `(nondiff values, differentiable arguments)`, and its
+    signature `key` is their `(in_tree, avals)`: nondiff arguments holding arrays (traced ones
+    included) are values; the others are static (`static`, None where `traced`)."""
+
+    def __init__(self, owner, nums, traced, static):
         super().__init__()
         self.owner = owner
         self.nums = nums
+        self.traced = traced
         self.static = static
         self.name = owner.__name__
-        self.primal = FunctionRef(_with_static(owner.fun, nums, static))
-        self.primal.name = self.name
+        self.primal = self._ref(owner.fun, self.name)
         self._rule = None
         self._fwd = None
         self._bwd = {}
+
+    def _ref(self, fun, name):
+        ref = FunctionRef(_with_nondiff(fun, self.nums, self.traced, self.static))
+        ref.name = name
+        return ref
 
     def in_avals(self, key):
         return list(key[1])
@@ -101,17 +124,18 @@ class CustomCallee(_Callee):
                                 f"define it with {self.name}.{define}(...)")
 
     def jvp_graph(self, key):
-        """(primals, tangents of the differentiable primals) -> (outs, tangents of outs)."""
+        """(inputs, tangents of the differentiable inputs) -> (outs, tangents of outs)."""
         owner = self.owner
         if owner.jvp is None:
             raise self._missing("jvp", "defjvp")
         if self._rule is None:
-            self._rule = FunctionRef(_jvp_rule(owner.jvp, self.static))
+            self._rule = FunctionRef(_jvp_rule(owner.jvp, self.traced, self.static))
             self._rule.name = f"jvp_rule({self.name})"
         in_tree, avals = key
-        diff = [tangent_aval(a) for a in avals if is_differentiable(a)]
-        primals = tree_unflatten(in_tree, [0] * len(avals))
-        rule_key = (tree_structure((primals, [0] * len(diff))), tuple(avals) + tuple(diff))
+        tangents = [tangent_aval(a) for a, d in zip(avals, _diff_mask(key)) if d]
+        nondiff, primals = tree_unflatten(in_tree, [0] * len(avals))
+        rule_key = (tree_structure((nondiff, primals, [0] * len(tangents))),
+                    tuple(avals) + tuple(tangents))
         graph, out_tree = self._rule.graph_and_tree(rule_key)
         primal_tree, primal_avals = self.out_tree(key), self.out_avals(key)
         where = _defined_at(owner.jvp)
@@ -129,13 +153,12 @@ class CustomCallee(_Callee):
         return graph
 
     def fwd_graph(self, key):
-        """primals -> (outs, residuals)."""
+        """inputs -> (outs, residuals)."""
         owner = self.owner
         if owner.fwd is None:
             raise self._missing("vjp", "defvjp")
         if self._fwd is None:
-            self._fwd = FunctionRef(_with_static(owner.fwd, self.nums, self.static))
-            self._fwd.name = f"fwd({self.name})"
+            self._fwd = self._ref(owner.fwd, f"fwd({self.name})")
         graph, out_tree = self._fwd.graph_and_tree(key)
         primal_tree, primal_avals = self.out_tree(key), self.out_avals(key)
         outs = graph.out_avals[:len(primal_avals)]
@@ -150,15 +173,15 @@ class CustomCallee(_Callee):
         return graph
 
     def bwd_graph(self, key):
-        """(residuals, cotangents of the differentiable outs) -> cotangents of the
-        differentiable primals."""
+        """(nondiff inputs, residuals, cotangents of the differentiable outs) -> cotangents of
+        the differentiable inputs."""
         entry = self._bwd.get(key)
         if entry is None:
             fwd = self.fwd_graph(key)
             res_tree = self._fwd.out_type(key)[1].children[1]
             out_avals = self.out_avals(key)
-            inputs = tuple(fwd.out_avals[len(out_avals):]) + tuple(
-                tangent_aval(a) for a in out_avals if is_differentiable(a))
+            inputs = (tuple(key[1][:_n_nondiff(key)]) + tuple(fwd.out_avals[len(out_avals):])
+                      + tuple(tangent_aval(a) for a in out_avals if is_differentiable(a)))
             ref = FunctionRef(_bwd_rule(self, key, res_tree))
             ref.name = f"bwd({self.name})"
             flat_tree = tree_structure(tuple([0] * len(inputs)))
@@ -190,11 +213,12 @@ class BatchedCallee(_Callee):
     def primal_graph(self, key):
         return _batch(self.base.primal_graph(key), self.dims, self.size)
 
+    def _diff_dims(self, key):
+        return tuple(d for d, diff in zip(self.dims, _diff_mask(key)) if diff)
+
     def jvp_graph(self, key):
         # A tangent is laid out as its primal: same batch dim.
-        tangent_dims = [d for d, a in zip(self.dims, self.base.in_avals(key))
-                        if is_differentiable(a)]
-        return _batch(self.base.jvp_graph(key), self.dims + tuple(tangent_dims), self.size)
+        return _batch(self.base.jvp_graph(key), self.dims + self._diff_dims(key), self.size)
 
     def fwd_graph(self, key):
         return _batch(self.base.fwd_graph(key), self.dims, self.size)
@@ -202,10 +226,12 @@ class BatchedCallee(_Callee):
     def bwd_graph(self, key):
         from xform.rules.control_flow import _memo
         graph = self.base.bwd_graph(key)
-        batched = _batch(graph, (0,) * len(graph.inputs), self.size)
-        dims = tuple(d for d, a in zip(self.dims, self.base.in_avals(key))
-                     if is_differentiable(a))
-        return _memo(batched, ("input layout", dims), lambda: _in_layout(batched, dims))
+        n_nondiff = _n_nondiff(key)
+        dims = self.dims[:n_nondiff] + (0,) * (len(graph.inputs) - n_nondiff)
+        batched = _batch(graph, dims, self.size)
+        diff_dims = self._diff_dims(key)
+        return _memo(batched, ("input layout", diff_dims),
+                     lambda: _in_layout(batched, diff_dims))
 
 
 def _in_layout(graph, dims):
@@ -221,42 +247,48 @@ def _in_layout(graph, dims):
 
 # == the functions the rules are staged from =====================================================
 
-def _with_static(fun, nums, static):
-    """`fun` taking only the differentiable arguments, the nondiff ones fixed in place."""
-    if not nums:
-        return fun
+def _nondiff_values(traced, static, values):
+    """The nondiff arguments in order: the static ones, and `values` where `traced`."""
+    values = iter(values)
+    return [next(values) if t else s for t, s in zip(traced, static)]
 
-    def with_static(*diff_args):
-        fixed = dict(zip(nums, static))
+
+def _with_nondiff(fun, nums, traced, static):
+    """`fun` of `(nondiff values, differentiable arguments)`, the arguments put in place."""
+    def with_nondiff(values, diff_args):
+        fixed = dict(zip(nums, _nondiff_values(traced, static, values)))
         rest = iter(diff_args)
         return fun(*[fixed[i] if i in fixed else next(rest)
                      for i in range(len(nums) + len(diff_args))])
-    return with_static
+    return with_nondiff
 
 
-def _jvp_rule(jvp, static):
-    def jvp_rule(primals, diff_tangents):
+def _jvp_rule(jvp, traced, static):
+    def jvp_rule(values, primals, diff_tangents):
         # Integer primals get float0 zero tangents, as in JAX.
         leaves, tree = tree_flatten(primals)
         live = iter(diff_tangents)
         tangents = tree_unflatten(tree, [next(live) if is_differentiable(aval(x))
                                          else np.zeros(aval(x).shape, float0) for x in leaves])
-        return jvp(*static, primals, tangents)
+        return jvp(*_nondiff_values(traced, static, values), primals, tangents)
     return jvp_rule
 
 
 def _bwd_rule(callee, key, res_tree):
-    bwd, name, static = callee.owner.bwd, callee.name, callee.static
-    in_tree, in_avals = key
+    bwd, name, traced, static = callee.owner.bwd, callee.name, callee.traced, callee.static
+    (values_tree, diff_tree), in_avals = key[0].children, key[1]
+    n_nondiff = values_tree.num_leaves
     out_tree, out_avals = callee.out_tree(key), callee.out_avals(key)
 
     def bwd_rule(*leaves):
-        n_res = res_tree.num_leaves
-        residuals = tree_unflatten(res_tree, leaves[:n_res])
-        live = iter(leaves[n_res:])
+        values = tree_unflatten(values_tree, leaves[:n_nondiff])
+        leaves = leaves[n_nondiff:]
+        residuals = tree_unflatten(res_tree, leaves[:res_tree.num_leaves])
+        live = iter(leaves[res_tree.num_leaves:])
         cts = tree_unflatten(out_tree, [next(live) if is_differentiable(a)
                                         else np.zeros(a.shape, float0) for a in out_avals])
-        return _input_cotangents(bwd(*static, residuals, cts), name, bwd, in_tree, in_avals)
+        result = bwd(*_nondiff_values(traced, static, values), residuals, cts)
+        return _input_cotangents(result, name, bwd, diff_tree, in_avals[n_nondiff:])
     return bwd_rule
 
 
@@ -320,12 +352,12 @@ def _custom_batch(prim):
     return rule
 
 
-def _live_tangents(primals, tangents):
-    return [instantiate(t) for x, t in zip(primals, tangents) if is_differentiable(aval(x))]
+def _live_tangents(tangents, key):
+    return [instantiate(t) for t, diff in zip(tangents, _diff_mask(key)) if diff]
 
 
 def _custom_jvp_call_jvp(primals, tangents, *, callee, key):
-    outs = eval_graph(callee.jvp_graph(key), *primals, *_live_tangents(primals, tangents))
+    outs = eval_graph(callee.jvp_graph(key), *primals, *_live_tangents(tangents, key))
     n_out = len(outs) // 2
     return outs[:n_out], outs[n_out:]
 
@@ -342,11 +374,12 @@ def _custom_vjp_call_jvp(primals, tangents, *, callee, key):
     results = eval_graph(callee.fwd_graph(key), *primals)
     outs, residuals = results[:len(out_avals)], results[len(out_avals):]
     diff_outs = [is_differentiable(a) for a in out_avals]
-    linear = [t for x, t in zip(primals, tangents) if is_differentiable(aval(x))]
+    linear = [t for t, diff in zip(tangents, _diff_mask(key)) if diff]
+    known = [*primals[:_n_nondiff(key)], *residuals]
     n_cts = sum(diff_outs)
     try:
-        t_live = iter(backward_pass(callee.bwd_graph(key), [*residuals, *[None] * n_cts],
-                                    [False] * len(residuals) + [True] * n_cts, linear))
+        t_live = iter(backward_pass(callee.bwd_graph(key), known + [None] * n_cts,
+                                    [False] * len(known) + [True] * n_cts, linear))
     except MissingRuleError as err:
         raise MissingRuleError(err.primitive, err.rule_kind, err.source,
                                f"forward mode through the custom_vjp function '{callee.name}' "
@@ -359,8 +392,9 @@ def _custom_vjp_call_vjp(primals, outs, cts, *, callee, key):
     results = eval_graph(callee.fwd_graph(key), *primals)
     residuals = results[len(outs):]
     live = [instantiate(ct) for ct, o in zip(cts, outs) if is_differentiable(aval(o))]
-    grads = iter(eval_graph(callee.bwd_graph(key), *residuals, *live))
-    return [next(grads) if is_differentiable(aval(x)) else None for x in primals]
+    grads = iter(eval_graph(callee.bwd_graph(key), *primals[:_n_nondiff(key)], *residuals,
+                            *live))
+    return [next(grads) if diff else None for diff in _diff_mask(key)]
 
 
 register(custom_vjp_call_p, impl=_custom_impl, abstract_eval=_custom_abstract_eval,
@@ -411,34 +445,34 @@ class _Custom:
 
     def __call__(self, *args, **kwargs):
         if kwargs:
-            bound = inspect.signature(self.fun).bind(*args, **kwargs)
-            args = bound.args
+            args = inspect.signature(self.fun).bind(*args, **kwargs).args
         nums = _normalize_argnums(self.nondiff_argnums, len(args))
-        static = tuple(args[i] for i in nums)
+        nondiff = [args[i] for i in nums]
+        # Nondiff arguments holding arrays are passed as values, the others are static.
+        traced = tuple(any(isinstance(leaf, (Tracer, np.ndarray, np.generic))
+                           for leaf in tree_leaves(value)) for value in nondiff)
+        static = tuple(None if t else value for value, t in zip(nondiff, traced))
+        values = tuple(value for value, t in zip(nondiff, traced) if t)
         diff_args = tuple(a for i, a in enumerate(args) if i not in nums)
-        leaves, in_tree = tree_flatten(diff_args)
-        if current_builder() is None or not any(type(x) is Tracer for x in leaves):
+        leaves, in_tree = tree_flatten((values, diff_args))
+        if current_builder() is None:
             return self.fun(*args)
-        self._check_untraced(nums, static)
+        self._check_closures()
+        if not any(type(x) is Tracer for x in leaves):
+            return self.fun(*args)
         try:
-            callee = self._callees.get((nums, static))
+            callee = self._callees.get((nums, traced, static))
         except TypeError:
             raise TypeCheckError(f"the nondiff_argnums arguments of '{self.__name__}' must be "
-                                 "hashable (they are static); pass arrays as ordinary "
-                                 "arguments", user_frame_info()) from None
+                                 "arrays or hashable values", user_frame_info()) from None
         if callee is None:
-            callee = self._callees.setdefault((nums, static), CustomCallee(self, nums, static))
+            callee = self._callees.setdefault((nums, traced, static),
+                                              CustomCallee(self, nums, traced, static))
         key = (in_tree, tuple(aval(x) for x in leaves))
         outs = self.primitive.bind(*leaves, callee=callee, key=key)
         return tree_unflatten(callee.out_tree(key), outs)
 
-    def _check_untraced(self, nums, static):
-        for i, value in zip(nums, static):
-            if any(type(leaf) is Tracer for leaf in tree_leaves(value)):
-                raise TypeCheckError(f"argument {i} of '{self.__name__}' is in nondiff_argnums "
-                                     "but is a traced value", user_frame_info(),
-                                     "nondiff arguments are static (ints, functions, ...); "
-                                     "pass traced values as ordinary arguments")
+    def _check_closures(self):
         for fn in self._functions():
             name = _traced_closure(fn) if fn is not None else None
             if name is not None:
