@@ -273,3 +273,20 @@ def test_debug_mode_is_off_by_default_and_generated_code_has_no_checks():
     from xform.codegen import graph_source
     assert "check_values" not in graph_source(graph)[0]
     assert "check_values" in graph_source(graph, debug=True)[0]
+
+
+def test_one_cache_holds_callee_and_sub_graphs_too():
+    @xform.function
+    def callee(x):
+        return np.sin(x) * 2.0
+
+    def f(x):
+        return xform.cond(x > 0, lambda: callee(x), lambda: x) + 1.0
+    xform.grad(f)(0.5)
+    assert callee.ref.stage_count == 1
+    entries = xform.cache_info()["entries"]
+    assert entries >= 3  # the grad entry, the callee's graph, transformed sub-graphs
+    xform.clear_cache()
+    assert xform.cache_info()["entries"] == 0
+    assert xform.grad(f)(0.5) == pytest.approx(2 * np.cos(0.5))
+    assert callee.ref.stage_count == 2  # cleared with everything else, staged again

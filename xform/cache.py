@@ -13,7 +13,7 @@ import weakref
 from collections import OrderedDict
 
 from xform.codegen import compile_graph
-from xform.dependencies import recording
+from xform.dependencies import Dependencies, recording
 
 
 class Entry:
@@ -78,19 +78,23 @@ class Cache:
         self.misses += 1
         return None
 
-    def build(self, fun, key, make):
-        """The entry for (fun, key), building it with `make()` (recording its dependencies)
-        if there is none; concurrent callers wait and share one build."""
-        entry = self.lookup(fun, key)
+    def build(self, owner, key, make, record=True):
+        """The entry for (owner, key), building it with `make()` if there is none;
+        concurrent callers wait and share one build. `owner` is a function (what staging it
+        reads is recorded, unless `record` is False) or a graph (for transformed graphs)."""
+        entry = self.lookup(owner, key)
         if entry is not None:
             return entry
         with self._lock:
-            full_key = (self._function_key(fun), key)
+            full_key = (self._function_key(owner), key)
             entry = self._entries.get(full_key)
             if entry is not None and entry.usable():
                 return entry
-            with recording(fun) as dependencies:
-                value = make()
+            if record:
+                with recording(owner) as dependencies:
+                    value = make()
+            else:
+                dependencies, value = Dependencies(), make()
             entry = Entry(value, dependencies)
             self.builds += 1
             self._entries[full_key] = entry

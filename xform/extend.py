@@ -104,12 +104,13 @@ def bind_in_context(prim, *args, **params):
 
 def _as_real_float(x):
     """Integers and booleans are computed in float64, as np.logaddexp(0.0, x) does."""
-    x = x if type(x) is Tracer or isinstance(x, (float, np.ndarray, np.generic)) else \
-        np.asarray(x)
-    if aval(x).dtype.kind == "c":
+    if type(x) is not Tracer and not isinstance(x, (float, np.ndarray, np.generic)):
+        x = np.asarray(x)
+    kind = aval(x).dtype.kind
+    if kind == "c":
         raise TypeCheckError("complex input is not supported", user_frame_info())
-    if aval(x).dtype.kind != "f":
-        return x.astype(np.float64) if type(x) is Tracer else np.asarray(x, np.float64)
+    if kind != "f":
+        x = x.astype(np.float64) if type(x) is Tracer else np.asarray(x, np.float64)
     return x
 
 
@@ -238,7 +239,7 @@ def non_differentiable(fun=None, *, out_spec=None):
         key = (tuple(avals), in_tree, static)
         if key not in out_types:
             if out_spec is None:
-                with using_builder(None):
+                with using_builder(None), np.errstate(all="ignore"):
                     out = fun(*tree_unflatten(in_tree, [np.zeros(a.shape, a.dtype)
                                                         for a in avals]), **dict(static))
             else:

@@ -92,26 +92,37 @@ class _Groups:
         self.parent[index] = index
         self.groups[index] = _Group.of(index, eqn)
         if eqn.primitive in FUSIBLE:
-            candidates = {self.find(u) for u in predecessors
-                          if self.equations[u].primitive in FUSIBLE}
-            for rep in sorted(candidates):
-                self._try_merge(self.find(index), rep, predecessors)
+            candidates = sorted({self.find(u) for u in predecessors
+                                 if self.equations[u].primitive in FUSIBLE})
+            # All producers at once first: a partial merge can be wider than the whole one
+            # (an input of the part is produced by another part).
+            if not self._try_merge([index] + candidates, predecessors):
+                for rep in candidates:
+                    self._try_merge([self.find(index), rep], predecessors)
         mine = self.find(index)
         for u in predecessors:
             if self.find(u) != mine:
                 self.groups[self.find(u)].successors.add(index)
 
-    def _try_merge(self, current, rep, predecessors):
-        merged = self.groups[current].merged(self.groups[rep])
-        if merged is None or merged.width() > self.max_width:
-            return
-        if self._closes_cycle({current, rep}, predecessors):
-            return
-        low, high = min(current, rep), max(current, rep)
-        self.parent[high] = low
-        del self.groups[high]
+    def _try_merge(self, reps, predecessors) -> bool:
+        """Merge the groups `reps` into one if it is fusible; returns whether it did."""
+        merged = self.groups[reps[0]]
+        for rep in reps[1:]:
+            merged = merged.merged(self.groups[rep])
+            if merged is None:
+                return False
+        if len(reps) == 1 or merged.width() > self.max_width:
+            return False
+        if self._closes_cycle(set(reps), predecessors):
+            return False
+        low = min(reps)
+        for rep in reps:
+            self.parent[rep] = low
+            if rep != low:
+                del self.groups[rep]
         merged.successors = {w for w in merged.successors if self.find(w) != low}
         self.groups[low] = merged
+        return True
 
     def _closes_cycle(self, reps, predecessors):
         """Whether some path leaves the groups `reps` and comes back (to one of them, or to

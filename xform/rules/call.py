@@ -10,11 +10,10 @@ building their graphs (Mooncake's LazyDerivedRule has the same reason to exist).
 from __future__ import annotations
 
 import functools
-import threading
 
 from xform.errors import TypeCheckError
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
-from xform.dependencies import note, recording
+from xform.dependencies import note
 from xform.ir.builder import stage_function, using_builder
 from xform.ir.core import Primitive
 from xform.ir.source_info import user_frame_info
@@ -39,11 +38,9 @@ class FunctionRef:
     def __init__(self, fun):
         self.fun = fun
         self.name = getattr(fun, "__name__", "function")
-        self._graphs = {}
         self._in_progress = {}
         self._provisional = {}
         self._derived = {}
-        self._lock = threading.RLock()
         self.stage_count = 0
 
     def __repr__(self):
@@ -54,15 +51,12 @@ class FunctionRef:
 
     def _cached(self, key):
         """The cached (graph, out_tree) at `key` if what it was staged from is unchanged."""
-        entry = self._graphs.get(key)
+        from xform.cache import CACHE
+        entry = CACHE.lookup(self.fun, ("callee", key))
         if entry is None:
             return None
-        graph, out_tree, dependencies = entry
-        if not dependencies.valid():
-            self._graphs.pop(key, None)
-            return None
-        note(dependencies)
-        return graph, out_tree
+        note(entry.dependencies)
+        return entry.value
 
     def out_type(self, key):
         """(out_avals, out_tree) of the callee at signature `key`."""
@@ -80,34 +74,34 @@ class FunctionRef:
         return self.graph_and_tree(key)[0]
 
     def graph_and_tree(self, key):
+        from xform.cache import CACHE
         entry = self._cached(key)
         if entry is not None:
             return entry
-        with self._lock:
-            entry = self._cached(key)
-            if entry is not None:
-                return entry
-            in_tree, avals = key
-            self._in_progress[key] = True
-            try:
-                with using_builder(None), recording(self.fun) as dependencies:
-                    graph, captured, out_tree = stage_function(self.fun, in_tree, list(avals))
-            finally:
-                del self._in_progress[key]
-                provisional = self._provisional.pop(key, None)
-            self.stage_count += 1
-            if provisional is not None and (
-                    [(a.shape, a.dtype) for a in provisional[0]]
-                    != [(a.shape, a.dtype) for a in graph.out_avals]
-                    or provisional[1] != out_tree):
-                raise TypeCheckError(
-                    f"the recursive function {self.name} returns {graph.out_avals}, but its "
-                    f"recursive call was typed as {list(provisional[0])} from the other "
-                    "branch of its cond", user_frame_info(),
-                    "make the base case return the same type as the recursive case")
-            self._graphs[key] = (graph, out_tree, dependencies)
-            note(dependencies)
-            return graph, out_tree
+        entry = CACHE.build(self.fun, ("callee", key), lambda: self._stage(key))
+        note(entry.dependencies)
+        return entry.value
+
+    def _stage(self, key):
+        in_tree, avals = key
+        self._in_progress[key] = True
+        try:
+            with using_builder(None):
+                graph, captured, out_tree = stage_function(self.fun, in_tree, list(avals))
+        finally:
+            del self._in_progress[key]
+            provisional = self._provisional.pop(key, None)
+        self.stage_count += 1
+        if provisional is not None and (
+                [(a.shape, a.dtype) for a in provisional[0]]
+                != [(a.shape, a.dtype) for a in graph.out_avals]
+                or provisional[1] != out_tree):
+            raise TypeCheckError(
+                f"the recursive function {self.name} returns {graph.out_avals}, but its "
+                f"recursive call was typed as {list(provisional[0])} from the other "
+                "branch of its cond", user_frame_info(),
+                "make the base case return the same type as the recursive case")
+        return graph, out_tree
 
     def assume(self, key, out_avals, out_tree):
         """Type a pending recursive call provisionally (checked when staging finishes)."""
@@ -159,27 +153,24 @@ class DerivedRef(FunctionRef):
         return avals, None
 
     def graph_and_tree(self, key):
-        # Rebuilt whenever the base callee was restaged (e.g. after a redefinition).
+        from xform.cache import CACHE
+        # Keyed by the base graph: rebuilt whenever the base callee is restaged.
         base = self.base.graph(key)
-        entry = self._graphs.get(key)
-        if entry is not None and entry[1] is base:
-            return entry[0], None
-        with self._lock:
-            entry = self._graphs.get(key)
-            if entry is None or entry[1] is not base:
-                kind = self.transform[0]
-                if kind == "jvp":
-                    from xform.transforms.jvp import jvp_graph
-                    graph = jvp_graph(base, self.transform[1])
-                elif kind == "vjp":
-                    from xform.rules.control_flow import _vjp_combined
-                    graph = _vjp_combined(base)
-                else:
-                    from xform.transforms.batch import batch_graph
-                    graph = batch_graph(base, self.transform[1], self.transform[2])
-                self.stage_count += 1
-                self._graphs[key] = (graph, base)
-            return self._graphs[key][0], None
+        entry = CACHE.build(base, ("derived", self.transform), lambda: self._transform(base),
+                            record=False)
+        return entry.value, None
+
+    def _transform(self, base):
+        kind = self.transform[0]
+        self.stage_count += 1
+        if kind == "jvp":
+            from xform.transforms.jvp import jvp_graph
+            return jvp_graph(base, self.transform[1])
+        if kind == "vjp":
+            from xform.rules.control_flow import _vjp_combined
+            return _vjp_combined(base)
+        from xform.transforms.batch import batch_graph
+        return batch_graph(base, self.transform[1], self.transform[2])
 
 
 call_p = Primitive("call", multiple_results=True)

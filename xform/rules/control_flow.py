@@ -2,8 +2,6 @@
 sub-graphs in its params, with jvp, vjp and batch rules built from transformed sub-graphs."""
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from xform.errors import ShapeError, TypeCheckError
@@ -31,19 +29,16 @@ def _types(avals) -> str:
     return "(" + ", ".join(a.str_short() for a in avals) + ")"
 
 
-_derived: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
-
-
 def _memo(graph: Graph, key, build):
-    """Transformed sub-graphs are built once per (graph, transform), and optimized: they are
-    compiled and run as they are (often once per loop iteration)."""
+    """Transformed sub-graphs are built once per (graph, transform), in the one cache, and
+    optimized: they are compiled and run as they are (often once per loop iteration)."""
+    from xform.cache import CACHE
     from xform.passes import optimize
-    table = _derived.setdefault(graph, {})
-    if key not in table:
+
+    def make():
         built = build()
-        table[key] = (tuple(optimize(g) for g in built) if isinstance(built, tuple)
-                      else optimize(built))
-    return table[key]
+        return tuple(optimize(g) for g in built) if isinstance(built, tuple) else optimize(built)
+    return CACHE.build(graph, ("sub-graph",) + key, make, record=False).value
 
 
 def _out_avals(graph):

@@ -25,6 +25,7 @@ from xform.ir.interpret import eval_graph
 from xform.ir.source_info import SourceInfo, user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import FunctionRef
+from xform.rules.control_flow import _batch, _memo
 from xform.rules.helpers import aval, instantiate, zero_tangent
 from xform.rules.registry import register
 from xform.tree import tree_flatten, tree_leaves, tree_structure, tree_unflatten
@@ -39,11 +40,6 @@ def _defined_at(fn) -> SourceInfo | None:
     while linecache.getline(code.co_filename, lineno).lstrip().startswith("@"):
         lineno += 1  # the def line, not its decorators
     return SourceInfo(code.co_filename, lineno, code.co_name)
-
-
-def _batch(graph, dims, size):
-    from xform.rules.control_flow import _batch as batch_memoized
-    return batch_memoized(graph, tuple(dims), size)
 
 
 def _types(avals) -> str:
@@ -224,7 +220,6 @@ class BatchedCallee(_Callee):
         return _batch(self.base.fwd_graph(key), self.dims, self.size)
 
     def bwd_graph(self, key):
-        from xform.rules.control_flow import _memo
         graph = self.base.bwd_graph(key)
         n_nondiff = _n_nondiff(key)
         dims = self.dims[:n_nondiff] + (0,) * (len(graph.inputs) - n_nondiff)
@@ -324,9 +319,10 @@ def _input_cotangents(result, name, bwd, in_tree, in_avals):
                 raise ShapeError(f"the bwd of '{name}' returned a cotangent of shape "
                                  f"{aval(leaf).shape} for argument {index} of shape "
                                  f"{arg_aval.shape}", where)
-            flat.append(leaf if aval(leaf).dtype == arg_aval.dtype else
-                        np.asarray(leaf).astype(arg_aval.dtype) if type(leaf) is not Tracer
-                        else leaf.astype(arg_aval.dtype))
+            if aval(leaf).dtype != arg_aval.dtype:
+                leaf = (leaf.astype(arg_aval.dtype) if type(leaf) is Tracer
+                        else np.asarray(leaf, arg_aval.dtype))
+            flat.append(leaf)
     return flat
 
 

@@ -60,13 +60,13 @@ def _elementwise_impl(*args, max_width, region):
 
 
 def _elementwise_abstract_eval(*avals, max_width, region):
-    expected = region.in_avals
-    if len(avals) != len(expected) or any(
-            a.shape != e.shape or a.dtype != e.dtype for a, e in zip(avals, expected)):
-        got = ", ".join(a.str_short() for a in avals)
-        want = ", ".join(e.str_short() for e in expected)
-        raise TypeError(f"inputs ({got}) do not match the region's inputs ({want})")
-    return list(region.out_avals)
+    if len(avals) != len(region.inputs):
+        raise TypeError(f"{len(avals)} inputs for a region of {len(region.inputs)}")
+    if all(a.shape == v.aval.shape and a.dtype == v.aval.dtype
+           for a, v in zip(avals, region.inputs)):
+        return list(region.out_avals)
+    # Other shapes or dtypes: the region's equations broadcast and promote them as numpy does.
+    return list(_retyped(region, avals).out_avals)
 
 
 # -- jvp: the primal region, and one region computing the output tangents --------------------
