@@ -10,7 +10,11 @@ import contextlib
 
 
 class Config:
-    """Settings read by staging, transforms and codegen; change them with `update`."""
+    """Settings read by staging, transforms and codegen; change them with `update`.
+
+    >>> xform.config.update("debug", True)      # every value checked as it is computed
+    >>> with xform.config.debug_mode(False): ...
+    """
 
     def __init__(self):
         self.debug = False

@@ -16,7 +16,12 @@ float0 = np.dtype([("float0", np.void, 0)])
 
 @attrs.frozen
 class ShapedArray:
-    """The abstract value of an array: `ShapedArray((3,), np.dtype("float64"))` prints `f64[3]`."""
+    """The abstract value of an array: shape, dtype, and whether the dtype is weak (it came
+    from a Python scalar and defers to the other operand's, as numpy 2 does).
+
+    >>> ShapedArray((3,), np.float64), ShapedArray((), np.float64, weak_type=True)
+    (f64[3], ~f64[])
+    """
 
     shape: tuple[int, ...] = attrs.field(converter=tuple)
     dtype: np.dtype = attrs.field(converter=np.dtype)

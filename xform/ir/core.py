@@ -18,7 +18,12 @@ from xform.ir.source_info import SourceInfo
 
 @attrs.frozen(eq=False, repr=False)
 class Primitive:
-    """An operation the IR knows: `sin_p = Primitive("sin")`. Rules live in the registry."""
+    """An operation the IR knows; its rules live in the registry.
+
+    >>> square_p = Primitive("square"); square_p.def_impl(lambda x: x * x)
+    >>> square_p.def_abstract_eval(lambda x: x); square_p.bind(3.0)
+    9.0
+    """
 
     name: str
     multiple_results: bool = False
@@ -103,7 +108,11 @@ class Primitive:
 
 @attrs.frozen(eq=False, repr=False)
 class Var:
-    """A value defined once in a graph. Equality is identity; `hint` is for debugging only."""
+    """A value defined once in a graph. Equality is identity; `hint` is for debugging only.
+
+    >>> Var(ShapedArray((3,), np.float64))     # printed as `a:f64[3]` inside a graph
+    Var(f64[3])
+    """
 
     aval: ShapedArray
     hint: str = ""
@@ -114,7 +123,11 @@ class Var:
 
 @attrs.frozen(eq=False, repr=False)
 class Literal:
-    """A scalar constant written into the graph, e.g. `2.0:~f64[]`."""
+    """A scalar constant written into the graph.
+
+    >>> make_graph(lambda x: x * 2.0)(np.ones(2)).equations[0].inputs[1]
+    Literal(2.0)
+    """
 
     value: Any
     aval: ShapedArray
@@ -172,7 +185,11 @@ def _hashable(value):
 
 @attrs.frozen(eq=False, repr=False)
 class Equation:
-    """`outputs = primitive(*inputs, **params)`, with the user line that made it."""
+    """`outputs = primitive(*inputs, **params)`, with the user line that made it.
+
+    >>> eqn = make_graph(np.sin)(np.ones(2)).equations[0]
+    >>> eqn.primitive, eqn.source.lineno      # (sin, the line that called np.sin)
+    """
 
     primitive: Primitive
     inputs: tuple[Atom, ...] = attrs.field(converter=tuple)

@@ -12,6 +12,12 @@ def eval_graph(graph, *args):
     >>> eval_graph(make_graph(lambda x: x * 2)(1.0), 3.0)
     [6.0]
     """
+    if len(args) != len(graph.inputs):
+        from xform.errors import TypeCheckError
+        from xform.ir.source_info import user_frame_info
+        raise TypeCheckError(f"eval_graph: the graph takes {len(graph.inputs)} arguments, "
+                             f"got {len(args)}", user_frame_info(),
+                             "pass the arguments separately: eval_graph(graph, x, y)")
     env = emit_equations(graph, args)
     return [read(env, atom) for atom in graph.outputs]
 

@@ -16,7 +16,12 @@ FUNCTIONS: dict = {}  # np.sum -> xform function with numpy's signature
 
 
 def implements(numpy_function):
-    """Decorator: the wrapped xform function handles `numpy_function` on tracers."""
+    """Decorator: the wrapped xform function handles `numpy_function` on tracers.
+
+    >>> @xform.implements(np.sinc)
+    ... def sinc(x):
+    ...     return sinc_p.bind(x)      # np.sinc(tracer) now stages a `sinc` equation
+    """
     def register(fn):
         # a ufunc's __call__ goes to UFUNCS; (ufunc, "reduce") and numpy functions to FUNCTIONS
         table = UFUNCS if isinstance(numpy_function, np.ufunc) else FUNCTIONS

@@ -151,7 +151,11 @@ def _transpose_transpose(ct, x, *, axes):
     return (transpose_p.bind(ct, axes=tuple(int(a) for a in np.argsort(axes))),)
 
 
-register(transpose_p, impl=lambda x, *, axes: np.transpose(x, axes),
+def _transpose_impl(x, *, axes):
+    return np.transpose(x, axes)
+
+
+register(transpose_p, impl=_transpose_impl,
          abstract_eval=_transpose_abstract_eval, jvp=linear_jvp(transpose_p),
          transpose=_transpose_transpose, batch=_transpose_batch)
 
