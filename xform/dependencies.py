@@ -32,7 +32,7 @@ _local = threading.local()  # the recorders active in this thread (profiling is 
 class Dependencies:
     """Identity checks: global bindings, function code objects and closure cells."""
 
-    __slots__ = ("root", "root_code", "globals", "codes", "cells", "_seen_codes")
+    # (no __slots__: `freeze` replaces the `valid` method with a generated function)
 
     def __init__(self):
         self.root = None        # weak reference to the staged function: the cache must not
@@ -41,6 +41,38 @@ class Dependencies:
         self.codes = []     # (function, code object)
         self.cells = []     # (cell, object)
         self._seen_codes = set()
+
+    def freeze(self) -> None:
+        """Replace `valid` by one generated expression with every binding inlined: the
+        check runs on every cache hit, so it should cost little more than a function call."""
+        namespace = {"_MISSING": _MISSING}
+        terms = []
+        if self.root is not None:
+            namespace["root"], namespace["root_code"] = self.root, self.root_code
+            terms.append("(root() is not None and root().__code__ is root_code)")
+        for i, (namespace_dict, name, value) in enumerate(self.globals):
+            namespace[f"g{i}"], namespace[f"n{i}"], namespace[f"v{i}"] = \
+                namespace_dict, name, value
+            terms.append(f"g{i}.get(n{i}, _MISSING) is v{i}")
+        for i, (function, code) in enumerate(self.codes):
+            namespace[f"f{i}"], namespace[f"c{i}"] = function, code
+            terms.append(f"f{i}.__code__ is c{i}")
+        if self.cells:
+            # An emptied cell raises on access, so cells keep the general check.
+            namespace["cells_valid"] = self._cells_valid
+            terms.append("cells_valid()")
+        source = "def valid():\n    return " + (" and ".join(terms) or "True") + "\n"
+        exec(compile(source, "<xform-dependencies>", "exec"), namespace)
+        self.valid = namespace["valid"]
+
+    def _cells_valid(self) -> bool:
+        for cell, value in self.cells:
+            try:
+                if cell.cell_contents is not value:
+                    return False
+            except ValueError:
+                return False
+        return True
 
     def valid(self) -> bool:
         if self.root is not None:
@@ -148,6 +180,7 @@ def recording(function):
         stack.pop()
         if installed:
             sys.setprofile(None)
+    dependencies.freeze()
 
 
 def note(dependencies: Dependencies) -> None:
