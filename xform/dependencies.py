@@ -111,15 +111,16 @@ class Dependencies:
         self._add_closure_and_globals(function)
 
     def _add_closure_and_globals(self, function) -> None:
+        # The code first: a function whose closure holds itself is then seen as visited.
+        self.add_code(function.__code__, function.__globals__)
         for cell in function.__closure__ or ():
             try:
                 value = cell.cell_contents
             except ValueError:
                 continue
             self.cells.append((cell, value))
-            self.add_function(value) if isinstance(value, types.FunctionType) and \
-                value.__code__ not in self._seen_codes else None
-        self.add_code(function.__code__, function.__globals__)
+            if isinstance(value, types.FunctionType) and value.__code__ not in self._seen_codes:
+                self.add_function(value)
 
     def add_code(self, code, namespace) -> None:
         if code in self._seen_codes:

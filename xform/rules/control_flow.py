@@ -12,7 +12,7 @@ from xform.ir.interpret import eval_graph
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.helpers import NOT_MAPPED, Zero, aval, instantiate, move_to_front
-from xform.rules.registry import register
+from xform.rules.registry import loop_batch, register
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -405,21 +405,8 @@ def _while_grad_abstract_eval(*avals, cond_graph, body_graph, n_carry, n_cond_co
     return [tangent_aval(v.aval) for v in body_graph.inputs if is_differentiable(v.aval)]
 
 
-def _loop_batch(prim):
-    """Batch rule by a Python loop over the batch: correct for any primitive, not fast."""
-    def rule(size, args, dims, **params):
-        outs_per_lane = []
-        for lane in range(size):
-            lane_args = [x if d is NOT_MAPPED else np.take(x, lane, axis=d)
-                         for x, d in zip(args, dims)]
-            outs_per_lane.append(prim.bind(*lane_args, **params))
-        return [np.stack(list(outs)) for outs in zip(*outs_per_lane)], \
-            [0] * len(outs_per_lane[0])
-    return rule
-
-
 register(while_grad_p, impl=_while_grad_impl, abstract_eval=_while_grad_abstract_eval,
-         batch=_loop_batch(while_grad_p))
+         batch=loop_batch(while_grad_p))
 
 
 def while_loop(cond_fun, body_fun, init_val):

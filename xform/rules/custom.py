@@ -293,11 +293,12 @@ def _input_cotangents(result, name, bwd, in_tree, in_avals):
     where = _defined_at(bwd)
     arg_trees = in_tree.children
     if not isinstance(result, (tuple, list)) or len(result) != len(arg_trees):
+        got = type(result).__name__
+        if isinstance(result, (tuple, list)):
+            got += f" of length {len(result)}"
         raise TypeCheckError(f"the bwd of '{name}' must return a tuple of {len(arg_trees)} "
-                             "cotangents (one per argument not in nondiff_argnums), got "
-                             f"{type(result).__name__}"
-                             + (f" of length {len(result)}" if isinstance(result, (tuple, list))
-                                else ""), where)
+                             f"cotangents (one per argument not in nondiff_argnums), got {got}",
+                             where)
     avals = iter(in_avals)
     flat = []
     for index, (ct, tree) in enumerate(zip(result, arg_trees)):
@@ -441,7 +442,12 @@ class _Custom:
 
     def __call__(self, *args, **kwargs):
         if kwargs:
-            args = inspect.signature(self.fun).bind(*args, **kwargs).args
+            bound = inspect.signature(self.fun).bind(*args, **kwargs)
+            if bound.kwargs:
+                raise TypeCheckError(f"{self.kind} function '{self.__name__}' has keyword-only "
+                                     "arguments, which rules cannot receive; make them "
+                                     "positional", user_frame_info())
+            args = bound.args
         nums = _normalize_argnums(self.nondiff_argnums, len(args))
         nondiff = [args[i] for i in nums]
         # Nondiff arguments holding arrays are passed as values, the others are static.
