@@ -25,6 +25,7 @@ from xform.ir.interpret import eval_graph
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.binary import BINARY_PRIMITIVES
+from xform.rules.call import call_p
 from xform.rules.compare import COMPARE_PRIMITIVES, clip_p, where_p
 from xform.rules.control_flow import _memo
 from xform.rules.helpers import NOT_MAPPED, Zero, aval, instantiate, move_to_front, zero_tangent
@@ -39,7 +40,8 @@ ELEMENTWISE_PRIMITIVES = {*UNARY_PRIMITIVES.values(), *BINARY_PRIMITIVES.values(
                           clip_p}
 
 DEFAULT_CHUNK_SIZE = 16384  # elements: temporaries stay in cache; see bench/THREADED_MAP.md
-_MAX_WORKERS = 64
+_MAX_WORKERS = 64  # pool threads; more tasks than that just wait for a free thread
+_MAX_CHUNK_SIZES = 32  # compiled chunk widths kept per scalar graph
 _MAX_INLINED = 10_000  # equations of an @xform.function callee opened inside f
 
 _ELEMENTWISE_HINT = ("f gets one scalar per input array: use element-wise math (np.sin, +, "
@@ -54,30 +56,32 @@ _body_errors: "weakref.WeakKeyDictionary[Graph, XformError | None]" = weakref.We
 
 def _body_error(graph: Graph) -> XformError | None:
     """Why `graph` cannot be mapped over chunks (None when it can): every equation must be
-    element-wise and every value, input and output a scalar."""
-    if graph in _body_errors:
-        return _body_errors[graph]
-    error = None
+    element-wise and every value, input and output a scalar. Remembered per graph."""
+    if graph not in _body_errors:
+        _body_errors[graph] = _find_body_error(graph)
+    return _body_errors[graph]
+
+
+def _find_body_error(graph: Graph) -> XformError | None:
     for eqn in graph.equations:
+        if eqn.primitive is call_p:
+            return TypeCheckError(f"threaded_map needs an element-wise f, but f calls the "
+                                  f"recursive function {eqn.params['callee']}", eqn.source,
+                                  "a recursion needs xform.cond, which is not element-wise")
         if eqn.primitive not in ELEMENTWISE_PRIMITIVES:
-            error = TypeCheckError(f"threaded_map needs an element-wise f, but f applies "
-                                   f"'{eqn.primitive}' to the element", eqn.source,
-                                   _ELEMENTWISE_HINT)
-        else:
-            wide = [a for a in (*eqn.inputs, *eqn.outputs) if a.aval.shape]
-            if wide:
-                error = ShapeError(f"threaded_map needs f to compute on scalars, but "
-                                   f"'{eqn.primitive}' meets the element with a "
-                                   f"{wide[0].aval.str_short()} value", eqn.source,
-                                   _ELEMENTWISE_HINT)
-        if error is not None:
-            break
-    if error is None and len(graph.outputs) != 0 and any(a.aval.shape for a in graph.outputs):
-        shape_out = next(a.aval for a in graph.outputs if a.aval.shape)
-        error = ShapeError(f"threaded_map needs f to return a scalar, got a "
-                           f"{shape_out.str_short()} value", None, _ELEMENTWISE_HINT)
-    _body_errors[graph] = error
-    return error
+            return TypeCheckError(f"threaded_map needs an element-wise f, but f applies "
+                                  f"'{eqn.primitive}' to the element", eqn.source,
+                                  _ELEMENTWISE_HINT)
+        wide = [a.aval for a in (*eqn.inputs, *eqn.outputs) if a.aval.shape]
+        if wide:
+            return ShapeError(f"threaded_map needs f to compute on scalars, but "
+                              f"'{eqn.primitive}' meets the element with a "
+                              f"{wide[0].str_short()} value", eqn.source, _ELEMENTWISE_HINT)
+    wide = [a.aval for a in graph.outputs if a.aval.shape]
+    if wide:
+        return ShapeError(f"threaded_map needs f to return a scalar, got a "
+                          f"{wide[0].str_short()} value", None, _ELEMENTWISE_HINT)
+    return None
 
 
 def _check_options(num_threads, chunk_size, source) -> None:
@@ -110,20 +114,23 @@ def _check_operands(avals, graph, n_mapped, num_threads, chunk_size, source=None
                                  f"staged for {var.aval.dtype} elements", source)
     error = _body_error(graph)
     if error is not None:
-        raise error
+        raise type(error)(error.cause, error.source or source, error.hint)
 
 
 # == execution: chunks of the flattened inputs on a shared pool ================================
 
 _pool = None
+_pool_pid = None
 _pool_lock = threading.Lock()
 
 
 def _shared_pool() -> ThreadPoolExecutor:
-    global _pool
+    global _pool, _pool_pid
     with _pool_lock:
-        if _pool is None:
+        # A forked child has the pool object but not its threads: it makes its own.
+        if _pool is None or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(_MAX_WORKERS, thread_name_prefix="xform-threaded-map")
+            _pool_pid = os.getpid()
         return _pool
 
 
@@ -168,6 +175,8 @@ def _chunk_function(graph: Graph, n_mapped: int, size: int):
         table = _chunk_graphs.setdefault(graph, {})
         chunk_graph = table.get(size)
         if chunk_graph is None:
+            if len(table) >= _MAX_CHUNK_SIZES:  # inputs of ever new sizes: each adds a tail
+                table.clear()
             builder = GraphBuilder()
             with using_builder(builder):
                 args = [builder.new_input(ShapedArray((size,), v.aval.dtype)) if i < n_mapped
@@ -185,8 +194,8 @@ def _execute(graph, n_mapped, operands, dests, num_threads, chunk_size) -> None:
     shared counter; each writes only its own slices, so no two threads touch one element.
     """
     mapped = [_flat(x) for x in operands[:n_mapped]]
-    extras = [_extra_value(x, v.aval) for x, v in zip(operands[n_mapped:],
-                                                         graph.inputs[n_mapped:])]
+    extras = [_extra_value(x, v.aval)
+              for x, v in zip(operands[n_mapped:], graph.inputs[n_mapped:])]
     size = mapped[0].shape[0]
     if size == 0:
         return
@@ -205,7 +214,7 @@ def _execute(graph, n_mapped, operands, dests, num_threads, chunk_size) -> None:
                 if k >= n_chunks:
                     return
                 lo, hi = k * chunk, min(size, (k + 1) * chunk)
-                results = functions[hi - lo](*[x[lo:hi][::-1] for x in mapped], *extras)
+                results = functions[hi - lo](*[x[lo:hi] for x in mapped], *extras)
                 for dest, result in zip(dests, results):
                     dest[lo:hi] = result
         except BaseException:
@@ -213,15 +222,19 @@ def _execute(graph, n_mapped, operands, dests, num_threads, chunk_size) -> None:
             raise
 
     tasks = min(num_threads or default_num_threads(), n_chunks)
-    # Each task runs in a copy of the caller's context: np.errstate and xform's context vars.
-    futures = [_shared_pool().submit(contextvars.copy_context().run, work)
-               for _ in range(tasks - 1)]
+    futures = []
     try:
+        for _ in range(tasks - 1):
+            # In a copy of the caller's context: np.errstate and xform's context variables.
+            futures.append(_shared_pool().submit(contextvars.copy_context().run, work))
         work()
     finally:
+        for future in futures:
+            future.cancel()  # a task that has not started finds no chunk left
         wait(futures)  # never return (or raise) while a worker may still write
     for future in futures:
-        future.result()
+        if not future.cancelled():
+            future.result()
 
 
 # == the primitive ==============================================================================
@@ -509,10 +522,14 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None):
     """Apply the scalar function `f` element-wise across equal-shape arrays `xs`, in chunks on
     a thread pool (numpy releases the GIL inside its loops, so chunks run in parallel).
 
-    `f` is staged once per element dtypes (restaged when anything it reads is redefined) and
-    must be element-wise; it may close over scalars and arrays, traced ones included. With
-    `out`, the result is written into it and `out` is returned. Under staging it is one
-    `threaded_map` equation; grad, jvp and vmap of it are threaded_maps too.
+    `f` takes one scalar per input and returns one scalar (pytree-structured elements are
+    not supported); it is staged once per element dtypes (restaged when anything it reads is
+    redefined) and must be element-wise. It may close over scalars and arrays, traced ones
+    included: their gradient sums per-element contributions after the parallel part. With
+    `out`, the result is written into it (cast safely) and `out` is returned. `num_threads`
+    defaults to the usable CPUs (1 runs serially), `chunk_size` to DEFAULT_CHUNK_SIZE
+    elements. Under staging it is one `threaded_map` equation; its jvp, vjp and batch rules
+    are threaded_maps too, so grad, jvp and vmap of it run in parallel.
 
     >>> threaded_map(lambda x, y: np.sin(x) * y, np.array([0.0, 1.0]), np.float32([2, 3]))
     array([0.        , 2.52441295])
