@@ -485,9 +485,18 @@ def linearize(fun, *primals):
         t_outs = [instantiate(t) for t in t_outs]
     combined = builder.build(list(outs) + t_outs)
     forward, linear = split_graph(combined, len(graph.inputs), len(outs))
-    forward, linear = optimize(forward), _finish(linear)
-    results = _run(forward, [*p_leaves, *captured])
-    outs, residuals = results[:len(graph.outputs)], results[len(graph.outputs):]
+    defined = set(forward.inputs) | {v for e in forward.equations for v in e.outputs}
+    if all(type(a) is not Var or a in defined for a in forward.outputs):
+        forward, linear = optimize(forward), _finish(linear)
+        results = _run(forward, [*p_leaves, *captured])
+        outs, residuals = results[:len(graph.outputs)], results[len(graph.outputs):]
+    else:
+        # A primitive whose jvp yields primal and tangent outputs in one equation (cond,
+        # while_loop) cannot be cut in two: the linear function then re-runs the whole jvp.
+        outs = _run(optimize(graph), [*p_leaves, *captured])
+        residuals = [*p_leaves, *captured]
+        linear = _finish(Graph(combined.inputs, combined.consts, combined.equations,
+                               combined.outputs[len(outs):]))
 
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_flatten(tangents)

@@ -235,3 +235,11 @@ def test_loop_that_never_runs_disappears():
     np.testing.assert_allclose(xform.jit(f, static_argnums=1)(np.ones(3), 2),
                                np.sin(np.sin(np.ones(3))))
 
+
+
+def test_linearize_through_cond_and_while_loop():
+    out, f_jvp = xform.linearize(lambda x: cond(x > 0, np.sin, np.cos, x), 1.0)
+    assert out == pytest.approx(np.sin(1.0)) and f_jvp(2.0) == pytest.approx(2 * np.cos(1.0))
+    out, f_jvp = xform.linearize(
+        lambda x: while_loop(lambda c: c < 10.0, lambda c: c * 2.0, x), 1.0)
+    assert out == 16.0 and f_jvp(1.0) == pytest.approx(16.0)

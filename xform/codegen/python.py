@@ -132,6 +132,10 @@ def graph_source(graph: Graph, debug: bool = False) -> tuple[str, dict]:
             # numpy's own scalar and array operators compute exactly what the ufunc does,
             # without the ufunc call overhead (which dominates on scalars).
             body.append(f"    {outs} = {in_names[0]} {operator} {in_names[1]}")
+            if debug:
+                namespace[f"e{index}"] = eqn
+                namespace["check_values"] = check_values
+                body.append(f"    check_values(e{index}, {outs})")
         elif not eqn.outputs:
             namespace[fn_name] = functools.partial(impl, **eqn.params) if eqn.params else impl
             body.append(f"    {fn_name}({ins})")
