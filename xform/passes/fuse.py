@@ -1,6 +1,6 @@
 """Fusion: each maximal connected region of element-wise equations becomes one `elementwise`
-equation holding the region's graph (xform.rules.elementwise), and an `elementwise` equation
-whose work another one over the same inputs also does is merged into it."""
+equation holding the region's graph (xform.rules.elementwise); `elementwise` equations over
+the same inputs that share work are merged."""
 from __future__ import annotations
 
 import attrs
@@ -21,13 +21,13 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     differentiable inputs (so that its vjp takes the NDual path, see bench/NDUAL.md), outputs
     whose shapes broadcast together, and no path leaving it and coming back.
 
-    Before that, an `elementwise` equation whose region another one over the same inputs
-    also computes is merged into the earlier of the two: in reverse mode this is the region
-    and its NDual vjp, which then evaluate the region once.
+    `elementwise` equations over the same inputs whose regions share work are merged into the
+    earlier one: in reverse mode these are a region and its NDual form, which then evaluate
+    the region once.
 
     >>> print(fuse_elementwise(make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.ones(3))))
     { lambda a:f64[3] . let
-        b:f64[3] = elementwise[max_width=4, region=
+        b:f64[3] = elementwise[max_width=3, region=
             { lambda c:f64[3] . let
                 d:f64[3] = cos c
                 e:f64[3] = sin d
@@ -37,6 +37,12 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
       in (g) }
     """
     graph = _merge_siblings(graph)
+    fused = _fuse_regions(graph, max_width)
+    # Regions just made may share work too (the graph was not CSE'd, say).
+    return fused if fused is graph else _merge_siblings(fused)
+
+
+def _fuse_regions(graph, max_width):
     dag = dataflow_graph(graph)
     groups = _Groups(graph, max_width)
     for index in range(len(graph.equations)):  # equations are in topological order
@@ -76,6 +82,7 @@ class _Groups:
     def __init__(self, graph, max_width):
         self.equations = graph.equations
         self.max_width = max_width
+        self.consts = {var for var, _ in graph.consts}
         self.parent = {}
         self.groups = {}
 
@@ -90,10 +97,10 @@ class _Groups:
     def add(self, index, predecessors):
         eqn = self.equations[index]
         self.parent[index] = index
-        self.groups[index] = _Group.of(index, eqn)
-        if eqn.primitive in FUSIBLE:
+        self.groups[index] = _Group.of(eqn)
+        if _fusible(eqn):
             candidates = sorted({self.find(u) for u in predecessors
-                                 if self.equations[u].primitive in FUSIBLE})
+                                 if _fusible(self.equations[u])})
             # All producers at once first: a partial merge can be wider than the whole one
             # (an input of the part is produced by another part).
             if not self._try_merge([index] + candidates, predecessors):
@@ -111,7 +118,7 @@ class _Groups:
             merged = merged.merged(self.groups[rep])
             if merged is None:
                 return False
-        if len(reps) == 1 or merged.width() > self.max_width:
+        if len(reps) == 1 or merged.width(self.consts) > self.max_width:
             return False
         if self._closes_cycle(set(reps), predecessors):
             return False
@@ -160,7 +167,7 @@ class _Group:
     successors: set = attrs.Factory(set)
 
     @classmethod
-    def of(cls, index, eqn):
+    def of(cls, eqn):
         return cls({a for a in eqn.inputs if type(a) is Var}, set(eqn.outputs),
                    _broadcast(*[v.aval.shape for v in eqn.outputs]))
 
@@ -174,8 +181,22 @@ class _Group:
         return _Group((self.inputs | other.inputs) - produced, produced, shape,
                       self.successors | other.successors)
 
-    def width(self) -> int:
-        return sum(is_differentiable(v.aval) for v in self.inputs)
+    def width(self, consts) -> int:
+        """N: the inputs that can have a cotangent (differentiable, not constants)."""
+        return sum(is_differentiable(v.aval) for v in self.inputs if v not in consts)
+
+
+def _fusible(eqn) -> bool:
+    """Element-wise; an `elementwise` equation only when its region is typed for its inputs
+    (its equations are then spliced as they are)."""
+    if eqn.primitive is elementwise_p:
+        return _typed(eqn)
+    return eqn.primitive in FUSIBLE
+
+
+def _typed(eqn) -> bool:
+    return all(a.aval.shape == v.aval.shape and a.aval.dtype == v.aval.dtype
+               for a, v in zip(eqn.inputs, eqn.params["region"].inputs))
 
 
 def _broadcast(*shapes):
@@ -234,42 +255,63 @@ def _renamed(region, args):
     return equations, consts, [a if type(a) is Literal else rename[a] for a in region.outputs]
 
 
-# -- merging an `elementwise` equation into one that does its work too ------------------------
+# -- merging `elementwise` equations over the same inputs that share work ---------------------
+
+def _literal_key(atom):
+    return (type(atom.value), atom.aval, np.asarray(atom.value, atom.aval.dtype).tobytes())
+
 
 def _inputs_key(eqn):
-    return tuple(a if type(a) is Var else
-                 (type(a.value), a.aval, np.asarray(a.value, a.aval.dtype).tobytes())
-                 for a in eqn.inputs)
+    return tuple(a if type(a) is Var else _literal_key(a) for a in eqn.inputs)
+
+
+def _work(region, interned) -> set:
+    """Each equation of `region` as a number naming what it computes from the region's
+    inputs (the same number in every region, through `interned`), so that regions over the
+    same inputs show their shared work as a shared number."""
+    names = {v: -1 - i for i, v in enumerate(region.inputs)}
+    names.update((v, ("const", id(value))) for v, value in region.consts)
+    work = set()
+    for eqn in region.equations:
+        key = (eqn.primitive, eqn.params,
+               tuple(names[a] if type(a) is Var else _literal_key(a) for a in eqn.inputs))
+        number = interned.setdefault(key, len(interned))
+        work.add(number)
+        names.update((var, (number, j)) for j, var in enumerate(eqn.outputs))
+    return work
 
 
 def _merge_siblings(graph: Graph) -> Graph:
-    """Merge each `elementwise` equation into an earlier one over the same inputs when the
-    larger of the two regions also does all the work of the other (e.g. a region and its
-    NDual form, which vjp emits after it); the merged equation stands where the earlier was."""
+    """Merge each `elementwise` equation into an earlier one over the same inputs when their
+    regions share work (e.g. a region and its NDual form, which vjp emits later): the merged
+    equation, standing where the earlier one was, evaluates the shared part once."""
     buckets = {}
     for index, eqn in enumerate(graph.equations):
-        if eqn.primitive is elementwise_p:
+        if eqn.primitive is elementwise_p and _typed(eqn):
             buckets.setdefault(_inputs_key(eqn), []).append(index)
     current = dict(enumerate(graph.equations))
-    for indices in buckets.values():
-        kept = []
+    interned = {}
+    for indices in (i for i in buckets.values() if len(i) > 1):
+        kept = []  # (index, work) of the equations left standing
         for index in indices:
-            for earlier in kept:
-                merged = _subsumed(current[earlier], current[index])
+            work = _work(current[index].params["region"], interned)
+            for slot, (earlier, earlier_work) in enumerate(kept):
+                merged = _merged(current[earlier], current[index]) if work & earlier_work \
+                    else None
                 if merged is not None:
                     current[earlier] = merged
                     del current[index]
+                    kept[slot] = (earlier, earlier_work | work)
                     break
             else:
-                kept.append(index)
+                kept.append((index, work))
     if len(current) == len(graph.equations):
         return graph
     return with_equations(graph, [current[i] for i in sorted(current)])
 
 
-def _subsumed(first, second):
-    """One equation computing the outputs of both, or None when their union costs more
-    equations than the larger region alone (each does work the other does not)."""
+def _merged(first, second):
+    """One equation computing the outputs of both, or None when they share no equation."""
     regions = (first.params["region"], second.params["region"])
     larger = 0 if len(regions[0].equations) >= len(regions[1].equations) else 1
     args = [Var(v.aval, v.hint) for v in regions[0].inputs]
@@ -279,7 +321,7 @@ def _subsumed(first, second):
         equations.extend(body)
         consts.extend(body_consts)
     union = clean_region(Graph(args, consts, equations, outputs[0] + outputs[1]))
-    if len(union.equations) > len(regions[larger].equations):
+    if len(union.equations) >= len(regions[0].equations) + len(regions[1].equations):
         return None
     return attrs.evolve(first, outputs=first.outputs + second.outputs,
                         params=Params({"max_width": first.params["max_width"],

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import weakref
 
+import attrs
 import numpy as np
 
+from xform.cache import CACHE
+from xform.config import config
 from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
-from xform.ir.core import Literal, Primitive
+from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.rules.binary import BINARY_PRIMITIVES
@@ -20,7 +23,7 @@ from xform.rules.unary import UNARY_PRIMITIVES, convert_p, stop_gradient_p
 
 # Widest region (distinct differentiable inputs) whose vjp uses NDual rather than the
 # per-equation rules; measured in bench/NDUAL.md.
-NDUAL_MAX_WIDTH = 4
+NDUAL_MAX_WIDTH = 3
 
 elementwise_p = Primitive("elementwise", multiple_results=True)
 
@@ -30,33 +33,121 @@ FUSIBLE = frozenset([*UNARY_PRIMITIVES.values(), *BINARY_PRIMITIVES.values(),
                      *COMPARE_PRIMITIVES.values(), where_p, clip_p, convert_p, stop_gradient_p,
                      elementwise_p])
 
-_derived: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+BLOCK = 1 << 15  # elements per block of a large region: a block's intermediates stay in cache
+# region -> (config.debug when compiled, the function running it): one lookup per call
+_RUNNERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _memo(region, key, build):
-    """Graphs derived from `region` (its jvp, NDual, retyped forms) are built once each."""
-    table = _derived.setdefault(region, {})
-    if key not in table:
-        table[key] = build()
-    return table[key]
+    """Graphs derived from `region` (its jvp, NDual, retyped and pruned forms) are built once
+    each, in the one cache."""
+    return CACHE.build(region, ("elementwise",) + key, build, record=False).value
 
 
 def clean_region(graph):
-    """Fold, CSE and DCE only: a derived region must stay a flat region (no fusion in it)."""
+    """`graph` folded, CSE'd and DCE'd, but not fused: a derived region stays flat.
+
+    >>> clean_region(make_graph(lambda x: np.sin(x) * 1.0 + np.sin(x))(1.0))  # sin, add
+    """
     from xform.passes.cse import eliminate_common_subexpressions
     from xform.passes.dce import eliminate_dead_code
     from xform.passes.fold import fold_constants
     return eliminate_dead_code(eliminate_common_subexpressions(fold_constants(graph)))
 
 
-def width(region) -> int:
-    """N: the number of differentiable inputs of `region`, one NDual direction each."""
-    return sum(is_differentiable(v.aval) for v in region.inputs)
-
-
 def _elementwise_impl(*args, max_width, region):
-    from xform.cache import CACHE
-    return CACHE.compiled(region)(*args)
+    runner = _RUNNERS.get(region)
+    if runner is None or runner[0] is not config.debug:
+        runner = _RUNNERS[region] = (config.debug, _runner(region))
+    return runner[1](*args)
+
+
+def _runner(region):
+    """The function running `region`: its compiled code, block by block when it is large."""
+    run = CACHE.compiled(region).fn
+    plan = _BlockPlan.of(region)
+    if plan is None:
+        return run
+
+    def blocked(*args):
+        if any(np.shape(a) != s for a, s in zip(args, plan.in_shapes)):
+            return run(*args)
+        return plan.run(run, args)
+    return blocked
+
+
+@attrs.frozen
+class _BlockPlan:
+    """How to run a large region block by block along its first axis, writing each block of
+    the outputs in place: every intermediate is then one block, not one array, long (the
+    fused loop NDual assumes). Element-wise equations give the same bits in any blocking.
+
+    `sliced[i]`: whether input i spans the first axis; `outputs[k]`: ("block",) for an output
+    spanning it, ("whole",) for one every block computes alike, ("input", i), ("literal",
+    value) or ("same", j) for an output that is input i, a literal or output j.
+    """
+
+    in_shapes: tuple
+    rows: int
+    step: int
+    sliced: tuple
+    outputs: tuple
+
+    @classmethod
+    def of(cls, region):
+        shape = _broadcast_shape([a.shape for a in region.out_avals + region.in_avals])
+        size = int(np.prod(shape)) if shape is not None else 0
+        if size < 2 * BLOCK or shape[0] < 2:
+            return None
+        rank, rows = len(shape), shape[0]
+
+        def spans(a):
+            return len(a.shape) == rank and a.shape[0] == rows
+        inputs = {v: i for i, v in enumerate(region.inputs)}
+        outputs, first = [], {}
+        for k, atom in enumerate(region.outputs):
+            if type(atom) is Literal:
+                outputs.append(("literal", atom.value))
+            elif atom in first:
+                outputs.append(("same", first[atom]))
+            elif atom in inputs:
+                outputs.append(("input", inputs[atom]))
+            else:
+                outputs.append(("block",) if spans(atom.aval) else ("whole",))
+            if type(atom) is not Literal:
+                first.setdefault(atom, k)
+        return cls(tuple(a.shape for a in region.in_avals), rows,
+                   max(1, BLOCK * rows // size), tuple(spans(a) for a in region.in_avals),
+                   tuple(outputs))
+
+    def run(self, run, args):
+        outs = [None] * len(self.outputs)
+        for lo in range(0, self.rows, self.step):
+            hi = min(lo + self.step, self.rows)
+            results = run(*[a[lo:hi] if s else a for a, s in zip(args, self.sliced)])
+            for k, (kind, result) in enumerate(zip(self.outputs, results)):
+                if kind[0] == "block":
+                    if outs[k] is None:
+                        outs[k] = np.empty((self.rows,) + np.shape(result)[1:],
+                                           np.result_type(result))
+                    outs[k][lo:hi] = result
+                elif kind[0] == "whole" and outs[k] is None:
+                    outs[k] = result
+        for k, kind in enumerate(self.outputs):
+            if kind[0] == "input":
+                outs[k] = args[kind[1]]
+            elif kind[0] == "literal":
+                outs[k] = kind[1]
+            elif kind[0] == "same":
+                outs[k] = outs[kind[1]]
+        return outs
+
+
+def _broadcast_shape(shapes):
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
 
 
 def _elementwise_abstract_eval(*avals, max_width, region):
@@ -106,8 +197,9 @@ def _elementwise_jvp(primals, tangents, *, max_width, region):
 
 # -- vjp: NDual below the width threshold, the per-equation rules above it -------------------
 
-def _ndual_region(region, live):
-    """(graph, partials) for the NDual vjp of `region` w.r.t. its outputs at indices `live`.
+def _ndual_region(region, live, directions):
+    """(graph, partials) for the NDual vjp of `region`: derivatives of its outputs at indices
+    `live` w.r.t. its inputs at indices `directions`.
 
     graph: the region's inputs -> its outputs, then traced partial derivatives. It evaluates
     the region once, every equation followed by its tangents in each direction (input i's
@@ -116,7 +208,6 @@ def _ndual_region(region, live):
     ("value", a constant); absent where the output does not depend on the input.
     """
     def build():
-        directions = [i for i, v in enumerate(region.inputs) if is_differentiable(v.aval)]
         builder = GraphBuilder()
         with using_builder(builder):
             ins = [builder.new_input(v.aval) for v in region.inputs]
@@ -140,7 +231,7 @@ def _ndual_region(region, live):
                     else:
                         partials[(k, i)] = ("value", t)
         return clean_region(builder.build(outs + traced)), partials
-    return _memo(region, ("ndual", live), build)
+    return _memo(region, ("ndual", live, directions), build)
 
 
 def _ndual_step(eqn, env, tangent_envs):
@@ -170,17 +261,19 @@ def _ndual_step(eqn, env, tangent_envs):
 
 
 def _elementwise_vjp(primals, outs, cts, *, max_width, region):
-    n = width(region)
-    if n == 0:
+    # N: the differentiable inputs that can have a cotangent (constants have none).
+    directions = tuple(i for i, x in enumerate(primals)
+                       if type(x) is Tracer and is_differentiable(aval(x)))
+    if not directions:
         return (None,) * len(primals)
-    if n > max_width:
+    if len(directions) > max_width:
         # Trace-through: the per-equation rules on the region (its primal is evaluated again).
         from xform.transforms.vjp import vjp_eval
         _, cts_in = vjp_eval(region, list(primals), list(cts))
         return tuple(None if type(ct) is Zero else ct for ct in cts_in)
     live = tuple(k for k, (ct, a) in enumerate(zip(cts, region.outputs))
                  if type(ct) is not Zero and is_differentiable(a.aval))
-    graph, partials = _ndual_region(region, live)
+    graph, partials = _ndual_region(region, live, directions)
     results = []
     if len(graph.outputs) > len(region.outputs):
         results = elementwise_p.bind(*primals, max_width=max_width, region=graph)
@@ -205,7 +298,7 @@ def _retyped(region, avals):
 
 
 def _elementwise_batch(size, args, dims, *, max_width, region):
-    rank = max((v.aval.ndim for v in region.inputs), default=0)
+    rank = max((a.ndim for a in region.in_avals + region.out_avals), default=0)
     aligned = []
     for x, d, v in zip(args, dims, region.inputs):
         if d is not NOT_MAPPED:
@@ -229,10 +322,23 @@ def _elementwise_batch(size, args, dims, *, max_width, region):
     return results, out_dims
 
 
+def _elementwise_dce(eqn, used):
+    # The inputs stay: a region and its NDual form keep equal inputs, so the pass merges them.
+    region = eqn.params["region"]
+
+    def build():
+        from xform.passes.dce import eliminate_dead_code
+        return eliminate_dead_code(rewire(region, region.inputs,
+                                          [k for k, u in enumerate(used) if u]))
+    smaller = _memo(region, ("dce", used), build)
+    return attrs.evolve(eqn, outputs=[v for v, u in zip(eqn.outputs, used) if u],
+                        params={**eqn.params, "region": smaller})
+
+
 def _elementwise_decomposition(*args, max_width, region):
     return eval_graph(region, *args)
 
 
 register(elementwise_p, impl=_elementwise_impl, abstract_eval=_elementwise_abstract_eval,
          jvp=_elementwise_jvp, vjp=_elementwise_vjp, batch=_elementwise_batch,
-         decomposition=_elementwise_decomposition)
+         dce=_elementwise_dce, decomposition=_elementwise_decomposition)
