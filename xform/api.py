@@ -13,6 +13,7 @@ import operator
 import numpy as np
 
 from xform.cache import CACHE
+from xform.config import config
 from xform.errors import ShapeError, TreeMismatchError, TypeCheckError, XformError
 from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, current_builder, stage_function, using_builder
@@ -21,6 +22,7 @@ from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.ir.core import Equation, Graph, Var
 from xform.passes import optimize
+from xform.passes.fuse import fuse_elementwise
 from xform.rules.shape import broadcast_to_p, copy_p
 from xform.rules.helpers import NOT_MAPPED, Zero, instantiate, move_to_front, zero_tangent
 from xform.transforms import batch_eval, jvp_eval, split_graph, vjp_eval
@@ -93,11 +95,20 @@ def _run(graph, args):
     return CACHE.compiled(graph)(*args)
 
 
-def _finish(graph):
+def _fuse(graph):
+    """Element-wise regions as `elementwise` equations (xform.config.fusion): before reverse
+    mode so that their vjp keeps only partial derivatives, after it to merge each region
+    with its NDual form (bench/NDUAL.md)."""
+    return fuse_elementwise(graph) if config.fusion else graph
+
+
+def _finish(graph, fuse=False):
     """The graph that gets compiled: the default passes applied, then results that would be
     a constant or a read-only broadcast view copied, so callers get their own writable
     arrays as numpy would give them (e.g. the gradient of np.sum)."""
     graph = optimize(graph)
+    if fuse:
+        graph = _fuse(graph)
     const_vars = {var for var, _ in graph.consts}
     broadcasts = {eqn.outputs[0] for eqn in graph.equations if eqn.primitive is broadcast_to_p}
     shared = [a for a in graph.outputs
@@ -116,11 +127,12 @@ class _Transformed:
     argument leaves followed by `captured`.
     """
 
-    def __init__(self, fun, kind, build, params=()):
+    def __init__(self, fun, kind, build, params=(), fuse=False):
         self.fun = fun
         self.kind = kind
         self.build = build
         self.params = params
+        self.fuse = fuse
         self._flat_cache = {}
         functools.update_wrapper(self, fun, updated=())
 
@@ -144,7 +156,7 @@ class _Transformed:
             graph, captured, unflatten = self.build(in_tree,
                                                     [_aval_of_signature(s) for s in signature])
             assert not captured, "nothing can be captured outside any staging"
-            return CACHE.compiled(_finish(graph)).fn, unflatten
+            return CACHE.compiled(_finish(graph, self.fuse)).fn, unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature), make)
         if flat is not None:
             self._flat_cache[flat] = entry
@@ -295,6 +307,7 @@ def _gradient_transform(fun, argnums, has_aux, with_value):
         nums = _normalize_argnums(argnums, len(in_tree.children))
         graph, captured, out_tree = _stage(fun, in_tree, avals)
         _check_scalar_output(graph, has_aux, out_tree, name)
+        graph = _fuse(graph)
         offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
         wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
         builder = GraphBuilder()
@@ -321,7 +334,7 @@ def _gradient_transform(fun, argnums, has_aux, with_value):
             unflatten = grads_of
         return grad_graph, captured, unflatten
 
-    return _Transformed(fun, name, build, (argnums, has_aux))
+    return _Transformed(fun, name, build, (argnums, has_aux), fuse=True)
 
 
 def _grads_unflattener(in_tree, nums, argnums, wanted, avals):
@@ -359,7 +372,7 @@ def vjp(fun, *primals, has_aux=False):
         main_tree = out_tree.children[0]
     else:
         n_main, main_tree = out_tree.num_leaves, out_tree
-    forward, backward = _vjp_pair(graph, len(leaves), n_main)
+    forward, backward = _vjp_pair(_fuse(graph), len(leaves), n_main)
     results = _run(forward, [*leaves, *captured])
     n_out = len(graph.outputs)
     outs, residuals = results[:n_out], results[n_out:]
@@ -404,7 +417,7 @@ def _vjp_pair(graph, n_leaves, n_main):
                  if is_differentiable(v.aval)]
     combined = builder.build(list(outs) + grads)
     forward, backward = split_graph(combined, len(graph.inputs), len(outs))
-    return optimize(forward), _finish(backward)
+    return _fuse(optimize(forward)), _finish(backward, fuse=True)
 
 
 # -- forward mode -----------------------------------------------------------------------------

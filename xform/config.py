@@ -19,10 +19,11 @@ class Config:
     def __init__(self):
         self.debug = False
         self.checks = False
+        self.fusion = True
 
     def update(self, name: str, value) -> None:
-        if name not in ("debug", "checks"):
-            raise KeyError(f"unknown xform option {name!r}; options: debug, checks")
+        if name not in ("debug", "checks", "fusion"):
+            raise KeyError(f"unknown xform option {name!r}; options: debug, checks, fusion")
         if getattr(self, name) != bool(value):
             setattr(self, name, bool(value))
             # Compiled code differs with and without run-time checks.

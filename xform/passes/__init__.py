@@ -19,6 +19,7 @@ from xform import rules as _rules  # noqa: F401  (rules first: a family's hooks 
 from xform.passes.cse import eliminate_common_subexpressions
 from xform.passes.dce import eliminate_dead_code
 from xform.passes.fold import UNKNOWN, fold_constants
+from xform.passes.fuse import fuse_elementwise
 from xform.passes.inline import inline_calls
 
 PIPELINE = (inline_calls, fold_constants, eliminate_common_subexpressions, eliminate_dead_code)
@@ -26,6 +27,8 @@ PIPELINE = (inline_calls, fold_constants, eliminate_common_subexpressions, elimi
 # Short names. (They shadow the submodules as attributes: reach a module itself with
 # `from xform.passes.fold import ...`, which goes through sys.modules.)
 dce = eliminate_dead_code
+# Not in PIPELINE: reverse mode fuses before differentiating (xform.config "fusion").
+fuse = fuse_elementwise
 fold = fold_constants
 cse = eliminate_common_subexpressions
 inline = inline_calls
@@ -64,6 +67,7 @@ def trace_passes(graph, passes=PIPELINE) -> list:
     return steps
 
 
-__all__ = ["PIPELINE", "UNKNOWN", "cse", "dce", "eliminate_common_subexpressions",
+__all__ = ["PIPELINE", "UNKNOWN", "cse", "dce", "eliminate_common_subexpressions", "fuse",
+           "fuse_elementwise",
            "eliminate_dead_code", "fold", "fold_constants", "inline", "inline_calls",
            "optimize", "trace_passes"]
