@@ -191,7 +191,8 @@ def _fusible(eqn) -> bool:
     (its equations are then spliced as they are)."""
     if eqn.primitive is elementwise_p:
         return _typed(eqn)
-    return eqn.primitive in FUSIBLE
+    # Scalars gain nothing (no residual arrays to save) and would pay an extra call.
+    return eqn.primitive in FUSIBLE and any(v.aval.shape for v in eqn.outputs)
 
 
 def _typed(eqn) -> bool:
