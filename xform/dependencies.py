@@ -85,13 +85,7 @@ class Dependencies:
         for function, code in self.codes:
             if function.__code__ is not code:
                 return False
-        for cell, value in self.cells:
-            try:
-                if cell.cell_contents is not value:
-                    return False
-            except ValueError:
-                return False
-        return True
+        return self._cells_valid()
 
     def __len__(self):
         return len(self.globals) + len(self.codes) + len(self.cells)
