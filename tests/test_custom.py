@@ -10,21 +10,9 @@ from hypothesis import given
 import xform
 from xform.testing import check_grads
 from xform.testing import strategies as xst
+from tests.source_lines import assert_points_at
 
 X = np.array([0.3, -1.2, 0.7])
-
-
-def line_of(tag):
-    with open(__file__) as f:
-        hits = [i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# line: {tag}")]
-    assert len(hits) == 1, tag
-    return hits[0]
-
-
-def assert_points_at(err, tag):
-    assert err.source is not None
-    assert (err.source.filename, err.source.lineno) == (__file__, line_of(tag)), str(err)
-    assert f"{__file__}:{line_of(tag)}" in str(err)
 
 
 # -- custom_jvp: sin with the rule 2 cos(x) t ----------------------------------------------
@@ -196,7 +184,7 @@ def test_traced_nondiff_arguments_are_values_without_a_derivative():
                        2.0 * np.array([1.0, 2.0, 3.0]) * X ** np.array([0.0, 1.0, 2.0]))
     with pytest.raises(xform.TypeCheckError, match="arrays or hashable") as info:
         xform.grad(lambda x: np.sum(power(x, [2])))(X)  # line: unhashable
-    assert_points_at(info.value, "unhashable")
+    assert_points_at(info.value, __file__, "unhashable")
 
 
 @xform.custom_jvp
@@ -349,7 +337,7 @@ def test_custom_jvp_without_a_rule_names_the_missing_rule():
     assert np.allclose(xform.jit(f)(X), np.sin(X))
     with pytest.raises(xform.MissingRuleError, match="'f' has no jvp rule") as info:
         xform.grad(lambda x: np.sum(f(x)))(X)  # line: no-jvp
-    assert_points_at(info.value, "no-jvp")
+    assert_points_at(info.value, __file__, "no-jvp")
     assert "f.defjvp" in str(info.value)
 
     g = xform.custom_vjp(np.cos)
@@ -367,14 +355,14 @@ def test_a_rule_returning_the_wrong_structure_names_the_rule():
         return f(primals[0]), (tangents[0], tangents[0])
     with pytest.raises(xform.TypeCheckError, match="jvp rule of 'f'") as info:
         xform.grad(lambda x: np.sum(f(x)))(X)
-    assert_points_at(info.value, "bad-jvp")
+    assert_points_at(info.value, __file__, "bad-jvp")
 
     @f.defjvp
     def f_jvp_shape(primals, tangents):  # line: bad-jvp-shape
         return f(primals[0]), np.sum(tangents[0])
     with pytest.raises(xform.ShapeError, match="jvp rule of 'f'") as info:
         xform.jvp(f, (X,), (X,))
-    assert_points_at(info.value, "bad-jvp-shape")
+    assert_points_at(info.value, __file__, "bad-jvp-shape")
 
 
 def test_a_bwd_returning_the_wrong_cotangents_names_bwd():
@@ -390,11 +378,11 @@ def test_a_bwd_returning_the_wrong_cotangents_names_bwd():
     f.defvjp(lambda x, y: (f(x, y), None), bad_length)
     with pytest.raises(xform.TypeCheckError, match="tuple of 2 cotangents") as info:
         xform.grad(lambda x: np.sum(f(x, X)))(X)
-    assert_points_at(info.value, "bad-length")
+    assert_points_at(info.value, __file__, "bad-length")
     f.defvjp(lambda x, y: (f(x, y), None), bad_shape)
     with pytest.raises(xform.ShapeError, match="shape \\(\\) for argument 1") as info:
         xform.grad(lambda x: np.sum(f(x, X)))(X)
-    assert_points_at(info.value, "bad-shape")
+    assert_points_at(info.value, __file__, "bad-shape")
     f.defvjp(lambda x, y: x * y, bad_shape)  # line: bad-fwd
     with pytest.raises(xform.TypeCheckError, match="fwd of 'f' must return"):
         xform.grad(lambda x: np.sum(f(x, X)))(X)
@@ -412,4 +400,4 @@ def test_closing_over_a_traced_value_is_refused_with_the_variable_name():
         return np.sum(f(X))  # line: closure
     with pytest.raises(xform.XformError, match="closes over the traced value 'w'") as info:
         xform.grad(loss)(2.0)
-    assert_points_at(info.value, "closure")
+    assert_points_at(info.value, __file__, "closure")

@@ -10,28 +10,7 @@ import xform
 from xform.ir.core import Primitive
 from xform.ir.tracer import FUNCTIONS, implements
 from xform.rules.registry import register
-
-
-def line_of(tag):
-    """The number of the line in this file that ends with `# line: <tag>`."""
-    with open(__file__) as f:
-        hits = [i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# line: {tag}")]
-    assert len(hits) == 1, tag
-    return hits[0]
-
-
-def assert_points_at(err, tag, function=None):
-    """`err` names this file and the tagged line, in the `  at file:line (fn): text` shape."""
-    line = line_of(tag)
-    message = str(err)
-    assert err.source is not None
-    assert err.source.filename == __file__ and err.source.lineno == line
-    at_lines = [text for text in message.splitlines() if text.startswith("  at ")]
-    assert len(at_lines) == 1
-    assert at_lines[0].startswith(f"  at {__file__}:{line} (")
-    assert at_lines[0].endswith(f"# line: {tag}")
-    if function is not None:
-        assert f":{line} ({function}): " in at_lines[0]
+from tests.source_lines import assert_points_at
 
 
 def assert_message_shape(err):
@@ -56,7 +35,7 @@ def branch_on_value(x):
 def test_python_if_on_a_traced_value(transform):
     with pytest.raises(xform.ConcretizationError) as info:
         transform(branch_on_value)(np.ones(()) if transform is not xform.vmap else np.ones(3))
-    assert_points_at(info.value, "if", "branch_on_value")
+    assert_points_at(info.value, __file__, "if", "branch_on_value")
     assert_message_shape(info.value)
     assert "xform.cond" in str(info.value)
     assert isinstance(info.value, TypeError)      # also catchable as the Python error
@@ -99,7 +78,7 @@ def while_loop(x):
 def test_concretization(fun, tag, fragment):
     with pytest.raises(xform.ConcretizationError) as info:
         xform.jit(fun)(1.5)
-    assert_points_at(info.value, tag, fun.__name__)
+    assert_points_at(info.value, __file__, tag, fun.__name__)
     assert fragment in info.value.cause
     assert "xform.cond" in info.value.hint
     assert_message_shape(info.value)
@@ -121,7 +100,7 @@ def add_mismatched(x, y):
 def test_shape_mismatch_names_the_line(transform):
     with pytest.raises(xform.ShapeError) as info:
         transform(add_mismatched)(np.ones(3), np.ones(4))
-    assert_points_at(info.value, "add", "add_mismatched")
+    assert_points_at(info.value, __file__, "add", "add_mismatched")
     assert "(3,)" in str(info.value) and "(4,)" in str(info.value)
     assert isinstance(info.value, ValueError)
 
@@ -129,7 +108,7 @@ def test_shape_mismatch_names_the_line(transform):
 def test_reshape_to_a_wrong_size():
     with pytest.raises(xform.ShapeError) as info:
         xform.jit(lambda x: x.reshape(4))(np.ones(3))             # line: reshape
-    assert_points_at(info.value, "reshape")
+    assert_points_at(info.value, __file__, "reshape")
 
 
 # -- unsupported numpy -------------------------------------------------------------------------
@@ -147,7 +126,7 @@ def test_unsupported_function_is_named_in_full():
 def test_unsupported_function_names_the_line_and_how_to_register():
     with pytest.raises(xform.UnsupportedError) as info:
         xform.jit(call_fft)(np.ones(4))
-    assert_points_at(info.value, "fft", "call_fft")
+    assert_points_at(info.value, __file__, "fft", "call_fft")
     assert_message_shape(info.value)
     assert "not supported" in info.value.cause
     assert "xform.implements" in info.value.hint and "xform.Primitive" in info.value.hint
@@ -187,7 +166,7 @@ def test_missing_rule_names_the_line():
     assert xform.jit(fun)(0.0) == 2.0
     with pytest.raises(xform.MissingRuleError) as info:
         xform.grad(fun)(0.0)
-    assert_points_at(info.value, "noderiv", "fun")
+    assert_points_at(info.value, __file__, "noderiv", "fun")
     assert "test_errors_noderiv" in info.value.cause and "jvp" in str(info.value)
 
 
@@ -197,7 +176,7 @@ def test_grad_of_a_non_scalar_output():
     with pytest.raises(xform.XformError) as info:
         xform.grad(lambda x: x * 2.0)(np.ones(3))                 # line: nonscalar
     assert "scalar" in info.value.cause and "f64[3]" in info.value.cause
-    assert_points_at(info.value, "nonscalar")
+    assert_points_at(info.value, __file__, "nonscalar")
     assert "xform.vjp" in info.value.hint or "jacrev" in info.value.hint
 
 
@@ -232,7 +211,7 @@ def test_escaped_tracer():
     xform.jit(leak)(1.0)
     with pytest.raises(xform.XformError, match="escaped") as info:
         xform.jit(lambda y: y + stash[0])(2.0)                    # line: escaped
-    assert_points_at(info.value, "escaped")
+    assert_points_at(info.value, __file__, "escaped")
 
 
 def test_item_assignment_on_a_traced_value():
@@ -241,7 +220,7 @@ def test_item_assignment_on_a_traced_value():
         return x
     with pytest.raises(xform.TypeCheckError, match="immutable") as info:
         xform.jit(assign)(np.ones(3))
-    assert_points_at(info.value, "setitem", "assign")
+    assert_points_at(info.value, __file__, "setitem", "assign")
 
 
 # -- user arrays are never mutated -----------------------------------------------------------

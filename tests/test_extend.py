@@ -17,21 +17,9 @@ from xform.rules.registry import RULES, LoopBatchWarning
 from xform.testing import CheckFailure, check_grads, check_primitive
 from xform.testing import strategies as xst
 from xform.tree import tree_leaves, tree_map
+from tests.source_lines import assert_points_at, line_of
 
 X = np.array([0.3, -1.2, 0.7])
-
-
-def line_of(tag):
-    with open(__file__) as f:
-        hits = [i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# line: {tag}")]
-    assert len(hits) == 1, tag
-    return hits[0]
-
-
-def assert_points_at(err, tag):
-    assert err.source is not None
-    assert (err.source.filename, err.source.lineno) == (__file__, line_of(tag)), str(err)
-    assert f"{__file__}:{line_of(tag)}" in str(err)
 
 
 # -- a primitive from the public API alone ------------------------------------------------------
@@ -120,7 +108,7 @@ def test_a_vjp_only_primitive_has_reverse_but_not_forward_mode():
     assert np.allclose(xform.grad(lambda x: np.sum(p.bind(x)))(X), 3 * X ** 2)
     with pytest.raises(xform.MissingRuleError, match="'cube_vjp' has no jvp rule") as info:
         xform.jvp(lambda x: p.bind(x), (X,), (X,))  # line: no-jvp
-    assert_points_at(info.value, "no-jvp")
+    assert_points_at(info.value, __file__, "no-jvp")
 
 
 def test_missing_rules_are_named_with_the_user_line():
@@ -128,16 +116,16 @@ def test_missing_rules_are_named_with_the_user_line():
     p.def_abstract_eval(lambda x: x)
     with pytest.raises(xform.MissingRuleError, match="'opaque' has no jvp rule") as info:
         xform.grad(lambda x: np.sum(p.bind(x) * 2.0))(X)  # line: no-rule
-    assert_points_at(info.value, "no-rule")
+    assert_points_at(info.value, __file__, "no-rule")
     assert "p.def_jvp" in str(info.value)
     with pytest.raises(xform.MissingRuleError, match="'opaque' has no batch rule") as info:
         xform.vmap(lambda x: p.bind(x))(np.ones((2, 3)))  # line: no-batch
-    assert_points_at(info.value, "no-batch")
+    assert_points_at(info.value, __file__, "no-batch")
     with pytest.raises(xform.MissingRuleError, match="'opaque' has no impl rule"):
         xform.jit(lambda x: p.bind(x))(X)
     with pytest.raises(xform.ShapeError, match="sink takes floats") as info:
         xform.jit(lambda x: sink_p.bind(x, k=1.0))(np.arange(3))  # line: bad-input
-    assert_points_at(info.value, "bad-input")
+    assert_points_at(info.value, __file__, "bad-input")
 
 
 # -- the loop-batch fallback ----------------------------------------------------------------------
@@ -147,7 +135,7 @@ def test_loop_batch_fallback_warns_once_names_the_primitive_and_is_correct():
     xs = np.stack([X, 2 * X, 3 * X])
     with pytest.warns(LoopBatchWarning, match="'sink_unbatched' has no batch rule") as record:
         out = xform.vmap(lambda x: p.bind(x, k=2.0))(xs)  # line: loop-warning
-    assert record[0].filename == __file__ and record[0].lineno == line_of("loop-warning")
+    assert record[0].filename == __file__ and record[0].lineno == line_of(__file__, "loop-warning")
     assert np.allclose(out, np.sin(2 * xs))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second warning would fail here
@@ -227,7 +215,7 @@ def test_a_non_differentiable_function_stages_as_one_primitive_with_zero_derivat
         assert np.array_equal(xform.vmap(bucket)(np.stack([x, -x])), [[1, 2, 0], [0, 0, 2]])
     with pytest.raises(xform.TypeCheckError, match="static") as info:
         xform.jit(lambda x: bucket(x, edges=x))(x)  # line: traced-kwarg
-    assert_points_at(info.value, "traced-kwarg")
+    assert_points_at(info.value, __file__, "traced-kwarg")
 
 
 def test_non_differentiable_with_an_out_spec_and_pytrees():
@@ -311,7 +299,7 @@ def test_overlay_refuses_targets_it_cannot_intercept():
         return x
     with pytest.raises(xform.TypeCheckError, match="overlayable") as info:
         xform.overlay(plain, np.sin)  # line: bad-overlay
-    assert_points_at(info.value, "bad-overlay")
+    assert_points_at(info.value, __file__, "bad-overlay")
     with pytest.raises(xform.TypeCheckError, match="has no overlay"):
         xform.extend.remove_overlay(np.sin)
 
@@ -440,4 +428,4 @@ def test_logsumexp_and_softplus_are_stable_and_match_scipy():
     assert logsumexp(np.array([1, 2])).dtype == np.float64
     with pytest.raises(xform.ShapeError, match="zero-size") as info:
         xform.jit(lambda x: logsumexp(x, axis=0))(np.zeros((0, 2)))  # line: empty
-    assert_points_at(info.value, "empty")
+    assert_points_at(info.value, __file__, "empty")

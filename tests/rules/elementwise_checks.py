@@ -79,3 +79,33 @@ def aval_mismatch(fn, *args):
 def equation_names(fn, *args):
     """The primitive names of the equations staging `fn(*args)` emits, in order."""
     return [eqn.primitive.name for eqn in xform.make_graph(fn)(*args).equations]
+
+
+FLOAT_VALUES = [-2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, np.nan, np.inf, -np.inf]
+INT_VALUES = [-3, -1, 0, 1, 2, 7]
+
+
+def operand_grid(empty_dtype, without=()):
+    """(left, right) operands for staged-vs-numpy checks of binary ufuncs: left ones are 1-d,
+    right ones columns, so each pair of values meets once; scalars of every kind too."""
+    left = {
+        "f32": np.array(FLOAT_VALUES, np.float32),
+        "f64": np.array(FLOAT_VALUES),
+        "i64": np.array(INT_VALUES),
+        "i32": np.array(INT_VALUES, np.int32),
+        "bool": np.array([True, False]),
+        "empty": np.zeros((0,), empty_dtype),
+        "f32_0d": np.array(1.5, np.float32),
+        "py_float": 1.5,
+        "py_int": 2,
+        "py_bool": True,
+        "np_f64": np.float64(0.75),
+        "np_f32": np.float32(-1.5),
+        "np_i32": np.int32(3),
+    }
+    for kind in without:
+        del left[kind]
+    right = {kind: value.reshape(-1, 1) if isinstance(value, np.ndarray) and value.ndim
+             else value for kind, value in left.items()}
+    right["empty"] = np.zeros((2, 0), empty_dtype)
+    return left, right

@@ -13,7 +13,7 @@ import xform
 from xform.rules import compare as C
 from xform.testing import check_primitive
 from xform.testing import strategies as xst
-from tests.rules.elementwise_checks import (DTYPE_GRID, aval_mismatch, equation_names,
+from tests.rules.elementwise_checks import (DTYPE_GRID, operand_grid, aval_mismatch, equation_names,
                                             staging_mismatch)
 
 THIS_FILE = os.path.basename(__file__)
@@ -81,27 +81,7 @@ def test_case_table_covers_every_primitive():
 
 # -- staged against numpy, bit for bit ----------------------------------------------------------
 
-FLOAT_VALUES = [-2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, np.nan, np.inf, -np.inf]
-INT_VALUES = [-3, -1, 0, 1, 2, 7]
-
-# left operands are 1-d; right ones are columns, so each pair of values meets once
-LEFT = {
-    "f32": np.array(FLOAT_VALUES, np.float32),
-    "f64": np.array(FLOAT_VALUES),
-    "i64": np.array(INT_VALUES),
-    "i32": np.array(INT_VALUES, np.int32),
-    "bool": np.array([True, False]),
-    "empty": np.zeros((0,), np.int64),
-    "f32_0d": np.array(1.5, np.float32),
-    "py_float": 1.5,
-    "py_int": 2,
-    "py_bool": True,
-    "np_f64": np.float64(0.75),
-    "np_i32": np.int32(3),
-}
-RIGHT = {kind: value.reshape(-1, 1) if isinstance(value, np.ndarray) and value.ndim else value
-         for kind, value in LEFT.items()}
-RIGHT["empty"] = np.zeros((2, 0), np.int64)
+LEFT, RIGHT = operand_grid(np.int64, without=("np_f32",))
 
 NUMPY_UFUNCS = [getattr(np, name) for name in C.COMPARE_PRIMITIVES]
 
