@@ -144,38 +144,56 @@ def _recorders():
     return stack
 
 
+_user_files: dict = {}  # filename -> whether it is the user's code (a per-call check)
+
+
 def _profile(frame, event, arg):
     if event != "call":
         return
     code = frame.f_code
-    if not _is_user_code(code.co_filename):
-        return
-    for recorder in _local.stack:
-        recorder.add_code(code, frame.f_globals)
+    user = _user_files.get(code.co_filename)
+    if user is None:
+        user = _user_files[code.co_filename] = _is_user_code(code.co_filename)
+    if user:
+        for recorder in _local.stack:
+            recorder.add_code(code, frame.f_globals)
 
 
 @contextlib.contextmanager
 def recording(function):
     """Record what staging `function` reads; yields the Dependencies being filled.
 
-    Notes: a profiler that is already active (cProfile, coverage) is left alone, since one
-    installed from C cannot be restored from Python; then only `function` itself, its
-    closure and the globals its own code names are recorded.
+    Only user code running inside `watching()` (the calls of staged functions) is seen, so
+    transforms, passes and codegen run at full speed.
     """
     dependencies = Dependencies()
     dependencies.add_root(function)
     stack = _recorders()
     stack.append(dependencies)
-    installed = len(stack) == 1 and sys.getprofile() is None
-    if installed:
-        sys.setprofile(_profile)
     try:
         yield dependencies
     finally:
         stack.pop()
-        if installed:
-            sys.setprofile(None)
     dependencies.freeze()
+
+
+@contextlib.contextmanager
+def watching():
+    """See the Python functions that run inside, for every active recording.
+
+    Notes: a profiler that is already active (cProfile, coverage) is left alone, since one
+    installed from C cannot be restored from Python; then only the recorded functions
+    themselves, their closures and the globals their own code names are recorded.
+    """
+    stack = getattr(_local, "stack", None)
+    if not stack or sys.getprofile() is not None:
+        yield
+        return
+    sys.setprofile(_profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
 
 
 def note(dependencies: Dependencies) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 from xform.errors import ShapeError, TypeCheckError, XformError
 from xform.ir.avals import ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var
+from xform.dependencies import watching
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.registry import RULES, missing_rule
@@ -174,7 +175,8 @@ def stage_function(fun, in_tree, avals):
     builder = GraphBuilder(parent=current_builder())
     with using_builder(builder):
         tracers = [builder.new_input(aval) for aval in avals]
-        out = fun(*tree_unflatten(in_tree, tracers))
+        with watching():
+            out = fun(*tree_unflatten(in_tree, tracers))
     out_leaves, out_tree = tree_flatten(out)
     graph = builder.build(out_leaves)
     return graph, builder.captured_values, out_tree
