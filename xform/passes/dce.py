@@ -3,7 +3,7 @@ hooks drop the unused outputs of the multi-output equations that stay."""
 from __future__ import annotations
 
 from xform.ir.core import Graph, Literal
-from xform.ir.nx import OUTPUT, dataflow_graph, stable_topological_order, with_equations
+from xform.ir.nx import with_equations
 from xform.rules.registry import RULES
 
 
@@ -15,14 +15,12 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     Vars), e.g. a loop that stops carrying values nobody reads.
     >>> eliminate_dead_code(make_graph(lambda x: (np.sin(x), x)[1])(1.0))  # no `sin` left
     """
-    order = stable_topological_order(dataflow_graph(graph))
+    # A graph's equations are in a topological order, so one backward sweep sees every
+    # reader before the equation it reads.
     live = {a for a in graph.outputs if type(a) is not Literal}
     kept = []
     changed = False
-    for index in reversed(order):
-        if index == OUTPUT:
-            continue
-        eqn = graph.equations[index]
+    for eqn in reversed(graph.equations):
         used = tuple(var in live for var in eqn.outputs)
         if not any(used):
             changed = True

@@ -43,6 +43,8 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
 
 
 def _fuse_regions(graph, max_width):
+    if not _has_fusible_pair(graph):
+        return graph
     dag = dataflow_graph(graph)
     groups = _Groups(graph, max_width)
     for index in range(len(graph.equations)):  # equations are in topological order
@@ -184,6 +186,18 @@ class _Group:
     def width(self, consts) -> int:
         """N: the inputs that can have a cotangent (differentiable, not constants)."""
         return sum(is_differentiable(v.aval) for v in self.inputs if v not in consts)
+
+
+def _has_fusible_pair(graph) -> bool:
+    """Whether some fusible equation reads another's output: the least a region needs. A
+    linear sweep, so that graphs with nothing to fuse (scalar code) pay no more."""
+    produced = set()
+    for eqn in graph.equations:
+        if _fusible(eqn):
+            if any(type(a) is Var and a in produced for a in eqn.inputs):
+                return True
+            produced.update(eqn.outputs)
+    return False
 
 
 def _fusible(eqn) -> bool:
