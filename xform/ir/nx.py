@@ -44,8 +44,20 @@ def dataflow_graph(graph: Graph) -> nx.DiGraph:
 
 
 def live_equations(graph: Graph) -> set:
-    """The indices of the equations some output of `graph` depends on."""
-    return nx.ancestors(dataflow_graph(graph), OUTPUT)
+    """The indices of the equations some output of `graph` depends on.
+
+    One backward sweep: a graph's equations are in a topological order, so every reader is
+    seen before what it reads (linear, where `nx.ancestors` on the dataflow graph would first
+    build that graph).
+    """
+    needed = {a for a in graph.outputs if type(a) is not Literal}
+    live = set()
+    for index in range(len(graph.equations) - 1, -1, -1):
+        eqn = graph.equations[index]
+        if any(var in needed for var in eqn.outputs):
+            live.add(index)
+            needed.update(a for a in eqn.inputs if type(a) is not Literal)
+    return live
 
 
 def stable_topological_order(dag: nx.DiGraph) -> list:

@@ -31,7 +31,12 @@ _MAX_PEEPHOLES = 100  # rewrites of one equation: more means two rules undo each
 
 # -- peepholes: {primitive: fn(eqn, value_of, producer) -> None | atoms | Equation} -----------
 
+_SCALAR_TYPES = (float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_)
+
+
 def _is_all(value, scalar) -> bool:
+    if type(value) in _SCALAR_TYPES:   # most literals: skip numpy's array machinery
+        return bool(value == scalar)
     return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
 
 

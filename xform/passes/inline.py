@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from xform.ir.core import Graph
+from xform.ir.core import Graph, subgraphs
 from xform.ir.nx import call_graph, callee_of, recursive_nodes
 from xform.passes.rewrite import GraphRewriter
+from xform.rules.registry import RULES
 
 _MAX_GROWTH = 100_000  # equations added per pass: a DAG of calls can still grow exponentially
 
@@ -21,6 +22,8 @@ def inline_calls(graph: Graph, max_equations: int = 200) -> Graph:
     callee in the call graph.
     >>> print(inline_calls(graph))   # `call[callee=square] a` becomes `multiply a a`
     """
+    if not any(_may_call(eqn) for eqn in graph.equations):
+        return graph
     calls = call_graph(graph)
     # Recursive callees, and callees past the call graph's size limit (their calls unknown).
     blocked = recursive_nodes(calls)
@@ -40,6 +43,14 @@ def inline_calls(graph: Graph, max_equations: int = 200) -> Graph:
                 continue
         rewriter.emit(eqn)
     return rewriter.build()
+
+
+def _may_call(eqn) -> bool:
+    """Whether `eqn` is a call or holds sub-graphs that may contain one (a cheap check that
+    lets graphs without calls skip building the call graph)."""
+    rules = RULES.get(eqn.primitive)
+    return (rules is not None and rules.inline is not None) or any(
+        True for _ in subgraphs(eqn.params))
 
 
 __all__ = ["inline_calls"]

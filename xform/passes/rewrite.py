@@ -39,8 +39,12 @@ class GraphRewriter:
 
     def substituted(self, eqn):
         """`eqn` with its inputs read through the substitutions made so far."""
-        inputs = tuple(self.read(a) for a in eqn.inputs)
-        if all(new is old for new, old in zip(inputs, eqn.inputs)):
+        env = self._env
+        if not env:
+            return eqn
+        # Literals are never keys (atoms hash and compare by identity), so `get` passes them.
+        inputs = tuple([env.get(a, a) for a in eqn.inputs])
+        if inputs == eqn.inputs:   # identity per element: atoms define no __eq__
             return eqn
         return attrs.evolve(eqn, inputs=inputs)
 
