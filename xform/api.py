@@ -312,7 +312,7 @@ def _gradient_transform(fun, argnums, has_aux, with_value):
         wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
         builder = GraphBuilder()
         with using_builder(builder):
-            ins = [builder.new_input(v.aval) for v in graph.inputs]
+            ins = builder.adopt_inputs(graph)  # the forward pass is `graph` itself
             out_aval = graph.outputs[0].aval
             cts = [np.ones((), out_aval.dtype)[()]] + [
                 zero_tangent(a.aval) for a in graph.outputs[1:]]

@@ -87,14 +87,23 @@ _PY_SCALARS = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np
 def aval_of(value) -> ShapedArray:
     """The abstract value of a concrete value; Python scalars are weak."""
     kind = type(value)
-    if kind in _PY_SCALARS:
-        return ShapedArray((), _PY_SCALARS[kind], weak_type=kind is not bool)
+    aval = _SCALAR_AVALS.get(kind)
+    if aval is not None:
+        return aval
     if isinstance(value, np.ndarray):
         return ShapedArray(value.shape, value.dtype)
     if isinstance(value, np.generic):
         return ShapedArray((), value.dtype)
     array = np.asarray(value)
     return ShapedArray(array.shape, array.dtype)
+
+
+# Scalar types' avals, made once: staging asks for them on every literal.
+_SCALAR_AVALS = {kind: ShapedArray((), dtype, weak_type=kind is not bool)
+                 for kind, dtype in _PY_SCALARS.items()}
+_SCALAR_AVALS.update({kind: ShapedArray((), np.dtype(kind))
+                      for kind in (np.float64, np.float32, np.int64, np.int32, np.bool_,
+                                   np.complex128)})
 
 
 def is_valid_value(value) -> bool:

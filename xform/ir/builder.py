@@ -54,12 +54,33 @@ class GraphBuilder:
         self.equations: list[Equation] = []
         self._consts: dict[int, tuple[Var, np.ndarray]] = {}
         self._captures: dict[int, tuple[Var, Tracer]] = {}
+        self._adopted: set[Var] = set()  # Vars shared with adopted graphs (see `adopt`)
         self.closed = False
 
     def new_input(self, aval: ShapedArray) -> Tracer:
         var = Var(aval)
         self.inputs.append(var)
         return Tracer(self, var)
+
+    def adopt_inputs(self, graph: Graph) -> list[Tracer]:
+        """New inputs that are `graph`'s own input Vars, so that `eval_graph(graph, *those)`
+        can take `graph`'s equations as they are instead of re-emitting each one."""
+        self.inputs.extend(graph.inputs)
+        self._adopted.update(graph.inputs)
+        return [Tracer(self, var) for var in graph.inputs]
+
+    def adopt(self, graph: Graph) -> bool:
+        """Take `graph`'s equations and consts as they are, when its inputs are inputs of this
+        builder made by `adopt_inputs` (its Vars are then already ours); returns whether it
+        did. Equations are immutable and Vars compare by identity, so sharing them between
+        graphs is safe, and costs nothing per equation."""
+        if not graph.inputs or any(var not in self._adopted for var in graph.inputs):
+            return False
+        for var, value in graph.consts:
+            self._consts[("adopted", var)] = (var, value)
+        self.equations.extend(graph.equations)
+        self._adopted.update(var for eqn in graph.equations for var in eqn.outputs)
+        return True
 
     def atom(self, value):
         """The graph atom standing for `value` in this builder."""

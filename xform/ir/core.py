@@ -194,7 +194,8 @@ class Equation:
     primitive: Primitive
     inputs: tuple[Atom, ...] = attrs.field(converter=tuple)
     outputs: tuple[Var, ...] = attrs.field(converter=tuple)
-    params: Params = attrs.field(converter=Params, factory=Params)
+    params: Params = attrs.field(converter=lambda p: p if type(p) is Params else Params(p),
+                                 factory=Params)
     source: SourceInfo | None = None
     origin: str | None = None  # the rule that emitted it, e.g. "jvp of sin" (for debugging)
 

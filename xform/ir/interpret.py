@@ -2,8 +2,9 @@
 which is how a transformed graph is inlined into an enclosing staging."""
 from __future__ import annotations
 
-from xform.ir.builder import bind, source_scope
+from xform.ir.builder import bind, current_builder, source_scope
 from xform.ir.core import Literal
+from xform.ir.tracer import Tracer
 
 
 def eval_graph(graph, *args):
@@ -28,6 +29,15 @@ def read(env, atom):
 
 def emit_equations(graph, args) -> dict:
     """Bind every equation of `graph` on `args`; returns the environment var -> value."""
+    builder = current_builder()
+    if builder is not None and all(type(a) is Tracer and a.builder is builder
+                                   and a.graph_var is v for a, v in zip(args, graph.inputs)):
+        if builder.adopt(graph):   # args are the graph's own inputs: take it as it is
+            env = {var: value for var, value in graph.consts}  # rules may fold on them
+            env.update(zip(graph.inputs, args))
+            env.update((var, Tracer(builder, var))
+                       for eqn in graph.equations for var in eqn.outputs)
+            return env
     env = {var: value for var, value in graph.consts}
     env.update(zip(graph.inputs, args))
     for eqn in graph.equations:

@@ -183,6 +183,7 @@ def elementwise_batch(prim):
 # -- abstract eval and element-wise registration -------------------------------------------
 
 _DTYPE_CACHE: dict = {}
+_MAX_CACHED_RESULTS = 4096  # per primitive: distinct shape combinations seen while staging
 
 
 def elementwise_abstract_eval(numpy_fn):
@@ -191,16 +192,25 @@ def elementwise_abstract_eval(numpy_fn):
     for Python-scalar inputs, and those no longer defer to the other operand's dtype."""
     from xform.ir.avals import dummy
 
+    results = {}  # (avals, params) -> result: staging asks the same question many times
+
     def abstract_eval(*avals, **params):
-        key = (numpy_fn, tuple((a.dtype, a.weak_type) for a in avals),
-               tuple(sorted(params.items())))
-        dtype = _DTYPE_CACHE.get(key)
+        key = (avals, tuple(sorted(params.items())) if params else ())
+        result = results.get(key)
+        if result is not None:
+            return result
+        dtype_key = (numpy_fn, tuple((a.dtype, a.weak_type) for a in avals), key[1])
+        dtype = _DTYPE_CACHE.get(dtype_key)
         if dtype is None:
             with np.errstate(all="ignore"):
                 dtype = np.result_type(numpy_fn(*[dummy(a) for a in avals], **params))
-            _DTYPE_CACHE[key] = dtype
+            _DTYPE_CACHE[dtype_key] = dtype
         shape = np.broadcast_shapes(*[a.shape for a in avals])
-        return ShapedArray(shape, dtype)
+        result = ShapedArray(shape, dtype)
+        if len(results) >= _MAX_CACHED_RESULTS:
+            results.clear()
+        results[key] = result
+        return result
     return abstract_eval
 
 
