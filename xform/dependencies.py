@@ -147,7 +147,8 @@ def _recorders():
 _user_files: dict = {}  # filename -> whether it is the user's code (a per-call check)
 
 
-def _profile(frame, event, arg):
+def hook(frame, event, arg):
+    """The profile function `watching` installs (xform.ir.builder.bind pauses it)."""
     if event != "call":
         return
     code = frame.f_code
@@ -189,7 +190,7 @@ def watching():
     if not stack or sys.getprofile() is not None:
         yield
         return
-    sys.setprofile(_profile)
+    sys.setprofile(hook)
     try:
         yield
     finally:
