@@ -14,7 +14,7 @@ import numpy as np
 float0 = np.dtype([("float0", np.void, 0)])
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # avals key many dicts while staging and optimizing
 class ShapedArray:
     """The abstract value of an array: shape, dtype, and whether the dtype is weak (it came
     from a Python scalar and defers to the other operand's, as numpy 2 does).
