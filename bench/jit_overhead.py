@@ -9,11 +9,18 @@ import numpy as np
 import xform
 from bench.timing import compare, fmt, machine
 from xform.cache import CACHE
-from xform.dependencies import Dependencies
 
 
 def tiny(x):
     return np.sin(x) * x + 1.0
+
+
+def _float_entry(kind):
+    """The cache entry of `tiny` under `kind` ("jit", "grad") for one Python float."""
+    float_signature = (((), np.dtype(np.float64), True),)
+    signature_index = {"jit": 2, "grad": 3}[kind]  # see the keys in xform.api
+    return next(entry for (_, key), entry in CACHE._entries.items()
+                if key[0] == kind and key[signature_index] == float_signature)
 
 
 def main():
@@ -21,22 +28,27 @@ def main():
     jitted = xform.jit(tiny)
     grad_tiny = xform.grad(tiny)
     jitted(x_array), jitted(0.5), grad_tiny(0.5)
+    # The entries the cached call path found: their generated code, timed alone, splits each
+    # call into the code's own time and the call path's overhead.
+    jit_entry, grad_entry = (_float_entry(kind) for kind in ("jit", "grad"))
+    jit_code, grad_code = jit_entry.value[0], grad_entry.value[0]
     results = compare({
         "numpy f(x[8])": lambda: tiny(x_array),
         "jit(f)(x[8])": lambda: jitted(x_array),
         "numpy f(float)": lambda: tiny(0.5),
         "jit(f)(float)": lambda: jitted(0.5),
+        "jit code alone": lambda: jit_code(0.5),
         "grad(f)(float)": lambda: grad_tiny(0.5),
+        "grad code alone": lambda: grad_code(0.5),
     }, samples=21)
-    entry = CACHE.lookup(grad_tiny.fun, next(k for _, k in CACHE._entries if k[0] == "grad"))
-    check = compare({"dependency check": entry.dependencies.valid}, samples=21)
-    valid = Dependencies.valid
-    Dependencies.valid = lambda self: True  # the same call path with the check skipped
+    check = compare({"dependency check": grad_entry.dependencies.valid}, samples=21)
+    valid = grad_entry.valid
+    grad_entry.valid = lambda: True  # the same call path with the check skipped
     try:
         unchecked = compare({"numpy f(float)": lambda: tiny(0.5),
                              "grad(f)(float)": lambda: grad_tiny(0.5)}, samples=21)
     finally:
-        Dependencies.valid = valid
+        grad_entry.valid = valid
     print(f"machine: {machine()}")
     for name, seconds in results.items():
         print(f"{name:>16}: {fmt(seconds)}")
@@ -46,7 +58,10 @@ def main():
           f"with the dependency check, "
           f"{unchecked['grad(f)(float)'] / unchecked['numpy f(float)']:.2f}x without; "
           f"the check itself: {fmt(check['dependency check'])} "
-          f"({len(entry.dependencies)} bindings)")
+          f"({len(grad_entry.dependencies)} bindings)")
+    print("call path overhead (call minus its code alone): "
+          f"jit {fmt(results['jit(f)(float)'] - results['jit code alone'])}, "
+          f"grad {fmt(results['grad(f)(float)'] - results['grad code alone'])}")
 
 
 if __name__ == "__main__":

@@ -92,6 +92,48 @@ def test_python_int_and_bool_signatures():
     assert body.calls == 3
 
 
+ONE_ARGUMENT_SCALARS = [2.0, np.float64(2.0), np.float32(2.0), 2, np.int64(2), np.int32(2),
+                        True, np.bool_(True), 2 + 1j, np.complex128(2 + 1j)]
+
+
+def test_one_argument_signatures_of_every_scalar_type():
+    """The cached path keys one argument by its type: each type must get numpy's result."""
+    body = Counting(lambda s: s * np.float32(3.0))
+    fun = xform.jit(body)
+    for _ in range(2):                           # the staging calls, then the cached calls
+        for s in ONE_ARGUMENT_SCALARS:
+            assert_bit_equal(fun(s), s * np.float32(3.0))
+    # bool and np.bool_ have the same signature: one staging for both
+    assert body.calls == len(ONE_ARGUMENT_SCALARS) - 1
+
+
+def test_one_argument_arrays_key_shape_and_dtype():
+    body = Counting(lambda x: x * 2.0)
+    fun = xform.jit(body)
+    arrays = [np.ones(3), np.ones(3, np.float32), np.ones((3, 1)), np.ones(()),
+              np.ones(3, np.dtype(">f8")), np.arange(3)]
+    before = xform.cache_info()
+    for _ in range(3):
+        for x in arrays:
+            assert_bit_equal(fun(x), x * 2.0)
+    assert body.calls == len(arrays)
+    assert delta(before) == {"hits": 2 * len(arrays), "misses": len(arrays),
+                             "compiles": len(arrays)}
+
+
+def test_calls_without_arguments_and_with_pytrees_are_cached():
+    body = Counting(lambda: np.float64(1.5) * 2.0)
+    fun = xform.jit(body)
+    tree_body = Counting(lambda p: p["a"] * p["b"][0])
+    tree_fun = xform.jit(tree_body)
+    before = xform.cache_info()
+    for _ in range(3):
+        assert_bit_equal(fun(), np.float64(1.5) * 2.0)
+        assert_bit_equal(tree_fun({"a": 2.0, "b": [np.ones(2)]}), 2.0 * np.ones(2))
+    assert body.calls == tree_body.calls == 1
+    assert delta(before) == {"hits": 4, "misses": 2, "compiles": 2}
+
+
 def test_static_arguments_key_the_cache():
     body = Counting(lambda x, n: x.reshape(n, -1).sum(axis=1))
     fun = xform.jit(body, static_argnums=1)

@@ -49,6 +49,95 @@ def test_cache_hit_does_no_staging_and_no_codegen():
     assert after["hits"] >= before["hits"] + 3
 
 
+def _d_tiny(x):
+    """The derivative of sin(x) * x + 1, by hand."""
+    return np.cos(x) * x + np.sin(x)
+
+
+def test_every_cached_call_counts_one_hit():
+    def f(x):
+        return np.sin(x) * x + 1.0
+
+    def h(x, y):
+        return np.sin(x) * y
+    grad_f, jit_f, grad_h = xform.grad(f), xform.jit(f), xform.grad(h)
+    x = np.linspace(0.0, 1.0, 4)
+    calls = [lambda: grad_f(0.3), lambda: grad_f(x[0]), lambda: grad_f(np.float32(0.3)),
+             lambda: jit_f(0.3), lambda: jit_f(x), lambda: grad_h(0.3, 2.0)]
+    for call in calls:
+        call()
+    before = xform.cache_info()
+    for _ in range(5):
+        assert grad_f(0.3) == pytest.approx(_d_tiny(0.3))
+        for call in calls[1:]:
+            call()
+    after = xform.cache_info()
+    assert after["hits"] - before["hits"] == 5 * len(calls)
+    assert after["misses"] == before["misses"] and after["builds"] == before["builds"]
+
+
+def test_hit_counts_survive_eviction_and_clear():
+    jitted = xform.jit(lambda x: x * 3.0)
+    for _ in range(4):
+        jitted(1.0)
+    hits = xform.cache_info()["hits"]
+    xform.clear_cache()
+    assert xform.cache_info()["hits"] == hits
+    xform.set_cache_size(1)
+    try:
+        jitted(1.0)
+        jitted(1.0)
+        xform.jit(lambda x: x * 4.0)(1.0)   # evicts jitted's entry, which has one hit
+        assert xform.cache_info()["hits"] == hits + 1
+    finally:
+        xform.set_cache_size(2048)
+
+
+def test_an_evicted_entry_is_rebuilt_by_the_cached_path():
+    grad_f = xform.grad(lambda x: np.sin(x) * x + 1.0)
+    xform.set_cache_size(1)
+    try:
+        grad_f(0.3)
+        builds = xform.cache_info()["builds"]
+        xform.jit(lambda x: x * 4.0)(1.0)   # evicts grad_f's entry
+        assert grad_f(0.3) == pytest.approx(_d_tiny(0.3))
+        assert xform.cache_info()["builds"] == builds + 2
+    finally:
+        xform.set_cache_size(2048)
+
+
+def test_a_cached_function_still_composes_and_stages():
+    grad_f = xform.grad(lambda x: np.sin(x) * x + 1.0)
+    grad_f(0.3)   # the cached path now has a float entry
+    second = -np.sin(0.3) * 0.3 + 2 * np.cos(0.3)
+    assert xform.grad(grad_f)(0.3) == pytest.approx(second)
+    assert xform.jit(grad_f)(0.3) == pytest.approx(_d_tiny(0.3))
+    xs = np.linspace(0.0, 1.0, 5)
+    np.testing.assert_allclose(xform.vmap(grad_f)(xs), _d_tiny(xs))
+
+
+def test_a_cached_function_called_while_staging_is_staged_there(module_factory):
+    """Called on a concrete float inside another staging, a cached function is staged into it
+    (not run by its cached path), so the outer entry depends on what it reads."""
+    mod = module_factory("""
+        import numpy as np
+        def scale():
+            return 2.0
+        def f(x):
+            return np.sin(x) * scale()
+    """)
+    grad_f = xform.grad(mod.f)
+    assert grad_f(0.3) == pytest.approx(2.0 * np.cos(0.3))   # the cached path has an entry
+    outer = xform.jit(lambda y: y * grad_f(0.3))
+    assert outer(2.0) == pytest.approx(4.0 * np.cos(0.3))
+    redefine(mod, """
+        def scale():
+            return 5.0
+    """)
+    assert outer(2.0) == pytest.approx(10.0 * np.cos(0.3))
+    assert grad_f(0.3) == pytest.approx(5.0 * np.cos(0.3))
+
+
 def test_redefining_a_module_level_function_restages(module_factory):
     mod = module_factory("""
         import numpy as np

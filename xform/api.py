@@ -16,7 +16,8 @@ from xform.cache import CACHE
 from xform.config import config
 from xform.errors import ShapeError, TreeMismatchError, TypeCheckError, XformError
 from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, current_builder, stage_function, using_builder
+from xform.ir.builder import (GraphBuilder, _current_builder, current_builder, stage_function,
+                               using_builder)
 from xform.ir.interpret import eval_graph
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
@@ -37,20 +38,50 @@ _SCALAR_SIGNATURES = {
                                             np.bool_, np.complex128)}}
 
 
+# The cached call path runs on every call, so it binds what it needs once: the current
+# builder's getter without the current_builder() call around it, numpy's array type. Its
+# functions take the first argument as a parameter of its own, so that the common call, on one
+# argument, packs no tuple; _NO_ARGUMENT is that parameter's value in a call without arguments.
+_builder_now = _current_builder.get
+_ndarray = np.ndarray
+_NO_ARGUMENT = object()
+
+
+def _arg_key(arg):
+    """The cached call path's key of one flat argument, or None when it is not flat: the
+    type of a scalar (which fixes its signature), (shape, dtype) of an array."""
+    kind = type(arg)
+    if kind is _ndarray:
+        return (arg.shape, arg.dtype)
+    return kind if kind in _SCALAR_SIGNATURES else None
+
+
 def _flat_signature(args):
-    """The signature of flat arguments (arrays and scalars only), or None: the cached call
-    path's key, computed in one pass."""
+    """The cached call path's key of several flat arguments (arrays and scalars only), or
+    None: their `_arg_key`s, computed in one pass."""
     signature = []
     for arg in args:
         kind = type(arg)
-        if kind is np.ndarray:
-            signature.append((arg.shape, arg.dtype, False))
+        if kind is _ndarray:
+            signature.append((arg.shape, arg.dtype))
+        elif kind in _SCALAR_SIGNATURES:
+            signature.append(kind)
         else:
-            scalar = _SCALAR_SIGNATURES.get(kind)
-            if scalar is None:
-                return None
-            signature.append(scalar)
+            return None
     return tuple(signature)
+
+
+def _remember_flat(one_arg_entries, flat_entries, args, entry):
+    """File `entry` for the cached call path when `args` are flat: under its one argument's
+    key, or under the signature of several."""
+    if len(args) == 1:
+        key = _arg_key(args[0])
+        if key is not None:
+            one_arg_entries[key] = entry
+    else:
+        signature = _flat_signature(args)
+        if signature is not None:
+            flat_entries[signature] = entry
 
 
 def _unflattener(out_tree):
@@ -133,18 +164,34 @@ class _Transformed:
         self.build = build
         self.params = params
         self.fuse = fuse
-        self._flat_cache = {}
+        self._one_arg_entries = {}  # the cached call path's entries, see _remember_flat
+        self._flat_entries = {}
         functools.update_wrapper(self, fun, updated=())
 
-    def __call__(self, *args):
-        flat = _flat_signature(args)
-        if flat is not None and current_builder() is None:
-            # The cached path for flat arguments: no pytree work, one lookup, one check.
-            entry = self._flat_cache.get(flat)
-            if entry is not None and not entry.stale and entry.dependencies.valid():
-                CACHE.hits += 1
-                fn, unflatten = entry.value
-                return unflatten(fn(*args))
+    def __call__(self, first=_NO_ARGUMENT, /, *rest):
+        # The cached path for flat arguments: no pytree work, one lookup, one check (False
+        # once the entry has left the cache). One argument, the common case, is keyed without
+        # building a tuple; the key of an argument that is not flat is never filed, so misses.
+        if rest or first is _NO_ARGUMENT:
+            return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
+        kind = type(first)
+        entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
+                                          else kind)
+        if entry is not None and entry.valid() and _builder_now() is None:
+            entry.hits += 1
+            fn, unflatten = entry.value
+            return unflatten(fn(first))
+        return self._build_and_call((first,))
+
+    def _call_several(self, args):
+        entry = self._flat_entries.get(_flat_signature(args))
+        if entry is not None and entry.valid() and _builder_now() is None:
+            entry.hits += 1
+            fn, unflatten = entry.value
+            return unflatten(fn(*args))
+        return self._build_and_call(args)
+
+    def _build_and_call(self, args):
         leaves, in_tree = tree_flatten(args)
         signature = tuple(map(_leaf_signature, leaves))
         if current_builder() is not None:
@@ -158,8 +205,7 @@ class _Transformed:
             assert not captured, "nothing can be captured outside any staging"
             return CACHE.compiled(_finish(graph, self.fuse)).fn, unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature), make)
-        if flat is not None:
-            self._flat_cache[flat] = entry
+        _remember_flat(self._one_arg_entries, self._flat_entries, args, entry)
         fn, unflatten = entry.value
         return unflatten(fn(*leaves))
 
@@ -224,20 +270,31 @@ def jit(fun, static_argnums=()):
     """
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else static_argnums
 
-    flat_cache = {}
+    one_arg_entries, flat_entries = {}, {}  # the cached call path's, as in _Transformed
 
     @functools.wraps(fun)
-    def jitted(*args):
+    def jitted(first=_NO_ARGUMENT, /, *rest):
+        if rest or first is _NO_ARGUMENT:
+            return call_several(() if first is _NO_ARGUMENT else (first, *rest))
+        kind = type(first)
+        entry = one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray else kind)
+        if entry is not None and entry.valid() and _builder_now() is None:
+            entry.hits += 1
+            fn, finish = entry.value
+            return finish(fn(first))
+        return build_and_call((first,))
+
+    def call_several(args):
+        entry = flat_entries.get(_flat_signature(args))
+        if entry is not None and entry.valid() and _builder_now() is None:
+            entry.hits += 1
+            fn, finish = entry.value
+            return finish(fn(*args))
+        return build_and_call(args)
+
+    def build_and_call(args):
         if current_builder() is not None:
             return fun(*args)
-        flat = None if static_argnums else _flat_signature(args)
-        if flat is not None:
-            # The cached path for flat arguments: no pytree work, one lookup, one check.
-            entry = flat_cache.get(flat)
-            if entry is not None and not entry.stale and entry.dependencies.valid():
-                CACHE.hits += 1
-                fn, finish = entry.value
-                return finish(fn(*args))
         static_nums = _normalize_argnums(static_argnums, len(args)) if static_argnums else ()
         dynamic, static = _split_static(args, static_nums)
         leaves, in_tree = tree_flatten(dynamic)
@@ -248,8 +305,8 @@ def jit(fun, static_argnums=()):
             graph, _, out_tree = _stage(_with_static(fun, static, len(args)), in_tree, avals)
             return CACHE.compiled(_finish(graph)).fn, _unflattener(out_tree)
         entry = CACHE.build(fun, ("jit", in_tree, signature, static), make)
-        if flat is not None:
-            flat_cache[flat] = entry
+        if not static:  # a static argument's value is part of the key: no cached path
+            _remember_flat(one_arg_entries, flat_entries, args, entry)
         fn, finish = entry.value
         return finish(fn(*leaves))
     return jitted

@@ -16,20 +16,29 @@ from xform.codegen import compile_graph
 from xform.dependencies import Dependencies, recording
 
 
+def _never_valid() -> bool:
+    return False
+
+
 class Entry:
     """A built entry: `value` (what the API needs to run) and the dependencies behind it.
-    `stale` is set when the entry leaves the cache, so copies held elsewhere (fast paths)
-    notice too."""
 
-    __slots__ = ("value", "dependencies", "stale")
+    `valid()` is the one check a hit makes: the dependencies' check while the entry is in the
+    cache, False once it has left (`discard`), so copies held by the fast call paths notice
+    too. `hits` counts the hits this entry served (`Cache.hits` sums them), so that a hit
+    writes only to the entry it already holds.
+    """
+
+    __slots__ = ("value", "dependencies", "valid", "hits")
 
     def __init__(self, value, dependencies):
         self.value = value
         self.dependencies = dependencies
-        self.stale = False
+        self.valid = dependencies.valid  # generated when recording ended, before this
+        self.hits = 0
 
-    def usable(self) -> bool:
-        return not self.stale and self.dependencies.valid()
+    def discard(self) -> None:
+        self.valid = _never_valid
 
 
 class Cache:
@@ -40,12 +49,28 @@ class Cache:
         self._entries: OrderedDict = OrderedDict()
         self._compiled = weakref.WeakKeyDictionary()
         self._lock = threading.RLock()
-        self.hits = 0
+        self._retired_hits = 0  # hits of entries that have left the cache
         self.misses = 0
         self.builds = 0
         self.compiles = 0
         self.invalidations = 0
         self.evictions = 0
+
+    @property
+    def hits(self) -> int:
+        with self._lock:
+            return self._retired_hits + sum(entry.hits for entry in list(self._entries.values()))
+
+    def _retire(self, entry) -> None:
+        """`entry` has just been taken out of the cache: fast paths holding it must miss."""
+        self._retired_hits += entry.hits
+        entry.discard()
+
+    def _evict_beyond(self, max_entries) -> None:
+        while len(self._entries) > max_entries:
+            _, evicted = self._entries.popitem(last=False)
+            self._retire(evicted)
+            self.evictions += 1
 
     def _function_key(self, fun):
         try:
@@ -56,14 +81,14 @@ class Cache:
     def _forget_function(self, function_ref) -> None:
         with self._lock:
             for key in [k for k in self._entries if k[0] is function_ref or k[0] == function_ref]:
-                self._entries.pop(key).stale = True
+                self._retire(self._entries.pop(key))
 
     def lookup(self, fun, key):
         """The usable entry for (fun, key), or None (a stale one is dropped)."""
         full_key = (self._function_key(fun), key)
         entry = self._entries.get(full_key)
-        if entry is not None and entry.usable():
-            self.hits += 1
+        if entry is not None and entry.valid():
+            entry.hits += 1
             try:
                 self._entries.move_to_end(full_key)
             except KeyError:  # evicted by another thread meanwhile
@@ -74,7 +99,7 @@ class Cache:
             with self._lock:
                 if self._entries.get(full_key) is entry:
                     del self._entries[full_key]
-                entry.stale = True
+                    self._retire(entry)
         self.misses += 1
         return None
 
@@ -88,7 +113,7 @@ class Cache:
         with self._lock:
             full_key = (self._function_key(owner), key)
             entry = self._entries.get(full_key)
-            if entry is not None and entry.usable():
+            if entry is not None and entry.valid():
                 return entry
             if record:
                 with recording(owner) as dependencies:
@@ -98,10 +123,7 @@ class Cache:
             entry = Entry(value, dependencies)
             self.builds += 1
             self._entries[full_key] = entry
-            while len(self._entries) > self.max_entries:
-                _, evicted = self._entries.popitem(last=False)
-                evicted.stale = True
-                self.evictions += 1
+            self._evict_beyond(self.max_entries)
             return entry
 
     def compiled(self, graph):
@@ -117,9 +139,12 @@ class Cache:
 
     def clear(self) -> None:
         with self._lock:
-            for entry in self._entries.values():
-                entry.stale = True
+            # The entries die after the map is empty: their owners' weak reference callbacks
+            # (_forget_function) then see a consistent map, not one half cleared.
+            entries = list(self._entries.values())
             self._entries.clear()
+            for entry in entries:
+                self._retire(entry)
             self._compiled.clear()
 
     def info(self) -> dict:
@@ -158,7 +183,4 @@ def set_cache_size(max_entries: int) -> None:
     """
     with CACHE._lock:
         CACHE.max_entries = int(max_entries)
-        while len(CACHE._entries) > CACHE.max_entries:
-            _, evicted = CACHE._entries.popitem(last=False)
-            evicted.stale = True
-            CACHE.evictions += 1
+        CACHE._evict_beyond(CACHE.max_entries)
