@@ -21,11 +21,17 @@ THIS_FILE = "test_index.py"
 
 @st.composite
 def index_entries(draw, shape, with_arrays=True):
-    """An index param for `shape` and its integer arrays (in bounds, repeats allowed)."""
+    """An index param for `shape` and its integer arrays (in bounds, repeats allowed).
+
+    With fewer entries than axes, an Ellipsis may stand first (the entries then index the
+    trailing axes) or last."""
     kinds = ["int", "slice", "array"] if with_arrays else ["int", "slice"]
     block = draw(st.sampled_from([(), (2,), (3,), (2, 2)]))
     entries, arrays = [], []
-    for axis in range(draw(st.integers(1, len(shape)))):
+    count = draw(st.integers(1, len(shape)))
+    ellipsis = draw(st.sampled_from(["none", "first", "last"])) if count < len(shape) else "none"
+    first_axis = len(shape) - count if ellipsis == "first" else 0
+    for axis in range(first_axis, first_axis + count):
         if draw(st.integers(0, 4)) == 0:
             entries.append(None)
         n = shape[axis]
@@ -38,8 +44,10 @@ def index_entries(draw, shape, with_arrays=True):
         else:
             entries.append(ARRAY)
             arrays.append(draw(xst.arrays(block, np.int64, -n, n - 1)))
-    if len(entries) - entries.count(None) < len(shape) and draw(st.booleans()):
-        entries.insert(draw(st.integers(0, len(entries))), Ellipsis)
+    if ellipsis == "first":
+        entries.insert(0, Ellipsis)
+    elif ellipsis == "last":
+        entries.append(Ellipsis)
     return tuple(entries), arrays
 
 

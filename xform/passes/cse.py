@@ -2,16 +2,24 @@
 same inputs, equal params) is dropped and its outputs read the earlier outputs."""
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from xform.ir.core import Graph, Literal
 from xform.passes.rewrite import GraphRewriter
 
 
+_pack_double = struct.Struct("<d").pack
+
+
 def _atom_key(atom):
     if type(atom) is Literal:
         # Bytes, not ==: 0.0 and -0.0 differ (x * -0.0 is not x * 0.0) and nan equals itself.
-        value = np.asarray(atom.value, atom.aval.dtype)
+        value = atom.value
+        if type(value) is float or type(value) is np.float64:   # most literals, quickly
+            return (Literal, type(value), atom.aval, _pack_double(value))
+        value = np.asarray(value, atom.aval.dtype)
         return (Literal, type(atom.value), atom.aval, value.tobytes())
     return atom
 
