@@ -1,0 +1,357 @@
+"""Fast generated code: 0-d float64 values as Python floats, `x[i]` as plain indexing, and ufuncs
+writing into dead buffers. Every result must be the numpy interpreter's, bit for bit, with the
+same types and the same warnings, and no user array may ever be written."""
+import math
+import re
+import struct
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import xform
+from xform.codegen import compile_graph, graph_source
+from xform.codegen.python import _agrees, _sample_values, scalar_operations
+from xform.ir.avals import ShapedArray
+from xform.ir.core import Equation, Graph, Primitive, Var
+from xform.rules.registry import register
+from xform.rules.unary import UNARY_PRIMITIVES, log_p
+
+SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan, 1e308, -1e308, 5e-324,
+           -5e-324, 1e-300, 709.0, 710.0, 1.0, -1.0, math.pi]
+scalars = st.one_of(st.sampled_from(SPECIAL), st.floats(allow_nan=True, allow_infinity=True),
+                    st.floats(-10.0, 10.0))
+wrappers = st.sampled_from([float, np.float64, np.array])
+
+
+def bits(value):
+    return struct.pack("<d", float(value))
+
+
+def assert_same(got, want):
+    """Same type and dtype, same bits. The nan a sum of two nans keeps is the one exception:
+    which one survives differs between numpy's ufuncs and scalar operators, and between
+    CPython's own paths, before and after this change alike."""
+    assert type(got) is type(want)
+    got_array, want_array = np.asarray(got), np.asarray(want)
+    assert got_array.dtype == want_array.dtype and got_array.shape == want_array.shape
+    for g, w in zip(got_array.ravel().tolist(), want_array.ravel().tolist()):
+        assert bits(g) == bits(w) or (math.isnan(g) and math.isnan(w)), (g, w)
+
+
+def reference(graph, *args):
+    with np.errstate(all="ignore"):
+        return xform.eval_graph(graph, *args)
+
+
+def compiled_quietly(graph, *args):
+    with np.errstate(all="ignore"):
+        return compile_graph(graph)(*args)
+
+
+def takes_scalar_path(source):
+    return "to_float(" in source and "except ScalarFallback:" in source and "if fallback:" in source
+
+
+# -- scalar programs --------------------------------------------------------------------------
+
+SCALAR_PROGRAMS = [
+    lambda x, y: np.sin(x) * y + 2.0,
+    lambda x, y: np.exp(x) - np.cos(y) * x / y,
+    lambda x, y: -np.sqrt(x * x + y * y) + np.log(np.abs(x) + 1e-3) * 3,
+    lambda x, y: np.arctan(x * 1e300 * y) + np.expm1(y) * np.log1p(x) - x,
+    lambda x, y: np.tanh(np.sinh(x) * y) + np.cosh(y) * np.square(x - y),   # tanh stays numpy
+    lambda x, y: (x * y, np.exp(x * y) - 1.0, x / y + y / x),
+    lambda x, y: np.power(x * y, 2) + x * y * 2 - np.float32(1.5) * y,       # power stays numpy
+]
+
+
+@pytest.mark.parametrize("program", SCALAR_PROGRAMS)
+@given(x=scalars, y=scalars, wrap_x=wrappers, wrap_y=wrappers)
+@example(x=1e308, y=10.0, wrap_x=float, wrap_y=float)
+@example(x=0.0, y=-0.0, wrap_x=np.float64, wrap_y=float)
+@example(x=math.inf, y=math.nan, wrap_x=np.array, wrap_y=np.float64)
+@example(x=-5e-324, y=710.0, wrap_x=float, wrap_y=np.array)
+def test_scalar_programs_compute_what_numpy_computes(program, x, y, wrap_x, wrap_y):
+    graph = xform.make_graph(program)(wrap_x(x), wrap_y(y))
+    got, want = compiled_quietly(graph, wrap_x(x), wrap_y(y)), reference(graph, wrap_x(x),
+                                                                       wrap_y(y))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert_same(g, w)
+
+
+@pytest.mark.parametrize("program", SCALAR_PROGRAMS[:5])
+def test_the_scalar_path_is_taken(program):
+    source, namespace = graph_source(xform.make_graph(program)(0.5, 0.25))
+    assert takes_scalar_path(source)
+    assert re.search(r"s\d+ [-+*/] s\d+", source)
+    assert any(getattr(value, "__module__", None) == "math" for value in namespace.values())
+
+
+def test_tanh_and_power_stay_numpy_unless_math_agrees():
+    source, namespace = graph_source(xform.make_graph(SCALAR_PROGRAMS[4])(0.5, 0.25))
+    if not _agrees(np.tanh, math.tanh, [((x,), (np.float64(x),)) for x in _sample_values()],
+                   flags_may_hide=False):
+        assert math.tanh not in namespace.values()
+    assert np.tanh in namespace.values()
+
+
+def test_a_lone_operation_keeps_numpy():
+    # converting in and out would cost more than the one operation saves
+    for program in (lambda x: x * 2.0, lambda x: np.sin(x), lambda x, y: x / y):
+        args = (np.float64(1.5),) * program.__code__.co_argcount
+        source, _ = graph_source(xform.make_graph(program)(*args))
+        assert not takes_scalar_path(source)
+
+
+def test_outputs_keep_their_types():
+    # np.float64 for computed 0-d values; arguments and constants pass through as they are
+    fun = xform.jit(lambda x, y: (np.sin(x) * y + 1.0, np.cos(x) - y * y, x))
+    for x in (0.5, np.float64(0.5), np.array(0.5)):
+        outs = fun(x, 2.0)
+        assert type(outs[0]) is np.float64 and type(outs[1]) is np.float64
+        assert outs[2] is x
+        want = (np.sin(x) * 2.0 + 1.0, np.cos(x) - 2.0 * 2.0)
+        assert_same(outs[0], np.float64(want[0]))
+        assert_same(outs[1], np.float64(want[1]))
+
+
+# -- falling back to numpy ------------------------------------------------------------------------
+
+def _warnings_of(call):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    # numpy's scalar operators say "in scalar multiply" where its ufuncs say "in multiply"
+    messages = sorted(str(w.message).replace("scalar ", "") for w in caught)
+    assert all(w.category is RuntimeWarning for w in caught)
+    return result, messages
+
+
+FALLBACKS = [
+    ("x / 0.0", lambda x, y: np.sin(x) * y / (x - x) + np.cos(y), (1.5, 2.0)),
+    ("exp(1000)", lambda x, y: np.exp(x * y) * y - np.sin(y), (500.0, 2.0)),
+    ("log(0)", lambda x, y: np.log(x - x) * y + np.sin(y) * x, (1.5, 2.0)),
+    ("sin(inf)", lambda x, y: np.sin(x * y) * y + np.cos(y) * x, (1e200, 1e200)),
+    ("overflow", lambda x, y: np.arctan(x * y * y) + np.sin(x) * y, (1e200, 1e200)),
+    ("inf - inf", lambda x, y: np.exp(-(x * y - x * y)) + np.sin(x) * y, (1e200, 1e200)),
+    ("sqrt(-1)", lambda x, y: np.sqrt(x - y) * y + np.cos(x) * y, (1.0, 2.0)),
+]
+
+
+@pytest.mark.parametrize("name, program, args", FALLBACKS, ids=[f[0] for f in FALLBACKS])
+def test_fallback_gives_numpys_values_and_warnings(name, program, args):
+    graph = xform.make_graph(program)(*args)
+    compiled = compile_graph(graph)
+    assert takes_scalar_path(compiled.source)
+    got, got_warnings = _warnings_of(lambda: compiled(*args))
+    want, want_warnings = _warnings_of(lambda: xform.eval_graph(graph, *args))
+    assert want_warnings and got_warnings == want_warnings
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    with np.errstate(all="raise"), pytest.raises(FloatingPointError) as info:
+        compiled(*args)
+    assert info.value.__context__ is None       # not raised while handling the scalar path's
+
+
+def test_fallback_recomputes_the_run_only():
+    """An impl before a failing run runs once: the run, not the graph, is recomputed."""
+    calls = []
+    count_p = Primitive("codegen_fast_count")
+    register(count_p, impl=lambda x: calls.append(1) or np.float64(x))
+    f64 = ShapedArray((), np.float64)
+    x, y, z, w, u, out = (Var(f64) for _ in range(6))
+    graph = Graph([x], [], [Equation(count_p, [x], [y]),
+                            Equation(log_p, [y], [z]),
+                            Equation(UNARY_PRIMITIVES["sin"], [y], [w]),
+                            Equation(UNARY_PRIMITIVES["exp"], [z], [u]),
+                            Equation(UNARY_PRIMITIVES["cos"], [u], [out])], [out, w])
+    compiled = compile_graph(graph)
+    assert takes_scalar_path(compiled.source)
+    with np.errstate(all="ignore"):
+        got = compiled(0.0)                  # log(0.0): math raises, numpy gives -inf
+    assert len(calls) == 1
+    with np.errstate(all="ignore"):
+        assert_same(got[0], np.cos(np.exp(np.log(np.float64(0.0)))))
+    assert_same(got[1], np.sin(np.float64(0.0)))
+
+
+# -- what the self-check lets through ----------------------------------------------------------
+
+@given(x=scalars)
+@example(x=math.pi / 2)
+@example(x=-0.0)
+def test_chosen_math_functions_agree_with_numpy_beyond_the_sample(x):
+    for prim, op in scalar_operations().items():
+        if op.function is None:
+            continue
+        try:
+            got = op.function(x)
+        except (ValueError, OverflowError):
+            continue                          # the generated code falls back to numpy
+        with np.errstate(divide="raise", over="raise", invalid="raise", under="ignore"):
+            want = getattr(np, prim.name)(np.float64(x))   # numpy would not warn
+        assert bits(got) == bits(want), (prim, x)
+
+
+def test_the_self_check_rejects_disagreeing_functions():
+    singles = [((x,), (np.float64(x),)) for x in _sample_values()]
+    assert _agrees(np.sin, math.sin, singles, flags_may_hide=False) in (True, False)
+    off_by_an_ulp = lambda x: math.nextafter(math.sin(x), math.inf)    # noqa: E731
+    assert not _agrees(np.sin, off_by_an_ulp, singles, flags_may_hide=False)
+    # math.degrees(1e308) is inf without raising, where numpy warns of the overflow
+    assert not _agrees(np.rad2deg, math.degrees, singles, flags_may_hide=False)
+    assert UNARY_PRIMITIVES["rad2deg"] not in scalar_operations()
+
+
+# -- x[i] ---------------------------------------------------------------------------------------
+
+def test_indexing_is_plain_and_agrees():
+    program = lambda x: np.sin(x[1, 2]) * x[0, 0] + x[1, 0] * x[0, 1]     # noqa: E731
+    x = np.arange(6.0).reshape(2, 3) / 7
+    graph = xform.make_graph(program)(x)
+    source, _ = graph_source(graph)
+    assert re.search(r"= a0\[k\d+\]", source) and "a0[k" in source
+    before = x.copy()
+    got, want = compile_graph(graph)(x), reference(graph, x)
+    assert_same(got[0], want[0])
+    np.testing.assert_array_equal(x, before)
+
+
+def test_an_indexed_output_keeps_its_type():
+    x = np.arange(4.0)
+    graph = xform.make_graph(lambda x: (x[1], x[2] * 2.0))(x)
+    got, want = compile_graph(graph)(x), reference(graph, x)
+    for g, w in zip(got, want):
+        assert_same(g, w)
+
+
+# -- buffer reuse ---------------------------------------------------------------------------------
+
+SHAPE = (32, 48)   # large enough for buffer reuse
+
+UNARY = [np.sin, np.cos, np.exp, np.negative, np.tanh, np.abs]
+BINARY = [np.add, np.multiply, np.subtract, np.maximum]
+VIEWS = [lambda v: v.T.T, lambda v: v.reshape(-1).reshape(SHAPE), lambda v: v[::-1],
+         lambda v: np.broadcast_to(v[:1], SHAPE), lambda v: v]
+
+
+@st.composite
+def programs(draw):
+    """Straight-line programs over arrays of one shape: ufuncs, views, and outputs anywhere."""
+    steps = []
+    for index in range(draw(st.integers(2, 9))):
+        live = index + 2                       # two arguments, then one value per step
+        kind = draw(st.sampled_from(["unary", "binary", "view", "scalar"]))
+        first = draw(st.integers(0, live - 1))
+        if kind == "unary":
+            steps.append((kind, draw(st.sampled_from(UNARY)), first))
+        elif kind == "binary":
+            steps.append((kind, draw(st.sampled_from(BINARY)), first,
+                          draw(st.integers(0, live - 1))))
+        elif kind == "view":
+            steps.append((kind, draw(st.sampled_from(VIEWS)), first))
+        else:
+            steps.append((kind, draw(st.sampled_from(BINARY)), first))
+    count = len(steps) + 2
+    outputs = draw(st.lists(st.integers(0, count - 1), min_size=1, max_size=3))
+    return steps, sorted(set(outputs) | {count - 1})
+
+
+def run_program(program, x, y):
+    steps, outputs = program
+    values = [x, y]
+    for step in steps:
+        kind, fn, first = step[:3]
+        if kind == "binary":
+            values.append(fn(values[first], values[step[3]]))
+        elif kind == "scalar":
+            values.append(fn(values[first], 0.5))
+        else:
+            values.append(fn(values[first]))
+    return tuple(values[i] for i in outputs)
+
+
+@given(program=programs(), seed=st.integers(0, 2 ** 16))
+def test_buffer_reuse_never_writes_user_arrays_and_agrees(program, seed):
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal(SHAPE), rng.standard_normal(SHAPE)
+    x_before, y_before = x.copy(), y.copy()
+    graph = xform.make_graph(lambda a, b: run_program(program, a, b))(x, y)
+    got = compiled_quietly(graph, x, y)
+    np.testing.assert_array_equal(x, x_before)
+    np.testing.assert_array_equal(y, y_before)
+    want = reference(graph, x_before, y_before)
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    # jit runs the passes first, then the same codegen
+    for g, w in zip(xform.jit(lambda a, b: run_program(program, a, b))(x, y), want):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(x, x_before)
+
+
+def test_a_chain_of_ufuncs_writes_in_place():
+    graph = xform.make_graph(lambda x: np.sin(np.cos(np.exp(x))) * x)(np.ones(SHAPE))
+    source, _ = graph_source(graph)
+    assert source.count("out=") == 3 and "out=a0" not in source
+
+
+def test_a_viewed_buffer_is_not_written():
+    def program(x):
+        a = np.sin(x)
+        view = a.reshape(-1)          # a view of a's buffer, alive until the end
+        b = np.cos(a)                 # a's last use, but its buffer is still seen by `view`
+        return b * 2.0, view
+    x = np.linspace(0.0, 1.0, SHAPE[0] * SHAPE[1]).reshape(SHAPE)
+    graph = xform.make_graph(program)(x)
+    source, _ = graph_source(graph)
+    assert "out=v0" not in source
+    got = compile_graph(graph)(x)
+    np.testing.assert_array_equal(got[1], np.sin(x).reshape(-1))
+    np.testing.assert_array_equal(got[0], np.cos(np.sin(x)) * 2.0)
+
+
+def test_outputs_and_arguments_are_not_written():
+    def program(x):
+        a = np.exp(x)
+        return np.sin(a), a, np.cos(x)
+    x = np.linspace(0.0, 1.0, SHAPE[0] * SHAPE[1]).reshape(SHAPE)
+    source, _ = graph_source(xform.make_graph(program)(x))
+    assert "out=" not in source
+
+
+# -- debug mode -----------------------------------------------------------------------------------
+
+def test_debug_mode_checks_every_value_and_takes_no_shortcut():
+    graph = xform.make_graph(lambda x, y: (np.sin(x[0]) * y + np.cos(np.exp(x[1])) * y,
+                                           np.sin(np.cos(x)) * 2.0))(np.ones(2048), 0.5)
+    fast, _ = graph_source(graph)
+    assert takes_scalar_path(fast) and "out=" in fast and "a0[k" in fast
+    source, _ = graph_source(graph, debug=True)
+    assert "to_float" not in source and "out=" not in source and "a0[k" not in source
+    assert source.count("check_values(") == len(graph.equations)
+
+
+# -- transforms through the fast code ------------------------------------------------------------
+
+def product_chain(x):
+    y = x[0]
+    for _ in range(30):
+        y = y * x[1]
+    return np.sin(y) + y * x[2]
+
+
+@pytest.mark.parametrize("fun, arg", [
+    (lambda x: np.sin(x) * x + 1.0, 0.7),
+    (lambda x: np.exp(np.sin(x) * x) / (1.0 + x * x), -1.3),
+    (product_chain, np.array([0.9, 1.01, 0.3])),
+    (lambda x: np.sum(np.sin(np.cos(np.exp(x))) * x), np.linspace(0.0, 1.0, 2000)),
+])
+def test_grad_and_jit_results_are_the_interpreters(fun, arg):
+    for transform in (xform.grad, xform.jit):
+        got = transform(fun)(arg)
+        want = xform.eval_graph(xform.make_graph(transform(fun))(arg), arg)[0]
+        assert_same(got, want)
