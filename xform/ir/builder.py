@@ -136,16 +136,25 @@ class GraphBuilder:
                      tuple(self._consts.values()), self.equations, out_atoms)
 
 
-@contextlib.contextmanager
-def source_scope(source, origin=None):
+class source_scope:
     """Equations emitted inside carry `source` (the user line of the equation being rewritten)
-    and `origin` (the rule emitting them, e.g. "jvp of sin")."""
-    token = _source_override.set(source)
-    origin_token = _origin.set(origin)
-    try:
-        yield
-    finally:
-        _source_override.reset(token)
+    and `origin` (the rule emitting them, e.g. "jvp of sin").
+
+    (A class, not a generator context manager: transforms enter one per equation.)
+    """
+
+    __slots__ = ("source", "origin", "_tokens")
+
+    def __init__(self, source, origin=None):
+        self.source = source
+        self.origin = origin
+
+    def __enter__(self):
+        self._tokens = (_source_override.set(self.source), _origin.set(self.origin))
+
+    def __exit__(self, *exc_info):
+        source_token, origin_token = self._tokens
+        _source_override.reset(source_token)
         _origin.reset(origin_token)
 
 

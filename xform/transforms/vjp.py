@@ -61,9 +61,15 @@ def vjp_eval(graph, primals, cts_out):
         accumulate(atom, ct)
 
     for eqn in reversed(graph.equations):
-        cts = [ct_env.pop(v, None) for v in eqn.outputs]
-        if all(ct is None for ct in cts):
-            continue
+        if len(eqn.outputs) == 1:   # most equations: no list walks
+            ct = ct_env.pop(eqn.outputs[0], None)
+            if ct is None:
+                continue
+            cts = [ct]
+        else:
+            cts = [ct_env.pop(v, None) for v in eqn.outputs]
+            if all(ct is None for ct in cts):
+                continue
         ins = [read(a) for a in eqn.inputs]
         if not any(is_differentiable(a.aval) for a in eqn.inputs):
             continue
