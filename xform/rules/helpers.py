@@ -115,6 +115,7 @@ def linear_jvp(prim):
         if type(t) is Zero:
             return ans, Zero(aval(ans))
         return ans, prim.bind(t, *primals[1:], **params)
+    rule.linear_in_first = True   # reverse mode may then apply the transpose rule directly
     return rule
 
 

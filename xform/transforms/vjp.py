@@ -12,7 +12,8 @@ from xform.ir.builder import (GraphBuilder, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Graph, Literal
 from xform.ir.interpret import emit_equations
-from xform.rules.helpers import Zero, add_tangents, aval, instantiate, zero_tangent
+from xform.rules.helpers import (Undefined, Zero, add_tangents, aval, instantiate,
+                                 zero_tangent)
 from xform.rules.registry import RULES, rule_for
 from xform.transforms.jvp import fit_tangent
 from xform.transforms.transpose import backward_pass
@@ -83,6 +84,10 @@ def vjp_eval(graph, primals, cts_out):
             rules = RULES.get(eqn.primitive)
             if rules is not None and rules.vjp is not None:
                 cts_in = rules.vjp(ins, outs, cts, **eqn.params)
+            elif _transposable(rules, ins):
+                # Linear in its first input, the only differentiable one: the vjp is the
+                # transpose, with no small linear graph to build per equation.
+                cts_in = rules.transpose(cts, Undefined(aval(ins[0])), *ins[1:], **eqn.params)
             else:
                 cts_in = vjp_from_jvp(eqn, ins, cts)
         for atom, ct in zip(eqn.inputs, cts_in):
@@ -91,6 +96,12 @@ def vjp_eval(graph, primals, cts_out):
 
     cts_in = [ct_env.get(v, Zero(tangent_aval(v.aval))) for v in graph.inputs]
     return [read(a) for a in graph.outputs], cts_in
+
+
+def _transposable(rules, ins) -> bool:
+    return (rules is not None and rules.transpose is not None
+            and getattr(rules.jvp, "linear_in_first", False)
+            and not any(is_differentiable(aval(x)) for x in ins[1:]))
 
 
 def _check_cotangent(eqn, atom, ct):
