@@ -10,19 +10,26 @@ PIPELINE, in order (what each step does; its precondition):
      passed into calls meet the callee's equations.
   3. eliminate_common_subexpressions: merge repeated equations. Precondition: 2, so that
      equations differing only by a foldable input have become identical.
-  4. eliminate_dead_code: drop what no output needs, and unused outputs of loops and calls
-     (Rules.dce). Precondition: 1-3, which leave dead equations and constants behind.
+  4. accumulate_pads: replace each tree of `add`s over zero-valued `pad`s (the cotangents
+     of `x[i]` in a Python loop) by one `pad_sum`, one array instead of one per use.
+     Precondition: 2-3, which fold and merge the pads first (a pad that 3 merged, read by
+     several sums, joins each of them).
+  5. eliminate_dead_code: drop what no output needs, and unused outputs of loops and calls
+     (Rules.dce). Precondition: 1-4, which leave dead equations and constants behind (4:
+     the reshapes that fed the pads it replaced).
 """
 from __future__ import annotations
 
 from xform import rules as _rules  # noqa: F401  (rules first: a family's hooks may import us)
+from xform.passes.accumulate import accumulate_pads
 from xform.passes.cse import eliminate_common_subexpressions
 from xform.passes.dce import eliminate_dead_code
 from xform.passes.fold import UNKNOWN, fold_constants
 from xform.passes.fuse import fuse_elementwise
 from xform.passes.inline import inline_calls
 
-PIPELINE = (inline_calls, fold_constants, eliminate_common_subexpressions, eliminate_dead_code)
+PIPELINE = (inline_calls, fold_constants, eliminate_common_subexpressions, accumulate_pads,
+            eliminate_dead_code)
 
 # Short names. (They shadow the submodules as attributes: reach a module itself with
 # `from xform.passes.fold import ...`, which goes through sys.modules.)
@@ -32,6 +39,7 @@ fuse = fuse_elementwise
 fold = fold_constants
 cse = eliminate_common_subexpressions
 inline = inline_calls
+accumulate = accumulate_pads
 
 
 def optimize(graph, passes=PIPELINE):
@@ -67,7 +75,7 @@ def trace_passes(graph, passes=PIPELINE) -> list:
     return steps
 
 
-__all__ = ["PIPELINE", "UNKNOWN", "cse", "dce", "eliminate_common_subexpressions", "fuse",
-           "fuse_elementwise",
+__all__ = ["PIPELINE", "UNKNOWN", "accumulate", "accumulate_pads", "cse", "dce",
+           "eliminate_common_subexpressions", "fuse", "fuse_elementwise",
            "eliminate_dead_code", "fold", "fold_constants", "inline", "inline_calls",
            "optimize", "trace_passes"]

@@ -1,0 +1,161 @@
+"""Sums of zero-padded pieces become one `pad_sum`: the cotangent of a loop over `x[i]` is one
+`pad` of a scalar per use, summed by a chain of full-size `add`s (O(n^2) work and two numpy
+calls per use); afterwards it is one equation that adds the scalars into one array."""
+from __future__ import annotations
+
+import numpy as np
+
+from xform.ir.avals import ShapedArray
+from xform.ir.core import Equation, Graph, Literal, Params, Var
+from xform.ir.nx import with_equations
+from xform.rules.accumulate import full_window, pad_sum_p, term_shape
+from xform.rules.binary import add_p
+from xform.rules.shape import pad_p, reshape_p
+
+_SUMMABLE_KINDS = "fciu"  # not bool: add is `or` there, and no cotangent is boolean
+
+
+def _is_sum_node(eqn) -> bool:
+    """`add` of two Vars of exactly its output's shape and dtype (no broadcasting)."""
+    if eqn.primitive is not add_p or len(eqn.inputs) != 2:
+        return False
+    out = eqn.outputs[0].aval
+    return out.dtype.kind in _SUMMABLE_KINDS and all(
+        type(a) is Var and a.aval.shape == out.shape and a.aval.dtype == out.dtype
+        for a in eqn.inputs)
+
+
+def _is_positive_zero(value, dtype) -> bool:
+    value = np.asarray(value, dtype)
+    return value.shape == () and not any(value.tobytes())
+
+
+def _pad_window(eqn):
+    """The window a zero-valued pad puts its operand in (None for any other equation)."""
+    if eqn.primitive is not pad_p:
+        return None
+    x, value = eqn.inputs
+    if type(value) is not Literal or not _is_positive_zero(value.value, x.aval.dtype):
+        return None
+    return tuple((lo, lo + (n - 1) * (interior + 1) + 1 if n else lo, interior + 1)
+                 for n, (lo, _, interior) in zip(x.aval.shape, eqn.params["widths"]))
+
+
+def accumulate_pads(graph: Graph) -> Graph:
+    """Replace each tree of `add`s whose leaves include zero-valued `pad`s (or `pad_sum`s)
+    by one `pad_sum` of the pads' operands, the other leaves added over the whole array.
+
+    A tree is a maximal set of same-shape `add`s whose intermediate sums are read only by
+    the next `add` up; its `pad_sum` takes the root's place (every operand is defined before
+    the root) and the tree's equations go. A pad read elsewhere too stays for those readers
+    and its operand still joins the sum; the scalar reshapes feeding removed pads are left to
+    eliminate_dead_code. One sweep with use counts: linear in the size of the graph.
+
+    Notes: the terms are added in the tree's left-to-right order, which is the order the
+    adds computed for the left-leaning chains that reverse mode accumulates. For other trees
+    with overlapping windows the sum is reassociated and may differ in the last bit, and a
+    zero that the chain of adds gave as -0.0 comes out as +0.0: acceptable for cotangents,
+    which these sums are.
+
+    >>> g = make_graph(grad(lambda x: sum(np.sin(x[i]) for i in range(3))))(np.ones(3))
+    >>> print(eliminate_dead_code(accumulate_pads(g)))   # ... pad_sum[...] cos_a cos_b cos_c
+    """
+    equations = graph.equations
+    uses: dict = {}
+    reader: dict = {}    # Var -> index of an equation reading it (the only one if used once)
+    producer: dict = {}  # Var -> index of the equation defining it
+    for index, eqn in enumerate(equations):
+        for atom in eqn.inputs:
+            if type(atom) is Var:
+                uses[atom] = uses.get(atom, 0) + 1
+                reader[atom] = index
+        for var in eqn.outputs:
+            producer[var] = index
+    for atom in graph.outputs:
+        if type(atom) is Var:
+            uses[atom] = uses.get(atom, 0) + 1
+    sum_nodes = [_is_sum_node(eqn) for eqn in equations]
+
+    def absorbed(var) -> bool:
+        """Whether `var`'s only reader is a sum node, which makes it part of that tree."""
+        return uses.get(var) == 1 and var in reader and sum_nodes[reader[var]]
+
+    removed = [False] * len(equations)
+    replacements = {}  # root index -> equations emitted in its place
+    for root, eqn in enumerate(equations):
+        if not sum_nodes[root] or absorbed(eqn.outputs[0]):
+            continue
+        shape = eqn.outputs[0].aval.shape
+        terms, dead, placed = [], [], 0
+        stack = list(reversed(eqn.inputs))
+        while stack:
+            atom = stack.pop()
+            index = producer.get(atom)
+            if index is None:   # an input or a constant
+                terms.append((atom, full_window(shape)))
+                continue
+            leaf = equations[index]
+            single = absorbed(atom)
+            if single and sum_nodes[index]:
+                dead.append(index)
+                stack.extend(reversed(leaf.inputs))
+                continue
+            window = _pad_window(leaf)
+            if window is not None:
+                terms.append((leaf.inputs[0], window))
+                placed += 1
+                if single:
+                    dead.append(index)
+            elif single and leaf.primitive is pad_sum_p:
+                terms.extend(zip(leaf.inputs, leaf.params["windows"]))
+                placed += 1
+                dead.append(index)
+            else:
+                terms.append((atom, full_window(shape)))
+        if not placed:
+            continue
+        for index in dead:
+            removed[index] = True
+        replacements[root] = _pad_sum_equations(eqn, terms, producer, equations)
+    if not replacements:
+        return graph
+    kept = []
+    for index, eqn in enumerate(equations):
+        if index in replacements:
+            kept.extend(replacements[index])
+        elif not removed[index]:
+            kept.append(eqn)
+    return with_equations(graph, kept)
+
+
+def _pad_sum_equations(root, terms, producer, equations) -> list:
+    """The `pad_sum` standing for `root`, after any reshapes its one-element operands need to
+    be 0-d."""
+    emitted, operands = [], []
+    for atom, window in terms:
+        if atom.aval.shape != term_shape(window):
+            atom = _as_scalar(atom, root, producer, equations, emitted)
+        operands.append(atom)
+    out = root.outputs[0]
+    params = Params({"shape": out.aval.shape, "dtype": out.aval.dtype,
+                     "windows": tuple(window for _, window in terms)})
+    emitted.append(Equation(pad_sum_p, operands, root.outputs, params, root.source,
+                            root.origin))
+    return emitted
+
+
+def _as_scalar(atom, root, producer, equations, emitted):
+    """`atom` (one element) as a 0-d value: the scalar a reshape made it from when there is
+    one (the cotangent of `x[i]` is `reshape(scalar)`), else a new reshape."""
+    index = producer.get(atom)
+    if index is not None and equations[index].primitive is reshape_p:
+        source = equations[index].inputs[0]
+        if not source.aval.shape:
+            return source
+    scalar = Var(ShapedArray((), atom.aval.dtype))
+    emitted.append(Equation(reshape_p, (atom,), (scalar,), Params({"shape": ()}),
+                            root.source, root.origin))
+    return scalar
+
+
+__all__ = ["accumulate_pads"]

@@ -1,0 +1,183 @@
+"""pad_sum: the sum of k operands, each placed at a static window of one zero output array.
+
+It is what a sum of zero-valued pads computes (the cotangent of `x[i]` used in a Python loop
+is one pad per use), in one array instead of k full-size ones: `xform.passes.accumulate`
+rewrites such sums into it. Each window is one `(start, stop, step)` per output axis, like a
+`slice`; its operand has the window's shape, except that a one-element window takes a 0-d
+operand (a scalar cotangent needs no reshape then). Operands are cast to `dtype`, then added
+in order, so overlapping windows add up.
+"""
+import math
+
+import numpy as np
+
+from xform.ir.avals import ShapedArray, dummy, is_differentiable
+from xform.ir.core import Primitive
+from xform.ir.tracer import Tracer
+from xform.rules.helpers import Undefined, Zero, aval, move_to_front, zero_tangent
+from xform.rules.registry import register
+from xform.rules.shape import reshape, static_slice
+
+pad_sum_p = Primitive("pad_sum")
+
+
+def _window_shape(window):
+    return tuple(max(0, -(-(stop - start) // step)) for start, stop, step in window)
+
+
+def term_shape(window):
+    """The shape an operand of `window` must have: 0-d for a one-element window."""
+    shape = _window_shape(window)
+    return () if math.prod(shape) == 1 else shape
+
+
+def full_window(shape):
+    """The window covering all of `shape`."""
+    return tuple((0, n, 1) for n in shape)
+
+
+def _pad_sum_abstract_eval(*operands, shape, dtype, windows):
+    if len(operands) != len(windows):
+        raise ValueError(f"{len(operands)} operands for {len(windows)} windows")
+    for i, (x, window) in enumerate(zip(operands, windows)):
+        if len(window) != len(shape):
+            raise ValueError(f"window {window} does not fit an output of shape {shape}")
+        for n, (start, stop, step) in zip(shape, window):
+            if not (0 <= start <= stop <= n and step >= 1):
+                raise ValueError(f"bad window {start}:{stop}:{step} of an axis of length {n}")
+        if x.shape != term_shape(window):
+            raise ValueError(f"operand {i} has shape {x.shape} but its window {window} needs "
+                             f"{term_shape(window)}")
+        if not np.can_cast(x.dtype, dtype, "same_kind"):
+            raise ValueError(f"operand {i} of dtype {x.dtype} cannot be added into {dtype}")
+    return ShapedArray(tuple(shape), np.dtype(dtype))
+
+
+class _Plan:
+    """How the terms go in, worked out once per `windows`: each run of one-element windows
+    as flat positions (added by one `np.add.at`), each other window as a slice."""
+
+    def __init__(self, shape, windows):
+        self.size = math.prod(shape)
+        self.steps = []  # (term indices, flat positions) or (term index, slices)
+        run = []
+        for i, window in enumerate(tuple(windows) + (None,)):
+            if window is not None and not term_shape(window):
+                run.append(i)
+                continue
+            if run:
+                starts = [tuple(start for start, _, _ in windows[j]) for j in run]
+                flat = (np.ravel_multi_index(tuple(np.array(axis, np.intp)
+                                                   for axis in zip(*starts)), shape)
+                        if shape else np.zeros(len(run), np.intp))
+                self.steps.append((run if len(run) < len(windows) else None, flat))
+                run = []
+            if window is not None:
+                self.steps.append((i, tuple(slice(*bounds) for bounds in window)))
+
+
+_PLANS: dict = {}  # id(windows) -> (windows, shape, plan); holding `windows` keeps ids unique
+_MAX_PLANS = 1024
+
+
+def _plan(shape, windows):
+    # Keyed by identity: hashing a thousand windows would cost more than adding the terms.
+    cached = _PLANS.get(id(windows))
+    if cached is not None and cached[0] is windows and cached[1] == shape:
+        return cached[2]
+    plan = _Plan(shape, windows)
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[id(windows)] = (windows, shape, plan)
+    return plan
+
+
+def _pad_sum_impl(*operands, shape, dtype, windows):
+    plan = _plan(shape, windows)
+    flat = np.zeros(plan.size, dtype)
+    out = flat.reshape(shape)
+    for terms, where in plan.steps:
+        if type(terms) is int:
+            view = out[where]
+            np.add(view, operands[terms], out=view, dtype=dtype)
+        else:
+            # Scalars, all in one call; add.at adds in order, repeated positions included.
+            scalars = operands if terms is None else [operands[i] for i in terms]
+            np.add.at(flat, where, np.fromiter(scalars, dtype, len(scalars)))
+    return out if shape else out[()]
+
+
+def _pad_sum_jvp(primals, tangents, *, shape, dtype, windows):
+    out = pad_sum_p.bind(*primals, shape=shape, dtype=dtype, windows=windows)
+    out_aval = aval(out)
+    # Linear: terms whose tangent is zero drop out.
+    terms = [(t, window) for t, window in zip(tangents, windows)
+             if type(t) is not Zero and is_differentiable(aval(t))]
+    if not is_differentiable(out_aval) or not terms:
+        return out, zero_tangent(out_aval)
+    t_out = pad_sum_p.bind(*[t for t, _ in terms], shape=shape, dtype=dtype,
+                           windows=tuple(window for _, window in terms))
+    return out, t_out
+
+
+def _pad_sum_transpose(ct, *operands, shape, dtype, windows):
+    if type(ct) is Zero:
+        return (None,) * len(operands)
+    cts = []
+    for x, window in zip(operands, windows):
+        if type(x) is not Undefined or not is_differentiable(x.aval):
+            cts.append(None)
+            continue
+        starts, stops, steps = zip(*window) if window else ((), (), ())
+        piece = static_slice(ct, starts, stops, steps)
+        if aval(piece).shape != x.aval.shape:
+            piece = reshape(piece, x.aval.shape)
+        if aval(piece).dtype != x.aval.dtype:
+            piece = piece.astype(x.aval.dtype)
+        cts.append(piece)
+    return tuple(cts)
+
+
+def _pad_sum_batch(size, args, dims, *, shape, dtype, windows):
+    windows = tuple(((0, size, 1),) + window for window in windows)
+    operands = []
+    for x, d, window in zip(args, dims, windows):
+        x = move_to_front(x, d, size)
+        if aval(x).shape != term_shape(window):
+            x = reshape(x, term_shape(window))
+        operands.append(x)
+    return pad_sum_p.bind(*operands, shape=(size,) + tuple(shape), dtype=dtype,
+                          windows=windows), 0
+
+
+register(pad_sum_p, impl=_pad_sum_impl, abstract_eval=_pad_sum_abstract_eval,
+         jvp=_pad_sum_jvp, transpose=_pad_sum_transpose, batch=_pad_sum_batch)
+
+
+def pad_sum(operands, windows, shape, dtype=None):
+    """Zeros of `shape` with each operand added at its window, in order (overlaps add up).
+
+    A window is one `(start, stop, step)` per axis of `shape`; its operand has the window's
+    shape (reshaped here when its size fits). `dtype` defaults to the operands' result type.
+    Works on concrete and traced values.
+
+    >>> pad_sum([np.float64(5.0), np.ones(2)], [((2, 3, 1),), ((0, 3, 2),)], (4,))
+    array([1., 0., 6., 0.])
+    """
+    operands = [x if type(x) is Tracer else np.asarray(x) for x in operands]
+    windows = tuple(tuple(tuple(int(b) for b in bounds) for bounds in window)
+                    for window in windows)
+    shape = tuple(int(n) for n in shape)
+    if dtype is None:
+        dtype = np.result_type(*[dummy(aval(x)) for x in operands]) if operands \
+            else np.dtype(np.float64)
+    shaped = []
+    for x, window in zip(operands, windows):
+        needed = term_shape(window)
+        if aval(x).shape != needed and aval(x).size == math.prod(needed):
+            x = reshape(x, needed)
+        shaped.append(x)
+    return pad_sum_p.bind(*shaped, shape=shape, dtype=np.dtype(dtype), windows=windows)
+
+
+__all__ = ["full_window", "pad_sum", "pad_sum_p", "term_shape"]
