@@ -1,10 +1,14 @@
 """Fast generated code: 0-d float64 values as Python floats, `x[i]` as plain indexing, and ufuncs
 writing into dead buffers. Every result must be the numpy interpreter's, bit for bit, with the
 same types and the same warnings, and no user array may ever be written."""
+import ast
 import math
 import re
 import struct
+import threading
+import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -13,6 +17,7 @@ from hypothesis import strategies as st
 
 import xform
 from xform.codegen import compile_graph, graph_source
+from xform.codegen import python as codegen_python
 from xform.codegen.python import _agrees, _sample_values, scalar_operations
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Primitive, Var
@@ -52,7 +57,14 @@ def compiled_quietly(graph, *args):
 
 
 def takes_scalar_path(source):
-    return "to_float(" in source and "except ScalarFallback:" in source and "if fallback:" in source
+    return ("to_float(" in source and "except ScalarFallback:" in source
+            and "if fallback:" in source)
+
+
+def scalar_code(source):
+    """The statements inside the scalar path's `try` blocks, as source."""
+    return [ast.unparse(statement) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Try) for statement in node.body]
 
 
 # -- scalar programs --------------------------------------------------------------------------
@@ -87,8 +99,33 @@ def test_scalar_programs_compute_what_numpy_computes(program, x, y, wrap_x, wrap
 def test_the_scalar_path_is_taken(program):
     source, namespace = graph_source(xform.make_graph(program)(0.5, 0.25))
     assert takes_scalar_path(source)
-    assert re.search(r"s\d+ [-+*/] s\d+", source)
+    lines = scalar_code(source)
+    # Python's operators and math functions on Python floats only: no numpy value or impl
+    assert any(re.search(r"\S [-+*/] \S", line) for line in lines)
+    names = {name for line in lines for name in re.findall(r"[a-zA-Z_]\w*", line)}
+    assert names and all(re.fullmatch(r"[skm]\d+|if|not|isfinite|raise|NonFiniteScalar", name)
+                         for name in names), names
     assert any(getattr(value, "__module__", None) == "math" for value in namespace.values())
+
+
+def expression_depth(node):
+    children = [expression_depth(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
+    return isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call)) + max(children, default=0)
+
+
+def test_values_read_once_are_written_into_their_reader_and_literals_shared():
+    def program(x):
+        for _ in range(40):
+            x = x * 0.5 + 0.25
+        return np.cos(x)
+    graph = xform.make_graph(program)(0.3)
+    source, namespace = graph_source(graph)
+    assert len(scalar_code(source)) < len(graph.equations) / 8
+    depths = [expression_depth(node.value) for node in ast.walk(ast.parse(source))
+              if isinstance(node, ast.Assign)]
+    assert 8 < max(depths) <= 13            # bounded: at most 12 values nest
+    assert sorted(v for v in namespace.values() if type(v) is float) == [0.25, 0.5]
+    assert_same(compile_graph(graph)(0.3)[0], reference(graph, 0.3)[0])
 
 
 def test_tanh_and_power_stay_numpy_unless_math_agrees():
@@ -157,8 +194,8 @@ def test_fallback_gives_numpys_values_and_warnings(name, program, args):
     assert info.value.__context__ is None       # not raised while handling the scalar path's
 
 
-def test_fallback_recomputes_the_run_only():
-    """An impl before a failing run runs once: the run, not the graph, is recomputed."""
+def counting_graph():
+    """cos(exp(log(y))) and sin(y) of y = count(x), where count counts its calls."""
     calls = []
     count_p = Primitive("codegen_fast_count")
     register(count_p, impl=lambda x: calls.append(1) or np.float64(x))
@@ -169,14 +206,109 @@ def test_fallback_recomputes_the_run_only():
                             Equation(UNARY_PRIMITIVES["sin"], [y], [w]),
                             Equation(UNARY_PRIMITIVES["exp"], [z], [u]),
                             Equation(UNARY_PRIMITIVES["cos"], [u], [out])], [out, w])
+    return graph, calls
+
+
+def test_fallback_recomputes_the_run_only(monkeypatch):
+    """An impl before a failing run runs once: the run, not the graph, is recomputed, by
+    numpy statements generated and compiled the first time they are needed (the fast code
+    holds no numpy copy of its scalar equations)."""
+    graph, calls = counting_graph()
+    generated = []
+    original = graph_source
+    monkeypatch.setattr(codegen_python, "graph_source", lambda *a, **k: generated.append(k)
+                        or original(*a, **k))
     compiled = compile_graph(graph)
     assert takes_scalar_path(compiled.source)
+    impls = [v for v in compiled.fn.__globals__.values() if isinstance(v, np.ufunc)]
+    assert impls == [np.sin]                 # alone, sin is not worth converting for
+    assert_same(compiled(1.0)[0], np.cos(np.exp(np.log(np.float64(1.0)))))
+    assert len(calls) == 1 and len(generated) == 1
+    for expected_calls in (2, 3):
+        with np.errstate(all="ignore"):
+            got = compiled(0.0)              # log(0.0): math raises, numpy gives -inf
+        assert len(calls) == expected_calls
+        with np.errstate(all="ignore"):
+            assert_same(got[0], np.cos(np.exp(np.log(np.float64(0.0)))))
+        assert_same(got[1], np.sin(np.float64(0.0)))
+    assert generated == [{}, {"python_floats": False}]       # the run's numpy code, once
+
+
+def test_the_numpy_run_is_compiled_once_under_concurrent_fallbacks(monkeypatch):
+    graph, _ = counting_graph()
+    compiled = compile_graph(graph)
+    generated = []
+    original = graph_source
+
+    def slow_source(*args, **kwargs):
+        generated.append(kwargs)
+        time.sleep(0.05)                     # let the other threads arrive meanwhile
+        return original(*args, **kwargs)
+    monkeypatch.setattr(codegen_python, "graph_source", slow_source)
+    start = threading.Barrier(6)
+
+    def fall_back():
+        start.wait()
+        with np.errstate(all="ignore"):
+            return compiled(0.0)
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda _: fall_back(), range(6)))
+    assert generated == [{"python_floats": False}]
     with np.errstate(all="ignore"):
-        got = compiled(0.0)                  # log(0.0): math raises, numpy gives -inf
-    assert len(calls) == 1
-    with np.errstate(all="ignore"):
-        assert_same(got[0], np.cos(np.exp(np.log(np.float64(0.0)))))
-    assert_same(got[1], np.sin(np.float64(0.0)))
+        want = np.cos(np.exp(np.log(np.float64(0.0))))
+    for got in results:
+        assert_same(got[0], want)
+        assert_same(got[1], np.sin(np.float64(0.0)))
+
+
+UNARY_SCALAR = [np.sin, np.cos, np.exp, np.log, np.sqrt, np.arctan, np.tanh, np.negative,
+                np.square, np.expm1]
+BINARY_SCALAR = [np.add, np.subtract, np.multiply, np.divide]
+
+
+@st.composite
+def scalar_dags(draw):
+    """Straight-line programs over two 0-d values: each step applies an operation to earlier
+    values or literals, so values are read once, many times, or never, and expressions nest."""
+    steps = []
+    for index in range(draw(st.integers(1, 24))):
+        live = index + 2
+        if draw(st.booleans()):
+            steps.append((draw(st.sampled_from(UNARY_SCALAR)), draw(st.integers(0, live - 1))))
+        else:
+            second = draw(st.one_of(st.integers(0, live - 1), st.sampled_from(
+                [("literal", 2.0), ("literal", -0.5), ("literal", 3)])))
+            steps.append((draw(st.sampled_from(BINARY_SCALAR)), draw(st.integers(0, live - 1)),
+                          second))
+    count = len(steps) + 2
+    outputs = draw(st.lists(st.integers(0, count - 1), min_size=0, max_size=3))
+    return steps, sorted(set(outputs) | {count - 1})
+
+
+def evaluate_scalar_dag(program, x, y):
+    steps, outputs = program
+    values = [x, y]
+    for fn, *operands in steps:
+        values.append(fn(*[o[1] if type(o) is tuple else values[o] for o in operands]))
+    return tuple(values[i] for i in outputs)
+
+
+@given(program=scalar_dags(), x=scalars, y=scalars, wrap_x=wrappers, wrap_y=wrappers)
+@example(program=([(np.exp, 0), (np.multiply, 2, 2), (np.sin, 3)], [4]), x=800.0, y=1.0,
+         wrap_x=float, wrap_y=np.float64)
+@example(program=([(np.divide, 0, 1), (np.arctan, 2)], [3]), x=1.0, y=0.0,
+         wrap_x=np.float64, wrap_y=np.array)
+def test_random_scalar_programs_compute_what_numpy_computes(program, x, y, wrap_x, wrap_y):
+    """Nested expressions, values read twice, unused values, checks and fallbacks: the
+    compiled function's values and warnings are the interpreter's."""
+    fun = lambda a, b: evaluate_scalar_dag(program, a, b)        # noqa: E731
+    graph = xform.make_graph(fun)(wrap_x(x), wrap_y(y))
+    compiled = compile_graph(graph)
+    got, got_warnings = _warnings_of(lambda: compiled(wrap_x(x), wrap_y(y)))
+    want, want_warnings = _warnings_of(lambda: xform.eval_graph(graph, wrap_x(x), wrap_y(y)))
+    assert got_warnings == want_warnings
+    for g, w in zip(got, want, strict=True):
+        assert_same(g, w)
 
 
 # -- what the self-check lets through ----------------------------------------------------------

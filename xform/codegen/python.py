@@ -1,19 +1,25 @@
 """Codegen: a graph becomes the source of one Python function, compiled once.
 
 One statement per equation; primitive impls, constants and literals are bound as globals of
-the generated module under generated names, so no user text reaches the source. A value is
-deleted right after its last use (an unused one right after it is made), so large
-intermediates are freed as early as possible.
+the generated module under generated names (one per distinct impl or literal), so no user
+text reaches the source. A value is deleted right after its last use (an unused one right
+after it is made), so large intermediates are freed as early as possible; arguments (the
+caller holds them) and 0-d values that are surely no view (made by a ufunc) are not.
 
 Three things make the code faster without changing any result (debug mode does none of them,
 so that it checks every equation's values as they are made):
 - 0-d float64 values made by several scalar operations are held as Python floats and computed
   with Python's arithmetic and the `math` functions that agree with numpy bit for bit on this
-  machine (`scalar_operations`). A run of them that raises, or may have hidden one of numpy's
-  floating-point warnings, is recomputed with numpy.
+  machine (`scalar_operations`); a value read once is written into its reader's expression. A
+  run of them that raises, or may have hidden one of numpy's floating-point warnings, is
+  recomputed with numpy statements, which are generated and compiled only when a run first
+  needs them (`_NumpyRun`): most never do, and compiling them up front doubled the cost.
 - `x[i]` (a `slice` of size 1, then `reshape` to ()) is plain indexing, giving a numpy scalar.
 - An element-wise ufunc writes into the buffer of an input that dies with it, when that buffer
   was made by an element-wise ufunc of the same function (never a user's array, nor a view).
+
+Source generation makes a few linear passes over the equations (large graphs have 10^4-10^5
+of them); each pass over the graph's objects costs, so analyses share passes where they can.
 """
 from __future__ import annotations
 
@@ -21,8 +27,11 @@ import functools
 import itertools
 import linecache
 import math
+import operator
 import struct
+import threading
 import weakref
+from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
@@ -76,6 +85,9 @@ def _infix_operators() -> dict:
     return {add_p: "+", subtract_p: "-", multiply_p: "*", divide_p: "/"}
 
 
+_inputs_of = operator.attrgetter("inputs")
+
+
 def _is_numpy_valued(atom) -> bool:
     """Whether the value is surely a numpy array or scalar at run time, never a Python
     scalar: Python scalars only arrive as weak inputs/literals, or as bools."""
@@ -90,12 +102,15 @@ class ScalarOp(NamedTuple):
     names `{0}`, `{1}` (and `{f}`, the `math` function `function`).
 
     `tracked` operations can overflow or be invalid without Python raising (numpy warns), so
-    their non-finite results must be noticed; at `monotone` operand positions a non-finite
-    operand surely gives a non-finite result, so noticing it there can wait."""
+    their non-finite results must be noticed; at the `watched` operand positions a non-finite
+    operand may give a finite result, so it is noticed before it goes in (elsewhere it surely
+    comes out non-finite, and noticing it can wait). A template that `repeats` an operand
+    needs it as a name, not as an expression (computed twice)."""
     template: str
     function: object = None
-    monotone: tuple = ()
+    watched: tuple = ()
     tracked: bool = False
+    repeats: bool = False
 
 
 class NonFiniteScalar(ArithmeticError):
@@ -200,15 +215,16 @@ def scalar_operations() -> dict:
     for prim, ufunc, template, python, monotone in _arithmetic_candidates():
         operand_sets = pairs if ufunc.nin == 2 else singles
         if _agrees(ufunc, python, operand_sets, flags_may_hide=True):
-            operations[prim] = ScalarOp(template, None, monotone, tracked=True)
+            watched = tuple(i for i in range(ufunc.nin) if i not in monotone)
+            repeats = any(template.count(f"{{{i}}}") > 1 for i in range(ufunc.nin))
+            operations[prim] = ScalarOp(template, None, watched, tracked=True, repeats=repeats)
     for name, function in _MATH_CANDIDATES.items():
         if _agrees(getattr(np, name), function, singles, flags_may_hide=False):
-            operations[UNARY_PRIMITIVES[name]] = ScalarOp("{f}({0})", function)
+            operations[UNARY_PRIMITIVES[name]] = ScalarOp("{f}({0})", function, watched=(0,))
     return operations
 
 
-def _is_float64_scalar(aval) -> bool:
-    return aval.shape == () and aval.dtype == np.float64
+_F64 = np.dtype(np.float64)
 
 
 def _literal_float(literal) -> float | None:
@@ -216,7 +232,7 @@ def _literal_float(literal) -> float | None:
     aval = literal.aval
     if aval.shape != ():
         return None
-    if aval.dtype == np.float64:
+    if aval.dtype == _F64:
         return float(literal.value)
     exact_int = type(literal.value) is int and abs(literal.value) <= 2 ** 53
     if aval.weak_type and aval.dtype.kind in "iu" and exact_int:
@@ -235,53 +251,87 @@ _CHECK_NS = 35
 _CHECK_PER_VALUE_NS = 15
 
 
-def _scalar_equations(graph: Graph, uses: dict, outputs: set) -> dict:
+def _scalar_equations(graph: Graph, outputs: set) -> dict:
     """equation index -> ScalarOp for the equations computed on Python floats: each connected
-    group of candidate equations whose estimated savings exceed its conversions and checks."""
+    group of candidate equations whose estimated savings exceed its conversions and checks.
+
+    One pass over the equations (they are many, and each pass costs): groups are merged as
+    reads join them, and each group's savings and inputs are merged along."""
     equations = graph.equations
-    if not any(_is_float64_scalar(v.aval) for eqn in equations for v in eqn.outputs):
-        return {}                    # and no self-check for graphs of arrays only
-    operations = scalar_operations()
+    operations = None                # no self-check for graphs without 0-d float64 results
     candidates = {}
-    for index, eqn in enumerate(equations):
-        op = operations.get(eqn.primitive)
-        if (op is not None and len(eqn.outputs) == 1
-                and _is_float64_scalar(eqn.outputs[0].aval)
-                and all(_is_float64_scalar(a.aval) if type(a) is not Literal
-                        else _literal_float(a) is not None for a in eqn.inputs)):
-            candidates[index] = op
-    made_by = {equations[i].outputs[0]: i for i in candidates}
-    group = {i: i for i in candidates}
+    made_by = {}                     # a candidate's value -> its index
+    group = {}                       # union-find over candidate indices
+    size = {}                        # a root's group: its size
+    saved = {}                       # a root's group: its estimated savings
+    inputs = {}                      # a root's group: the values it converts
+    leaving = set()                  # candidates' values read by other equations
 
     def root(i):
         while group[i] != i:
             group[i] = group[group[i]]
             i = group[i]
         return i
-    for index in candidates:
-        for atom in equations[index].inputs:
-            if type(atom) is not Literal and atom in made_by:
-                group[root(made_by[atom])] = root(index)
-    members = {}
-    for index in candidates:
-        members.setdefault(root(index), []).append(index)
-    chosen = {}
-    for indices in members.values():
-        inside = set(indices)
-        made = {equations[i].outputs[0]: i for i in indices}
-        inputs = {a for i in indices for a in equations[i].inputs
-                  if type(a) is not Literal and a not in made}
-        escaping = [v for v in made
-                    if v in outputs or any(j not in inside for j, _ in uses.get(v, ()))]
-        saved = sum(_SAVED_BY_CALL_NS if candidates[i].function is not None
-                    or len(equations[i].inputs) == 1 else _SAVED_BY_OPERATOR_NS
-                    for i in indices)
-        checked = [v for v in escaping if candidates[made[v]].tracked]
-        cost = (_TO_FLOAT_NS * len(inputs) + _TO_NUMPY_NS * len(escaping)
-                + (_CHECK_NS + _CHECK_PER_VALUE_NS * len(checked) if checked else 0))
-        if saved > cost:
-            chosen.update((i, candidates[i]) for i in indices)
-    return chosen
+    for index, eqn in enumerate(equations):
+        op = None
+        outs = eqn.outputs
+        if len(outs) == 1:
+            aval = outs[0].aval
+            if not aval.shape and (aval.dtype is _F64 or aval.dtype == _F64):
+                if operations is None:
+                    operations = scalar_operations()
+                op = operations.get(eqn.primitive)
+        if op is not None:
+            for atom in eqn.inputs:
+                aval = atom.aval
+                if aval.shape or (aval.dtype is not _F64 and aval.dtype != _F64):
+                    if type(atom) is not Literal or _literal_float(atom) is None:
+                        op = None
+                        break
+        if op is None:
+            leaving.update(atom for atom in eqn.inputs if atom in made_by)
+            continue
+        candidates[index] = op
+        made_by[outs[0]] = index
+        group[index] = top = index
+        size[index] = 1
+        saved[index] = (_SAVED_BY_CALL_NS if op.function is not None or len(eqn.inputs) == 1
+                        else _SAVED_BY_OPERATOR_NS)
+        inputs[index] = set()
+        for atom in eqn.inputs:
+            maker = made_by.get(atom)
+            if maker is None:
+                if type(atom) is not Literal:
+                    inputs[top].add(atom)
+                continue
+            other = root(maker)
+            if other != top:  # the smaller group joins the larger: shallow trees
+                if size[other] < size[top]:
+                    other, top = top, other
+                group[top] = other
+                size[other] += size.pop(top)
+                saved[other] += saved.pop(top)
+                into, more = inputs[other], inputs.pop(top)
+                if len(into) < len(more):
+                    into, more = more, into
+                into |= more
+                inputs[other] = into
+                top = other
+    leaving.update(v for v in outputs if v in made_by)
+    escaping: dict = {}              # root -> [values leaving it, of them checked]
+    for var in leaving:
+        index = made_by[var]
+        counts = escaping.setdefault(root(index), [0, 0])
+        counts[0] += 1
+        counts[1] += candidates[index].tracked
+    worth_it = set()
+    for top, total in saved.items():
+        leaves, checked = escaping.get(top, (0, 0))
+        cost = (_TO_FLOAT_NS * len(inputs[top]) + _TO_NUMPY_NS * leaves
+                + (_CHECK_NS + _CHECK_PER_VALUE_NS * checked if checked else 0))
+        if total > cost:
+            worth_it.add(top)
+    return {i: op for i, op in candidates.items() if root(i) in worth_it}
 
 
 def _schedule(graph: Graph, scalar: dict, skipped: set) -> list:
@@ -289,19 +339,25 @@ def _schedule(graph: Graph, scalar: dict, skipped: set) -> list:
 
     A scalar equation moves up to just after the last equation it depends on, so scalar
     equations gather in few runs: each run converts and checks once."""
+    if not scalar:
+        return [i for i in range(len(graph.equations)) if i not in skipped]
+    if len(scalar) == len(graph.equations):
+        return [list(scalar)]        # no numpy statement: one run
     numpy_items = []
-    runs = {}
+    runs: dict = {}
     slot = {}
     for index, eqn in enumerate(graph.equations):
         if index in skipped:
             continue
         if index in scalar:
-            after = max((slot.get(a, -1) for a in eqn.inputs if type(a) is not Literal),
-                        default=-1)
+            after = -1
+            for atom in eqn.inputs:
+                if type(atom) is not Literal:
+                    after = max(after, slot.get(atom, -1))
             runs.setdefault(after, []).append(index)
         else:
+            after = len(numpy_items)
             numpy_items.append(index)
-            after = len(numpy_items) - 1
         for var in eqn.outputs:
             slot[var] = after
     sequence = [runs[-1]] if -1 in runs else []
@@ -312,61 +368,56 @@ def _schedule(graph: Graph, scalar: dict, skipped: set) -> list:
     return sequence
 
 
-def _item_inputs(graph: Graph, item, indexing: dict) -> list:
+def _item_inputs(graph: Graph, item, indexing: dict):
     if type(item) is list:
-        return [a for i in item for a in graph.equations[i].inputs if type(a) is not Literal]
+        return [a for i in item for a in graph.equations[i].inputs]
     if item in indexing:
-        return list(graph.equations[indexing[item][0]].inputs)
-    return [a for a in graph.equations[item].inputs if type(a) is not Literal]
+        return graph.equations[indexing[item][0]].inputs
+    return graph.equations[item].inputs
 
 
-def _item_outputs(graph: Graph, item) -> list:
-    if type(item) is list:
-        return [v for i in item for v in graph.equations[i].outputs]
-    return list(graph.equations[item].outputs)
-
-
-def _deaths(graph: Graph, sequence: list, indexing: dict) -> list[list]:
-    """For each item of `sequence`, the vars to delete after it, in the order it names them:
-    the inputs whose last use it is, then the outputs nobody uses. Outputs of the graph are
-    never deleted."""
+def _deaths(graph: Graph, sequence: list, indexing: dict, deletable: set) -> dict:
+    """position in `sequence` -> the `deletable` vars to delete after that item: the inputs
+    whose last use it is, and its outputs that nobody uses."""
     last = {}
     for position, item in enumerate(sequence):
-        for var in _item_inputs(graph, item, indexing):
-            last[var] = position
-        for var in _item_outputs(graph, item):
-            last.setdefault(var, position)
-    for atom in graph.outputs:
-        if type(atom) is not Literal:
-            last.pop(atom, None)
-    deaths = []
-    for position, item in enumerate(sequence):
-        dead = [v for v in (*_item_inputs(graph, item, indexing), *_item_outputs(graph, item))
-                if last.get(v, -1) == position]
-        deaths.append(list(dict.fromkeys(dead)))
+        for atom in _item_inputs(graph, item, indexing):
+            if atom in deletable:
+                last[atom] = position
+        if type(item) is not list:
+            for var in graph.equations[item].outputs:
+                if var in deletable:
+                    last.setdefault(var, position)
+    deaths: dict = {}
+    for var, position in last.items():
+        deaths.setdefault(position, []).append(var)
     return deaths
 
 
 # -- x[i] as plain indexing -----------------------------------------------------------------------
 
-def _plain_indexing(graph: Graph, uses: dict, outputs: set) -> dict:
+def _plain_indexing(graph: Graph, reads: dict, outputs: set) -> dict:
     """reshape equation index -> (slice equation index, index tuple), for `reshape[shape=()]`
     of a size-1 slice used by nothing else: `x[i, j]` gives a numpy scalar, which costs far less
     than slice + reshape and, being a copy, is never a view of the user's array. Results of the
     graph keep their 0-d array."""
     from xform.rules.shape import reshape_p, slice_p
-    made_by = {v: i for i, eqn in enumerate(graph.equations) for v in eqn.outputs}
+    equations = graph.equations
+    reshapes = [i for i, eqn in enumerate(equations)
+                if eqn.primitive is reshape_p and eqn.params["shape"] == ()]
+    if not reshapes:
+        return {}
+    made_by = {v: i for i, eqn in enumerate(equations) for v in eqn.outputs}
     found = {}
-    for index, eqn in enumerate(graph.equations):
-        if eqn.primitive is not reshape_p or eqn.params["shape"] != ():
-            continue
+    for index in reshapes:
+        eqn = equations[index]
         (source,) = eqn.inputs
         if type(source) is Literal or source in outputs or eqn.outputs[0] in outputs:
             continue
         producer = made_by.get(source)
-        if producer is None or len(uses[source]) != 1:
+        if producer is None or reads[source] != 1:
             continue
-        sliced = graph.equations[producer]
+        sliced = equations[producer]
         if sliced.primitive is slice_p and sliced.params["starts"] and source.aval.size == 1:
             found[index] = (producer, tuple(sliced.params["starts"]))
     return found
@@ -385,28 +436,37 @@ def _makes_fresh_array(eqn) -> bool:
             and len(eqn.outputs) == 1 and eqn.outputs[0].aval.shape != ())
 
 
-def _buffer_reuse(graph: Graph, uses: dict, outputs: set) -> dict:
+def _buffer_reuse(graph: Graph, outputs: set) -> dict:
     """equation index -> position of the input whose buffer the equation's ufunc writes into.
 
     Only buffers made by a ufunc of this graph qualify, and only when every reader of that
     value is a ufunc (so no view of it exists) and this equation is its last reader."""
     equations = graph.equations
+    large = [i for i, eqn in enumerate(equations)
+             if len(eqn.outputs) == 1 and eqn.outputs[0].aval.shape
+             and eqn.outputs[0].aval.size >= _REUSE_MIN_SIZE]
+    if not large:
+        return {}
     fresh = [_makes_fresh_array(eqn) for eqn in equations]
     made_by = {v: i for i, eqn in enumerate(equations) for v in eqn.outputs}
-    reuse = {}
+    readers: dict = {}
     for index, eqn in enumerate(equations):
-        out = eqn.outputs[0].aval if fresh[index] else None
-        if out is None or out.size < _REUSE_MIN_SIZE:
+        for atom in eqn.inputs:
+            if type(atom) is not Literal:
+                readers.setdefault(atom, []).append(index)
+    reuse = {}
+    for index in large:
+        if not fresh[index]:
             continue
-        for position, atom in enumerate(eqn.inputs):
+        out = equations[index].outputs[0].aval
+        for position, atom in enumerate(equations[index].inputs):
             if (type(atom) is Literal or atom in outputs or atom.aval.shape != out.shape
                     or atom.aval.dtype != out.dtype):
                 continue
             maker = made_by.get(atom)
             if maker is None or not fresh[maker]:
                 continue              # an argument or a constant: the user's array
-            readers = [j for j, _ in uses[atom]]
-            if all(fresh[j] for j in readers) and max(readers) == index:
+            if all(fresh[j] for j in readers[atom]) and readers[atom][-1] == index:
                 reuse[index] = position
                 break
     return reuse
@@ -414,32 +474,40 @@ def _buffer_reuse(graph: Graph, uses: dict, outputs: set) -> dict:
 
 # -- the source ---------------------------------------------------------------------------------
 
-def graph_source(graph: Graph, debug: bool = False) -> tuple[str, dict]:
+def _value_key(value):
+    """A key that two values share only when either can stand for the other in generated
+    code: the same type and the same bits (0.0 and -0.0, 1 and True, stay apart)."""
+    kind = type(value)
+    if kind is float:
+        return kind, _bits(value)
+    if kind is int or kind is bool or kind is str:
+        return kind, value
+    if kind is tuple and all(type(v) is int for v in value):
+        return kind, value
+    if isinstance(value, np.generic):
+        return kind, value.dtype.str, value.tobytes()
+    return kind, id(value)            # the namespace keeps the value, so the id stays its own
+
+
+# Inlined expressions nest at most this deep, far below the parser's limits.
+_MAX_INLINE_DEPTH = 12
+
+
+def graph_source(graph: Graph, debug: bool = False,
+                 python_floats: bool = True) -> tuple[str, dict]:
     """(source, globals) of the function computing `graph`; with `debug`, every equation's
-    outputs are checked against their abstract values as they are computed.
+    outputs are checked against their abstract values as they are computed, and without
+    `python_floats` no value is held as a Python float.
 
     Names: `a*` arguments, `c*` constants, `k*` literals, `f*` impls, `m*` `math` functions,
-    `v*` values, `s*` values held as Python floats, `e*` equations (debug only); and the
-    helpers `to_float`, `to_f64`, `isfinite`, `ScalarFallback`, `NonFiniteScalar` (and the
-    local `fallback`).
+    `v*` values, `s*` values held as Python floats, `numpy*` the numpy code of a run of them,
+    `e*` equations (debug only); and the helpers `to_float`, `to_f64`, `isfinite`,
+    `ScalarFallback`, `NonFiniteScalar` (and the local `fallback`). A literal, an impl without
+    params and a `math` function get one name however many equations use them.
     """
     equations = graph.equations
     names: dict = {}
     namespace: dict = {}
-    literals = itertools.count()
-
-    def name_of(atom):
-        if type(atom) is Literal:
-            key = f"k{next(literals)}"
-            namespace[key] = atom.value
-            return key
-        return names[atom]
-
-    def constant(value):
-        key = f"k{next(literals)}"
-        namespace[key] = value
-        return key
-
     args = []
     for i, var in enumerate(graph.inputs):
         names[var] = f"a{i}"
@@ -447,27 +515,61 @@ def graph_source(graph: Graph, debug: bool = False) -> tuple[str, dict]:
     for i, (var, value) in enumerate(graph.consts):
         names[var] = f"c{i}"
         namespace[names[var]] = value
-    values = itertools.count()
-    for eqn in equations:
-        for var in eqn.outputs:
-            names[var] = f"v{next(values)}"
-
-    uses: dict = {}
-    for index, eqn in enumerate(equations):
-        for position, atom in enumerate(eqn.inputs):
-            if type(atom) is not Literal:
-                uses.setdefault(atom, []).append((index, position))
+    # how many input positions read each atom (literals too, harmlessly)
+    reads = Counter(itertools.chain.from_iterable(map(_inputs_of, equations)))
     outputs = {a for a in graph.outputs if type(a) is not Literal}
     if debug:
         indexing, scalar, reuse = {}, {}, {}
     else:
-        indexing = _plain_indexing(graph, uses, outputs)
-        scalar = _scalar_equations(graph, uses, outputs)
-        reuse = _buffer_reuse(graph, uses, outputs)
+        indexing = _plain_indexing(graph, reads, outputs)
+        scalar = _scalar_equations(graph, outputs) if python_floats else {}
+        reuse = _buffer_reuse(graph, outputs)
     absorbed = {producer for producer, _ in indexing.values()}
     sequence = _schedule(graph, scalar, absorbed)
-    deaths = _deaths(graph, sequence, indexing)
     infix = _infix_operators()
+
+    literal_names: dict = {}
+    function_names: dict = {}
+    functions, math_functions = itertools.count(), itertools.count()
+
+    def literal(value):
+        key = _value_key(value)
+        name = literal_names.get(key)
+        if name is None:
+            name = literal_names[key] = f"k{len(literal_names)}"
+            namespace[name] = value
+        return name
+
+    def function(impl, params=None, prefix="f"):
+        """The name of `impl` (with `params` bound): shared unless params are bound, since
+        params that compare equal may still differ (0.0 and -0.0)."""
+        if not params:
+            name = function_names.get(id(impl))
+            if name is None:
+                number = next(functions if prefix == "f" else math_functions)
+                name = function_names[id(impl)] = f"{prefix}{number}"
+                namespace[name] = impl
+            return name
+        name = f"f{next(functions)}"
+        namespace[name] = functools.partial(impl, **params)
+        return name
+
+    # A value is deleted after its last use so that its memory goes as early as possible;
+    # not arguments (the caller holds them anyway), and not 0-d values that are surely no
+    # view of an array (made by a ufunc or by indexing): nothing to free, and each line costs
+    # compile time.
+    impls = {}
+    deletable = set()
+    for item in sequence:
+        if type(item) is list:
+            continue
+        eqn = equations[item]
+        impls[item] = impl = rule_for(eqn, "impl")
+        keeps_nothing = item in indexing or type(impl) is np.ufunc
+        for var in eqn.outputs:
+            if var not in outputs and (var.aval.shape or not keeps_nothing):
+                deletable.add(var)
+    deaths = _deaths(graph, sequence, indexing, deletable) if deletable else {}
 
     # where each value is bound on every path: its numpy name, its Python float name
     has_numpy = set(graph.inputs) | {var for var, _ in graph.consts}
@@ -477,112 +579,206 @@ def graph_source(graph: Graph, debug: bool = False) -> tuple[str, dict]:
     if scalar:
         namespace.update(to_float=float, to_f64=np.float64, isfinite=math.isfinite,
                          ScalarFallback=_SCALAR_FALLBACK, NonFiniteScalar=NonFiniteScalar)
+        body.append("    fallback = False")
+    runs = itertools.count()
+    values = itertools.count()       # values are named as they are bound
 
-    def as_numpy(atoms, indent, on_every_path=True):
-        for atom in dict.fromkeys(a for a in atoms if type(a) is not Literal):
-            if atom not in has_numpy:
-                body.append(f"{indent}{names[atom]} = to_f64({float_names[atom]})")
-                if on_every_path:
-                    has_numpy.add(atom)
+    def as_numpy(atoms):
+        for atom in atoms:
+            if type(atom) is not Literal and atom not in has_numpy:
+                names[atom] = name = f"v{next(values)}"
+                body.append(f"    {name} = to_f64({float_names[atom]})")
+                has_numpy.add(atom)
 
-    def numpy_statement(index, indent):
+    def numpy_statement(index):
         eqn = equations[index]
-        impl = rule_for(eqn, "impl")
-        fn_name = f"f{index}"
-        in_names = [name_of(a) for a in eqn.inputs]
-        ins = ", ".join(in_names)
-        outs = ", ".join(names[v] for v in eqn.outputs)
-        operator = infix.get(eqn.primitive)
-        checked = True
-        if index in indexing:
+        for var in eqn.outputs:
+            names[var] = f"v{next(values)}"
+        outs = ", ".join([names[v] for v in eqn.outputs])
+        if index in indexing:        # (never in debug mode)
             slice_index, where = indexing[index]
             (source,) = equations[slice_index].inputs
-            body.append(f"{indent}{outs} = {names[source]}[{constant(where)}]")
-        elif index in reuse:
-            namespace[fn_name] = impl
-            body.append(f"{indent}{outs} = {fn_name}({ins}, out={in_names[reuse[index]]})")
+            body.append(f"    {outs} = {names[source]}[{literal(where)}]")
+            return
+        impl = impls[index]
+        in_names = [literal(a.value) if type(a) is Literal else names[a] for a in eqn.inputs]
+        ins = ", ".join(in_names)
+        operator = infix.get(eqn.primitive)
+        checked = True
+        if index in reuse:
+            body.append(f"    {outs} = {function(impl)}({ins}, out={in_names[reuse[index]]})")
         elif operator is not None and any(_is_numpy_valued(a) for a in eqn.inputs):
             # numpy's own scalar and array operators compute exactly what the ufunc does,
             # without the ufunc call overhead (which dominates on scalars).
-            body.append(f"{indent}{outs} = {in_names[0]} {operator} {in_names[1]}")
+            body.append(f"    {outs} = {in_names[0]} {operator} {in_names[1]}")
         elif not eqn.outputs:
-            namespace[fn_name] = functools.partial(impl, **eqn.params) if eqn.params else impl
-            body.append(f"{indent}{fn_name}({ins})")
+            body.append(f"    {function(impl, eqn.params)}({ins})")
             checked = False
         else:
-            namespace[fn_name] = functools.partial(impl, **eqn.params) if eqn.params else impl
             if eqn.primitive.multiple_results and len(eqn.outputs) == 1:
                 outs += ","
-            body.append(f"{indent}{outs} = {fn_name}({ins})")
+            body.append(f"    {outs} = {function(impl, eqn.params)}({ins})")
         if debug and checked:
             namespace[f"e{index}"] = eqn
             namespace["check_values"] = check_values
-            body.append(f"{indent}check_values(e{index}, {outs})")
+            body.append(f"    check_values(e{index}, {outs})")
+
+    templates: dict = {}             # primitive -> its ScalarOp's template, names filled in
+    float_literals: dict = {}
+
+    def scalar_template(op):
+        if op.function is None:
+            return op.template
+        return op.template.replace("{f}", function(op.function, prefix="m"))
+
+    def float_literal(atom):
+        value = _literal_float(atom)
+        name = float_literals.get(value) if value else None    # 0.0 == -0.0: by bits
+        if name is None:
+            name = literal(value)
+            if value:
+                float_literals[value] = name
+        return name
 
     def scalar_run(run):
-        inside = set(run)
-        made_in = {equations[i].outputs[0]: i for i in run}
-        inputs = list(dict.fromkeys(a for i in run for a in equations[i].inputs
-                                    if type(a) is not Literal and a not in made_in))
-        for var in inputs:
-            if var not in float_names:
-                float_names[var] = f"s{next(floats)}"
-                body.append(f"    {float_names[var]} = to_float({names[var]})")
-        for var in made_in:
-            float_names[var] = f"s{next(floats)}"
-        used_later = {v: None for v in made_in
-                      if v in outputs or any(j not in inside for j, _ in uses.get(v, ()))}
-        sinks = []
-        body.append("    try:")
-        for index in run:
-            eqn, op = equations[index], scalar[index]
-            operands = [float_names[a] if type(a) is not Literal else constant(_literal_float(a))
-                        for a in eqn.inputs]
-            function = ""
-            if op.function is not None:
-                function = f"m{index}"
-                namespace[function] = op.function
-            out = eqn.outputs[0]
-            body.append(f"        {float_names[out]} = "
-                        + op.template.format(*operands, f=function))
-            for position, atom in enumerate(eqn.inputs):
-                if (type(atom) is not Literal and atom in made_in
-                        and position not in op.monotone and scalar[made_in[atom]].tracked):
-                    sinks.append(atom)
-            if op.tracked and (out in used_later or out not in uses):
-                sinks.append(out)
+        made_in = {}                  # value made in the run -> the ScalarOp making it
+        run_inputs: dict = {}         # values read from outside the run, in order
+        leaving = []                  # values made in the run and read after it
+        reads_inside: dict = {}
+        named = set()                 # values that need a name: checked, leaving, read twice
         # Python's arithmetic overflows or makes nan silently where numpy warns; inf and nan
         # survive the arithmetic in between, so a check of the values that leave it suffices.
+        sinks = []
+        for index in run:
+            eqn, op = equations[index], scalar[index]
+            for position, atom in enumerate(eqn.inputs):
+                if type(atom) is Literal:
+                    continue
+                maker = made_in.get(atom)
+                if maker is None:
+                    if atom not in float_names:
+                        float_names[atom] = name = f"s{next(floats)}"
+                        body.append(f"    {name} = to_float({names[atom]})")
+                    run_inputs[atom] = None
+                    continue
+                reads_inside[atom] = reads_inside.get(atom, 0) + 1
+                if maker.tracked and position in op.watched:
+                    sinks.append(atom)
+                    named.add(atom)
+                if op.repeats:
+                    named.add(atom)
+            made_in[eqn.outputs[0]] = op
+        # A value read once, by the same run, is written into its reader's expression: fewer
+        # lines to compile, fewer stores and loads to run, the same operations on the same
+        # operands.
+        inlined = {}                  # var -> (expression, depth, whether a call)
+        body.append("    try:")
+        for index in run:
+            eqn = equations[index]
+            template = templates.get(eqn.primitive)
+            if template is None:
+                template = templates[eqn.primitive] = scalar_template(scalar[index])
+            is_call = template[0] == "m"
+            operands = []
+            depth = 0
+            for atom in eqn.inputs:
+                if type(atom) is Literal:
+                    operands.append(float_literal(atom))
+                    continue
+                name = float_names.get(atom)
+                if name is None:
+                    expression, inner, inner_is_call = inlined.pop(atom)
+                    name = expression if is_call or inner_is_call else f"({expression})"
+                    depth = max(depth, inner)
+                operands.append(name)
+            expression = template.format(*operands)
+            out = eqn.outputs[0]
+            read = reads.get(out, 0)
+            leaves = read > reads_inside.get(out, 0) or out in outputs
+            if leaves:
+                leaving.append(out)
+            if scalar[index].tracked and (leaves or not read):
+                sinks.append(out)
+            elif read == 1 and not leaves and depth < _MAX_INLINE_DEPTH and out not in named:
+                inlined[out] = (expression, depth + 1, is_call)
+                continue
+            float_names[out] = name = f"s{next(floats)}"
+            body.append(f"        {name} = {expression}")
         sinks = [float_names[v] for v in dict.fromkeys(sinks)]
         for start in range(0, len(sinks), 32):
             body.append(f"        if not isfinite({' + '.join(sinks[start:start + 32])}):")
             body.append("            raise NonFiniteScalar")
         # numpy recomputes the run after the handler, so that its errors (np.errstate) do not
         # appear raised while handling ours
-        body.extend(["    except ScalarFallback:", "        fallback = True",
-                     "    else:", "        fallback = False", "    if fallback:"])
-        as_numpy(inputs, "        ", on_every_path=False)
-        for index in run:
-            numpy_statement(index, "        ")
-        for var in used_later:
-            body.append(f"        {float_names[var]} = to_float({names[var]})")
+        recompute = f"numpy{next(runs)}"
+        namespace[recompute] = _NumpyRun(graph, run, list(run_inputs), leaving)
+        arguments = [names[v] if v in has_numpy else f"to_f64({float_names[v]})"
+                     for v in run_inputs]
+        call = f"{recompute}({', '.join(arguments)})"
+        if leaving:
+            call = f"{', '.join(float_names[v] for v in leaving)}, = map(to_float, {call})"
+        body.extend(["    except ScalarFallback:", "        fallback = True", "    if fallback:",
+                     f"        {call}", "        fallback = False"])
 
-    for item, dead in zip(sequence, deaths):
+    for position, item in enumerate(sequence):
         if type(item) is list:
             scalar_run(item)
         else:
-            as_numpy(_item_inputs(graph, item, indexing), "    ")
-            numpy_statement(item, "    ")
+            if scalar:
+                as_numpy(_item_inputs(graph, item, indexing))
+            numpy_statement(item)
             has_numpy.update(equations[item].outputs)
-        # constants are globals of the module; only arguments and values are local
-        dead = [names[v] for v in dead if v in has_numpy and names[v][0] in "va"]
+        dead = deaths.get(position)
         if dead:
-            body.append(f"    del {', '.join(dead)}")
-    as_numpy(graph.outputs, "    ")
-    outs = ", ".join(name_of(a) for a in graph.outputs)
+            body.append(f"    del {', '.join(names[v] for v in dead)}")
+    if scalar:
+        as_numpy(graph.outputs)
+    outs = ", ".join(literal(a.value) if type(a) is Literal else names[a] for a in graph.outputs)
     body.append(f"    return [{outs}]")
     source = f"def xform_graph({', '.join(args)}):\n" + "\n".join(body) + "\n"
     return source, namespace
+
+
+def _define(source: str, namespace: dict):
+    """Compile and run `source` in `namespace`; returns its `xform_graph` and the file name
+    under which linecache shows its lines (the caller drops them when the code dies)."""
+    filename = f"<xform-generated-{next(_counter)}>"
+    exec(compile(source, filename, "exec"), namespace)
+    # Registered so that tracebacks through generated code show its lines, for as long as
+    # the code lives (linecache never drops entries without a file by itself).
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return namespace["xform_graph"], filename
+
+
+class _NumpyRun:
+    """A run of scalar equations as numpy statements, which the fast function calls when the
+    run falls back: the run's inputs in, its values read after it out. Generated and compiled
+    on first need only (most runs never need it, and it would double the source to compile),
+    then kept.
+
+    Notes: it holds the run's equations, not the graph: compiled code is cached under its graph
+    in weak dictionaries, and must not keep its key alive.
+    """
+
+    __slots__ = ("_graph", "_fn", "_lock", "__weakref__")
+
+    def __init__(self, graph: Graph, run: list, inputs, outputs):
+        equations = graph.equations
+        self._graph = Graph(inputs, (), [equations[i] for i in run], outputs)
+        self._fn = None
+        self._lock = threading.Lock()
+
+    def __call__(self, *args):
+        fn = self._fn
+        if fn is None:
+            with self._lock:
+                if self._fn is None:
+                    source, namespace = graph_source(self._graph, python_floats=False)
+                    fn, filename = _define(source, namespace)
+                    weakref.finalize(self, linecache.cache.pop, filename, None)
+                    self._fn, self._graph = fn, None
+                fn = self._fn
+        return fn(*args)
 
 
 def compile_graph(graph: Graph) -> CompiledGraph:
@@ -593,11 +789,7 @@ def compile_graph(graph: Graph) -> CompiledGraph:
     """
     from xform.config import config
     source, namespace = graph_source(graph, config.debug)
-    filename = f"<xform-generated-{next(_counter)}>"
-    exec(compile(source, filename, "exec"), namespace)
-    compiled = CompiledGraph(graph, source, namespace["xform_graph"])
-    # Registered so that tracebacks through generated code show its lines, for as long as
-    # the code lives (linecache never drops entries without a file by itself).
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    fn, filename = _define(source, namespace)
+    compiled = CompiledGraph(graph, source, fn)
     weakref.finalize(compiled, linecache.cache.pop, filename, None)
     return compiled
