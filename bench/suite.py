@@ -224,11 +224,22 @@ def run(samples=11, only=None):
     return columns, results
 
 
+def _peer_versions() -> str:
+    versions = []
+    for module in ("autograd", "jax", "jaxlib", "torch"):
+        try:
+            versions.append(f"{module} {__import__(module).__version__}")
+        except (ImportError, AttributeError):
+            continue
+    return ", ".join(versions) or "none installed"
+
+
 def markdown(columns, results) -> str:
     lines = [f"Benchmarks: gradient time / numpy primal time (medians, round-robin, same run); "
-             f"{datetime.date.today()}; {machine()}", ""]
-    header = "| row | primal | " + " | ".join(columns) + " | xform target | xform first call |"
-    lines += [header, "|" + "---|" * (len(columns) + 4)]
+             f"{datetime.date.today()}; {machine()}; peers: {_peer_versions()}", ""]
+    header = ("| row | primal | " + " | ".join(columns)
+              + " | xform target | xform first call | first-call target (JAX jit / 10) |")
+    lines += [header, "|" + "---|" * (len(columns) + 5)]
     for name, target, times, first, checks in results:
         cells = []
         for column in columns:
@@ -239,8 +250,13 @@ def markdown(columns, results) -> str:
             else:
                 cells.append(str(checks.get(column, "n/a")))
         met = "met" if times["xform"] / times["primal"] <= target else "missed"
+        if "jax jit" in first:
+            limit = first["jax jit"] / 10
+            first_met = f"{fmt(limit)} ({'met' if first['xform'] <= limit else 'missed'})"
+        else:
+            first_met = "n/a"
         lines.append(f"| {name} | {fmt(times['primal'])} | " + " | ".join(cells)
-                     + f" | {target} ({met}) | {fmt(first['xform'])} |")
+                     + f" | {target} ({met}) | {fmt(first['xform'])} | {first_met} |")
     peers = [c for c in columns if c != "xform"]
     lines += ["", "First call (stage + transform + compile, or the peer's first gradient "
               "call): " + "; ".join(

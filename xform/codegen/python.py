@@ -28,6 +28,7 @@ import itertools
 import linecache
 import math
 import operator
+import random
 import struct
 import threading
 import weakref
@@ -155,9 +156,10 @@ def _sample_values() -> list[float]:
     for k in range(-12, 13):
         near = k * math.pi / 4
         values += [near, math.nextafter(near, math.inf), math.nextafter(near, -math.inf)]
-    rng = np.random.default_rng(20240601)
-    values += [*rng.uniform(-10.0, 10.0, 40), *(10.0 ** rng.uniform(-30.0, 30.0, 40)),
-               *(1.0 + 10.0 ** rng.uniform(-12.0, 0.0, 10))]
+    rng = random.Random(20240601)   # (not numpy.random: importing it costs ~9 ms)
+    values += [*(rng.uniform(-10.0, 10.0) for _ in range(40)),
+               *(10.0 ** rng.uniform(-30.0, 30.0) for _ in range(40)),
+               *(1.0 + 10.0 ** rng.uniform(-12.0, 0.0) for _ in range(10))]
     values = [float(v) for v in values]
     return values + [-v for v in values]
 
@@ -199,29 +201,62 @@ def _agrees(ufunc, python, operand_sets, *, flags_may_hide) -> bool:
 
 
 @functools.cache
+def _candidates() -> dict:
+    """primitive -> (ufunc, python function, ScalarOp if it agrees), for every primitive that
+    may be computed on Python floats."""
+    from xform.rules.unary import UNARY_PRIMITIVES
+    candidates = {}
+    for prim, ufunc, template, python, monotone in _arithmetic_candidates():
+        watched = tuple(i for i in range(ufunc.nin) if i not in monotone)
+        repeats = any(template.count(f"{{{i}}}") > 1 for i in range(ufunc.nin))
+        candidates[prim] = (ufunc, python, True,
+                            ScalarOp(template, None, watched, tracked=True, repeats=repeats))
+    for name, function in _MATH_CANDIDATES.items():
+        candidates[UNARY_PRIMITIVES[name]] = (getattr(np, name), function, False,
+                                              ScalarOp("{f}({0})", function, watched=(0,)))
+    return candidates
+
+
+@functools.cache
+def _operand_sets(nin: int) -> list:
+    """The self-check sample for `nin` operands: (Python floats, np.float64 scalars) pairs."""
+    if nin == 1:
+        return [((x,), (np.float64(x),)) for x in _sample_values()]
+    pair_values = _PAIR_SAMPLE + tuple(-x for x in _PAIR_SAMPLE)
+    return [(xy, tuple(map(np.float64, xy))) for xy in itertools.product(pair_values, repeat=2)]
+
+
+_CHECKED: dict = {}  # primitive -> its ScalarOp, or None: the self-check's verdicts so far
+
+
+def scalar_operation(prim):
+    """The ScalarOp computing `prim` on Python floats, or None: only when the Python float
+    form agrees with numpy on np.float64 scalars bit for bit on this machine, decided by a
+    self-check on a fixed sample the first time `prim` is asked about (`math.tanh`, for one, is
+    off by an ulp here against numpy's tanh). Each primitive is checked on its own, so a
+    program pays only for the operations it uses (about 1 ms each)."""
+    try:
+        return _CHECKED[prim]
+    except KeyError:
+        pass
+    candidate = _candidates().get(prim)
+    op = None
+    if candidate is not None:
+        ufunc, python, flags_may_hide, scalar_op = candidate
+        if _agrees(ufunc, python, _operand_sets(ufunc.nin), flags_may_hide=flags_may_hide):
+            op = scalar_op
+    _CHECKED[prim] = op
+    return op
+
+
 def scalar_operations() -> dict:
-    """primitive -> ScalarOp, for the primitives whose Python float form agrees with numpy on
-    np.float64 scalars bit for bit on this machine, decided once by a self-check on a fixed
-    sample (`math.tanh`, for one, is off by an ulp here against numpy's tanh).
+    """primitive -> ScalarOp for every primitive the self-check admits (see scalar_operation).
 
     >>> scalar_operations()[sin_p].function is math.sin
     True
     """
-    from xform.rules.unary import UNARY_PRIMITIVES
-    singles = [((x,), (np.float64(x),)) for x in _sample_values()]
-    pair_values = _PAIR_SAMPLE + tuple(-x for x in _PAIR_SAMPLE)
-    pairs = [(xy, tuple(map(np.float64, xy))) for xy in itertools.product(pair_values, repeat=2)]
-    operations = {}
-    for prim, ufunc, template, python, monotone in _arithmetic_candidates():
-        operand_sets = pairs if ufunc.nin == 2 else singles
-        if _agrees(ufunc, python, operand_sets, flags_may_hide=True):
-            watched = tuple(i for i in range(ufunc.nin) if i not in monotone)
-            repeats = any(template.count(f"{{{i}}}") > 1 for i in range(ufunc.nin))
-            operations[prim] = ScalarOp(template, None, watched, tracked=True, repeats=repeats)
-    for name, function in _MATH_CANDIDATES.items():
-        if _agrees(getattr(np, name), function, singles, flags_may_hide=False):
-            operations[UNARY_PRIMITIVES[name]] = ScalarOp("{f}({0})", function, watched=(0,))
-    return operations
+    operations = {prim: scalar_operation(prim) for prim in _candidates()}
+    return {prim: op for prim, op in operations.items() if op is not None}
 
 
 _F64 = np.dtype(np.float64)
@@ -258,7 +293,6 @@ def _scalar_equations(graph: Graph, outputs: set) -> dict:
     One pass over the equations (they are many, and each pass costs): groups are merged as
     reads join them, and each group's savings and inputs are merged along."""
     equations = graph.equations
-    operations = None                # no self-check for graphs without 0-d float64 results
     candidates = {}
     made_by = {}                     # a candidate's value -> its index
     group = {}                       # union-find over candidate indices
@@ -278,9 +312,7 @@ def _scalar_equations(graph: Graph, outputs: set) -> dict:
         if len(outs) == 1:
             aval = outs[0].aval
             if not aval.shape and (aval.dtype is _F64 or aval.dtype == _F64):
-                if operations is None:
-                    operations = scalar_operations()
-                op = operations.get(eqn.primitive)
+                op = scalar_operation(eqn.primitive)
         if op is not None:
             for atom in eqn.inputs:
                 aval = atom.aval
