@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import math
 import time
 
@@ -226,10 +227,10 @@ def run(samples=11, only=None):
 
 def _peer_versions() -> str:
     versions = []
-    for module in ("autograd", "jax", "jaxlib", "torch"):
+    for package in ("autograd", "jax", "jaxlib", "torch"):
         try:
-            versions.append(f"{module} {__import__(module).__version__}")
-        except (ImportError, AttributeError):
+            versions.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
             continue
     return ", ".join(versions) or "none installed"
 
