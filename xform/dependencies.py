@@ -7,6 +7,7 @@ hit re-checks those bindings by identity; any change means the entry is stale.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 import types
@@ -176,6 +177,22 @@ def recording(function):
     finally:
         stack.pop()
     dependencies.freeze()
+
+
+def unwatched(function):
+    """`function` with the dependency hook paused while it runs: for xform's own entry points
+    (tracer operations, `bind`), below which only xform runs, so the hook would only cost
+    time. User functions staged below them re-arm it (`watching`)."""
+    @functools.wraps(function)
+    def paused(*args, **kwargs):
+        if sys.getprofile() is not hook:
+            return function(*args, **kwargs)
+        sys.setprofile(None)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            sys.setprofile(hook)
+    return paused
 
 
 @contextlib.contextmanager

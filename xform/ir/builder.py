@@ -8,7 +8,6 @@ how closures over outer traced values work without perturbation confusion.
 from __future__ import annotations
 
 import contextlib
-import sys
 from contextvars import ContextVar
 
 import numpy as np
@@ -16,7 +15,7 @@ import numpy as np
 from xform.errors import ShapeError, TypeCheckError, XformError
 from xform.ir.avals import ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.dependencies import hook as dependency_hook, watching
+from xform.dependencies import unwatched, watching
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.registry import RULES, missing_rule
@@ -163,16 +162,10 @@ def bind(prim, *args, **params):
     builder = _current_builder.get()
     if builder is None or not any(type(a) is Tracer for a in args):
         return _eval_concrete(prim, args, params)
-    if sys.getprofile() is not dependency_hook:
-        return _stage_equation(builder, prim, args, params)
-    # Inside, only xform runs (no user code): the dependency hook would only cost time.
-    sys.setprofile(None)
-    try:
-        return _stage_equation(builder, prim, args, params)
-    finally:
-        sys.setprofile(dependency_hook)
+    return _stage_equation(builder, prim, args, params)
 
 
+@unwatched
 def _stage_equation(builder, prim, args, params):
     source = _source_override.get() or user_frame_info()
     rules = RULES.get(prim)

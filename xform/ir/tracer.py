@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from xform.dependencies import unwatched
 from xform.errors import ConcretizationError, ShapeError, TypeCheckError, UnsupportedError
 from xform.ir.source_info import user_frame_info
 
@@ -113,6 +114,7 @@ class Tracer:
     __hash__ = object.__hash__
 
     # -- numpy protocols --------------------------------------------------------------
+    @unwatched
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if kwargs.get("out") is not None:
             raise _unsupported(f"numpy.{ufunc.__name__}(..., out=...)")
@@ -138,6 +140,7 @@ class Tracer:
                       for x in inputs]
         return op(*inputs)
 
+    @unwatched
     def __array_function__(self, func, types, args, kwargs):
         return _fn(func)(*args, **kwargs)
 
@@ -202,6 +205,7 @@ class Tracer:
     def __eq__(self, other): return np.equal(self, other)
     def __ne__(self, other): return np.not_equal(self, other)
 
+    @unwatched
     def __getitem__(self, index):
         return _fn("getitem")(self, index)
 

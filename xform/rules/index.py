@@ -11,6 +11,7 @@ from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.source_info import user_frame_info
 from xform.ir.tracer import Tracer, _unsupported, implements, shape_error
+from xform.rules import shape as shape_rules
 from xform.rules.helpers import NOT_MAPPED, aval, linear_jvp, move_to_front, ndim
 from xform.rules.reduce import normalize_axes
 from xform.rules.registry import register
@@ -335,7 +336,16 @@ def _basic_getitem(x, index):
 def getitem(x, index):
     """`x[index]` for every numpy index: ints, slices, None, Ellipsis, integer arrays (concrete
     or traced) and concrete boolean masks, with numpy's result shape."""
-    index, arrays = parse_index(aval(x).shape, index)
+    shape = aval(x).shape
+    if type(index) is int and shape and -shape[0] <= index < shape[0]:
+        # x[i], what element-by-element Python loops stage: the equations the general path
+        # makes (slice unless the axis has one element, then reshape), without parsing.
+        start, rest = index % shape[0], shape[1:]
+        if shape[0] != 1:
+            x = shape_rules.slice_p.bind(x, starts=(start,) + (0,) * len(rest),
+                             stops=(start + 1,) + rest, steps=(1,) * len(shape))
+        return shape_rules.reshape_p.bind(x, shape=rest)
+    index, arrays = parse_index(shape, index)
     if not arrays:
         try:
             return _basic_getitem(x, index)
