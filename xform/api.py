@@ -71,19 +71,6 @@ def _flat_signature(args):
     return tuple(signature)
 
 
-def _remember_flat(one_arg_entries, flat_entries, args, entry):
-    """File `entry` for the cached call path when `args` are flat: under its one argument's
-    key, or under the signature of several."""
-    if len(args) == 1:
-        key = _arg_key(args[0])
-        if key is not None:
-            one_arg_entries[key] = entry
-    else:
-        signature = _flat_signature(args)
-        if signature is not None:
-            flat_entries[signature] = entry
-
-
 def _unflattener(out_tree):
     """outputs -> result pytree; a single output is returned as it is, with no pytree work."""
     if out_tree.kind is None:
@@ -151,27 +138,19 @@ def _finish(graph, fuse=False):
     return Graph(graph.inputs, graph.consts, equations, [copies.get(a, a) for a in graph.outputs])
 
 
-class _Transformed:
-    """A transformed function with a per-signature cache of (graph, unflatten).
-
-    `build(in_tree, avals) -> (graph, captured, unflatten)`; the graph's inputs are the
-    argument leaves followed by `captured`.
+class _CachedCall:
+    """The cached call path shared by `jit` and the transforms: flat arguments find their
+    entry with no pytree work, one lookup and one check (False once the entry has left the
+    cache); anything else goes to `_build_and_call(args)`, which files what it builds with
+    `_remember`. One argument, the common case, is keyed without building a tuple; the key
+    of an argument that is not flat is never filed, so it misses.
     """
 
-    def __init__(self, fun, kind, build, params=(), fuse=False):
-        self.fun = fun
-        self.kind = kind
-        self.build = build
-        self.params = params
-        self.fuse = fuse
-        self._one_arg_entries = {}  # the cached call path's entries, see _remember_flat
-        self._flat_entries = {}
-        functools.update_wrapper(self, fun, updated=())
+    def __init__(self):
+        self._one_arg_entries = {}  # an argument's `_arg_key` -> entry
+        self._flat_entries = {}     # several arguments' `_flat_signature` -> entry
 
     def __call__(self, first=_NO_ARGUMENT, /, *rest):
-        # The cached path for flat arguments: no pytree work, one lookup, one check (False
-        # once the entry has left the cache). One argument, the common case, is keyed without
-        # building a tuple; the key of an argument that is not flat is never filed, so misses.
         if rest or first is _NO_ARGUMENT:
             return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
         kind = type(first)
@@ -179,17 +158,48 @@ class _Transformed:
                                           else kind)
         if entry is not None and entry.valid() and _builder_now() is None:
             entry.hits += 1
-            fn, unflatten = entry.value
-            return unflatten(fn(first))
+            fn, finish = entry.value
+            return finish(fn(first))
         return self._build_and_call((first,))
 
     def _call_several(self, args):
         entry = self._flat_entries.get(_flat_signature(args))
         if entry is not None and entry.valid() and _builder_now() is None:
             entry.hits += 1
-            fn, unflatten = entry.value
-            return unflatten(fn(*args))
+            fn, finish = entry.value
+            return finish(fn(*args))
         return self._build_and_call(args)
+
+    def _build_and_call(self, args):
+        raise NotImplementedError
+
+    def _remember(self, args, entry) -> None:
+        """File `entry` for the cached path when `args` are flat."""
+        if len(args) == 1:
+            key = _arg_key(args[0])
+            if key is not None:
+                self._one_arg_entries[key] = entry
+        else:
+            signature = _flat_signature(args)
+            if signature is not None:
+                self._flat_entries[signature] = entry
+
+
+class _Transformed(_CachedCall):
+    """A transformed function with a per-signature cache of (graph, unflatten).
+
+    `build(in_tree, avals) -> (graph, captured, unflatten)`; the graph's inputs are the
+    argument leaves followed by `captured`.
+    """
+
+    def __init__(self, fun, kind, build, params=(), fuse=False):
+        super().__init__()
+        self.fun = fun
+        self.kind = kind
+        self.build = build
+        self.params = params
+        self.fuse = fuse
+        functools.update_wrapper(self, fun, updated=())
 
     def _build_and_call(self, args):
         leaves, in_tree = tree_flatten(args)
@@ -205,7 +215,7 @@ class _Transformed:
             assert not captured, "nothing can be captured outside any staging"
             return CACHE.compiled(_finish(graph, self.fuse)).fn, unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature), make)
-        _remember_flat(self._one_arg_entries, self._flat_entries, args, entry)
+        self._remember(args, entry)
         fn, unflatten = entry.value
         return unflatten(fn(*leaves))
 
@@ -268,34 +278,23 @@ def jit(fun, static_argnums=()):
 
     >>> f = jit(lambda x: np.sin(x) * x); f(np.ones(3))   # staged once, then compiled code
     """
-    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else static_argnums
+    return _Jitted(fun, static_argnums)
 
-    one_arg_entries, flat_entries = {}, {}  # the cached call path's, as in _Transformed
 
-    @functools.wraps(fun)
-    def jitted(first=_NO_ARGUMENT, /, *rest):
-        if rest or first is _NO_ARGUMENT:
-            return call_several(() if first is _NO_ARGUMENT else (first, *rest))
-        kind = type(first)
-        entry = one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray else kind)
-        if entry is not None and entry.valid() and _builder_now() is None:
-            entry.hits += 1
-            fn, finish = entry.value
-            return finish(fn(first))
-        return build_and_call((first,))
+class _Jitted(_CachedCall):
+    def __init__(self, fun, static_argnums):
+        super().__init__()
+        self.fun = fun
+        self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
+                               else static_argnums)
+        functools.update_wrapper(self, fun, updated=())
 
-    def call_several(args):
-        entry = flat_entries.get(_flat_signature(args))
-        if entry is not None and entry.valid() and _builder_now() is None:
-            entry.hits += 1
-            fn, finish = entry.value
-            return finish(fn(*args))
-        return build_and_call(args)
-
-    def build_and_call(args):
+    def _build_and_call(self, args):
+        fun = self.fun
         if current_builder() is not None:
             return fun(*args)
-        static_nums = _normalize_argnums(static_argnums, len(args)) if static_argnums else ()
+        static_nums = (_normalize_argnums(self.static_argnums, len(args))
+                       if self.static_argnums else ())
         dynamic, static = _split_static(args, static_nums)
         leaves, in_tree = tree_flatten(dynamic)
         signature = tuple(map(_leaf_signature, leaves))
@@ -306,10 +305,9 @@ def jit(fun, static_argnums=()):
             return CACHE.compiled(_finish(graph)).fn, _unflattener(out_tree)
         entry = CACHE.build(fun, ("jit", in_tree, signature, static), make)
         if not static:  # a static argument's value is part of the key: no cached path
-            _remember_flat(one_arg_entries, flat_entries, args, entry)
+            self._remember(args, entry)
         fn, finish = entry.value
         return finish(fn(*leaves))
-    return jitted
 
 
 # -- reverse mode -----------------------------------------------------------------------------
