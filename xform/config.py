@@ -1,8 +1,8 @@
 """Global switches: `debug` (run-time checks of every value against its abstract value, and of
-every rule's output) and `checks` (check_graph after every pass). Both off by default.
-
->>> xform.config.update("debug", True)
->>> with xform.config.debug_mode(): ...
+every rule's output), `checks` (check_graph after every pass), `fusion` (element-wise regions
+fused before reverse mode) and `scalar_math` (what 0-d float64 work in generated code may use:
+"exact", the default, keeps results numpy's bit for bit; "fast" adds Python's `math`
+functions, each within a few ulp of numpy; see xform.codegen.scalar).
 """
 from __future__ import annotations
 
@@ -12,21 +12,37 @@ import contextlib
 class Config:
     """Settings read by staging, transforms and codegen; change them with `update`.
 
-    >>> xform.config.update("debug", True)      # every value checked as it is computed
-    >>> with xform.config.debug_mode(False): ...
+    >>> xform.config.update("scalar_math", "fast")    # math functions on 0-d float64 values
+    >>> xform.config.scalar_math
+    'fast'
+    >>> xform.config.update("scalar_math", "exact")
+    >>> with xform.config.debug_mode():               # every value checked as it is computed
+    ...     xform.jit(np.sin)(0.0)
+    np.float64(0.0)
     """
+
+    _SWITCHES = ("debug", "checks", "fusion")
+    _CHOICES = {"scalar_math": ("exact", "fast")}
 
     def __init__(self):
         self.debug = False
         self.checks = False
         self.fusion = True
+        self.scalar_math = "exact"
 
     def update(self, name: str, value) -> None:
-        if name not in ("debug", "checks", "fusion"):
-            raise KeyError(f"unknown xform option {name!r}; options: debug, checks, fusion")
-        if getattr(self, name) != bool(value):
-            setattr(self, name, bool(value))
-            # Compiled code differs with and without run-time checks.
+        if name in self._CHOICES:
+            if value not in self._CHOICES[name]:
+                raise ValueError(f"xform option {name!r} takes one of "
+                                 f"{', '.join(map(repr, self._CHOICES[name]))}, not {value!r}")
+        elif name in self._SWITCHES:
+            value = bool(value)
+        else:
+            options = ", ".join((*self._SWITCHES, *self._CHOICES))
+            raise KeyError(f"unknown xform option {name!r}; options: {options}")
+        if getattr(self, name) != value:
+            setattr(self, name, value)
+            # Compiled code differs with these options.
             from xform.cache import clear_cache
             clear_cache()
 

@@ -6,11 +6,13 @@ text reaches the source. A value is deleted right after its last use (an unused 
 after it is made), so large intermediates are freed as early as possible; arguments (the
 caller holds them) and 0-d values that are surely no view (made by a ufunc) are not.
 
-Three things make the code faster without changing any result (debug mode does none of them,
-so that it checks every equation's values as they are made):
+Three things make the code faster (debug mode does none of them, so that it checks every
+equation's values as they are made):
 - 0-d float64 values made by several scalar operations are held as Python floats and computed
-  with Python's arithmetic and the `math` functions that agree with numpy bit for bit on this
-  machine (`scalar_operations`); a value read once is written into its reader's expression. A
+  with the operations `xform.codegen.scalar` admits: under the default "exact" policy only
+  correctly rounded ones, so results stay numpy's bit for bit on any machine; under "fast"
+  also `math` functions, each within a few ulp of numpy. A value read once is written into
+  its reader's expression. A
   run of them that raises, or may have hidden one of numpy's floating-point warnings, is
   recomputed with numpy statements, which are generated and compiled only when a run first
   needs them (`_NumpyRun`): most never do, and compiling them up front doubled the cost.
@@ -28,15 +30,13 @@ import itertools
 import linecache
 import math
 import operator
-import random
-import struct
 import threading
 import weakref
 from collections import Counter
-from typing import NamedTuple
-
 import numpy as np
 
+from xform.codegen.scalar import (EXACT, SCALAR_FALLBACK, NonFiniteScalar, bits,
+                                  scalar_operation)
 from xform.ir.core import Graph, Literal
 from xform.rules.registry import rule_for
 
@@ -98,167 +98,6 @@ def _is_numpy_valued(atom) -> bool:
 
 # -- 0-d float64 values as Python floats --------------------------------------------------------
 
-class ScalarOp(NamedTuple):
-    """How a primitive is computed on Python floats: `template` is an expression of operand
-    names `{0}`, `{1}` (and `{f}`, the `math` function `function`).
-
-    `tracked` operations can overflow or be invalid without Python raising (numpy warns), so
-    their non-finite results must be noticed; at the `watched` operand positions a non-finite
-    operand may give a finite result, so it is noticed before it goes in (elsewhere it surely
-    comes out non-finite, and noticing it can wait). A template that `repeats` an operand
-    needs it as a name, not as an expression (computed twice)."""
-    template: str
-    function: object = None
-    watched: tuple = ()
-    tracked: bool = False
-    repeats: bool = False
-
-
-class NonFiniteScalar(ArithmeticError):
-    """A run of scalar code made inf or nan where numpy may have warned: recompute it."""
-
-
-# What Python raises where numpy returns inf or nan (and warns): 1.0 / 0.0, math.exp(1000),
-# math.log(0.0), math.sin(inf).
-_SCALAR_FALLBACK = (ZeroDivisionError, OverflowError, ValueError, NonFiniteScalar)
-
-_MATH_CANDIDATES = {
-    "sin": math.sin, "cos": math.cos, "tan": math.tan, "arcsin": math.asin,
-    "arccos": math.acos, "arctan": math.atan, "sinh": math.sinh, "cosh": math.cosh,
-    "tanh": math.tanh, "arcsinh": math.asinh, "arccosh": math.acosh, "arctanh": math.atanh,
-    "exp": math.exp, "exp2": math.exp2, "expm1": math.expm1, "log": math.log,
-    "log2": math.log2, "log10": math.log10, "log1p": math.log1p, "sqrt": math.sqrt,
-    "cbrt": math.cbrt, "absolute": math.fabs, "fabs": math.fabs, "deg2rad": math.radians,
-    "rad2deg": math.degrees,
-}
-
-
-def _arithmetic_candidates() -> list:
-    """(primitive, ufunc, template, the same in Python, monotone operand positions)."""
-    from xform.rules.binary import add_p, divide_p, multiply_p, subtract_p
-    from xform.rules.unary import negative_p, square_p
-    return [
-        (add_p, np.add, "{0} + {1}", lambda a, b: a + b, (0, 1)),
-        (subtract_p, np.subtract, "{0} - {1}", lambda a, b: a - b, (0, 1)),
-        (multiply_p, np.multiply, "{0} * {1}", lambda a, b: a * b, (0, 1)),
-        (divide_p, np.true_divide, "{0} / {1}", lambda a, b: a / b, (0,)),
-        (negative_p, np.negative, "-{0}", lambda a: -a, (0,)),
-        (square_p, np.square, "{0} * {0}", lambda a: a * a, (0,)),
-    ]
-
-
-def _sample_values() -> list[float]:
-    """The deterministic self-check sample: signed zeros, subnormals, tiny, huge, inf, nan,
-    values next to multiples of pi/4, overflow thresholds, and pseudo-random magnitudes."""
-    values = [0.0, 5e-324, 2.2250738585072014e-308, 1e-300, 1e-20, 1e-8, 1e-3, 0.1, 0.5,
-              0.9999999, 1.0, 1.0000001, 2.0, math.e, 3.0, 10.0, 100.0, 709.78, 710.0, 1e5,
-              1e10, 1e22, 1e100, 1e300, 1.7976931348623157e308, math.inf, math.nan]
-    for k in range(-12, 13):
-        near = k * math.pi / 4
-        values += [near, math.nextafter(near, math.inf), math.nextafter(near, -math.inf)]
-    rng = random.Random(20240601)   # (not numpy.random: importing it costs ~9 ms)
-    values += [*(rng.uniform(-10.0, 10.0) for _ in range(40)),
-               *(10.0 ** rng.uniform(-30.0, 30.0) for _ in range(40)),
-               *(1.0 + 10.0 ** rng.uniform(-12.0, 0.0) for _ in range(10))]
-    values = [float(v) for v in values]
-    return values + [-v for v in values]
-
-
-_PAIR_SAMPLE = (0.0, 5e-324, 1e-308, 1e-200, 0.1, 1.0, 3.0, math.pi, 1e200, 1e308, math.inf,
-                math.nan)
-
-
-def _bits(value) -> bytes:
-    return struct.pack("<d", value)
-
-
-def _agrees(ufunc, python, operand_sets, *, flags_may_hide) -> bool:
-    """Whether `python` on Python floats computes `ufunc` on the same np.float64 scalars
-    (`operand_sets` holds pairs of tuples of both) bit for bit wherever it does
-    not raise, and raises wherever numpy would warn (except, with `flags_may_hide`, where its
-    result is inf or nan: the generated code notices those)."""
-    with np.errstate(divide="raise", over="raise", invalid="raise", under="ignore"):
-        for operands, scalars in operand_sets:
-            try:
-                got = python(*operands)
-            except (ZeroDivisionError, OverflowError, ValueError):
-                continue
-            try:
-                want = ufunc(*scalars)
-            except FloatingPointError:
-                if not (flags_may_hide and not math.isfinite(got)):
-                    return False
-                with np.errstate(all="ignore"):
-                    want = ufunc(*scalars)
-            if type(got) is not float or _bits(got) != _bits(float(want)):
-                # Which of two nans survives differs between CPython's own paths (float's
-                # multiply and the specialized inline one) as between numpy's ufuncs and
-                # operators.
-                both_nan = len(operands) == 2 and all(math.isnan(x) for x in operands)
-                if not (both_nan and math.isnan(got)):
-                    return False
-    return True
-
-
-@functools.cache
-def _candidates() -> dict:
-    """primitive -> (ufunc, python function, ScalarOp if it agrees), for every primitive that
-    may be computed on Python floats."""
-    from xform.rules.unary import UNARY_PRIMITIVES
-    candidates = {}
-    for prim, ufunc, template, python, monotone in _arithmetic_candidates():
-        watched = tuple(i for i in range(ufunc.nin) if i not in monotone)
-        repeats = any(template.count(f"{{{i}}}") > 1 for i in range(ufunc.nin))
-        candidates[prim] = (ufunc, python, True,
-                            ScalarOp(template, None, watched, tracked=True, repeats=repeats))
-    for name, function in _MATH_CANDIDATES.items():
-        candidates[UNARY_PRIMITIVES[name]] = (getattr(np, name), function, False,
-                                              ScalarOp("{f}({0})", function, watched=(0,)))
-    return candidates
-
-
-@functools.cache
-def _operand_sets(nin: int) -> list:
-    """The self-check sample for `nin` operands: (Python floats, np.float64 scalars) pairs."""
-    if nin == 1:
-        return [((x,), (np.float64(x),)) for x in _sample_values()]
-    pair_values = _PAIR_SAMPLE + tuple(-x for x in _PAIR_SAMPLE)
-    return [(xy, tuple(map(np.float64, xy))) for xy in itertools.product(pair_values, repeat=2)]
-
-
-_CHECKED: dict = {}  # primitive -> its ScalarOp, or None: the self-check's verdicts so far
-
-
-def scalar_operation(prim):
-    """The ScalarOp computing `prim` on Python floats, or None: only when the Python float
-    form agrees with numpy on np.float64 scalars bit for bit on this machine, decided by a
-    self-check on a fixed sample the first time `prim` is asked about (`math.tanh`, for one, is
-    off by an ulp here against numpy's tanh). Each primitive is checked on its own, so a
-    program pays only for the operations it uses (about 1 ms each)."""
-    try:
-        return _CHECKED[prim]
-    except KeyError:
-        pass
-    candidate = _candidates().get(prim)
-    op = None
-    if candidate is not None:
-        ufunc, python, flags_may_hide, scalar_op = candidate
-        if _agrees(ufunc, python, _operand_sets(ufunc.nin), flags_may_hide=flags_may_hide):
-            op = scalar_op
-    _CHECKED[prim] = op
-    return op
-
-
-def scalar_operations() -> dict:
-    """primitive -> ScalarOp for every primitive the self-check admits (see scalar_operation).
-
-    >>> scalar_operations()[sin_p].function is math.sin
-    True
-    """
-    operations = {prim: scalar_operation(prim) for prim in _candidates()}
-    return {prim: op for prim, op in operations.items() if op is not None}
-
-
 _F64 = np.dtype(np.float64)
 
 
@@ -286,7 +125,7 @@ _CHECK_NS = 35
 _CHECK_PER_VALUE_NS = 15
 
 
-def _scalar_equations(graph: Graph, outputs: set) -> dict:
+def _scalar_equations(graph: Graph, outputs: set, scalar_math: str) -> dict:
     """equation index -> ScalarOp for the equations computed on Python floats: each connected
     group of candidate equations whose estimated savings exceed its conversions and checks.
 
@@ -312,7 +151,7 @@ def _scalar_equations(graph: Graph, outputs: set) -> dict:
         if len(outs) == 1:
             aval = outs[0].aval
             if not aval.shape and (aval.dtype is _F64 or aval.dtype == _F64):
-                op = scalar_operation(eqn.primitive)
+                op = scalar_operation(eqn.primitive, scalar_math)
         if op is not None:
             for atom in eqn.inputs:
                 aval = atom.aval
@@ -511,7 +350,7 @@ def _value_key(value):
     code: the same type and the same bits (0.0 and -0.0, 1 and True, stay apart)."""
     kind = type(value)
     if kind is float:
-        return kind, _bits(value)
+        return kind, bits(value)
     if kind is int or kind is bool or kind is str:
         return kind, value
     if kind is tuple and all(type(v) is int for v in value):
@@ -526,10 +365,11 @@ _MAX_INLINE_DEPTH = 12
 
 
 def graph_source(graph: Graph, debug: bool = False,
-                 python_floats: bool = True) -> tuple[str, dict]:
+                 scalar_math: str | None = EXACT) -> tuple[str, dict]:
     """(source, globals) of the function computing `graph`; with `debug`, every equation's
-    outputs are checked against their abstract values as they are computed, and without
-    `python_floats` no value is held as a Python float.
+    outputs are checked against their abstract values as they are computed. `scalar_math` is
+    the policy for 0-d float64 work as Python floats (xform.codegen.scalar); with None no
+    value is held as a Python float.
 
     Names: `a*` arguments, `c*` constants, `k*` literals, `f*` impls, `m*` `math` functions,
     `v*` values, `s*` values held as Python floats, `numpy*` the numpy code of a run of them,
@@ -554,7 +394,7 @@ def graph_source(graph: Graph, debug: bool = False,
         indexing, scalar, reuse = {}, {}, {}
     else:
         indexing = _plain_indexing(graph, reads, outputs)
-        scalar = _scalar_equations(graph, outputs) if python_floats else {}
+        scalar = _scalar_equations(graph, outputs, scalar_math) if scalar_math else {}
         reuse = _buffer_reuse(graph, outputs)
     absorbed = {producer for producer, _ in indexing.values()}
     sequence = _schedule(graph, scalar, absorbed)
@@ -610,7 +450,7 @@ def graph_source(graph: Graph, debug: bool = False,
     body = []
     if scalar:
         namespace.update(to_float=float, to_f64=np.float64, isfinite=math.isfinite,
-                         ScalarFallback=_SCALAR_FALLBACK, NonFiniteScalar=NonFiniteScalar)
+                         ScalarFallback=SCALAR_FALLBACK, NonFiniteScalar=NonFiniteScalar)
         body.append("    fallback = False")
     runs = itertools.count()
     values = itertools.count()       # values are named as they are bound
@@ -805,7 +645,7 @@ class _NumpyRun:
         if fn is None:
             with self._lock:
                 if self._fn is None:
-                    source, namespace = graph_source(self._graph, python_floats=False)
+                    source, namespace = graph_source(self._graph, scalar_math=None)
                     fn, filename = _define(source, namespace)
                     weakref.finalize(self, linecache.cache.pop, filename, None)
                     self._fn, self._graph = fn, None
@@ -816,11 +656,11 @@ class _NumpyRun:
 def compile_graph(graph: Graph) -> CompiledGraph:
     """Compile `graph` once into a Python function.
 
-    >>> compile_graph(make_graph(np.sin)(1.0))(0.0)
-    [0.0]
+    >>> compile_graph(xform.make_graph(np.sin)(1.0))(0.0)
+    [np.float64(0.0)]
     """
     from xform.config import config
-    source, namespace = graph_source(graph, config.debug)
+    source, namespace = graph_source(graph, config.debug, config.scalar_math)
     fn, filename = _define(source, namespace)
     compiled = CompiledGraph(graph, source, fn)
     weakref.finalize(compiled, linecache.cache.pop, filename, None)
