@@ -1,6 +1,7 @@
 """Pytrees: nested tuples, lists, dicts, None, namedtuples, dataclasses, attrs classes and
 registered types, flattened to a list of leaves and a hashable structure.
 
+>>> from xform.tree import tree_flatten, tree_unflatten
 >>> leaves, tree = tree_flatten({"w": 1.0, "b": (2.0, None)})
 >>> leaves, tree_unflatten(tree, [10.0, 20.0])
 ([2.0, 1.0], {'b': (10.0, None), 'w': 20.0})
@@ -22,7 +23,12 @@ def register(node_type: type, flatten: Callable, unflatten: Callable) -> None:
     """Make `node_type` a pytree node: `flatten(x) -> (children, aux)`,
     `unflatten(aux, children) -> x`; `aux` must be hashable.
 
+    >>> from xform.tree import register, tree_flatten
+    >>> class Point:
+    ...     def __init__(self, x, y): self.x, self.y = x, y
     >>> register(Point, lambda p: ((p.x, p.y), None), lambda aux, xy: Point(*xy))
+    >>> tree_flatten(Point(1.0, 2.0))[0]
+    [1.0, 2.0]
     """
     _REGISTRY[node_type] = (flatten, unflatten)
 
@@ -109,6 +115,7 @@ def _node(x) -> tuple[Any, Any, list] | None:
 def tree_flatten(tree) -> tuple[list, TreeDef]:
     """`(leaves, treedef)`: the leaves left to right (dicts by sorted key) and the structure.
 
+    >>> from xform.tree import tree_flatten
     >>> tree_flatten((1.0, [2.0, None]))
     ([1.0, 2.0], (*, [*, None]))
     """
@@ -159,6 +166,7 @@ def _build(kind, aux, children):
 def tree_unflatten(treedef: TreeDef, leaves):
     """The pytree of structure `treedef` with `leaves` in order; the inverse of tree_flatten.
 
+    >>> from xform.tree import tree_structure, tree_unflatten
     >>> tree_unflatten(tree_structure((0, {"a": 0})), [1, 2])
     (1, {'a': 2})
     """
@@ -187,6 +195,7 @@ def tree_structure(tree) -> TreeDef:
 def tree_map(fn, tree, *rest):
     """Apply `fn` leaf-wise; `rest` must have the same structure as `tree`.
 
+    >>> from xform.tree import tree_map
     >>> tree_map(lambda a, b: a + b, {"x": 1}, {"x": 2})
     {'x': 3}
     """
@@ -204,6 +213,7 @@ def tree_map(fn, tree, *rest):
 def broadcast_prefix(prefix, tree, is_leaf=lambda x: x is None) -> list:
     """Leaves of `prefix` repeated over the subtrees of `tree` they cover (for in_axes).
 
+    >>> from xform.tree import broadcast_prefix
     >>> broadcast_prefix((0, None), (1.0, {"a": 2.0, "b": 3.0}))
     [0, None, None]
     """

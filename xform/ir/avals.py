@@ -19,7 +19,7 @@ class ShapedArray:
     """The abstract value of an array: shape, dtype, and whether the dtype is weak (it came
     from a Python scalar and defers to the other operand's, as numpy 2 does).
 
-    >>> ShapedArray((3,), np.float64), ShapedArray((), np.float64, weak_type=True)
+    >>> xform.ShapedArray((3,), np.float64), xform.ShapedArray((), np.float64, weak_type=True)
     (f64[3], ~f64[])
     """
 

@@ -43,9 +43,13 @@ def using_builder(builder: "GraphBuilder | None"):
 class GraphBuilder:
     """Collects equations while a Python function runs on tracers.
 
-    >>> b = GraphBuilder(); x = b.new_input(ShapedArray((), np.float64))
+    >>> from xform.ir.builder import GraphBuilder, using_builder
+    >>> b = GraphBuilder(); x = b.new_input(xform.ShapedArray((), np.float64))
     >>> with using_builder(b): y = np.sin(x)
-    >>> b.build([y])   # { lambda a:f64[] . let b:f64[] = sin a in (b) }
+    >>> print(b.build([y]))
+    { lambda a:f64[] . let
+        b:f64[] = sin a
+      in (b) }
     """
 
     def __init__(self, parent: "GraphBuilder | None" = None):

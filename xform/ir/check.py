@@ -42,7 +42,8 @@ def _same_type(expected, got) -> bool:
 def check_graph(graph: Graph) -> None:
     """Raise GraphCheckError (listing the equations around the bad one) if `graph` is malformed.
 
-    >>> check_graph(make_graph(np.sin)(1.0))   # well formed: returns None
+    >>> from xform.ir.check import check_graph
+    >>> check_graph(xform.make_graph(np.sin)(1.0))    # well formed: returns None
     """
     from xform.rules.registry import RULES
     defined = set()

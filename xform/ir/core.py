@@ -20,8 +20,9 @@ from xform.ir.source_info import SourceInfo
 class Primitive:
     """An operation the IR knows; its rules live in the registry.
 
-    >>> square_p = Primitive("square"); square_p.def_impl(lambda x: x * x)
-    >>> square_p.def_abstract_eval(lambda x: x); square_p.bind(3.0)
+    >>> square_p = xform.Primitive("square")
+    >>> _ = square_p.def_impl(lambda x: x * x)    # each def_* returns its function
+    >>> square_p.bind(3.0)    # eager: the impl runs
     9.0
     """
 
@@ -46,7 +47,10 @@ class Primitive:
     def def_impl(self, fn):
         """`fn(*arrays, **params)` computes the primitive on numpy values.
 
-        >>> p.def_impl(lambda x, *, k: np.sin(k * x))
+        >>> p = xform.Primitive("scaled_sin")
+        >>> _ = p.def_impl(lambda x, *, k: np.sin(k * x))
+        >>> p.bind(np.pi / 4, k=2.0)
+        np.float64(1.0)
         """
         return self._define("impl", fn)
 
@@ -54,7 +58,12 @@ class Primitive:
         """`fn(*avals, **params)` returns the output ShapedArray (a list when
         `multiple_results`); a ValueError/TypeError becomes a ShapeError at the user's line.
 
-        >>> p.def_abstract_eval(lambda x, *, k: ShapedArray(x.shape, x.dtype))
+        >>> p = xform.Primitive("scaled_sin")
+        >>> _ = p.def_abstract_eval(lambda x, *, k: xform.ShapedArray(x.shape, x.dtype))
+        >>> print(xform.make_graph(lambda x: p.bind(x, k=2.0))(np.ones(3)))   # needs no impl
+        { lambda a:f64[3] . let
+            b:f64[3] = scaled_sin[k=2.0] a
+          in (b) }
         """
         return self._define("abstract_eval", fn)
 
@@ -63,8 +72,13 @@ class Primitive:
         zero arrays. Reverse mode derives the vjp from it when the ops it emits on the
         tangents have transpose rules.
 
-        >>> p.def_jvp(lambda primals, tangents, *, k: (p.bind(*primals, k=k),
-        ...                                             k * np.cos(k * primals[0]) * tangents[0]))
+        >>> p = xform.Primitive("scaled_sin")
+        >>> _ = p.def_impl(lambda x, *, k: np.sin(k * x))
+        >>> _ = p.def_abstract_eval(lambda x, *, k: x)
+        >>> _ = p.def_jvp(lambda primals, tangents, *, k:
+        ...               (p.bind(*primals, k=k), k * np.cos(k * primals[0]) * tangents[0]))
+        >>> xform.grad(lambda x: p.bind(x, k=2.0))(0.0)    # reverse mode, derived from the jvp
+        np.float64(2.0)
         """
         from xform.rules.helpers import instantiate
 
@@ -75,7 +89,12 @@ class Primitive:
     def def_vjp(self, fn):
         """`fn(primals, out, ct, **params) -> tuple` of one cotangent (or None) per input.
 
-        >>> p.def_vjp(lambda primals, out, ct, *, k: (k * np.cos(k * primals[0]) * ct,))
+        >>> p = xform.Primitive("scaled_sin")
+        >>> _ = p.def_impl(lambda x, *, k: np.sin(k * x))
+        >>> _ = p.def_abstract_eval(lambda x, *, k: x)
+        >>> _ = p.def_vjp(lambda primals, out, ct, *, k: (k * np.cos(k * primals[0]) * ct,))
+        >>> xform.grad(lambda x: p.bind(x, k=2.0))(0.0)
+        np.float64(2.0)
         """
         from xform.rules.helpers import instantiate
 
@@ -88,7 +107,13 @@ class Primitive:
         """`fn(ct, *inputs, **params) -> tuple` of cotangents for a primitive linear in
         some inputs; those arrive as `Undefined(aval)` (xform.extend.Undefined).
 
-        >>> p.def_transpose(lambda ct, x, *, k: (p.bind(ct, k=k),))
+        >>> p = xform.Primitive("scale")    # k * x: linear in x
+        >>> _ = p.def_impl(lambda x, *, k: k * x); _ = p.def_abstract_eval(lambda x, *, k: x)
+        >>> _ = p.def_jvp(lambda primals, tangents, *, k: (p.bind(*primals, k=k),
+        ...                                                p.bind(*tangents, k=k)))
+        >>> _ = p.def_transpose(lambda ct, x, *, k: (p.bind(ct, k=k),))
+        >>> xform.grad(lambda x: p.bind(x, k=3.0))(1.0)    # the jvp's `scale`, transposed
+        np.float64(3.0)
         """
         from xform.rules.helpers import instantiate
 
@@ -101,7 +126,11 @@ class Primitive:
         """`fn(size, args, dims, **params) -> (out, out_dim)`; a dim is an int or None (not
         mapped). Without one, vmap loops in Python (and warns once).
 
-        >>> p.def_batch(lambda size, args, dims, *, k: (p.bind(*args, k=k), dims[0]))
+        >>> p = xform.Primitive("scale")
+        >>> _ = p.def_impl(lambda x, *, k: k * x); _ = p.def_abstract_eval(lambda x, *, k: x)
+        >>> _ = p.def_batch(lambda size, args, dims, *, k: (p.bind(*args, k=k), dims[0]))
+        >>> xform.vmap(lambda x: p.bind(x, k=3.0))(np.arange(3.0))    # one `scale`, no loop
+        array([0., 3., 6.])
         """
         return self._define("batch", fn)
 
@@ -110,7 +139,7 @@ class Primitive:
 class Var:
     """A value defined once in a graph. Equality is identity; `hint` is for debugging only.
 
-    >>> Var(ShapedArray((3,), np.float64))     # printed as `a:f64[3]` inside a graph
+    >>> xform.Var(xform.ShapedArray((3,), np.float64))    # printed as `a:f64[3]` in a graph
     Var(f64[3])
     """
 
@@ -125,7 +154,7 @@ class Var:
 class Literal:
     """A scalar constant written into the graph.
 
-    >>> make_graph(lambda x: x * 2.0)(np.ones(2)).equations[0].inputs[1]
+    >>> xform.make_graph(lambda x: x * 2.0)(np.ones(2)).equations[0].inputs[1]
     Literal(2.0)
     """
 
@@ -187,8 +216,11 @@ def _hashable(value):
 class Equation:
     """`outputs = primitive(*inputs, **params)`, with the user line that made it.
 
-    >>> eqn = make_graph(np.sin)(np.ones(2)).equations[0]
-    >>> eqn.primitive, eqn.source.lineno      # (sin, the line that called np.sin)
+    >>> def f(x):
+    ...     return np.sin(x) * 2.0
+    >>> eqn = xform.make_graph(f)(np.ones(2)).equations[0]
+    >>> eqn.primitive, eqn.inputs, eqn.source.function    # source: the user line, in `f`
+    (sin, (Var(f64[2]),), 'f')
     """
 
     primitive: Primitive
@@ -214,7 +246,7 @@ class Graph:
     """A closed graph: `inputs`, array `consts`, `equations` in order, `outputs`.
 
     Hash and equality are identity, so graphs key caches. Sub-graphs live only in params.
-    >>> print(make_graph(np.sin)(1.0))
+    >>> print(xform.make_graph(np.sin)(1.0))
     { lambda a:~f64[] . let
         b:f64[] = sin a
       in (b) }

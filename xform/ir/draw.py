@@ -42,8 +42,13 @@ def draw_graph(graph: Graph, ax=None):
     """Draw `graph`'s dataflow: inputs (green) on top, equations (blue) as `c = sin b`
     with their output types, outputs (orange) at the bottom; returns the matplotlib Axes.
 
-    >>> draw_graph(xform.make_graph(lambda x: np.sin(x) * 2.0)(np.ones(3)))
-    <Axes: >
+    >>> import matplotlib.pyplot as plt
+    >>> from xform.ir.draw import draw_graph
+    >>> ax = draw_graph(xform.make_graph(lambda x: np.sin(x) * 2.0)(np.ones(3)))
+    >>> print(ax.texts[1].get_text())    # the box of the first equation
+    b = sin a
+    f64[3]
+    >>> plt.close(ax.figure)
     """
     plt = _pyplot()
     dag = layout(graph)

@@ -10,8 +10,8 @@ from xform.ir.tracer import Tracer
 def eval_graph(graph, *args):
     """Evaluate `graph` on `args` (arrays, or tracers of the current builder); returns a list.
 
-    >>> eval_graph(make_graph(lambda x: x * 2)(1.0), 3.0)
-    [6.0]
+    >>> xform.eval_graph(xform.make_graph(lambda x: x * 2)(1.0), 3.0)
+    [np.float64(6.0)]
     """
     if len(args) != len(graph.inputs):
         from xform.errors import TypeCheckError

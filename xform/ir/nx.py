@@ -24,7 +24,8 @@ def dataflow_graph(graph: Graph) -> nx.DiGraph:
     """Nodes: equation indices, plus OUTPUT; an edge u -> v (attr `var`) when v reads u's output.
 
     Inputs and constants are not nodes: an equation reading only them has no in-edges.
-    >>> sorted(dataflow_graph(make_graph(lambda x: np.sin(x) * 2.0)(1.0)).edges)
+    >>> from xform.ir.nx import dataflow_graph
+    >>> sorted(dataflow_graph(xform.make_graph(lambda x: np.sin(x) * 2.0)(1.0)).edges)
     [(0, 1), (1, 'out')]
     """
     dag = nx.DiGraph()
@@ -72,6 +73,8 @@ def contracted_order(dag: nx.DiGraph, block_of) -> list:
     equation i's block by one of its indices, and each block is contracted to one node.
     Raises nx.NetworkXUnfeasible when the contraction has a cycle.
 
+    >>> from xform.ir.nx import contracted_order, dataflow_graph
+    >>> graph = xform.make_graph(lambda x: np.cos(np.sin(x)) * 2.0)(1.0)   # sin, cos, multiply
     >>> contracted_order(dataflow_graph(graph), {0: 0, 1: 1, 2: 1})   # equations 1, 2 as one
     [0, 1]
     """
@@ -89,7 +92,12 @@ def with_equations(graph: Graph, equations, outputs=None, consts=None) -> Graph:
     """`graph` with new `equations` (and optionally outputs and consts); consts no longer read
     are dropped.
 
-    >>> with_equations(graph, graph.equations[:-1], outputs=graph.equations[-2].outputs)
+    >>> from xform.ir.nx import with_equations
+    >>> graph = xform.make_graph(lambda x: np.sin(x) * 2.0)(1.0)
+    >>> print(with_equations(graph, graph.equations[:-1], outputs=graph.equations[-2].outputs))
+    { lambda a:~f64[] . let
+        b:f64[] = sin a
+      in (b) }
     """
     outputs = graph.outputs if outputs is None else outputs
     consts = graph.consts if consts is None else consts
@@ -103,7 +111,13 @@ def graph_from_order(graph: Graph, order, outputs=None) -> Graph:
     """`graph` with its equations replaced by those at indices `order`, in that order; consts
     no longer read are dropped.
 
-    >>> graph_from_order(graph, stable_topological_order(dataflow_graph(graph)))
+    >>> from xform.ir.nx import graph_from_order
+    >>> graph = xform.make_graph(lambda x: (np.sin(x), np.cos(x)))(1.0)
+    >>> print(graph_from_order(graph, [1, 0]))    # the two are independent: cos may go first
+    { lambda a:~f64[] . let
+        b:f64[] = cos a
+        c:f64[] = sin a
+      in (c, b) }
     """
     return with_equations(graph, [graph.equations[i] for i in order if i != OUTPUT], outputs)
 
@@ -147,7 +161,13 @@ def call_graph(root: Graph, callee=callee_of, limit: int = 1000) -> nx.DiGraph:
 
     Node attributes: `body` (the callee graph) and `expanded` (False for the callees left
     unopened once `limit` nodes were reached: their calls are unknown).
-    >>> calls = call_graph(graph); recursive_nodes(calls)   # {'even', 'odd'} for a mutual pair
+    >>> from xform.ir.nx import call_graph, recursive_nodes
+    >>> @xform.function
+    ... def f(x, n):
+    ...     return xform.cond(n > 0, lambda: 2.0 * f(x, n - 1), lambda: x)
+    >>> calls = call_graph(xform.make_graph(f)(1.0, 3))
+    >>> list(calls.edges), recursive_nodes(calls)    # f calls itself
+    ([(ROOT, f), (f, f)], {f})
     """
     calls = nx.DiGraph()
     calls.add_node(ROOT, body=root, expanded=False)
@@ -184,7 +204,8 @@ def layout(graph: Graph, sweeps: int = 4) -> nx.DiGraph:
     or output atom) and `pos` = (x, -layer): inputs on top, outputs at the bottom, each const
     just above its first reader. Edge attribute `var`. Within a layer nodes are ordered by
     the mean x of their neighbours (a few barycenter `sweeps`), which removes most crossings.
-    >>> [kind for _, kind in layout(make_graph(np.sin)(1.0)).nodes(data="kind")]
+    >>> from xform.ir.nx import layout
+    >>> [kind for _, kind in layout(xform.make_graph(np.sin)(1.0)).nodes(data="kind")]
     ['input', 'equation', 'output']
     """
     dag = nx.DiGraph()

@@ -19,9 +19,13 @@ FUNCTIONS: dict = {}  # np.sum -> xform function with numpy's signature
 def implements(numpy_function):
     """Decorator: the wrapped xform function handles `numpy_function` on tracers.
 
+    >>> sinc_p = xform.Primitive("sinc"); _ = sinc_p.def_abstract_eval(lambda x: x)
     >>> @xform.implements(np.sinc)
     ... def sinc(x):
-    ...     return sinc_p.bind(x)      # np.sinc(tracer) now stages a `sinc` equation
+    ...     return sinc_p.bind(x)
+    >>> xform.make_graph(np.sinc)(1.0).equations[0].primitive    # np.sinc(tracer) stages `sinc`
+    sinc
+    >>> from xform.ir.tracer import FUNCTIONS; del FUNCTIONS[np.sinc]    # undo: tables are global
     """
     def register(fn):
         # a ufunc's __call__ goes to UFUNCS; (ufunc, "reduce") and numpy functions to FUNCTIONS

@@ -47,7 +47,8 @@ def optimize(graph, passes=PIPELINE):
 
     Under `xform.config.update("checks", True)` the graph checker runs after every pass.
 
-    >>> print(optimize(make_graph(lambda x: np.sin(x) + np.sin(x) * 1.0)(np.float64(1.0))))
+    >>> graph = xform.make_graph(lambda x: np.sin(x) + np.sin(x) * 1.0)(np.float64(1.0))
+    >>> print(xform.passes.optimize(graph))    # `* 1.0` folded away, then one `sin`
     { lambda a:f64[] . let
         b:f64[] = sin a
         c:f64[] = add b b
@@ -64,8 +65,14 @@ def optimize(graph, passes=PIPELINE):
 def trace_passes(graph, passes=PIPELINE) -> list:
     """`[(pass name, graph before, graph after), ...]` for each pass of `passes`, for notebooks.
 
-    >>> [(name, len(after.equations)) for name, _, after in trace_passes(graph)]
-    [('inline_calls', 4), ('fold_constants', 3), ('eliminate_common_subexpressions', 2), ...]
+    >>> @xform.function
+    ... def square(x):
+    ...     return x * x
+    >>> graph = xform.make_graph(lambda x: square(x) * 1.0 + square(x))(1.0)
+    >>> [(name, len(after.equations)) for name, _, after in xform.passes.trace_passes(graph)]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('inline_calls', 4), ('fold_constants', 3), ('eliminate_common_subexpressions', 2),
+     ('accumulate_pads', 2), ('eliminate_dead_code', 2)]
     """
     steps = []
     for run_pass in passes:

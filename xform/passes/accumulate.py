@@ -57,8 +57,10 @@ def accumulate_pads(graph: Graph) -> Graph:
     zero that the chain of adds gave as -0.0 comes out as +0.0: acceptable for cotangents,
     which these sums are.
 
-    >>> g = make_graph(grad(lambda x: sum(np.sin(x[i]) for i in range(3))))(np.ones(3))
-    >>> print(eliminate_dead_code(accumulate_pads(g)))   # ... pad_sum[...] cos_a cos_b cos_c
+    >>> from xform.passes import accumulate_pads
+    >>> g = xform.make_graph(xform.grad(lambda x: sum(np.sin(x[i]) for i in range(3))))(np.ones(3))
+    >>> g.equations[-1], accumulate_pads(g).equations[-1]    # 3 pads, 2 adds -> one pad_sum
+    (Equation(add, 2 in, 1 out), Equation(pad_sum, 3 in, 1 out))
     """
     equations = graph.equations
     uses: dict = {}

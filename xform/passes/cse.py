@@ -33,11 +33,12 @@ def _key(eqn):
 def eliminate_common_subexpressions(graph: Graph) -> Graph:
     """Merge repeated equations into their first occurrence (every primitive is pure).
 
-    >>> g = make_graph(lambda x: np.sin(x) + np.sin(x))(1.0)
+    >>> from xform.passes import eliminate_common_subexpressions
+    >>> g = xform.make_graph(lambda x: np.sin(x) + np.sin(x))(1.0)
     >>> print(eliminate_common_subexpressions(g))   # one `sin`, read twice
     { lambda a:~f64[] . let
-        b:~f64[] = sin a
-        c:~f64[] = add b b
+        b:f64[] = sin a
+        c:f64[] = add b b
       in (c) }
     """
     rewriter = GraphRewriter(graph)

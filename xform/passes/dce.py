@@ -13,7 +13,10 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     A primitive whose rules have `dce(eqn, used_outputs) -> Equation | None` (`used_outputs`
     a tuple of bools) may return a smaller equation computing only the used outputs (the same
     Vars), e.g. a loop that stops carrying values nobody reads.
-    >>> eliminate_dead_code(make_graph(lambda x: (np.sin(x), x)[1])(1.0))  # no `sin` left
+    >>> from xform.passes import eliminate_dead_code
+    >>> print(eliminate_dead_code(xform.make_graph(lambda x: (np.sin(x), x)[1])(1.0)))  # no sin
+    { lambda a:~f64[] . let
+      in (a) }
     """
     # A graph's equations are in a topological order, so one backward sweep sees every
     # reader before the equation it reads.

@@ -156,7 +156,15 @@ def fold_constants(graph: Graph) -> Graph:
     A hook `fold(eqn, known)` sees `known[i]` (a value or UNKNOWN) and returns None or
     `(graph, atoms)`: the closed `graph` applied to `atoms` replaces `eqn`, and its equations
     are folded in turn.
-    >>> fold_constants(graph)   # `b = sin 0.5; c = multiply a b` -> `c = multiply a 0.479...`
+    >>> from xform.passes import fold_constants, inline_calls
+    >>> @xform.function
+    ... def scale(x, a):
+    ...     return x * np.sin(a)
+    >>> graph = inline_calls(xform.make_graph(lambda x: scale(x, 0.5))(1.0))  # b = sin 0.5 ...
+    >>> print(fold_constants(graph))  # doctest: +ELLIPSIS
+    { lambda a:~f64[] . let
+        b:f64[] = multiply a 0.4794255386...
+      in (b) }
     """
     rewriter = GraphRewriter(graph)
     values = {var: value for var, value in graph.consts}

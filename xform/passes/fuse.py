@@ -25,7 +25,9 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     earlier one: in reverse mode these are a region and its NDual form, which then evaluate
     the region once.
 
-    >>> print(fuse_elementwise(make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.ones(3))))
+    >>> from xform.passes import fuse_elementwise
+    >>> graph = xform.make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.ones(3))
+    >>> print(fuse_elementwise(graph))
     { lambda a:f64[3] . let
         b:f64[3] = elementwise[max_width=3, region=
             { lambda c:f64[3] . let

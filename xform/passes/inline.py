@@ -20,7 +20,15 @@ def inline_calls(graph: Graph, max_equations: int = 200) -> Graph:
     `inline(eqn) -> Graph | None` gives the closed body: its inputs take `eqn.inputs`, its
     outputs stand for `eqn.outputs`; `eqn.params["callee"]` is the hashable key naming the
     callee in the call graph.
-    >>> print(inline_calls(graph))   # `call[callee=square] a` becomes `multiply a a`
+    >>> from xform.passes import inline_calls
+    >>> @xform.function
+    ... def square(x):
+    ...     return x * x
+    >>> print(inline_calls(xform.make_graph(lambda x: square(x) + 1.0)(1.0)))  # no `call` left
+    { lambda a:~f64[] . let
+        b:f64[] = multiply a a
+        c:f64[] = add b 1.0
+      in (c) }
     """
     if not any(_may_call(eqn) for eqn in graph.equations):
         return graph

@@ -20,9 +20,11 @@ def literal_of(value, aval) -> Literal:
 class GraphRewriter:
     """Rebuilds `graph` equation by equation.
 
+    >>> from xform.passes.rewrite import GraphRewriter
+    >>> graph = xform.make_graph(lambda x: np.sin(x) * 2.0)(1.0)
     >>> rewriter = GraphRewriter(graph)
     >>> for eqn in graph.equations: rewriter.emit(rewriter.substituted(eqn))
-    >>> rewriter.build() is graph
+    >>> rewriter.build() is graph    # nothing changed: the graph itself
     True
     """
 

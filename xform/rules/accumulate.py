@@ -161,6 +161,7 @@ def pad_sum(operands, windows, shape, dtype=None):
     shape (reshaped here when its size fits). `dtype` defaults to the operands' result type.
     Works on concrete and traced values.
 
+    >>> from xform.rules.accumulate import pad_sum
     >>> pad_sum([np.float64(5.0), np.ones(2)], [((2, 3, 1),), ((0, 3, 2),)], (4,))
     array([1., 0., 6., 0.])
     """

@@ -219,6 +219,8 @@ def function(fun=None):
     >>> @xform.function
     ... def f(x, n):
     ...     return xform.cond(n > 0, lambda: 2.0 * f(x, n - 1), lambda: x)
+    >>> xform.jit(f)(1.0, 3), xform.grad(f)(1.0, 3)    # x * 2**n and its derivative 2**n
+    (np.float64(8.0), np.float64(8.0))
     """
     if fun is None:
         return function

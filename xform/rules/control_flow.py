@@ -209,7 +209,7 @@ def _is_concrete(x) -> bool:
 def switch(index, branches, *operands):
     """Apply `branches[index](*operands)`; the index is clamped into range (as JAX does).
 
-    >>> switch(1, [lambda x: x, lambda x: 2 * x], 3.0)
+    >>> xform.switch(1, [lambda x: x, lambda x: 2 * x], 3.0)
     6.0
     """
     branches = list(branches)
@@ -230,7 +230,11 @@ def switch(index, branches, *operands):
 def cond(pred, true_fun, false_fun, *operands):
     """`true_fun(*operands)` if `pred` else `false_fun(*operands)`, with a traced `pred`.
 
-    >>> cond(x > 0, lambda x: x, lambda x: -x, x)    # staged as one `cond` equation
+    >>> f = lambda x: xform.cond(x > 0, lambda x: x, lambda x: -x, x)
+    >>> xform.jit(f)(-2.0)
+    np.float64(2.0)
+    >>> xform.make_graph(f)(1.0).equations[-1].primitive    # staged as one `cond` equation
+    cond
     """
     pred_aval = aval(pred)
     if pred_aval.shape != () or pred_aval.dtype != np.dtype(bool):
@@ -413,8 +417,8 @@ def while_loop(cond_fun, body_fun, init_val):
     """`while cond_fun(val): val = body_fun(val)`, staged; differentiable in both modes, also
     when the trip count depends on the data.
 
-    >>> while_loop(lambda x: x < 10.0, lambda x: x * 2.0, 1.0)
-    16.0
+    >>> xform.while_loop(lambda x: x < 10.0, lambda x: x * 2.0, 1.0)
+    np.float64(16.0)
     """
     leaves, tree = tree_flatten(init_val)
     avals = [aval(x) for x in leaves]
@@ -594,8 +598,8 @@ def scan(f, init, xs=None, length=None, reverse=False):
     """JAX's scan: `carry, y = f(carry, x)` over the leading axis of `xs`; returns
     `(carry, stacked ys)`.
 
-    >>> scan(lambda c, x: (c + x, c * x), 0.0, np.arange(4.0))
-    (6.0, array([0., 1., 3., 6.]))
+    >>> xform.scan(lambda c, x: (c + x, c + x), 0.0, np.arange(4.0))    # running sums
+    (np.float64(6.0), array([0., 1., 3., 6.]))
     """
     carry_leaves, carry_tree = tree_flatten(init)
     x_leaves, x_tree = tree_flatten(xs)
@@ -632,8 +636,8 @@ def fori_loop(lower, upper, body_fun, init_val):
     """`for i in range(lower, upper): val = body_fun(i, val)`. Static bounds become a scan
     (differentiable in reverse to any order); traced bounds a while_loop.
 
-    >>> fori_loop(0, 3, lambda i, x: x * 2.0, 1.0)
-    8.0
+    >>> xform.fori_loop(0, 3, lambda i, x: x * 2.0, 1.0)
+    np.float64(8.0)
     """
     if _is_concrete(lower) and _is_concrete(upper):
         lower, upper = int(lower), int(upper)

@@ -47,7 +47,12 @@ def _memo(region, key, build):
 def clean_region(graph):
     """`graph` folded, CSE'd and DCE'd, but not fused: a derived region stays flat.
 
-    >>> clean_region(make_graph(lambda x: np.sin(x) * 1.0 + np.sin(x))(1.0))  # sin, add
+    >>> from xform.rules.elementwise import clean_region
+    >>> print(clean_region(xform.make_graph(lambda x: np.sin(x) * 1.0 + np.sin(x))(1.0)))
+    { lambda a:~f64[] . let
+        b:f64[] = sin a
+        c:f64[] = add b b
+      in (c) }
     """
     from xform.passes.cse import eliminate_common_subexpressions
     from xform.passes.dce import eliminate_dead_code

@@ -26,6 +26,7 @@ FULL = (None, None, None)
 def numpy_index(index, arrays):
     """The numpy index that the `index` param and its `arrays` inputs stand for.
 
+    >>> from xform.rules.index import ARRAY, numpy_index
     >>> numpy_index((0, (1, None, None), ARRAY), [np.array([2, 0])])
     (0, slice(1, None, None), array([2, 0]))
     """
@@ -40,6 +41,7 @@ def index_layout(shape, index, array_shapes):
     numpy's rule: the advanced entries (arrays, and ints when any array is present) broadcast
     to one block, which replaces them in place when they are adjacent in the index and goes
     first otherwise. None and Ellipsis separate them even when the Ellipsis spans no axis.
+    >>> from xform.rules.index import ARRAY, FULL, index_layout
     >>> index_layout((3, 4, 5), (FULL, ARRAY), [(2,)])
     ((3, 2, 5), 1, 1)
     """
@@ -269,6 +271,7 @@ def parse_index(shape, index):
     """numpy's `index` for an array of `shape` as (index param, index arrays); concrete masks
     become their nonzero() arrays and concrete arrays are bounds-checked here.
 
+    >>> from xform.rules.index import parse_index
     >>> parse_index((3, 4), (slice(1, None), [0, 2]))
     (((1, None, None), 'array'), [array([0, 2])])
     """
@@ -399,7 +402,7 @@ def index_add(x, index, values):
     """Functional `np.add.at(x, index, values)`: a new array, `x` is unchanged, and values at
     repeated indices accumulate. Works on concrete and traced values, and is differentiable.
 
-    >>> index_add(np.zeros(3), [0, 0, 2], 1.0)
+    >>> xform.index_add(np.zeros(3), [0, 0, 2], 1.0)    # index 0 twice: added twice
     array([2., 0., 1.])
     """
     shape = aval(x).shape

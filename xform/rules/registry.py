@@ -110,7 +110,12 @@ def loop_batch(prim):
 
     Correct for every primitive with an impl and differentiable through its own rules, but
     the staged graph grows with the batch size: define a real batch rule where speed matters.
-    >>> extend(my_p, batch=loop_batch(my_p))   # what vmap falls back to, without the warning
+    >>> from xform.rules.registry import extend, loop_batch
+    >>> p = xform.Primitive("my_sinc")
+    >>> _ = p.def_impl(np.sinc); _ = p.def_abstract_eval(lambda x: x)
+    >>> extend(p, batch=loop_batch(p))    # what vmap falls back to, without the warning
+    >>> xform.vmap(p.bind)(np.zeros(2))    # p.bind once per example
+    array([1., 1.])
     """
     import numpy as np
 

@@ -482,7 +482,10 @@ def static_slice(x, starts, stops, steps=None):
     negative and out-of-range bounds, negative steps), staged as one `slice` equation (plus a
     `flip` for negative steps); `x` itself when nothing is sliced away.
 
-    >>> static_slice(x, (1, None), (None, None), (1, -1))   # x[1:, ::-1]
+    >>> from xform.rules.shape import static_slice
+    >>> x = np.arange(6.0).reshape(2, 3)
+    >>> static_slice(x, (1, None), (None, None), (1, -1))    # x[1:, ::-1]
+    array([[5., 4., 3.]])
     """
     shape = aval(x).shape
     steps = (None,) * len(shape) if steps is None else tuple(steps)

@@ -137,8 +137,9 @@ def _shared_pool() -> ThreadPoolExecutor:
 def default_num_threads() -> int:
     """The threads threaded_map uses when num_threads is None: the CPUs this process may use.
 
-    >>> default_num_threads()
-    2
+    >>> from xform.rules.threaded_map import default_num_threads
+    >>> default_num_threads() >= 1    # how many depends on the machine
+    True
     """
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
@@ -531,7 +532,7 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None):
     elements. Under staging it is one `threaded_map` equation; its jvp, vjp and batch rules
     are threaded_maps too, so grad, jvp and vmap of it run in parallel.
 
-    >>> threaded_map(lambda x, y: np.sin(x) * y, np.array([0.0, 1.0]), np.float32([2, 3]))
+    >>> xform.threaded_map(lambda x, y: np.sin(x) * y, np.array([0.0, 1.0]), np.float32([2, 3]))
     array([0.        , 2.52441295])
     """
     source = user_frame_info()

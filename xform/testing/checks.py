@@ -93,7 +93,8 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, se
     rev: the dot-product identity <ct, J t> = <J^T ct, t>, with J t from jvp (or finite
     differences when fwd is not checked). Then recurse on the derivative functions.
 
-    >>> check_grads(lambda x: np.sin(x) * x, (np.array([0.3, 1.2]),), order=2)
+    >>> from xform.testing import check_grads
+    >>> check_grads(lambda x: np.sin(x) * x, (np.array([0.3, 1.2]),), order=2)    # passes
     """
     from xform.api import jvp, vjp
     subject = subject or getattr(f, "__name__", "f")
@@ -162,9 +163,10 @@ def check_primitive(prim, *args, params=None, order=1, linear_argnums=None, atol
 
     For library authors, a primitive registered with the public API and its test:
 
+    >>> from xform.testing import check_primitive
     >>> sinc_p = xform.Primitive("my_sinc")
-    >>> sinc_p.def_impl(np.sinc)
-    >>> sinc_p.def_abstract_eval(lambda x: xform.ShapedArray(x.shape, x.dtype))
+    >>> _ = sinc_p.def_impl(np.sinc)
+    >>> _ = sinc_p.def_abstract_eval(lambda x: xform.ShapedArray(x.shape, x.dtype))
     >>> @sinc_p.def_jvp
     ... def _(primals, tangents):
     ...     (x,), (t,) = primals, tangents
@@ -172,10 +174,17 @@ def check_primitive(prim, *args, params=None, order=1, linear_argnums=None, atol
     ...     safe = np.where(x == 0, 1.0, y)
     ...     slope = np.where(x == 0, 0.0, np.pi * (np.cos(safe) - sinc_p.bind(x)) / safe)
     ...     return sinc_p.bind(x), slope * t
-    >>> sinc_p.def_batch(lambda size, args, dims: (sinc_p.bind(*args), dims[0]))
-    >>> @given(xst.arrays(xst.shapes(), np.float64))     # in the author's test file
-    ... def test_my_sinc(x):
-    ...     check_primitive(sinc_p, x)
+    >>> _ = sinc_p.def_batch(lambda size, args, dims: (sinc_p.bind(*args), dims[0]))
+    >>> check_primitive(sinc_p, np.array([0.0, 0.4, 1.3]))    # passes: returns None
+
+    In the author's test file, Hypothesis supplies the inputs::
+
+        from hypothesis import given
+        import xform.testing.strategies as xst
+
+        @given(xst.arrays(xst.shapes(), np.float64))
+        def test_my_sinc(x):
+            check_primitive(sinc_p, x)
 
     Reverse mode is derived from the jvp (with `def_transpose` for a linear primitive), or
     given by `def_vjp`. Without `def_batch`, vmap would fall back to a Python loop, but this

@@ -22,7 +22,10 @@ def batch_graph(graph, in_dims, size: int):
     """A graph over inputs batched along `in_dims` (NOT_MAPPED = shared); every output is
     batched along axis 0.
 
-    >>> batch_graph(make_graph(np.sin)(np.zeros(3)), (0,), 5)   # a:f64[5,3] -> f64[5,3]
+    >>> print(xform.batch_graph(xform.make_graph(np.sin)(np.zeros(3)), (0,), 5))
+    { lambda a:f64[5,3] . let
+        b:f64[5,3] = sin a
+      in (b) }
     """
     builder = GraphBuilder()
     with using_builder(builder):

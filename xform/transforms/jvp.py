@@ -16,7 +16,12 @@ def jvp_graph(graph, nonzeros=None):
     differentiable input). Outputs: primal outputs, then one tangent per output (float0 zeros
     for integer outputs).
 
-    >>> jvp_graph(make_graph(np.sin)(1.0))   # { lambda a b . let c = sin a; d = cos a; ... }
+    >>> print(xform.jvp_graph(xform.make_graph(np.sin)(1.0)))    # inputs: primal a, tangent b
+    { lambda a:~f64[] b:f64[] . let
+        c:f64[] = sin a
+        d:f64[] = cos a
+        e:f64[] = multiply b d
+      in (c, e) }
     """
     if nonzeros is None:
         nonzeros = [is_differentiable(v.aval) for v in graph.inputs]

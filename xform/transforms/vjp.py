@@ -23,7 +23,12 @@ def vjp_graph(graph):
     """Inputs: primals, then one cotangent per differentiable output. Outputs: the primal
     outputs, then one cotangent per differentiable input (zeros where there is no path).
 
-    >>> vjp_graph(make_graph(np.sin)(1.0))   # { lambda a b . let c = sin a; d = cos a ... }
+    >>> print(xform.vjp_graph(xform.make_graph(np.sin)(1.0)))    # inputs: primal a, cotangent b
+    { lambda a:~f64[] b:f64[] . let
+        c:f64[] = sin a
+        d:f64[] = cos a
+        e:f64[] = multiply b d
+      in (c, e) }
     """
     builder = GraphBuilder()
     with using_builder(builder):
