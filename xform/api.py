@@ -276,6 +276,12 @@ def make_graph(fun, static_argnums=()):
 def jit(fun, static_argnums=()):
     """Compile `fun` per abstract signature (pytree structure, shapes, dtypes, statics).
 
+    The compiled function computes what `fun` computes eagerly with numpy: the same values
+    bit for bit, dtypes, Python types and floating-point warnings. The one exception is
+    opt-in: under `xform.config.update("scalar_math", "fast")`, 0-d float64 work may use
+    Python's `math` functions, each within 4 ulp of numpy's (docs/ARCHITECTURE.md, "What
+    compiled code promises").
+
     >>> f = xform.jit(lambda x: x * x + 1.0)
     >>> f(np.arange(3.0))    # staged and compiled now; later f64[3] calls reuse the code
     array([1., 2., 5.])

@@ -656,6 +656,7 @@ class _NumpyRun:
 def compile_graph(graph: Graph) -> CompiledGraph:
     """Compile `graph` once into a Python function.
 
+    >>> from xform.codegen import compile_graph
     >>> compile_graph(xform.make_graph(np.sin)(1.0))(0.0)
     [np.float64(0.0)]
     """

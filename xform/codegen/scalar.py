@@ -231,6 +231,7 @@ def scalar_operation(prim, policy: str = EXACT):
 def scalar_operations(policy: str = EXACT) -> dict:
     """primitive -> ScalarOp for every primitive admitted under `policy`.
 
+    >>> from xform.codegen.scalar import scalar_operations
     >>> from xform.rules.binary import add_p
     >>> from xform.rules.unary import sin_p
     >>> ops = scalar_operations()
@@ -248,6 +249,7 @@ def pinned(table: dict):
     clear caches of compiled code on both sides of the block.
 
     >>> from xform.codegen import graph_source
+    >>> from xform.codegen.scalar import pinned
     >>> graph = xform.make_graph(lambda x: x * 2.0 + 1.0)(0.5)
     >>> with pinned({}):
     ...     "to_float(" in graph_source(graph)[0]
