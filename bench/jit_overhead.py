@@ -8,7 +8,7 @@ import numpy as np
 
 import xform
 from bench.timing import compare, fmt, machine
-from xform.cache import CACHE
+from xform.runtime.cache import CACHE
 
 
 def tiny(x):

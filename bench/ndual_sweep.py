@@ -14,7 +14,7 @@ import numpy as np
 
 import xform
 from bench.timing import compare, fmt, machine
-from xform.cache import CACHE
+from xform.runtime.cache import CACHE
 from xform.ir.builder import GraphBuilder, using_builder
 from xform.passes import optimize
 from xform.passes.fuse import fuse_elementwise

@@ -312,7 +312,7 @@ def test_dead_functions_are_not_kept_alive():
 
 
 def test_dependency_check_is_cheap_and_small():
-    from xform.dependencies import Dependencies, recording
+    from xform.runtime.dependencies import Dependencies, recording
 
     def f(x):
         return np.sin(x) * x + 1.0

@@ -29,7 +29,7 @@ from xform.codegen.scalar import (FAST_MAX_ULPS, agrees, bits, sample_values,
                                   scalar_operations, ulp_distance)
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Primitive, Var
-from xform.rules.registry import register
+from xform.ir.rules import register
 from xform.rules.unary import UNARY_PRIMITIVES, log_p, sin_p
 
 SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan, 1e308, -1e308, 5e-324,

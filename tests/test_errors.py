@@ -9,7 +9,7 @@ import pytest
 import xform
 from xform.ir.core import Primitive
 from xform.ir.tracer import FUNCTIONS, implements
-from xform.rules.registry import register
+from xform.ir.rules import register
 from tests.source_lines import assert_points_at
 
 

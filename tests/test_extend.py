@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import xform
 import xform.rules.elementwise
 from xform.extend import logsumexp, softplus
-from xform.rules.registry import RULES, LoopBatchWarning
+from xform.ir.rules import RULES, LoopBatchWarning
 from xform.testing import CheckFailure, check_grads, check_primitive
 from xform.testing import strategies as xst
 from xform.tree import tree_leaves, tree_map

@@ -3,8 +3,8 @@ optimize it and run it as generated Python."""
 from xform import passes, rules  # noqa: F401  (rules: registers every primitive)
 from xform.api import (grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_graph,
                        value_and_grad, vjp, vmap)
-from xform.cache import cache_info, clear_cache, set_cache_size
-from xform.config import config
+from xform.runtime.cache import cache_info, clear_cache, set_cache_size
+from xform.runtime.config import config
 from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError, RuleError,
                           ShapeError, TreeMismatchError, TypeCheckError, UnsupportedError,
                           XformError)

@@ -12,20 +12,20 @@ import operator
 
 import numpy as np
 
-from xform.cache import CACHE
-from xform.config import config
-from xform.errors import ShapeError, TreeMismatchError, TypeCheckError, XformError
+from xform.runtime.cache import CACHE
+from xform.runtime.config import config
+from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
 from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
 from xform.ir.builder import (GraphBuilder, _current_builder, current_builder, stage_function,
                                using_builder)
 from xform.ir.interpret import eval_graph
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.ir.core import Equation, Graph, Var
 from xform.passes import optimize
 from xform.passes.fuse import fuse_elementwise
 from xform.rules.shape import broadcast_to_p, copy_p
-from xform.rules.helpers import NOT_MAPPED, Zero, instantiate, move_to_front, zero_tangent
+from xform.ir.ad import NOT_MAPPED, instantiate, move_to_front, zero_tangent
 from xform.transforms import batch_eval, jvp_eval, split_graph, vjp_eval
 from xform.tree import broadcast_prefix, tree_flatten, tree_map, tree_unflatten
 
@@ -754,4 +754,4 @@ def hessian(fun, argnums=0):
 
 
 __all__ = ["grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_graph",
-           "value_and_grad", "vjp", "vmap", "XformError", "Zero"]
+           "value_and_grad", "vjp", "vmap"]

@@ -95,9 +95,5 @@ class RuleError(XformError, RuntimeError):
     """
 
 
-class RuleBuildError(XformError, RuntimeError):
-    """Building a transformed graph failed inside a rule; the message ends with a repro line."""
-
-
 class TypeCheckError(XformError, TypeError):
     """An argument is not a valid array or pytree leaf (e.g. a string passed to grad)."""

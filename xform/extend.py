@@ -12,12 +12,12 @@ from xform.errors import TypeCheckError, UnsupportedError
 from xform.ir.avals import ShapedArray, aval_of
 from xform.ir.builder import current_builder, using_builder
 from xform.ir.core import Primitive
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 from xform.ir.tracer import FUNCTIONS, UFUNCS, Tracer, _numpy_name
-from xform.rules.helpers import (Undefined, Zero, aval, defjvp, defvjp, elementwise_abstract_eval,
-                                 elementwise_rules, vectorized_batch, zero_derivative)
+from xform.ir.ad import Undefined, Zero, aval
+from xform.rules.helpers import defjvp, defvjp, elementwise_abstract_eval, elementwise_rules, vectorized_batch, zero_derivative
 from xform.rules.reduce import expand_reduced, normalize_axes, reduced_shape, reduction_batch
-from xform.rules.registry import RULES, extend, loop_batch, register
+from xform.ir.rules import RULES, extend, loop_batch, register
 from xform.rules.unary import stop_gradient
 from xform.tree import tree_flatten, tree_leaves, tree_unflatten
 
@@ -53,7 +53,7 @@ class _ContextSwitch:
 def _switched(old: str, new: str) -> None:
     # Cached graphs were staged in the other context (same values, other primitives).
     if old != new:
-        from xform.cache import clear_cache
+        from xform.runtime.cache import clear_cache
         clear_cache()
 
 
@@ -370,7 +370,7 @@ def overlay(target, replacement=None):
     """
     if replacement is None:
         return functools.partial(overlay, target)
-    from xform.cache import clear_cache
+    from xform.runtime.cache import clear_cache
     if getattr(target, "overlayable", False):
         _USER_OVERLAYS[target.__wrapped__] = replacement
     else:
@@ -394,7 +394,7 @@ def remove_overlay(target) -> None:
     >>> _ = xform.overlay(np.linalg.norm, lambda x: np.sqrt(np.sum(x * x)))
     >>> xform.extend.remove_overlay(np.linalg.norm)    # xform's own np.linalg.norm again
     """
-    from xform.cache import clear_cache
+    from xform.runtime.cache import clear_cache
     if getattr(target, "overlayable", False) and target.__wrapped__ in _USER_OVERLAYS:
         del _USER_OVERLAYS[target.__wrapped__]
     elif target in _OVERLAYS:

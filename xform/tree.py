@@ -14,7 +14,7 @@ from typing import Any, Callable
 import attrs
 
 from xform.errors import TreeMismatchError
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 
 _REGISTRY: dict[type, tuple[Callable, Callable]] = {}
 

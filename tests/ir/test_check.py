@@ -8,7 +8,7 @@ import xform
 from xform.ir.avals import ShapedArray
 from xform.ir.check import check_graph
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
-from xform.ir.source_info import SourceInfo
+from xform.source_info import SourceInfo
 from xform.rules.binary import add_p
 from xform.rules.unary import cos_p, sin_p
 from xform.testing import strategies as xst

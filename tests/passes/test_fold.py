@@ -13,7 +13,7 @@ from xform.passes import eliminate_dead_code, fold_constants
 from xform.passes.fold import MAX_FOLDED_SIZE, UNKNOWN
 from xform.rules.binary import add_p, divide_p, multiply_p, power_p, subtract_p
 from xform.rules.reduce import sum_p
-from xform.rules.registry import RULES, register
+from xform.ir.rules import RULES, register
 from xform.rules.shape import broadcast_to_p, reshape_p, transpose_p
 from xform.rules.unary import cos_p, log_p, negative_p, sin_p
 from xform.testing import strategies as xst

@@ -38,7 +38,7 @@ import numpy as np
 from xform.codegen.scalar import (EXACT, SCALAR_FALLBACK, NonFiniteScalar, bits,
                                   scalar_operation)
 from xform.ir.core import Graph, Literal
-from xform.rules.registry import rule_for
+from xform.ir.rules import rule_for
 
 _counter = itertools.count()
 
@@ -660,7 +660,7 @@ def compile_graph(graph: Graph) -> CompiledGraph:
     >>> compile_graph(xform.make_graph(np.sin)(1.0))(0.0)
     [np.float64(0.0)]
     """
-    from xform.config import config
+    from xform.runtime.config import config
     source, namespace = graph_source(graph, config.debug, config.scalar_math)
     fn, filename = _define(source, namespace)
     compiled = CompiledGraph(graph, source, fn)

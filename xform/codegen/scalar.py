@@ -30,7 +30,6 @@ import numpy as np
 
 EXACT = "exact"
 FAST = "fast"
-SCALAR_MATH_POLICIES = (EXACT, FAST)
 
 # Measured differences between `math` and numpy reach 3 ulp (tanh, cbrt); one ulp to spare.
 FAST_MAX_ULPS = 4

@@ -64,9 +64,6 @@ def dtype_short(dtype: np.dtype) -> str:
     return f"{prefix}{dtype.itemsize * 8}" if prefix else str(dtype)
 
 
-def is_float(dtype) -> bool:
-    return np.dtype(dtype).kind in "fc"
-
 
 def is_differentiable(aval: ShapedArray) -> bool:
     """Inexact values have tangents; integers and booleans get float0 zeros."""

@@ -15,10 +15,10 @@ import numpy as np
 from xform.errors import ShapeError, TypeCheckError, XformError
 from xform.ir.avals import ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.dependencies import unwatched, watching
-from xform.ir.source_info import user_frame_info
+from xform.runtime.dependencies import unwatched, watching
+from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
-from xform.rules.registry import RULES, missing_rule
+from xform.ir.rules import RULES, missing_rule
 from xform.tree import tree_flatten, tree_unflatten
 
 _current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder", default=None)
@@ -59,7 +59,6 @@ class GraphBuilder:
         self._consts: dict[int, tuple[Var, np.ndarray]] = {}
         self._captures: dict[int, tuple[Var, Tracer]] = {}
         self._adopted: set[Var] = set()  # Vars shared with adopted graphs (see `adopt`)
-        self.closed = False
 
     def new_input(self, aval: ShapedArray) -> Tracer:
         var = Var(aval)
@@ -133,7 +132,6 @@ class GraphBuilder:
     def build(self, outputs) -> Graph:
         """Close the builder: inputs are the explicit inputs, then the captured values."""
         out_atoms = [self.atom(out) for out in outputs]
-        self.closed = True
         capture_vars = [var for var, _ in self._captures.values()]
         return Graph(tuple(self.inputs) + tuple(capture_vars),
                      tuple(self._consts.values()), self.equations, out_atoms)

@@ -13,7 +13,7 @@ import attrs
 import numpy as np
 
 from xform.ir.avals import ShapedArray
-from xform.ir.source_info import SourceInfo
+from xform.source_info import SourceInfo
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -40,7 +40,7 @@ class Primitive:
     # JAX-style registration, forwarded to the registry (see xform.rules.registry). Each
     # returns `fn`, so it also works as a decorator: `@p.def_impl`.
     def _define(self, kind, fn, rule=None):
-        from xform.rules.registry import define_rule
+        from xform.ir.rules import define_rule
         define_rule(self, kind, fn if rule is None else rule)
         return fn
 
@@ -80,7 +80,7 @@ class Primitive:
         >>> xform.grad(lambda x: p.bind(x, k=2.0))(0.0)    # reverse mode, derived from the jvp
         np.float64(2.0)
         """
-        from xform.rules.helpers import instantiate
+        from xform.ir.ad import instantiate
 
         def rule(primals, tangents, **params):
             return fn(primals, [instantiate(t) for t in tangents], **params)
@@ -96,7 +96,7 @@ class Primitive:
         >>> xform.grad(lambda x: p.bind(x, k=2.0))(0.0)
         np.float64(2.0)
         """
-        from xform.rules.helpers import instantiate
+        from xform.ir.ad import instantiate
 
         def rule(primals, out, cts, **params):
             cts = [instantiate(ct) for ct in cts] if self.multiple_results else instantiate(cts)
@@ -115,7 +115,7 @@ class Primitive:
         >>> xform.grad(lambda x: p.bind(x, k=3.0))(1.0)    # the jvp's `scale`, transposed
         np.float64(3.0)
         """
-        from xform.rules.helpers import instantiate
+        from xform.ir.ad import instantiate
 
         def rule(cts, *inputs, **params):
             cts = [instantiate(ct) for ct in cts] if self.multiple_results else instantiate(cts)

@@ -15,7 +15,7 @@ def eval_graph(graph, *args):
     """
     if len(args) != len(graph.inputs):
         from xform.errors import TypeCheckError
-        from xform.ir.source_info import user_frame_info
+        from xform.source_info import user_frame_info
         raise TypeCheckError(f"eval_graph: the graph takes {len(graph.inputs)} arguments, "
                              f"got {len(args)}", user_frame_info(),
                              "pass the arguments separately: eval_graph(graph, x, y)")

@@ -129,7 +129,7 @@ def callee_of(eqn):
 
     The key is `eqn.params["callee"]` (the body graph itself when the call has no such param).
     """
-    from xform.rules.registry import RULES  # ir does not import rules at module level
+    from xform.ir.rules import RULES  # ir does not import rules at module level
     rules = RULES.get(eqn.primitive)
     if rules is None or rules.inline is None:
         return None

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from xform.dependencies import unwatched
+from xform.runtime.dependencies import unwatched
 from xform.errors import ConcretizationError, ShapeError, TypeCheckError, UnsupportedError
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 
 UFUNCS: dict = {}     # np.sin -> xform op taking the ufunc's positional inputs
 FUNCTIONS: dict = {}  # np.sum -> xform function with numpy's signature

@@ -54,7 +54,7 @@ def optimize(graph, passes=PIPELINE):
         c:f64[] = add b b
       in (c) }
     """
-    from xform.config import config
+    from xform.runtime.config import config
     for run_pass in passes:
         graph = run_pass(graph)
         if config.checks:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xform.ir.core import Graph, Literal
 from xform.ir.nx import with_equations
-from xform.rules.registry import RULES
+from xform.ir.rules import RULES
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:

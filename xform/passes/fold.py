@@ -13,7 +13,7 @@ from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.nx import live_equations
 from xform.passes.rewrite import GraphRewriter, literal_of
 from xform.rules.binary import add_p, multiply_p, power_p, subtract_p
-from xform.rules.registry import RULES
+from xform.ir.rules import RULES
 from xform.rules.shape import reshape_p, transpose_p
 
 

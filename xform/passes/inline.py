@@ -7,7 +7,7 @@ from collections import deque
 from xform.ir.core import Graph, subgraphs
 from xform.ir.nx import call_graph, callee_of, recursive_nodes
 from xform.passes.rewrite import GraphRewriter
-from xform.rules.registry import RULES
+from xform.ir.rules import RULES
 
 _MAX_GROWTH = 100_000  # equations added per pass: a DAG of calls can still grow exponentially
 

@@ -2,6 +2,6 @@
 from xform.rules import (accumulate, binary, call, compare, contract,  # noqa: F401
                          control_flow, custom, elementwise, index, linalg, reduce, shape,
                          threaded_map, unary)
-from xform.rules.registry import RULES, Rules, extend, register, rule_for
+from xform.ir.rules import RULES, Rules, extend, register, rule_for
 
 __all__ = ["RULES", "Rules", "extend", "register", "rule_for"]

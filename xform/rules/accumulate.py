@@ -14,8 +14,8 @@ import numpy as np
 from xform.ir.avals import ShapedArray, dummy, is_differentiable
 from xform.ir.core import Primitive
 from xform.ir.tracer import Tracer
-from xform.rules.helpers import Undefined, Zero, aval, move_to_front, zero_tangent
-from xform.rules.registry import register
+from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
+from xform.ir.rules import register
 from xform.rules.shape import reshape, static_slice
 
 pad_sum_p = Primitive("pad_sum")

@@ -2,10 +2,9 @@
 import numpy as np
 
 from xform.ir.core import Primitive
-from xform.rules.helpers import (Undefined, aval, define_op, elementwise_abstract_eval,
-                                 elementwise_batch, elementwise_rules, unbroadcast,
-                                 zero_derivative)
-from xform.rules.registry import register
+from xform.ir.ad import Undefined, aval
+from xform.rules.helpers import define_op, elementwise_abstract_eval, elementwise_batch, elementwise_rules, unbroadcast, zero_derivative
+from xform.ir.rules import register
 
 BINARY_PRIMITIVES = {}
 

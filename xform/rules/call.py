@@ -13,12 +13,12 @@ import functools
 
 from xform.errors import TypeCheckError
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
-from xform.dependencies import note
+from xform.runtime.dependencies import note
 from xform.ir.builder import stage_function, using_builder
 from xform.ir.core import Primitive
-from xform.ir.source_info import user_frame_info
-from xform.rules.helpers import Zero, aval, instantiate
-from xform.rules.registry import register
+from xform.source_info import user_frame_info
+from xform.ir.ad import Zero, aval, instantiate
+from xform.ir.rules import register
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -51,7 +51,7 @@ class FunctionRef:
 
     def _cached(self, key):
         """The cached (graph, out_tree) at `key` if what it was staged from is unchanged."""
-        from xform.cache import CACHE
+        from xform.runtime.cache import CACHE
         entry = CACHE.lookup(self.fun, ("callee", key))
         if entry is None:
             return None
@@ -74,7 +74,7 @@ class FunctionRef:
         return self.graph_and_tree(key)[0]
 
     def graph_and_tree(self, key):
-        from xform.cache import CACHE
+        from xform.runtime.cache import CACHE
         entry = self._cached(key)
         if entry is not None:
             return entry
@@ -153,7 +153,7 @@ class DerivedRef(FunctionRef):
         return avals, None
 
     def graph_and_tree(self, key):
-        from xform.cache import CACHE
+        from xform.runtime.cache import CACHE
         # Keyed by the base graph: rebuilt whenever the base callee is restaged.
         base = self.base.graph(key)
         entry = CACHE.build(base, ("derived", self.transform), lambda: self._transform(base),
@@ -177,7 +177,7 @@ call_p = Primitive("call", multiple_results=True)
 
 
 def _call_impl(*args, callee, key):
-    from xform.cache import CACHE
+    from xform.runtime.cache import CACHE
     return CACHE.compiled(callee.graph(key))(*args)
 
 

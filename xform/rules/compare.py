@@ -3,11 +3,11 @@ import numpy as np
 
 from xform.errors import TypeCheckError
 from xform.ir.core import Primitive
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 from xform.ir.tracer import _concretization, _unsupported, implements
-from xform.rules.helpers import (Undefined, Zero, aval, define_op, elementwise_abstract_eval,
-                                 elementwise_batch, unbroadcast, zero_derivative)
-from xform.rules.registry import register
+from xform.ir.ad import Undefined, Zero, aval
+from xform.rules.helpers import define_op, elementwise_abstract_eval, elementwise_batch, unbroadcast, zero_derivative
+from xform.ir.rules import register
 from xform.rules.unary import astype
 
 COMPARE_PRIMITIVES = {}

@@ -10,9 +10,9 @@ import numpy as np
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.tracer import Tracer, _unsupported, implements, shape_error
-from xform.rules.helpers import (NOT_MAPPED, Undefined, Zero, add_tangents, aval, defjvp,
-                                 move_to_front, ndim, unbroadcast)
-from xform.rules.registry import register
+from xform.ir.ad import NOT_MAPPED, Undefined, Zero, add_tangents, aval, move_to_front, ndim
+from xform.rules.helpers import defjvp, unbroadcast
+from xform.ir.rules import register
 from xform.rules.shape import broadcast_to, moveaxis, ravel, reshape, swapaxes, transpose
 
 _LETTERS = string.ascii_letters

@@ -9,15 +9,15 @@ from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, stage_function, using_builder
 from xform.ir.core import Graph, Primitive, Var, rewire
 from xform.ir.interpret import eval_graph
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
-from xform.rules.helpers import NOT_MAPPED, Zero, aval, instantiate, move_to_front
-from xform.rules.registry import loop_batch, register
+from xform.ir.ad import NOT_MAPPED, Zero, aval, instantiate, move_to_front
+from xform.ir.rules import loop_batch, register
 from xform.tree import tree_flatten, tree_unflatten
 
 
 def _compiled(graph):
-    from xform.cache import CACHE
+    from xform.runtime.cache import CACHE
     return CACHE.compiled(graph)
 
 
@@ -32,7 +32,7 @@ def _types(avals) -> str:
 def _memo(graph: Graph, key, build):
     """Transformed sub-graphs are built once per (graph, transform), in the one cache, and
     optimized: they are compiled and run as they are (often once per loop iteration)."""
-    from xform.cache import CACHE
+    from xform.runtime.cache import CACHE
     from xform.passes import optimize
 
     def make():
@@ -423,7 +423,7 @@ def while_loop(cond_fun, body_fun, init_val):
     leaves, tree = tree_flatten(init_val)
     avals = [aval(x) for x in leaves]
     args_tree = tree_flatten((init_val,))[1]
-    cond_graph, cond_captured, cond_tree = stage_function(cond_fun, args_tree, avals)
+    cond_graph, cond_captured, _ = stage_function(cond_fun, args_tree, avals)
     cond_out = _out_avals(cond_graph)
     if len(cond_out) != 1 or cond_out[0].shape != () or cond_out[0].dtype != np.dtype(bool):
         raise TypeCheckError("while_loop cond_fun must return a scalar boolean, got "
@@ -602,7 +602,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
     (np.float64(6.0), array([0., 1., 3., 6.]))
     """
     carry_leaves, carry_tree = tree_flatten(init)
-    x_leaves, x_tree = tree_flatten(xs)
+    x_leaves, _ = tree_flatten(xs)
     lengths = {aval(x).shape[0] for x in x_leaves if aval(x).shape}
     if any(not aval(x).shape for x in x_leaves):
         raise ShapeError("scan xs must have a leading axis to scan over", user_frame_info())

@@ -22,12 +22,12 @@ from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, current_builder, using_builder
 from xform.ir.core import Primitive
 from xform.ir.interpret import eval_graph
-from xform.ir.source_info import SourceInfo, user_frame_info
+from xform.source_info import SourceInfo, user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import FunctionRef
 from xform.rules.control_flow import _batch, _memo
-from xform.rules.helpers import aval, instantiate, zero_tangent
-from xform.rules.registry import register
+from xform.ir.ad import aval, instantiate, zero_tangent
+from xform.ir.rules import register
 from xform.tree import tree_flatten, tree_leaves, tree_structure, tree_unflatten
 
 
@@ -334,7 +334,7 @@ custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 
 
 def _custom_impl(*args, callee, key):
-    from xform.cache import CACHE
+    from xform.runtime.cache import CACHE
     return CACHE.compiled(callee.primal_graph(key))(*args)
 
 

@@ -8,8 +8,8 @@ import weakref
 import attrs
 import numpy as np
 
-from xform.cache import CACHE
-from xform.config import config
+from xform.runtime.cache import CACHE
+from xform.runtime.config import config
 from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal, Primitive, rewire
@@ -17,8 +17,9 @@ from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.rules.binary import BINARY_PRIMITIVES
 from xform.rules.compare import COMPARE_PRIMITIVES, clip_p, where_p
-from xform.rules.helpers import NOT_MAPPED, Zero, aval, move_to_front, unbroadcast, zero_tangent
-from xform.rules.registry import register, rule_for
+from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front, zero_tangent
+from xform.rules.helpers import unbroadcast
+from xform.ir.rules import register, rule_for
 from xform.rules.unary import UNARY_PRIMITIVES, convert_p, stop_gradient_p
 
 # Widest region (distinct differentiable inputs) whose vjp uses NDual rather than the

@@ -5,68 +5,10 @@ and each call emits an equation, so every rule is itself differentiable and batc
 """
 from __future__ import annotations
 
-import attrs
 import numpy as np
 
-from xform.ir.avals import ShapedArray, aval_of, float0, is_differentiable
-from xform.ir.tracer import Tracer
-
-NOT_MAPPED = None  # batch dimension of an argument that is the same for every example
-
-
-@attrs.frozen(eq=False)
-class Zero:
-    """A symbolic zero tangent/cotangent of `aval`: never materialised unless asked to."""
-
-    aval: ShapedArray
-
-
-@attrs.frozen(eq=False)
-class Undefined:
-    """A linear input of a transpose rule: its value is unknown, only its cotangent is wanted."""
-
-    aval: ShapedArray
-
-
-def aval(value) -> ShapedArray:
-    if type(value) is Tracer:
-        return value.aval
-    if isinstance(value, (Zero, Undefined)):
-        return value.aval
-    return aval_of(value)
-
-
-def ndim(value) -> int:
-    return len(aval(value).shape)
-
-
-def is_zero(value) -> bool:
-    return type(value) is Zero
-
-
-def zeros(aval_: ShapedArray):
-    """A concrete zero array of `aval_` that costs no memory (a broadcast view)."""
-    dtype = aval_.dtype if aval_.dtype != float0 else float0
-    if not aval_.shape:
-        return np.zeros((), dtype)[()] if dtype != float0 else np.zeros((), float0)
-    return np.broadcast_to(np.zeros((), dtype), aval_.shape)
-
-
-def instantiate(value):
-    return zeros(value.aval) if type(value) is Zero else value
-
-
-def zero_tangent(aval_: ShapedArray) -> Zero:
-    return Zero(ShapedArray(aval_.shape, aval_.dtype if is_differentiable(aval_) else float0))
-
-
-def add_tangents(a, b):
-    if type(a) is Zero:
-        return b
-    if type(b) is Zero:
-        return a
-    return a + b
-
+from xform.ir.ad import NOT_MAPPED, Zero, add_tangents, aval, move_to_front, ndim, zero_tangent
+from xform.ir.avals import ShapedArray, is_differentiable
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
@@ -82,10 +24,6 @@ def unbroadcast(ct, target: ShapedArray):
     if is_differentiable(target) and aval(ct).dtype != target.dtype:
         ct = ct.astype(target.dtype)
     return ct
-
-
-def _tangent_like(ct, target: ShapedArray):
-    return unbroadcast(ct, target) if is_differentiable(target) else None
 
 
 # -- jvp makers ---------------------------------------------------------------------------
@@ -146,15 +84,6 @@ def defvjp(*cotangents):
 
 
 # -- batch makers -------------------------------------------------------------------------
-
-def move_to_front(x, dim, size):
-    """`x` with its batch dimension first; an unmapped `x` is broadcast to `size` first."""
-    if dim is NOT_MAPPED:
-        return np.broadcast_to(x, (size,) + aval(x).shape)
-    if dim == 0:
-        return x
-    return np.moveaxis(x, dim, 0)
-
 
 def vectorized_batch(prim):
     """Batch rule of a one-input element-wise primitive: the batch axis passes through."""

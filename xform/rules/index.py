@@ -9,12 +9,13 @@ import numpy as np
 from xform.errors import ConcretizationError, TypeCheckError
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer, _unsupported, implements, shape_error
 from xform.rules import shape as shape_rules
-from xform.rules.helpers import NOT_MAPPED, aval, linear_jvp, move_to_front, ndim
+from xform.ir.ad import NOT_MAPPED, aval, move_to_front, ndim
+from xform.rules.helpers import linear_jvp
 from xform.rules.reduce import normalize_axes
-from xform.rules.registry import register
+from xform.ir.rules import register
 from xform.rules.shape import broadcast_to, ravel, reshape, static_slice
 
 # An index param is a tuple of entries: an int, None (newaxis), Ellipsis, a slice as a

@@ -7,10 +7,10 @@ import numpy as np
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.tracer import _unsupported, implements, shape_error
-from xform.rules.helpers import (Undefined, Zero, aval, elementwise_batch, linear_jvp,
-                                 move_to_front, unbroadcast, zero_derivative, zero_tangent)
+from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
+from xform.rules.helpers import elementwise_batch, linear_jvp, unbroadcast, zero_derivative
 from xform.rules.reduce import normalize_axes, reduced_shape
-from xform.rules.registry import register
+from xform.ir.rules import register
 from xform.rules.shape import expand_dims, ravel, reshape, swapaxes
 from xform.rules.unary import astype
 

@@ -8,11 +8,11 @@ import numpy as np
 from xform.errors import ShapeError
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 from xform.ir.tracer import _unsupported, implements
-from xform.rules.helpers import (aval, defjvp, defvjp, linear_jvp, move_to_front,
-                                 zero_derivative)
-from xform.rules.registry import register
+from xform.ir.ad import aval, move_to_front
+from xform.rules.helpers import defjvp, defvjp, linear_jvp, zero_derivative
+from xform.ir.rules import register
 from xform.rules.shape import broadcast_to, reshape, transpose
 
 

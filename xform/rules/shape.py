@@ -6,12 +6,11 @@ import numpy as np
 from xform.errors import ShapeError, TypeCheckError
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer, _unsupported, implements
-from xform.rules.helpers import (NOT_MAPPED, Undefined, Zero, aval, instantiate, linear_jvp,
-                                 move_to_front, unbroadcast, vectorized_batch, zero_tangent,
-                                 zeros)
-from xform.rules.registry import register
+from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front, zero_tangent, zeros
+from xform.rules.helpers import linear_jvp, unbroadcast, vectorized_batch
+from xform.ir.rules import register
 
 
 def _shape_error(message):

@@ -16,20 +16,20 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import attrs
 import numpy as np
 
-from xform.dependencies import note
+from xform.runtime.dependencies import note
 from xform.errors import ShapeError, TypeCheckError, XformError
 from xform.ir.avals import ShapedArray, aval_of, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, current_builder, stage_function, using_builder
 from xform.ir.core import Graph, Params, Primitive, Var, rewire
 from xform.ir.interpret import eval_graph
-from xform.ir.source_info import user_frame_info
+from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.binary import BINARY_PRIMITIVES
 from xform.rules.call import call_p
 from xform.rules.compare import COMPARE_PRIMITIVES, clip_p, where_p
 from xform.rules.control_flow import _memo
-from xform.rules.helpers import NOT_MAPPED, Zero, aval, instantiate, move_to_front, zero_tangent
-from xform.rules.registry import register
+from xform.ir.ad import NOT_MAPPED, Zero, aval, instantiate, move_to_front, zero_tangent
+from xform.ir.rules import register
 from xform.rules.unary import UNARY_PRIMITIVES, convert_p, stop_gradient_p
 from xform.tree import tree_flatten
 
@@ -183,7 +183,7 @@ def _chunk_function(graph: Graph, n_mapped: int, size: int):
                 args = [builder.new_input(ShapedArray((size,), v.aval.dtype)) if i < n_mapped
                         else builder.new_input(v.aval) for i, v in enumerate(graph.inputs)]
                 chunk_graph = table[size] = builder.build(eval_graph(graph, *args))
-    from xform.cache import CACHE
+    from xform.runtime.cache import CACHE
     return CACHE.compiled(chunk_graph)
 
 
@@ -479,7 +479,7 @@ class _ClosesOverTraced(Exception):
 def _staged(f, dtypes):
     """`_stage_scalar_function(f, dtypes)`, cached per f and element dtypes unless f closes
     over traced values (then it belongs to the enclosing staging, itself cached)."""
-    from xform.cache import CACHE
+    from xform.runtime.cache import CACHE
 
     def make():
         staged = _stage_scalar_function(f, dtypes)

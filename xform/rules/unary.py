@@ -6,10 +6,9 @@ import numpy as np
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
 from xform.ir.tracer import implements
-from xform.rules.helpers import (Zero, aval, define_op, elementwise_abstract_eval,
-                                 elementwise_rules, vectorized_batch, zero_derivative,
-                                 zero_tangent)
-from xform.rules.registry import register
+from xform.ir.ad import Zero, aval, zero_tangent
+from xform.rules.helpers import define_op, elementwise_abstract_eval, elementwise_rules, vectorized_batch, zero_derivative
+from xform.ir.rules import register
 
 UNARY_PRIMITIVES = {}
 

@@ -193,7 +193,7 @@ def check_primitive(prim, *args, params=None, order=1, linear_argnums=None, atol
     the module's limitations).
     """
     from xform.api import jit, vmap
-    from xform.rules.registry import RULES
+    from xform.ir.rules import RULES
     params = dict(params or {})
     subject = f"check_primitive({prim.name})"
     rules = RULES.get(prim)
@@ -251,7 +251,7 @@ def check_primitive(prim, *args, params=None, order=1, linear_argnums=None, atol
 
 def _check_transpose(subject, prim, rules, args, params, linear_argnums, atol, rtol, seed):
     from xform.api import jvp
-    from xform.rules.helpers import Undefined, Zero
+    from xform.ir.ad import Undefined, Zero
     rng = np.random.default_rng(seed + 7)
     if linear_argnums is None:
         linear_argnums = [i for i, a in enumerate(args) if _is_float(a)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal
-from xform.rules.helpers import NOT_MAPPED, move_to_front
-from xform.rules.registry import rule_for
+from xform.ir.ad import NOT_MAPPED, move_to_front
+from xform.ir.rules import rule_for
 
 
 def batched_aval(aval: ShapedArray, dim, size: int) -> ShapedArray:
@@ -68,7 +68,7 @@ def batch_eval(graph, args, dims, size: int):
 def _check_batched(eqn, outs, out_dims, size):
     """A batch rule must return each output batched as its dim says."""
     from xform.errors import RuleError
-    from xform.rules.helpers import aval
+    from xform.ir.ad import aval
     for var, out, dim in zip(eqn.outputs, outs, out_dims):
         expected = batched_aval(var.aval, dim, size)
         if aval(out).shape != expected.shape:

@@ -7,8 +7,8 @@ from xform.errors import RuleError
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal
-from xform.rules.helpers import Zero, aval, instantiate, zero_tangent
-from xform.rules.registry import rule_for
+from xform.ir.ad import Zero, aval, instantiate, zero_tangent
+from xform.ir.rules import rule_for
 
 
 def jvp_graph(graph, nonzeros=None):

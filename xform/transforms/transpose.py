@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from xform.ir.builder import bind, source_scope
 from xform.ir.core import Literal
-from xform.rules.helpers import Undefined, Zero, add_tangents, zero_tangent
-from xform.rules.registry import rule_for
+from xform.ir.ad import Undefined, Zero, add_tangents, zero_tangent
+from xform.ir.rules import rule_for
 
 
 def backward_pass(graph, args, linear, cts):

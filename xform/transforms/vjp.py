@@ -12,9 +12,8 @@ from xform.ir.builder import (GraphBuilder, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Graph, Literal
 from xform.ir.interpret import emit_equations
-from xform.rules.helpers import (Undefined, Zero, add_tangents, aval, instantiate,
-                                 zero_tangent)
-from xform.rules.registry import RULES, rule_for
+from xform.ir.ad import Undefined, Zero, add_tangents, aval, instantiate, zero_tangent
+from xform.ir.rules import RULES, rule_for
 from xform.transforms.jvp import fit_tangent
 from xform.transforms.transpose import backward_pass
 

@@ -43,7 +43,7 @@ class Config:
         if getattr(self, name) != value:
             setattr(self, name, value)
             # Compiled code differs with these options.
-            from xform.cache import clear_cache
+            from xform.runtime.cache import clear_cache
             clear_cache()
 
     @contextlib.contextmanager

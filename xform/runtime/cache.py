@@ -15,7 +15,7 @@ import weakref
 from collections import OrderedDict
 
 from xform.codegen import compile_graph
-from xform.dependencies import Dependencies, recording
+from xform.runtime.dependencies import Dependencies, recording
 
 
 @contextlib.contextmanager

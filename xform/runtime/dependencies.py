@@ -15,7 +15,7 @@ import weakref
 
 import sysconfig
 
-from xform.ir.source_info import _is_excluded
+from xform.source_info import _is_excluded
 
 # Code that is not the user's: the standard library, installed packages, generated code.
 _STABLE_PREFIXES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",

@@ -8,7 +8,7 @@ import sys
 import attrs
 import numpy as np
 
-_XFORM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_XFORM_DIR = os.path.dirname(os.path.abspath(__file__))
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 _EXCLUDED = (_XFORM_DIR + os.sep, _NUMPY_DIR + os.sep, "<frozen ")
 # Test helpers in xform.testing count as xform; the user's tests do not.

@@ -15,7 +15,7 @@ import attrs
 from xform.errors import MissingRuleError
 
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
-              "fold", "dce", "inline", "pprint", "decomposition")
+              "fold", "dce", "inline", "decomposition")
 
 
 @attrs.frozen
@@ -37,7 +37,6 @@ class Rules:
     fold: Callable | None = None
     dce: Callable | None = None
     inline: Callable | None = None
-    pprint: Callable | None = None
     decomposition: Callable | None = None
 
 
@@ -110,7 +109,7 @@ def loop_batch(prim):
 
     Correct for every primitive with an impl and differentiable through its own rules, but
     the staged graph grows with the batch size: define a real batch rule where speed matters.
-    >>> from xform.rules.registry import extend, loop_batch
+    >>> from xform.ir.rules import extend, loop_batch
     >>> p = xform.Primitive("my_sinc")
     >>> _ = p.def_impl(np.sinc); _ = p.def_abstract_eval(lambda x: x)
     >>> extend(p, batch=loop_batch(p))    # what vmap falls back to, without the warning
@@ -119,7 +118,7 @@ def loop_batch(prim):
     """
     import numpy as np
 
-    from xform.rules.helpers import NOT_MAPPED
+    from xform.ir.ad import NOT_MAPPED
 
     def rule(size, args, dims, **params):
         per_example = []
