@@ -2,6 +2,10 @@
 directly (issue 2), and a cached `xform.grad(f)` on a float with and without the dependency
 check that notices redefinitions (issue 5). Medians of round-robin samples.
 
+The generated code alone is also timed under both scalar-math policies (xform.config
+scalar_math: "exact", the default, and "fast", which may use `math` functions), in one
+round-robin run.
+
 `python -m bench.jit_overhead`
 """
 import numpy as np
@@ -62,6 +66,28 @@ def main():
     print("call path overhead (call minus its code alone): "
           f"jit {fmt(results['jit(f)(float)'] - results['jit code alone'])}, "
           f"grad {fmt(results['grad(f)(float)'] - results['grad code alone'])}")
+    compare_policies(grad_tiny, results['grad(f)(float)'] - results['grad code alone'])
+
+
+def compare_policies(grad_tiny, overhead):
+    """grad's generated code under each scalar-math policy, with numpy f, in one run; the call
+    path costs the same under both, so a call costs its code plus `overhead`."""
+    policy = xform.config.scalar_math
+    codes = {}
+    try:
+        for name in ("exact", "fast"):
+            xform.config.update("scalar_math", name)     # clears the cache: rebuilt below
+            grad_tiny(0.5)
+            codes[name] = _float_entry("grad").value[0]
+    finally:
+        xform.config.update("scalar_math", policy)
+    times = compare({"numpy f(float)": lambda: tiny(0.5),
+                     **{f"grad code ({name})": (lambda c=code: c(0.5))
+                        for name, code in codes.items()}}, samples=21)
+    for name in codes:
+        code = times[f"grad code ({name})"]
+        print(f"scalar_math={name!r}: grad code {fmt(code)}, a call ~{fmt(code + overhead)}, "
+              f"grad/numpy ~{(code + overhead) / times['numpy f(float)']:.2f}x")
 
 
 if __name__ == "__main__":
