@@ -78,3 +78,6 @@ def _clip_vjp(primals, ans, ct):
 
 register(clip_p, impl=np.clip, abstract_eval=elementwise_abstract_eval(np.clip),
          jvp=_clip_jvp, vjp=_clip_vjp, batch=elementwise_batch(clip_p))
+
+
+__all__ = ["COMPARE_PRIMITIVES", "clip_p", "where_p"]

@@ -265,3 +265,7 @@ def _sort_jvp(primals, tangents, *, axis):
 register(sort_p, impl=lambda x, *, axis: np.sort(x, axis=axis),
          abstract_eval=_axis_abstract_eval("sort"), jvp=_sort_jvp,
          batch=_axis_batch(sort_p))
+
+
+__all__ = ["argsort_p", "cholesky_p", "det_p", "eigh_p", "inv_p", "slogdet_p", "solve_p",
+           "sort_gather_p", "sort_p"]

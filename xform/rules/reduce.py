@@ -259,3 +259,8 @@ reduce_all_p = Primitive("reduce_all")
 register(reduce_all_p, impl=lambda x, *, axes: np.all(x, axis=axes),
          abstract_eval=_logical_abstract_eval, **zero_derivative(reduce_all_p),
          batch=reduction_batch(reduce_all_p))
+
+
+__all__ = ["argmax_p", "argmin_p", "cumprod_p", "cumsum_p", "expand_reduced", "prod_p",
+           "reduce_all_p", "reduce_any_p", "reduce_max_p", "reduce_min_p", "reduced_shape",
+           "reduction_batch", "sum_p"]
