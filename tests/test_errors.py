@@ -8,7 +8,7 @@ import pytest
 
 import xform
 from xform.ir.core import Primitive
-from xform.ir.tracer import FUNCTIONS, implements
+from xform.numpy import FUNCTIONS, implements
 from xform.ir.rules import register
 from tests.source_lines import assert_points_at
 

@@ -1,6 +1,7 @@
 """xform: stage plain numpy code to a graph, transform it (grad, jvp, vjp, vmap, ...),
 optimize it and run it as generated Python."""
 from xform import passes, rules  # noqa: F401  (rules: registers every primitive)
+from xform import numpy  # noqa: F401  (after rules: fills the numpy tables)
 from xform.api import (grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_graph,
                        value_and_grad, vjp, vmap)
 from xform.runtime.cache import cache_info, clear_cache, set_cache_size
@@ -11,11 +12,10 @@ from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError
 from xform.ir.avals import ShapedArray, float0
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.interpret import eval_graph
-from xform.ir.tracer import implements
+from xform.numpy import implements, index_add
 from xform.rules.call import function
 from xform.extend import context, non_differentiable, overlay
 from xform.rules.custom import custom_jvp, custom_vjp
-from xform.rules.index import index_add
 from xform.rules.threaded_map import threaded_map
 from xform.rules.control_flow import cond, fori_loop, scan, switch, while_loop
 from xform.rules.unary import stop_gradient

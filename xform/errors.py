@@ -4,6 +4,8 @@ Messages read: the cause, then `file:line (function): source text`, then a hint.
 """
 from __future__ import annotations
 
+from xform.source_info import user_frame_info
+
 
 class XformError(Exception):
     """Base of all xform errors. `.source` is the user's line (a SourceInfo) or None."""
@@ -97,3 +99,27 @@ class RuleError(XformError, RuntimeError):
 
 class TypeCheckError(XformError, TypeError):
     """An argument is not a valid array or pytree leaf (e.g. a string passed to grad)."""
+
+
+# -- errors raised while staging, located at the user's line -------------------------------------
+
+def unsupported_error(what: str) -> UnsupportedError:
+    """`what` (e.g. "numpy.fft.fft") has no staged form; the hint says how to add one."""
+    return UnsupportedError(
+        f"{what} is not supported on traced values", user_frame_info(),
+        "write it with supported operations, or register a primitive: "
+        "p = xform.Primitive(...); p.def_impl(...); p.def_abstract_eval(...); "
+        "then @xform.implements(<numpy function>)")
+
+
+def concretization_error(what: str) -> ConcretizationError:
+    """`what` (e.g. "float()") needs a concrete value, but got a traced one."""
+    return ConcretizationError(
+        f"{what} needs a concrete value, but this value is traced", user_frame_info(),
+        "use xform.cond / xform.while_loop or np.where for data-dependent choices, "
+        "or mark the argument static with static_argnums")
+
+
+def shape_error(message: str) -> ShapeError:
+    """A ShapeError naming the user's line, for argument checks outside abstract eval."""
+    return ShapeError(message, user_frame_info())

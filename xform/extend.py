@@ -13,10 +13,12 @@ from xform.ir.avals import ShapedArray, aval_of
 from xform.ir.builder import current_builder, using_builder
 from xform.ir.core import Primitive
 from xform.source_info import user_frame_info
-from xform.ir.tracer import FUNCTIONS, UFUNCS, Tracer, _numpy_name
+from xform.ir.tracer import Tracer
 from xform.ir.ad import Undefined, Zero, aval
+from xform.numpy import FUNCTIONS, UFUNCS, numpy_name
+from xform.numpy.axes import normalize_axes
 from xform.rules.helpers import defjvp, defvjp, elementwise_abstract_eval, elementwise_rules, vectorized_batch, zero_derivative
-from xform.rules.reduce import expand_reduced, normalize_axes, reduced_shape, reduction_batch
+from xform.rules.reduce import expand_reduced, reduced_shape, reduction_batch
 from xform.ir.rules import RULES, extend, loop_batch, register
 from xform.rules.unary import stop_gradient
 from xform.tree import tree_flatten, tree_leaves, tree_unflatten
@@ -303,7 +305,7 @@ def _inside(target, replacement, original):
         active = _overlaid.get()
         if target in active:
             if original is None:
-                raise UnsupportedError(f"{_numpy_name(target)} is not supported on traced "
+                raise UnsupportedError(f"{numpy_name(target)} is not supported on traced "
                                        "values (its overlay called it)", user_frame_info())
             return original(*args, **kwargs)
         token = _overlaid.set(active | {target})
@@ -352,7 +354,7 @@ def overlay(target, replacement=None):
 
     `target` is a numpy function or ufunc, or a function made `overlayable`. Numpy functions
     need no cooperation: staging reaches them through `__array_function__` /
-    `__array_ufunc__` and the tables in xform.ir.tracer, where the overlay takes precedence.
+    `__array_ufunc__` and the tables in xform.numpy, where the overlay takes precedence.
     Python offers no such hook for an arbitrary function (Julia's method table, which
     Mooncake's interpreter consults, has no analogue), so a user function opts in with
     `@xform.extend.overlayable`; rebinding module attributes instead would miss `from m import

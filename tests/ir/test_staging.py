@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import xform
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Literal, Var
-from xform.ir.tracer import FUNCTIONS, UFUNCS
+from xform.numpy import FUNCTIONS, UFUNCS
 from xform.testing import strategies as xst
 
 

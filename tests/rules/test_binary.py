@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import xform
-from xform.ir.tracer import UFUNCS
+from xform.numpy import UFUNCS
 from xform.rules import binary as B
 from xform.rules.compare import COMPARE_PRIMITIVES
 from xform.testing import check_primitive

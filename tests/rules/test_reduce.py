@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import xform
 from xform.ir.core import Primitive
-from xform.ir.tracer import FUNCTIONS
+from xform.numpy import FUNCTIONS
 from xform.rules import reduce as R
 from xform.testing import check_grads, check_primitive
 from xform.testing import strategies as xst

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import xform
 from xform.ir.avals import dtype_short
-from xform.ir.tracer import UFUNCS
+from xform.numpy import UFUNCS
 from xform.rules import unary as U
 from xform.testing import check_primitive
 from xform.testing import strategies as xst

@@ -1,74 +1,38 @@
 """Tracer: a stand-in for an array while a function is staged.
 
 It speaks numpy's protocols (`__array_ufunc__`, `__array_function__`, operators, methods), so
-plain `import numpy as np` code stages. The protocol tables `UFUNCS` and `FUNCTIONS` map numpy
-callables to xform ops; rule families fill them (`implements`).
+plain `import numpy as np` code stages. What each numpy callable stages is looked up through
+the hooks xform.numpy installs (`install_numpy_protocol`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from xform.runtime.dependencies import unwatched
-from xform.errors import ConcretizationError, ShapeError, TypeCheckError, UnsupportedError
+from xform.errors import TypeCheckError, concretization_error, unsupported_error
 from xform.source_info import user_frame_info
 
-UFUNCS: dict = {}     # np.sin -> xform op taking the ufunc's positional inputs
-FUNCTIONS: dict = {}  # np.sum -> xform function with numpy's signature
+# The numpy protocol (the tables mapping numpy callables to xform functions) sits above the
+# rule families, in xform.numpy, which installs these two hooks when it is imported.
+
+def _no_ufunc(ufunc, method, inputs, kwargs):
+    raise unsupported_error(f"numpy.{ufunc.__name__}")
 
 
-def implements(numpy_function):
-    """Decorator: the wrapped xform function handles `numpy_function` on tracers.
-
-    >>> sinc_p = xform.Primitive("sinc"); _ = sinc_p.def_abstract_eval(lambda x: x)
-    >>> @xform.implements(np.sinc)
-    ... def sinc(x):
-    ...     return sinc_p.bind(x)
-    >>> xform.make_graph(np.sinc)(1.0).equations[0].primitive    # np.sinc(tracer) stages `sinc`
-    sinc
-    >>> from xform.ir.tracer import FUNCTIONS; del FUNCTIONS[np.sinc]    # undo: tables are global
-    """
-    def register(fn):
-        # a ufunc's __call__ goes to UFUNCS; (ufunc, "reduce") and numpy functions to FUNCTIONS
-        table = UFUNCS if isinstance(numpy_function, np.ufunc) else FUNCTIONS
-        table[numpy_function] = fn
-        return fn
-    return register
+def _no_function(numpy_function):
+    raise unsupported_error(getattr(numpy_function, "__name__", repr(numpy_function)))
 
 
-def _numpy_name(func) -> str:
-    if isinstance(func, str):
-        return f"the operation '{func}'"
-    module = getattr(func, "__module__", None) or "numpy"
-    if module.startswith(("numpy._", "numpy.core")):
-        module = "numpy"
-    return f"{module}.{getattr(func, '__name__', repr(func))}"
+_array_ufunc = _no_ufunc  # (ufunc, method, inputs, kwargs) -> the staged result
+_fn = _no_function        # numpy function, "getitem" or "astype" -> the xform function
 
 
-def _unsupported(what: str) -> UnsupportedError:
-    return UnsupportedError(
-        f"{what} is not supported on traced values", user_frame_info(),
-        "write it with supported operations, or register a primitive: "
-        "p = xform.Primitive(...); p.def_impl(...); p.def_abstract_eval(...); "
-        "then @xform.implements(<numpy function>)")
-
-
-def shape_error(message: str) -> ShapeError:
-    """A ShapeError naming the user's line, for argument checks outside abstract eval."""
-    return ShapeError(message, user_frame_info())
-
-
-def _concretization(what: str) -> ConcretizationError:
-    return ConcretizationError(
-        f"{what} needs a concrete value, but this value is traced", user_frame_info(),
-        "use xform.cond / xform.while_loop or np.where for data-dependent choices, "
-        "or mark the argument static with static_argnums")
-
-
-def _fn(numpy_function):
-    fn = FUNCTIONS.get(numpy_function)
-    if fn is None:
-        raise _unsupported(_numpy_name(numpy_function))
-    return fn
+def install_numpy_protocol(array_ufunc, function_for) -> None:
+    """Hook: `array_ufunc(ufunc, method, inputs, kwargs)` serves `__array_ufunc__`, and
+    `function_for(f)` returns the xform function standing for numpy function `f` (or raises
+    UnsupportedError); xform.numpy installs them at import."""
+    global _array_ufunc, _fn
+    _array_ufunc, _fn = array_ufunc, function_for
 
 
 class Tracer:
@@ -120,52 +84,30 @@ class Tracer:
     # -- numpy protocols --------------------------------------------------------------
     @unwatched
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if kwargs.get("out") is not None:
-            raise _unsupported(f"numpy.{ufunc.__name__}(..., out=...)")
-        if kwargs.get("where", True) is not True:
-            raise _unsupported(f"numpy.{ufunc.__name__}(..., where=...)")
-        kwargs.pop("out", None)
-        kwargs.pop("where", None)
-        if method != "__call__":
-            # numpy passes a ufunc method's arguments (axis, dtype, keepdims) as keywords.
-            handler = FUNCTIONS.get((ufunc, method))
-            if handler is None:
-                raise _unsupported(f"numpy.{ufunc.__name__}.{method}")
-            return handler(*inputs, **kwargs)
-        dtype = kwargs.pop("dtype", None)
-        if kwargs:
-            raise _unsupported(f"numpy.{ufunc.__name__}(..., {', '.join(kwargs)}=...)")
-        op = UFUNCS.get(ufunc)
-        if op is None:
-            raise _unsupported(f"numpy.{ufunc.__name__}")
-        if dtype is not None:
-            # numpy computes in `dtype` (inputs cast first), not in the promoted type.
-            inputs = [x.astype(dtype) if type(x) is Tracer else np.asarray(x).astype(dtype)
-                      for x in inputs]
-        return op(*inputs)
+        return _array_ufunc(ufunc, method, inputs, kwargs)
 
     @unwatched
     def __array_function__(self, func, types, args, kwargs):
         return _fn(func)(*args, **kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise _concretization("converting to a numpy array (np.asarray / np.array)")
+        raise concretization_error("converting to a numpy array (np.asarray / np.array)")
 
     # -- concretization ---------------------------------------------------------------
     def __bool__(self):
-        raise _concretization("Python control flow (`if`, `while`, `and`, `or`, bool())")
+        raise concretization_error("Python control flow (`if`, `while`, `and`, `or`, bool())")
 
     def __float__(self):
-        raise _concretization("float()")
+        raise concretization_error("float()")
 
     def __int__(self):
-        raise _concretization("int()")
+        raise concretization_error("int()")
 
     def __complex__(self):
-        raise _concretization("complex()")
+        raise concretization_error("complex()")
 
     def __index__(self):
-        raise _concretization("using a traced value as an index or size")
+        raise concretization_error("using a traced value as an index or size")
 
     def __setitem__(self, index, value):
         raise TypeCheckError("traced arrays are immutable; build a new array instead, e.g. "
@@ -284,41 +226,3 @@ class Tracer:
         raise TypeCheckError("in-place x.sort() cannot be staged; use np.sort(x)",
                              user_frame_info())
 
-
-# -- metadata functions: answered from the aval, nothing is staged --------------------------
-
-def _as_dtype_stand_in(x):
-    if type(x) is Tracer:
-        from xform.ir.avals import dummy
-        return dummy(x.aval)
-    return x
-
-
-FUNCTIONS[np.shape] = lambda a: a.shape
-FUNCTIONS[np.ndim] = lambda a: a.ndim
-FUNCTIONS[np.size] = lambda a, axis=None: a.size if axis is None else a.shape[axis]
-FUNCTIONS[np.result_type] = lambda *xs: np.result_type(*map(_as_dtype_stand_in, xs))
-FUNCTIONS[np.iscomplexobj] = lambda x: x.dtype.kind == "c"
-FUNCTIONS[np.isrealobj] = lambda x: x.dtype.kind != "c"
-
-
-def _like(fill):
-    def like(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
-        shape = a.shape if shape is None else shape
-        return np.full(shape, fill, dtype=a.dtype if dtype is None else dtype)
-    return like
-
-
-def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
-    shape = a.shape if shape is None else shape
-    dtype = a.dtype if dtype is None else np.dtype(dtype)
-    if type(fill_value) is Tracer:
-        return np.broadcast_to(fill_value.astype(dtype), shape)
-    return np.full(shape, fill_value, dtype=dtype)
-
-
-# Arrays made from a traced value's shape and dtype alone are constants.
-FUNCTIONS[np.zeros_like] = _like(0)
-FUNCTIONS[np.ones_like] = _like(1)
-FUNCTIONS[np.empty_like] = _like(0)
-FUNCTIONS[np.full_like] = _full_like

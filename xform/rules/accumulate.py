@@ -16,7 +16,7 @@ from xform.ir.core import Primitive
 from xform.ir.tracer import Tracer
 from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
 from xform.ir.rules import register
-from xform.rules.shape import reshape, static_slice
+from xform.rules.shape import static_slice
 
 pad_sum_p = Primitive("pad_sum")
 
@@ -131,7 +131,7 @@ def _pad_sum_transpose(ct, *operands, shape, dtype, windows):
         starts, stops, steps = zip(*window) if window else ((), (), ())
         piece = static_slice(ct, starts, stops, steps)
         if aval(piece).shape != x.aval.shape:
-            piece = reshape(piece, x.aval.shape)
+            piece = np.reshape(piece, x.aval.shape)
         if aval(piece).dtype != x.aval.dtype:
             piece = piece.astype(x.aval.dtype)
         cts.append(piece)
@@ -144,7 +144,7 @@ def _pad_sum_batch(size, args, dims, *, shape, dtype, windows):
     for x, d, window in zip(args, dims, windows):
         x = move_to_front(x, d, size)
         if aval(x).shape != term_shape(window):
-            x = reshape(x, term_shape(window))
+            x = np.reshape(x, term_shape(window))
         operands.append(x)
     return pad_sum_p.bind(*operands, shape=(size,) + tuple(shape), dtype=dtype,
                           windows=windows), 0
@@ -176,7 +176,7 @@ def pad_sum(operands, windows, shape, dtype=None):
     for x, window in zip(operands, windows):
         needed = term_shape(window)
         if aval(x).shape != needed and aval(x).size == math.prod(needed):
-            x = reshape(x, needed)
+            x = np.reshape(x, needed)
         shaped.append(x)
     return pad_sum_p.bind(*shaped, shape=shape, dtype=np.dtype(dtype), windows=windows)
 

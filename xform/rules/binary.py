@@ -3,7 +3,8 @@ import numpy as np
 
 from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, aval
-from xform.rules.helpers import define_op, elementwise_abstract_eval, elementwise_batch, elementwise_rules, unbroadcast, zero_derivative
+from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, elementwise_rules,
+                                 unbroadcast, zero_derivative)
 from xform.ir.rules import register
 
 BINARY_PRIMITIVES = {}
@@ -11,7 +12,6 @@ BINARY_PRIMITIVES = {}
 
 def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False):
     prim = Primitive(ufunc.__name__)
-    define_op(prim, ufunc)
     rules = zero_derivative(prim) if zero else elementwise_rules(prim, dx, dy)
     if transpose is not None:
         rules["transpose"] = transpose

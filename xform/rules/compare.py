@@ -1,14 +1,11 @@
 """Comparisons, logical and bitwise ops (zero derivative), `where` and `clip`."""
 import numpy as np
 
-from xform.errors import TypeCheckError
 from xform.ir.core import Primitive
-from xform.source_info import user_frame_info
-from xform.ir.tracer import _concretization, _unsupported, implements
 from xform.ir.ad import Undefined, Zero, aval
-from xform.rules.helpers import define_op, elementwise_abstract_eval, elementwise_batch, unbroadcast, zero_derivative
+from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, unbroadcast,
+                                 zero_derivative)
 from xform.ir.rules import register
-from xform.rules.unary import astype
 
 COMPARE_PRIMITIVES = {}
 
@@ -16,7 +13,6 @@ for _ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, n
                np.logical_and, np.logical_or, np.logical_xor, np.bitwise_and, np.bitwise_or,
                np.bitwise_xor, np.left_shift, np.right_shift):
     _prim = Primitive(_ufunc.__name__)
-    define_op(_prim, _ufunc)
     register(_prim, impl=_ufunc, abstract_eval=elementwise_abstract_eval(_ufunc),
              **zero_derivative(_prim), batch=elementwise_batch(_prim))
     COMPARE_PRIMITIVES[_ufunc.__name__] = _prim
@@ -48,17 +44,6 @@ def _where_transpose(ct, cond, x, y):
 
 register(where_p, impl=np.where, abstract_eval=elementwise_abstract_eval(np.where),
          jvp=_where_jvp, transpose=_where_transpose, batch=elementwise_batch(where_p))
-
-
-@implements(np.where)
-def where(condition, x=None, y=None):
-    """`np.where(c, x, y)`; the one-argument form needs concrete values."""
-    if (x is None) != (y is None):
-        raise TypeCheckError("np.where: either both or neither of x and y should be given",
-                             user_frame_info())
-    if x is None:
-        raise _concretization("np.where(condition) with one argument (its size depends on data)")
-    return where_p.bind(condition, x, y)
 
 
 # -- clip(x, lo, hi) --------------------------------------------------------------------------
@@ -95,22 +80,4 @@ register(clip_p, impl=np.clip, abstract_eval=elementwise_abstract_eval(np.clip),
          jvp=_clip_jvp, vjp=_clip_vjp, batch=elementwise_batch(clip_p))
 
 
-@implements(np.clip)
-def clip(a, a_min=None, a_max=None, out=None, **kwargs):
-    """`np.clip`; a missing bound is a plain maximum/minimum, no bound np.positive, as in
-    numpy."""
-    if out is not None:
-        raise _unsupported("numpy.clip(..., out=...)")
-    a_min = kwargs.pop("min", a_min)
-    a_max = kwargs.pop("max", a_max)
-    if kwargs:
-        raise _unsupported(f"numpy.clip(..., {', '.join(kwargs)}=...)")
-    # numpy takes `a` as an array: a Python scalar is not weakly typed there
-    a = astype(a, aval(a).dtype)
-    if a_min is None and a_max is None:
-        return np.positive(a)
-    if a_min is None:
-        return np.minimum(a, a_max)
-    if a_max is None:
-        return np.maximum(a, a_min)
-    return clip_p.bind(a, a_min, a_max)
+__all__ = ["COMPARE_PRIMITIVES", "clip_p", "where_p"]

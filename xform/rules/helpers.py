@@ -110,7 +110,7 @@ def elementwise_batch(prim):
     return rule
 
 
-# -- abstract eval and element-wise registration -------------------------------------------
+# -- abstract eval of element-wise primitives ---------------------------------------------
 
 _DTYPE_CACHE: dict = {}
 _MAX_CACHED_RESULTS = 4096  # per primitive: distinct shape combinations seen while staging
@@ -151,16 +151,3 @@ def elementwise_rules(prim, *derivatives):
     function applied to a cotangent (then unbroadcast) is the vjp: the Jacobian is diagonal.
     """
     return {"jvp": defjvp(prim, *derivatives), "vjp": defvjp(*derivatives)}
-
-
-def define_op(prim, numpy_fn=None):
-    """The user-facing op `op(*args, **params) = prim.bind(...)`, mapped from `numpy_fn`."""
-    from xform.ir.tracer import implements
-
-    def op(*args, **params):
-        return prim.bind(*args, **params)
-    op.__name__ = prim.name
-    op.__doc__ = f"Stage or evaluate `{prim.name}` (numpy: {getattr(numpy_fn, '__name__', '-')})."
-    if numpy_fn is not None:
-        implements(numpy_fn)(op)
-    return op

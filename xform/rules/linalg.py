@@ -1,18 +1,14 @@
-"""Linear algebra on stacked matrices (inv, solve, det, slogdet, cholesky, eigh, norm,
-matrix_transpose) and sorting (sort, argsort, and the `sort_gather` their derivatives use).
-Every matrix primitive acts on the last two axes; leading axes are a stack, as in numpy.
+"""Linear algebra on stacked matrices (inv, solve, det, slogdet, cholesky, eigh) and sorting
+(sort, argsort, and the `sort_gather` their derivatives use). Every matrix primitive acts on
+the last two axes; leading axes are a stack, as in numpy.
 """
 import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.tracer import _unsupported, implements, shape_error
 from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
 from xform.rules.helpers import elementwise_batch, linear_jvp, unbroadcast, zero_derivative
-from xform.rules.reduce import normalize_axes, reduced_shape
 from xform.ir.rules import register
-from xform.rules.shape import expand_dims, ravel, reshape, swapaxes
-from xform.rules.unary import astype
 
 _DTYPE_CACHE: dict = {}
 
@@ -60,7 +56,7 @@ def _stacked_batch(prim):
 
 
 def _mT(x):
-    return swapaxes(x, -1, -2)
+    return np.swapaxes(x, -1, -2)
 
 
 def _symmetrize(t, uplo):
@@ -86,10 +82,9 @@ def _inv_jvp(primals, tangents):
 register(inv_p, impl=np.linalg.inv,
          abstract_eval=_square_abstract_eval(np.linalg.inv, lambda s: [s]),
          jvp=_inv_jvp, batch=_stacked_batch(inv_p))
-implements(np.linalg.inv)(inv_p.bind)
 
 
-# -- solve(A, B) for matrix B (..., M, K); vector b is handled by the numpy wrapper --------
+# -- solve(A, B) for matrix B (..., M, K); xform.numpy.linalg.solve reshapes a vector b -----
 
 solve_p = Primitive("solve")
 
@@ -127,15 +122,6 @@ register(solve_p, impl=np.linalg.solve, abstract_eval=_solve_abstract_eval, jvp=
          transpose=_solve_transpose, batch=_stacked_batch(solve_p))
 
 
-@implements(np.linalg.solve)
-def solve(a, b):
-    """`np.linalg.solve` with numpy 2's rule: b is a vector only when it is 1-D."""
-    if aval(b).ndim == 1:
-        x = solve_p.bind(a, reshape(b, aval(b).shape + (1,)))
-        return reshape(x, aval(x).shape[:-1])
-    return solve_p.bind(a, b)
-
-
 # -- det and slogdet: d log|det A| = tr(A^-1 dA) ---------------------------------------------
 
 def _trace_inv_times(a, t):
@@ -155,7 +141,6 @@ def _det_jvp(primals, tangents):
 register(det_p, impl=np.linalg.det,
          abstract_eval=_square_abstract_eval(np.linalg.det, lambda s: [s[:-2]]),
          jvp=_det_jvp, batch=_stacked_batch(det_p))
-implements(np.linalg.det)(det_p.bind)
 
 slogdet_p = Primitive("slogdet", multiple_results=True)
 
@@ -172,12 +157,6 @@ def _slogdet_jvp(primals, tangents):
 register(slogdet_p, impl=lambda a: list(np.linalg.slogdet(a)),
          abstract_eval=_square_abstract_eval(np.linalg.slogdet, lambda s: [s[:-2], s[:-2]]),
          jvp=_slogdet_jvp, batch=_stacked_batch(slogdet_p))
-
-
-@implements(np.linalg.slogdet)
-def slogdet(a):
-    """`np.linalg.slogdet`: a (sign, logabsdet) named tuple."""
-    return np.linalg._linalg.SlogdetResult(*slogdet_p.bind(a))
 
 
 # -- cholesky: dL = L phi(L^-1 dA L^-T), phi = lower triangle with half the diagonal -------
@@ -204,12 +183,6 @@ register(cholesky_p, impl=lambda a, *, upper: np.linalg.cholesky(a, upper=upper)
          jvp=_cholesky_jvp, batch=_stacked_batch(cholesky_p))
 
 
-@implements(np.linalg.cholesky)
-def cholesky(a, /, *, upper=False):
-    """`np.linalg.cholesky`: reads only the lower (upper=True: upper) triangle of `a`."""
-    return cholesky_p.bind(a, upper=bool(upper))
-
-
 # -- eigh: dw = diag(V^T dA V), dV = V (F o V^T dA V), F_ij = 1 / (w_j - w_i) -----------------
 
 eigh_p = Primitive("eigh", multiple_results=True)
@@ -223,85 +196,13 @@ def _eigh_jvp(primals, tangents, *, uplo):
     eye = np.eye(n, dtype=dtype)
     m = np.matmul(_mT(v), np.matmul(_symmetrize(tangents[0], uplo), v))
     # Assumes distinct eigenvalues; the diagonal gap is 1 (masked out), never a division by 0.
-    gaps = expand_dims(w, -2) - expand_dims(w, -1) + eye
+    gaps = np.expand_dims(w, -2) - np.expand_dims(w, -1) + eye
     return [w, v], [np.sum(m * eye, axis=-1), np.matmul(v, (1 - eye) / gaps * m)]
 
 
 register(eigh_p, impl=lambda a, *, uplo: list(np.linalg.eigh(a, UPLO=uplo)),
          abstract_eval=_square_abstract_eval(np.linalg.eigh, lambda s: [s[:-1], s]),
          jvp=_eigh_jvp, batch=_stacked_batch(eigh_p))
-
-
-@implements(np.linalg.eigh)
-def eigh(a, UPLO="L"):
-    """`np.linalg.eigh`: an (eigenvalues, eigenvectors) named tuple; reads one triangle."""
-    if UPLO not in ("L", "U"):
-        raise shape_error(f"UPLO argument must be 'L' or 'U', got {UPLO!r}")
-    return np.linalg._linalg.EighResult(*eigh_p.bind(a, uplo=UPLO))
-
-
-# -- matrix_transpose and norm: compositions of existing ops ------------------------------
-
-@implements(np.linalg.matrix_transpose)
-def matrix_transpose(x, /):
-    """`np.linalg.matrix_transpose`: swap the last two axes."""
-    if aval(x).ndim < 2:
-        raise shape_error(f"matrix_transpose: input array must be at least 2-dimensional, "
-                           f"got shape {aval(x).shape}")
-    return _mT(x)
-
-
-implements(np.matrix_transpose)(matrix_transpose)
-
-
-def _safe_sqrt(s):
-    # sqrt'(0) is infinite: a zero vector's norm gets gradient 0 (a subgradient), not nan.
-    zero = s == 0
-    return np.where(zero, 0.0, np.sqrt(np.where(zero, 1.0, s)))
-
-
-@implements(np.linalg.norm)
-def norm(x, ord=None, axis=None, keepdims=False):
-    """`np.linalg.norm`: vector ord None/2/1/inf, matrix ord None/'fro'/1/inf."""
-    shape = aval(x).shape
-    if aval(x).dtype.kind not in "fc":
-        x = astype(x, np.float64)
-    if aval(x).dtype.kind == "c":
-        raise _unsupported("numpy.linalg.norm of complex values")
-    ndim = len(shape)
-    if axis is None and (ord is None or (ord in ("f", "fro") and ndim == 2)
-                         or (ord == 2 and ndim == 1)):
-        flat = ravel(x)
-        result = _safe_sqrt(np.dot(flat, flat))
-        return reshape(result, (1,) * ndim) if keepdims else result
-    if axis is None:
-        axis = tuple(range(ndim))
-    try:
-        axes = tuple(int(a) for a in axis) if isinstance(axis, tuple) else (int(axis),)
-        normalized = normalize_axes(axes, ndim)
-    except (TypeError, ValueError) as err:
-        raise shape_error(f"norm: {err}") from None
-    if len(axes) == 1:
-        if ord is None or ord == 2:
-            return _safe_sqrt(np.sum(x * x, axis=axes, keepdims=keepdims))
-        if ord == 1:
-            return np.sum(np.abs(x), axis=axes, keepdims=keepdims)
-        if ord == np.inf:
-            return np.max(np.abs(x), axis=axes, keepdims=keepdims)
-        raise _unsupported(f"numpy.linalg.norm(..., ord={ord!r}) of vectors")
-    if len(axes) != 2:
-        raise shape_error("norm: improper number of dimensions to norm")
-    row, col = (a % ndim for a in axes)
-    if ord in (None, "f", "fro"):
-        result = _safe_sqrt(np.sum(x * x, axis=axes))
-    elif ord in (1, np.inf):
-        # ord 1: largest column sum (sum over rows); inf: largest row sum
-        summed, kept = (row, col) if ord == 1 else (col, row)
-        result = np.max(np.sum(np.abs(x), axis=summed), axis=kept - (kept > summed))
-    else:
-        raise _unsupported(f"numpy.linalg.norm(..., ord={ord!r}) of matrices")
-    return reshape(result, reduced_shape(shape, normalized, keepdims=True)) if keepdims \
-        else result
 
 
 # -- sort, argsort and sort_gather (take_along_axis with a permutation) ---------------------
@@ -366,30 +267,5 @@ register(sort_p, impl=lambda x, *, axis: np.sort(x, axis=axis),
          batch=_axis_batch(sort_p))
 
 
-def _sort_axis(a, axis, name):
-    """numpy's sort `axis`: None sorts the flattened array. Returns (array, axis)."""
-    if axis is None:
-        return ravel(a), 0
-    ndim = aval(a).ndim
-    if not -ndim <= axis < ndim:
-        raise shape_error(f"{name}: axis {axis} is out of bounds for an array of dimension "
-                           f"{ndim}")
-    return a, int(axis) % ndim
-
-
-@implements(np.sort)
-def sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    """`np.sort` (no `order`); the sorted values do not depend on `kind`."""
-    if order is not None:
-        raise _unsupported("numpy.sort(..., order=...)")
-    a, axis = _sort_axis(a, axis, "sort")
-    return sort_p.bind(a, axis=axis)
-
-
-@implements(np.argsort)
-def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
-    """`np.argsort` (no `order`); `kind` and `stable` choose the order of ties, as in numpy."""
-    if order is not None:
-        raise _unsupported("numpy.argsort(..., order=...)")
-    a, axis = _sort_axis(a, axis, "argsort")
-    return argsort_p.bind(a, axis=axis, kind="stable" if stable else kind)
+__all__ = ["argsort_p", "cholesky_p", "det_p", "eigh_p", "inv_p", "slogdet_p", "solve_p",
+           "sort_gather_p", "sort_p"]

@@ -5,9 +5,9 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
-from xform.ir.tracer import implements
 from xform.ir.ad import Zero, aval, zero_tangent
-from xform.rules.helpers import define_op, elementwise_abstract_eval, elementwise_rules, vectorized_batch, zero_derivative
+from xform.rules.helpers import (elementwise_abstract_eval, elementwise_rules, vectorized_batch,
+                                 zero_derivative)
 from xform.ir.rules import register
 
 UNARY_PRIMITIVES = {}
@@ -15,7 +15,6 @@ UNARY_PRIMITIVES = {}
 
 def _unary(ufunc, derivative=None, *, linear=False, zero=False):
     prim = Primitive(ufunc.__name__)
-    define_op(prim, ufunc)
     if zero:
         rules = zero_derivative(prim)
     else:
@@ -73,9 +72,6 @@ fabs_p = _unary(np.fabs, lambda t, x, ans: t * np.sign(x))
 conjugate_p = _unary(np.conjugate, lambda t, x, ans: np.conjugate(t), linear=True)
 deg2rad_p = _unary(np.deg2rad, lambda t, x, ans: t * (math.pi / 180), linear=True)
 rad2deg_p = _unary(np.rad2deg, lambda t, x, ans: t * (180 / math.pi), linear=True)
-# numpy's aliases are distinct ufunc objects with the same loops.
-implements(np.radians)(UNARY_PRIMITIVES["deg2rad"].bind)
-implements(np.degrees)(UNARY_PRIMITIVES["rad2deg"].bind)
 
 
 # -- dtype conversion: linear between inexact dtypes, constant into integers -------------
@@ -115,7 +111,6 @@ def _convert_transpose(ct, x, *, dtype):
 
 register(convert_p, impl=_convert_impl, abstract_eval=_convert_abstract_eval, jvp=_convert_jvp,
          transpose=_convert_transpose, batch=vectorized_batch(convert_p))
-implements("astype")(astype)
 
 
 # -- stop_gradient: the identity with a zero derivative ------------------------------------

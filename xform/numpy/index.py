@@ -1,0 +1,222 @@
+"""numpy's indexing on tracers: `x[index]` with numpy's basic and advanced rules (the index
+argument parsed into the `gather` primitive's form), np.take, np.take_along_axis and
+`index_add` (a functional np.add.at)."""
+import operator
+
+import numpy as np
+
+from xform.errors import ConcretizationError, TypeCheckError, shape_error, unsupported_error
+from xform.ir.ad import aval, ndim
+from xform.ir.tracer import Tracer
+from xform.numpy.axes import normalize_axes
+from xform.numpy.protocol import implements
+from xform.numpy.shape import broadcast_to, ravel, reshape
+from xform.rules.index import ARRAY, FULL, gather_p, index_layout, scatter_add_p
+from xform.rules.shape import reshape_p, slice_p, static_slice
+from xform.source_info import user_frame_info
+
+
+_VALID = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer "
+          "or boolean arrays are valid indices")
+
+
+def _slice_entry(item):
+    entry = tuple(None if v is None else operator.index(v)
+                  for v in (item.start, item.stop, item.step))
+    if entry[2] == 0:
+        raise shape_error("slice step cannot be zero")
+    return entry
+
+
+def _classify(item):
+    """One index item as an entry, a concrete integer array, a traced one, or a bool mask."""
+    if item is None or item is Ellipsis:
+        return item
+    if isinstance(item, slice):
+        return _slice_entry(item)
+    if type(item) is Tracer:
+        if item.dtype.kind == "b":
+            raise ConcretizationError(
+                "boolean mask indexing x[mask] needs a concrete mask, but this mask is traced "
+                "(the result's size would depend on the data)", user_frame_info(),
+                "use np.where(mask, x, 0) to keep the shape, or pass the mask as a concrete "
+                "numpy array (e.g. a closure constant or static argument)")
+        if item.dtype.kind not in "iu":
+            raise TypeCheckError(_VALID, user_frame_info())
+        return item
+    if isinstance(item, (bool, np.bool_)):
+        raise unsupported_error("indexing with a scalar boolean (x[True])")
+    if isinstance(item, (int, np.integer)):
+        return int(item)
+    array = np.asarray(item)
+    if array.size == 0 and isinstance(item, (list, tuple)):
+        array = array.astype(np.intp)
+    if array.dtype.kind == "b" and array.ndim == 0:
+        raise unsupported_error("indexing with a scalar boolean (x[True])")
+    if array.dtype.kind not in "iub":
+        raise TypeCheckError(_VALID, user_frame_info())
+    return int(array) if array.ndim == 0 else array
+
+
+def _is_mask(item):
+    return isinstance(item, np.ndarray) and item.dtype.kind == "b"
+
+
+def parse_index(shape, index):
+    """numpy's `index` for an array of `shape` as (index param, index arrays); concrete masks
+    become their nonzero() arrays and concrete arrays are bounds-checked here.
+
+    >>> from xform.numpy.index import parse_index
+    >>> parse_index((3, 4), (slice(1, None), [0, 2]))
+    (((1, None, None), 'array'), [array([0, 2])])
+    """
+    items = [_classify(item) for item in (index if isinstance(index, tuple) else (index,))]
+    if sum(item is Ellipsis for item in items) > 1:
+        raise shape_error("an index can only have a single ellipsis ('...')")
+    consumed = sum(item.ndim if _is_mask(item) else 1 for item in items
+                   if item is not None and item is not Ellipsis)
+    if consumed > len(shape):
+        raise shape_error(f"too many indices for array: array is {len(shape)}-dimensional, "
+                          f"but {consumed} were indexed")
+    entries, arrays = [], []
+    axis = 0
+    for item in items:
+        if item is None:
+            entries.append(None)
+        elif item is Ellipsis:
+            entries.append(Ellipsis)
+            axis += len(shape) - consumed
+        elif _is_mask(item):
+            if item.shape != shape[axis:axis + item.ndim]:
+                raise shape_error(f"boolean index of shape {item.shape} does not match the "
+                                  f"indexed axes {shape[axis:axis + item.ndim]}")
+            positions = np.nonzero(item)
+            entries.extend([ARRAY] * len(positions))
+            arrays.extend(positions)
+            axis += item.ndim
+        elif isinstance(item, np.ndarray) or type(item) is Tracer:
+            if isinstance(item, np.ndarray) and item.size:
+                low, high = int(item.min()), int(item.max())
+                if low < -shape[axis] or high >= shape[axis]:
+                    bad = high if high >= shape[axis] else low
+                    raise shape_error(f"index {bad} is out of bounds for axis {axis} with "
+                                      f"size {shape[axis]}")
+            entries.append(ARRAY)
+            arrays.append(item)
+            axis += 1
+        else:
+            entries.append(item)
+            axis += 1
+    while entries and entries[-1] == FULL:
+        entries.pop()
+    return tuple(entries), arrays
+
+
+def _basic_getitem(x, index):
+    """A basic index (ints, slices, None, Ellipsis) as the shape family's slice and reshape."""
+    shape = aval(x).shape
+    out_shape, _, _ = index_layout(shape, index, [])
+    bounds = []
+    for entry in index:
+        if entry is Ellipsis:
+            spanned = len(shape) - sum(e is not None and e is not Ellipsis for e in index)
+            bounds.extend([FULL] * spanned)
+        elif type(entry) is int:
+            start = entry % shape[len(bounds)]
+            bounds.append((start, start + 1, 1))
+        elif entry is not None:
+            bounds.append(entry)
+    bounds.extend([FULL] * (len(shape) - len(bounds)))
+    return reshape(static_slice(x, *zip(*bounds)) if bounds else x, out_shape)
+
+
+@implements("getitem")
+def getitem(x, index):
+    """`x[index]` for every numpy index: ints, slices, None, Ellipsis, integer arrays (concrete
+    or traced) and concrete boolean masks, with numpy's result shape."""
+    shape = aval(x).shape
+    if type(index) is int and shape and -shape[0] <= index < shape[0]:
+        # x[i], what element-by-element Python loops stage: the equations the general path
+        # makes (slice unless the axis has one element, then reshape), without parsing.
+        start, rest = index % shape[0], shape[1:]
+        if shape[0] != 1:
+            x = slice_p.bind(x, starts=(start,) + (0,) * len(rest),
+                             stops=(start + 1,) + rest, steps=(1,) * len(shape))
+        return reshape_p.bind(x, shape=rest)
+    index, arrays = parse_index(shape, index)
+    if not arrays:
+        try:
+            return _basic_getitem(x, index)
+        except IndexError as err:
+            raise shape_error(str(err)) from None
+    return gather_p.bind(x, *arrays, index=index)
+
+
+@implements(np.take)
+def take(a, indices, axis=None, out=None, mode="raise"):
+    """`np.take` (mode 'raise', 'wrap' or 'clip'; no out)."""
+    if out is not None:
+        raise unsupported_error("numpy.take(..., out=...)")
+    if axis is None:
+        a, axis = ravel(a), 0
+    shape = aval(a).shape
+    axis = normalize_axes(axis, len(shape))[0]
+    if type(indices) is not Tracer:
+        indices = np.asarray(indices)
+    if aval(indices).dtype.kind == "b":
+        indices = indices.astype(np.intp)
+    if mode == "wrap":
+        indices = np.mod(indices, shape[axis])
+    elif mode == "clip":
+        indices = np.clip(indices, 0, shape[axis] - 1)
+    elif mode != "raise":
+        raise shape_error(f"clipmode must be one of 'clip', 'raise', or 'wrap', not {mode!r}")
+    return getitem(a, (slice(None),) * axis + (indices,))
+
+
+@implements(np.take_along_axis)
+def take_along_axis(arr, indices, axis=-1):
+    """`np.take_along_axis`: `arr[i..., indices[i..., j, k...], k...]`."""
+    if type(indices) is not Tracer:
+        indices = np.asarray(indices)
+    if aval(indices).dtype.kind not in "iu":
+        raise TypeCheckError("`indices` must be an integer array", user_frame_info())
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    shape = aval(arr).shape
+    if ndim(indices) != len(shape):
+        raise shape_error("`indices` and `arr` must have the same number of dimensions")
+    axis = normalize_axes(axis, len(shape))[0]
+    index = tuple(indices if d == axis else
+                  np.arange(n).reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
+                  for d, n in enumerate(shape))
+    return getitem(arr, index)
+
+
+def index_add(x, index, values):
+    """Functional `np.add.at(x, index, values)`: a new array, `x` is unchanged, and values at
+    repeated indices accumulate. Works on concrete and traced values, and is differentiable.
+
+    >>> xform.index_add(np.zeros(3), [0, 0, 2], 1.0)    # index 0 twice: added twice
+    array([2., 0., 1.])
+    """
+    shape = aval(x).shape
+    index, arrays = parse_index(shape, index)
+    try:
+        selected, _, _ = index_layout(shape, index, [aval(a).shape for a in arrays])
+    except IndexError as err:
+        raise shape_error(str(err)) from None
+    if type(values) is not Tracer:
+        values = np.asarray(values)
+    try:
+        fits = np.broadcast_shapes(aval(values).shape, selected) == selected
+    except ValueError:
+        fits = False
+    if not fits:
+        raise shape_error(f"values of shape {aval(values).shape} do not broadcast to the "
+                          f"selected shape {selected}")
+    values = broadcast_to(values, selected)
+    if aval(values).dtype != aval(x).dtype:
+        values = values.astype(aval(x).dtype)
+    return x + scatter_add_p.bind(values, *arrays, index=index, shape=shape)
+

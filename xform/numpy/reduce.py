@@ -1,0 +1,257 @@
+"""numpy's reductions and scans on tracers: sum, nansum, mean, nanmean, var, std, prod,
+max/min, argmax/argmin, any/all, cumsum/cumprod, and the ufunc methods numpy dispatches
+(np.add.reduce, np.multiply.accumulate, ...)."""
+import math
+
+import numpy as np
+
+from xform.errors import unsupported_error
+from xform.ir.ad import aval
+from xform.numpy.axes import normalize_axes, single_axis
+from xform.numpy.protocol import implements
+from xform.numpy.shape import reshape
+from xform.rules.reduce import (argmax_p, argmin_p, cumprod_p, cumsum_p, prod_p, reduce_all_p,
+                                reduce_any_p, reduce_max_p, reduce_min_p, reduced_shape, sum_p)
+
+
+def _keep(result, shape, axes, keepdims):
+    return reshape(result, reduced_shape(shape, axes, keepdims=True)) if keepdims else result
+
+
+def _no_options(name, **options):
+    given = [key for key, value in options.items() if value is not None]
+    if given:
+        raise unsupported_error(f"numpy.{name}(..., {', '.join(f'{k}=...' for k in given)})")
+
+
+@implements(np.sum)
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """`np.sum` (no out/initial/where)."""
+    _no_options("sum", out=out, initial=initial, where=where)
+    shape = aval(a).shape
+    axes = normalize_axes(axis, len(shape))
+    result = sum_p.bind(a, axes=axes, dtype=None if dtype is None else np.dtype(dtype))
+    return _keep(result, shape, axes, keepdims)
+
+
+@implements(np.nansum)
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """`np.nansum`: NaNs count as zero."""
+    _no_options("nansum", out=out, initial=initial, where=where)
+    if aval(a).dtype.kind in "fc":
+        a = np.where(np.isnan(a), 0, a)
+    return sum(a, axis, dtype, keepdims=keepdims)
+
+
+# -- mean, var, std: compositions of sum ------------------------------------------------------
+
+def _count(shape, axes):
+    return math.prod(shape[ax] for ax in axes)
+
+
+def _accumulation_dtype(x_dtype, dtype):
+    """The dtype numpy's mean and var sum in: float64 for integers and bools."""
+    if dtype is None and x_dtype.kind in "biu":
+        return np.dtype(np.float64)
+    return None if dtype is None else np.dtype(dtype)
+
+
+def _divide(total, count):
+    """`total / count` in the total's dtype: numpy divides into the sum's own buffer."""
+    result = total / count
+    return result if aval(result).dtype == aval(total).dtype else result.astype(aval(total).dtype)
+
+
+@implements(np.mean)
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """`np.mean`: the sum (float64 for integers, float32 for float16) over the count."""
+    _no_options("mean", out=out, where=where)
+    x_aval = aval(a)
+    float16 = dtype is None and x_aval.dtype == np.float16
+    acc_dtype = np.dtype(np.float32) if float16 else _accumulation_dtype(x_aval.dtype, dtype)
+    axes = normalize_axes(axis, x_aval.ndim, strict=True)
+    result = _divide(sum(a, axes, acc_dtype, keepdims=keepdims), _count(x_aval.shape, axes))
+    return result.astype(np.float16) if float16 else result
+
+
+@implements(np.nanmean)
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """`np.nanmean`: the mean of the values that are not NaN."""
+    _no_options("nanmean", out=out, where=where)
+    if aval(a).dtype.kind not in "fc":
+        return mean(a, axis, dtype, keepdims=keepdims)
+    if dtype is not None and np.dtype(dtype).kind not in "fc":
+        raise TypeError("If a is inexact, then dtype must be inexact")
+    missing = np.isnan(a)
+    total = sum(np.where(missing, 0, a), axis, dtype, keepdims=keepdims)
+    return _divide(total, sum(np.logical_not(missing), axis, np.intp, keepdims=keepdims))
+
+
+def _var(a, axis, dtype, ddof, keepdims, mean_, correction):
+    """numpy's `_var` step for step, so that staged values equal numpy's bit for bit."""
+    if correction is not None:
+        if ddof != 0:
+            raise ValueError("ddof and correction can't be provided simultaneously.")
+        ddof = correction
+    shape = aval(a).shape
+    axes = normalize_axes(axis, len(shape), strict=True)
+    dtype = _accumulation_dtype(aval(a).dtype, dtype)
+    count = _count(shape, axes)
+    if mean_ is None:
+        mean_ = _divide(sum(a, axes, dtype, keepdims=True), count)
+    centered = a - mean_
+    return _divide(sum(centered * centered, axes, dtype, keepdims=keepdims),
+                   max(count - ddof, 0))
+
+
+@implements(np.var)
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+        correction=None):
+    """`np.var` (`mean=` and `correction=` included; no out/where)."""
+    _no_options("var", out=out, where=where)
+    return _var(a, axis, dtype, ddof, keepdims, mean, correction)
+
+
+@implements(np.std)
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+        correction=None):
+    """`np.std`: the square root of `np.var`."""
+    _no_options("std", out=out, where=where)
+    return np.sqrt(_var(a, axis, dtype, ddof, keepdims, mean, correction))
+
+
+
+def _scan(prim, numpy_name, a, axis, dtype, out):
+    _no_options(numpy_name, out=out)
+    if dtype is not None:
+        a = a.astype(dtype)  # a scan is sequential, so casting first matches numpy exactly
+    shape = aval(a).shape
+    axis = single_axis(axis, len(shape))
+    if axis is None or not shape:
+        a, axis = reshape(a, (aval(a).size,)), 0  # numpy scans the flattened array
+    return prim.bind(a, axis=axis, reverse=False, exclusive=False)
+
+
+@implements(np.cumsum)
+def cumsum(a, axis=None, dtype=None, out=None):
+    """`np.cumsum`; axis None scans the flattened array."""
+    return _scan(cumsum_p, "cumsum", a, axis, dtype, out)
+
+
+@implements(np.cumprod)
+def cumprod(a, axis=None, dtype=None, out=None):
+    """`np.cumprod`; axis None scans the flattened array."""
+    return _scan(cumprod_p, "cumprod", a, axis, dtype, out)
+
+
+@implements(np.prod)
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """`np.prod` (no out/initial/where)."""
+    _no_options("prod", out=out, initial=initial, where=where)
+    shape = aval(a).shape
+    axes = normalize_axes(axis, len(shape))
+    result = prod_p.bind(a, axes=axes, dtype=None if dtype is None else np.dtype(dtype))
+    return _keep(result, shape, axes, keepdims)
+
+
+def _extremum(prim, name, a, axis, out, keepdims, initial, where):
+    _no_options(name, out=out, initial=initial, where=where)
+    shape = aval(a).shape
+    axes = normalize_axes(axis, len(shape))
+    return _keep(prim.bind(a, axes=axes), shape, axes, keepdims)
+
+
+@implements(np.max)
+@implements(np.amax)
+def amax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    """`np.max` / `np.amax` (no out/initial/where); ties share the derivative equally."""
+    return _extremum(reduce_max_p, "max", a, axis, out, keepdims, initial, where)
+
+
+@implements(np.min)
+@implements(np.amin)
+def amin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    """`np.min` / `np.amin` (no out/initial/where); ties share the derivative equally."""
+    return _extremum(reduce_min_p, "min", a, axis, out, keepdims, initial, where)
+
+
+def _arg(prim, name, a, axis, out, keepdims):
+    _no_options(name, out=out)
+    shape = aval(a).shape
+    axis = single_axis(axis, len(shape))
+    if axis is None or not shape:
+        # numpy indexes the flattened array (a 0-d array counts as one element)
+        result = prim.bind(reshape(a, (aval(a).size,)), axis=0)
+        return reshape(result, (1,) * len(shape)) if keepdims and axis is None else result
+    return _keep(prim.bind(a, axis=axis), shape, (axis,), keepdims)
+
+
+@implements(np.argmax)
+def argmax(a, axis=None, out=None, *, keepdims=False):
+    """`np.argmax` (int64 indices, zero derivative); axis None indexes the flattened array."""
+    return _arg(argmax_p, "argmax", a, axis, out, keepdims)
+
+
+@implements(np.argmin)
+def argmin(a, axis=None, out=None, *, keepdims=False):
+    """`np.argmin` (int64 indices, zero derivative); axis None indexes the flattened array."""
+    return _arg(argmin_p, "argmin", a, axis, out, keepdims)
+
+
+@implements(np.any)
+def any_(a, axis=None, out=None, keepdims=False, *, where=None):
+    """`np.any` (bool result, zero derivative)."""
+    _no_options("any", out=out, where=where)
+    shape = aval(a).shape
+    axes = normalize_axes(axis, len(shape))
+    return _keep(reduce_any_p.bind(a, axes=axes), shape, axes, keepdims)
+
+
+@implements(np.all)
+def all_(a, axis=None, out=None, keepdims=False, *, where=None):
+    """`np.all` (bool result, zero derivative)."""
+    _no_options("all", out=out, where=where)
+    shape = aval(a).shape
+    axes = normalize_axes(axis, len(shape))
+    return _keep(reduce_all_p.bind(a, axes=axes), shape, axes, keepdims)
+
+
+# -- ufunc methods numpy dispatches for tracers: np.add.reduce(x), np.multiply.accumulate(x) ---
+
+def _ufunc_reduce(numpy_function, name):
+    def reduce(a, axis=0, dtype=None, out=None, keepdims=False, initial=None, where=None):
+        _no_options(f"{name}.reduce", out=out, initial=initial, where=where)
+        if dtype is None:
+            return numpy_function(a, axis=axis, keepdims=keepdims)
+        return numpy_function(a, axis=axis, dtype=dtype, keepdims=keepdims)
+    reduce.__name__ = f"{name}_reduce"
+    reduce.__doc__ = f"`np.{name}.reduce` (default axis 0, as numpy's)."
+    return reduce
+
+
+def _ufunc_accumulate(numpy_function, name):
+    def accumulate(a, axis=0, dtype=None, out=None):
+        if not aval(a).shape:
+            raise TypeError("cannot accumulate on a scalar")
+        if axis is None:
+            raise ValueError("accumulate does not allow multiple axes")
+        return numpy_function(a, axis=axis, dtype=dtype, out=out)
+    accumulate.__name__ = f"{name}_accumulate"
+    accumulate.__doc__ = f"`np.{name}.accumulate` (default axis 0, as numpy's)."
+    return accumulate
+
+
+def _cast_after(extremum):
+    """max/min take no dtype: the ufunc's reduce with a dtype casts the result."""
+    def reduce(a, axis, keepdims, dtype=None):
+        result = extremum(a, axis, keepdims=keepdims)
+        return result if dtype is None else result.astype(dtype)
+    return reduce
+
+
+implements((np.add, "reduce"))(_ufunc_reduce(sum, "add"))
+implements((np.multiply, "reduce"))(_ufunc_reduce(prod, "multiply"))
+implements((np.maximum, "reduce"))(_ufunc_reduce(_cast_after(amax), "maximum"))
+implements((np.minimum, "reduce"))(_ufunc_reduce(_cast_after(amin), "minimum"))
+implements((np.add, "accumulate"))(_ufunc_accumulate(cumsum, "add"))
+implements((np.multiply, "accumulate"))(_ufunc_accumulate(cumprod, "multiply"))
