@@ -1,6 +1,7 @@
 """jit: one staging per abstract signature (observed through `xform.cache_info()`), results
 bit-equal to numpy, pytree arguments and outputs, static arguments."""
 import dataclasses
+import sys
 from collections import namedtuple
 
 import attrs
@@ -177,6 +178,54 @@ def test_clear_cache_forgets_entries():
     xform.clear_cache()
     fun(1.0)
     assert body.calls == 2
+
+
+def test_changing_an_option_forgets_compiled_code():
+    body = Counting(lambda x: x - 1.0)
+    fun = xform.jit(body)
+    fun(1.0)
+    fusion = xform.config.fusion
+    xform.config.update("fusion", fusion)  # the same value: nothing to forget
+    fun(1.0)
+    assert body.calls == 1
+    xform.config.update("fusion", not fusion)
+    try:
+        fun(1.0)
+    finally:
+        xform.config.update("fusion", fusion)
+    assert body.calls == 2
+
+
+def test_staged_user_code_is_watched_only_while_a_build_records():
+    from xform.runtime.dependencies import hook
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active; recording then leaves it alone")
+    seen = []
+
+    def fun(x):
+        seen.append(sys.getprofile())
+        return x * 2.0
+    xform.make_graph(fun)(1.0)   # staged without recording
+    xform.jit(fun)(1.0)          # staged while its cache entry records
+    assert seen == [None, hook]
+    assert sys.getprofile() is None
+
+
+def test_xform_entry_points_pause_the_installed_hook():
+    from xform.ir.hooks import unwatched
+    from xform.runtime.dependencies import hook, recording
+    if sys.getprofile() is not None:
+        pytest.skip("another profiler is active")
+    seen = []
+    entry_point = unwatched(lambda: seen.append(sys.getprofile()))
+    with recording(entry_point):
+        sys.setprofile(hook)
+        try:
+            entry_point()
+            seen.append(sys.getprofile())
+        finally:
+            sys.setprofile(None)
+    assert seen == [None, hook]
 
 
 # -- bit-equal to numpy ------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """xform: stage plain numpy code to a graph, transform it (grad, jvp, vjp, vmap, ...),
 optimize it and run it as generated Python."""
-from xform import passes, rules  # noqa: F401  (rules: registers every primitive)
-from xform import numpy  # noqa: F401  (after rules: fills the numpy tables)
+# Registration happens here, first, not in the packages that read the rule table.
+from xform import rules  # noqa: F401  (registers every primitive's rules)
+from xform import numpy  # noqa: F401  (after rules: fills the numpy protocol's tables)
+from xform import passes  # noqa: F401  (xform.passes.optimize, trace_passes, ...)
 from xform.api import (grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_graph,
                        value_and_grad, vjp, vmap)
 from xform.runtime.cache import cache_info, clear_cache, set_cache_size

@@ -15,7 +15,7 @@ import numpy as np
 from xform.errors import ShapeError, TypeCheckError, XformError
 from xform.ir.avals import ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.runtime.dependencies import unwatched, watching
+from xform.ir.hooks import unwatched, user_code_scope
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.ir.rules import RULES, missing_rule
@@ -212,7 +212,7 @@ def stage_function(fun, in_tree, avals):
     builder = GraphBuilder(parent=current_builder())
     with using_builder(builder):
         tracers = [builder.new_input(aval) for aval in avals]
-        with watching():
+        with user_code_scope():
             out = fun(*tree_unflatten(in_tree, tracers))
     out_leaves, out_tree = tree_flatten(out)
     graph = builder.build(out_leaves)

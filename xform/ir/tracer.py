@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xform.runtime.dependencies import unwatched
+from xform.ir.hooks import unwatched
 from xform.errors import TypeCheckError, concretization_error, unsupported_error
 from xform.source_info import user_frame_info
 

@@ -15,6 +15,7 @@ import weakref
 from collections import OrderedDict
 
 from xform.codegen import compile_graph
+from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, recording
 
 
@@ -195,6 +196,9 @@ def clear_cache() -> None:
     0
     """
     CACHE.clear()
+
+
+config.on_change(clear_cache)  # compiled code differs with the options
 
 
 def set_cache_size(max_entries: int) -> None:

@@ -2,7 +2,8 @@
 every rule's output), `checks` (check_graph after every pass), `fusion` (element-wise regions
 fused before reverse mode) and `scalar_math` (what 0-d float64 work in generated code may use:
 "exact", the default, keeps results numpy's bit for bit; "fast" adds Python's `math`
-functions, each within a few ulp of numpy; see xform.codegen.scalar).
+functions, each within a few ulp of numpy; see xform.codegen.scalar). A leaf: whatever
+depends on an option (the cache of compiled code) registers with `on_change`.
 """
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ class Config:
         self.checks = False
         self.fusion = True
         self.scalar_math = "exact"
+        self._observers = []
+
+    def on_change(self, callback) -> None:
+        """Call `callback()` after any option changes value."""
+        self._observers.append(callback)
 
     def update(self, name: str, value) -> None:
         if name in self._CHOICES:
@@ -42,9 +48,8 @@ class Config:
             raise KeyError(f"unknown xform option {name!r}; options: {options}")
         if getattr(self, name) != value:
             setattr(self, name, value)
-            # Compiled code differs with these options.
-            from xform.runtime.cache import clear_cache
-            clear_cache()
+            for callback in self._observers:
+                callback()
 
     @contextlib.contextmanager
     def debug_mode(self, enabled: bool = True):

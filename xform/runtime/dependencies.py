@@ -2,12 +2,13 @@
 Mooncake's backedges. While a function is staged, every Python function that runs is seen
 through `sys.setprofile`; the globals its code names, the code objects of functions bound to
 them, and the root function's closure cells are recorded with the objects they held. A cache
-hit re-checks those bindings by identity; any change means the entry is stale.
+hit re-checks those bindings by identity; any change means the entry is stale. The profile
+hook runs only while staged user code does: `watching` is installed into ir at import as the
+scope of that code (xform.ir.hooks), and xform's own entry points pause the hook.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 import threading
 import types
@@ -15,6 +16,7 @@ import weakref
 
 import sysconfig
 
+from xform.ir.hooks import install_watcher
 from xform.source_info import _is_excluded
 
 # Code that is not the user's: the standard library, installed packages, generated code.
@@ -149,7 +151,7 @@ _user_files: dict = {}  # filename -> whether it is the user's code (a per-call 
 
 
 def hook(frame, event, arg):
-    """The profile function `watching` installs (xform.ir.builder.bind pauses it)."""
+    """The profile function `watching` installs (xform.ir.hooks.unwatched pauses it)."""
     if event != "call":
         return
     code = frame.f_code
@@ -179,22 +181,6 @@ def recording(function):
     dependencies.freeze()
 
 
-def unwatched(function):
-    """`function` with the dependency hook paused while it runs: for xform's own entry points
-    (tracer operations, `bind`), below which only xform runs, so the hook would only cost
-    time. User functions staged below them re-arm it (`watching`)."""
-    @functools.wraps(function)
-    def paused(*args, **kwargs):
-        if sys.getprofile() is not hook:
-            return function(*args, **kwargs)
-        sys.setprofile(None)
-        try:
-            return function(*args, **kwargs)
-        finally:
-            sys.setprofile(hook)
-    return paused
-
-
 @contextlib.contextmanager
 def watching():
     """See the Python functions that run inside, for every active recording.
@@ -212,6 +198,9 @@ def watching():
         yield
     finally:
         sys.setprofile(None)
+
+
+install_watcher(watching, hook)
 
 
 def note(dependencies: Dependencies) -> None:

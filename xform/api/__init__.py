@@ -1,0 +1,15 @@
+"""The public transforms: flatten arguments, stage, transform the graph, run or re-emit it.
+
+Every entry point follows one path (`dispatch`): a signature key from the flattened arguments;
+on a miss, stage the function to a graph, transform it, optimize and compile it (`pipeline`);
+then run the compiled code, or, when called while another function is being staged, re-emit
+the transformed graph into that staging (which is how transforms nest).
+"""
+from xform.api.forward import jvp, linearize
+from xform.api.jacobians import hessian, jacfwd, jacrev
+from xform.api.mapping import vmap
+from xform.api.reverse import grad, value_and_grad, vjp
+from xform.api.staging import jit, make_graph
+
+__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_graph",
+           "value_and_grad", "vjp", "vmap"]

@@ -1,0 +1,101 @@
+"""`vmap`: a function mapped over an axis of its arguments, by batching its graph."""
+from __future__ import annotations
+
+import numpy as np
+
+from xform.api.dispatch import Transformed
+from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
+from xform.ir.ad import NOT_MAPPED, move_to_front
+from xform.ir.avals import ShapedArray
+from xform.ir.builder import GraphBuilder, stage_function, using_builder
+from xform.source_info import user_frame_info
+from xform.transforms import batch_eval
+from xform.tree import broadcast_prefix, tree_flatten, tree_unflatten
+
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """Map `fun` over axis `in_axes` of its arguments (None: not mapped; a pytree prefix of the
+    arguments), stacking results along `out_axes`.
+
+    >>> xform.vmap(lambda x: np.dot(x, x))(np.ones((5, 3))).shape
+    (5,)
+    """
+    def build(in_tree, avals):
+        args_tree = in_tree
+        axes = _in_axes_leaves(in_axes, args_tree)
+        dims = []
+        size = None
+        for aval, axis in zip(avals, axes):
+            if axis is None:
+                dims.append(NOT_MAPPED)
+                continue
+            if not isinstance(axis, int):
+                raise TypeCheckError(f"vmap in_axes entries must be int or None, got {axis!r}",
+                                     user_frame_info())
+            if not -aval.ndim <= axis < max(aval.ndim, 1) or aval.ndim == 0:
+                raise ShapeError(f"vmap in_axes={axis} is out of range for an argument of "
+                                 f"shape {aval.shape}", user_frame_info())
+            axis %= aval.ndim
+            if size is not None and aval.shape[axis] != size:
+                raise ShapeError(f"vmap got inconsistent sizes along the mapped axes: "
+                                 f"{size} and {aval.shape[axis]}", user_frame_info())
+            size = aval.shape[axis]
+            dims.append(axis)
+        if size is None:
+            raise TypeCheckError("vmap needs at least one argument with a mapped axis "
+                                 "(in_axes is None everywhere)", user_frame_info())
+        example_avals = [aval if d is NOT_MAPPED else
+                         ShapedArray(aval.shape[:d] + aval.shape[d + 1:], aval.dtype,
+                                     aval.weak_type)
+                         for aval, d in zip(avals, dims)]
+        graph, captured, out_tree = stage_function(fun, args_tree, example_avals)
+        out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
+        builder = GraphBuilder()
+        with using_builder(builder):
+            ins = [builder.new_input(a) for a in avals]
+            ins += [builder.new_input(v.aval) for v in graph.inputs[len(avals):]]
+            all_dims = dims + [NOT_MAPPED] * len(captured)
+            outs, out_dims = batch_eval(graph, ins, all_dims, size)
+            results = []
+            for x, d, axis in zip(outs, out_dims, out_axes_leaves):
+                if axis is None:
+                    if d is not NOT_MAPPED:
+                        raise TypeCheckError("vmap out_axes=None for an output that depends "
+                                             "on the mapped axis", user_frame_info())
+                    results.append(x)
+                else:
+                    x = move_to_front(x, d, size)
+                    results.append(x if axis == 0 else np.moveaxis(x, 0, axis))
+        batched = builder.build(results)
+        return batched, captured, lambda outs: tree_unflatten(out_tree, outs)
+
+    return Transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes)))
+
+
+def _freeze(tree):
+    leaves, treedef = tree_flatten(tree)
+    return (treedef, tuple(leaves))
+
+
+def _in_axes_leaves(in_axes, args_tree):
+    n_args = len(args_tree.children)
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, tuple) and len(in_axes) != n_args:
+        raise TreeMismatchError(f"vmap in_axes has {len(in_axes)} entries for {n_args} "
+                                "arguments", user_frame_info())
+    if not isinstance(in_axes, tuple):
+        in_axes = (in_axes,) * n_args
+    dummy_args = tree_unflatten(args_tree, [0] * args_tree.num_leaves)
+    try:
+        return broadcast_prefix(in_axes, dummy_args)
+    except TreeMismatchError as err:
+        raise TreeMismatchError(f"vmap in_axes: {err.cause}", user_frame_info()) from None
+
+
+def _out_axes_leaves(out_axes, out_tree):
+    dummy_out = tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+    try:
+        return broadcast_prefix(out_axes, dummy_out)
+    except TreeMismatchError as err:
+        raise TreeMismatchError(f"vmap out_axes: {err.cause}", user_frame_info()) from None

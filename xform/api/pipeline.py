@@ -1,0 +1,34 @@
+"""The passes between a transformed graph and its compiled code: optional element-wise
+fusion, the default pipeline, and copies of outputs callers must own."""
+from __future__ import annotations
+
+from xform.ir.core import Equation, Graph, Var
+from xform.passes import optimize
+from xform.passes.fuse import fuse_elementwise
+from xform.rules.shape import broadcast_to_p, copy_p
+from xform.runtime.config import config
+
+
+def fuse_if_enabled(graph):
+    """Element-wise regions as `elementwise` equations (xform.config.fusion): before reverse
+    mode so that their vjp keeps only partial derivatives, after it to merge each region
+    with its NDual form (bench/NDUAL.md)."""
+    return fuse_elementwise(graph) if config.fusion else graph
+
+
+def finish_graph(graph, fuse=False):
+    """The graph that gets compiled: the default passes applied, then results that would be
+    a constant or a read-only broadcast view copied, so callers get their own writable
+    arrays as numpy would give them (e.g. the gradient of np.sum)."""
+    graph = optimize(graph)
+    if fuse:
+        graph = fuse_if_enabled(graph)
+    const_vars = {var for var, _ in graph.consts}
+    broadcasts = {eqn.outputs[0] for eqn in graph.equations if eqn.primitive is broadcast_to_p}
+    shared = [a for a in graph.outputs
+              if type(a) is Var and a.aval.shape and (a in const_vars or a in broadcasts)]
+    if not shared:
+        return graph
+    copies = {a: Var(a.aval) for a in shared}
+    equations = list(graph.equations) + [Equation(copy_p, [a], [copies[a]]) for a in copies]
+    return Graph(graph.inputs, graph.consts, equations, [copies.get(a, a) for a in graph.outputs])

@@ -1,0 +1,105 @@
+"""`make_graph` (a function's graph, as staged) and `jit` (its compiled code per abstract
+signature)."""
+from __future__ import annotations
+
+import functools
+import operator
+
+from xform.api.dispatch import (CachedCall, aval_of_signature, leaf_signature,
+                                normalize_argnums)
+from xform.api.pipeline import finish_graph
+from xform.ir.builder import current_builder, stage_function
+from xform.runtime.cache import CACHE
+from xform.tree import tree_flatten, tree_unflatten
+
+
+def _unflattener(out_tree):
+    """outputs -> result pytree; a single output is returned as it is, with no pytree work."""
+    if out_tree.kind is None:
+        return operator.itemgetter(0)
+    return functools.partial(tree_unflatten, out_tree)
+
+
+def _split_static(args, static_argnums):
+    static = tuple((i, args[i]) for i in static_argnums)
+    dynamic = tuple(a for i, a in enumerate(args) if i not in static_argnums)
+    return dynamic, static
+
+
+def _with_static(fun, static, n_args):
+    if not static:
+        return fun
+
+    def call(*dynamic):
+        dynamic = iter(dynamic)
+        fixed = dict(static)
+        return fun(*[fixed[i] if i in fixed else next(dynamic) for i in range(n_args)])
+    return call
+
+
+def make_graph(fun, static_argnums=()):
+    """Stage `fun` and return its graph, as staged (no passes run).
+
+    >>> print(xform.make_graph(lambda x: np.sin(x) * 2.0)(np.ones(3)))
+    { lambda a:f64[3] . let
+        b:f64[3] = sin a
+        c:f64[3] = multiply b 2.0
+      in (c) }
+    """
+    static_nums_spec = ((static_argnums,) if isinstance(static_argnums, int)
+                        else tuple(static_argnums))
+
+    def staged(*args):
+        static_nums = (normalize_argnums(static_nums_spec, len(args))
+                       if static_nums_spec else ())
+        dynamic, static = _split_static(args, static_nums)
+        leaves, in_tree = tree_flatten(dynamic)
+        avals = [aval_of_signature(leaf_signature(x)) for x in leaves]
+        return stage_function(_with_static(fun, static, len(args)), in_tree, avals)[0]
+    return staged
+
+
+def jit(fun, static_argnums=()):
+    """Compile `fun` per abstract signature (pytree structure, shapes, dtypes, statics).
+
+    The compiled function computes what `fun` computes eagerly with numpy: the same values
+    bit for bit, dtypes, Python types and floating-point warnings. The one exception is
+    opt-in: under `xform.config.update("scalar_math", "fast")`, 0-d float64 work may use
+    Python's `math` functions, each within 4 ulp of numpy's (docs/ARCHITECTURE.md, "What
+    compiled code promises").
+
+    >>> f = xform.jit(lambda x: x * x + 1.0)
+    >>> f(np.arange(3.0))    # staged and compiled now; later f64[3] calls reuse the code
+    array([1., 2., 5.])
+    """
+    return _Jitted(fun, static_argnums)
+
+
+class _Jitted(CachedCall):
+    def __init__(self, fun, static_argnums):
+        super().__init__()
+        self.fun = fun
+        self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
+                               else static_argnums)
+        functools.update_wrapper(self, fun, updated=())
+
+    def _build_and_call(self, args):
+        fun = self.fun
+        if current_builder() is not None:
+            return fun(*args)
+        static_nums = (normalize_argnums(self.static_argnums, len(args))
+                       if self.static_argnums else ())
+        dynamic, static = _split_static(args, static_nums)
+        leaves, in_tree = tree_flatten(dynamic)
+        signature = tuple(map(leaf_signature, leaves))
+
+        def make():
+            avals = [aval_of_signature(s) for s in signature]
+            graph, _, out_tree = stage_function(_with_static(fun, static, len(args)), in_tree,
+                                                avals)
+            return CACHE.compiled(finish_graph(graph)).fn, _unflattener(out_tree)
+        entry = CACHE.build(fun, ("jit", in_tree, signature, static), make)
+        if not static:  # a static argument's value is part of the key: no cached path
+            self._remember(args, entry)
+        fn, finish = entry.value
+        return finish(fn(*leaves))
