@@ -6,19 +6,16 @@ import numpy as np
 
 from xform.errors import ShapeError, TypeCheckError
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, stage_function, using_builder
+from xform.ir.builder import stage_function
 from xform.ir.core import Graph, Primitive, Var, rewire
+from xform.ir.execute import compiled
 from xform.ir.interpret import eval_graph
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.ir.ad import NOT_MAPPED, Zero, aval, instantiate, move_to_front
 from xform.ir.rules import loop_batch, register
+from xform.transforms.derived import batch_of, jvp_of, vjp_of, vjp_parts_of
 from xform.tree import tree_flatten, tree_unflatten
-
-
-def _compiled(graph):
-    from xform.runtime.cache import CACHE
-    return CACHE.compiled(graph)
 
 
 def _same_type(avals_a, avals_b) -> bool:
@@ -29,62 +26,8 @@ def _types(avals) -> str:
     return "(" + ", ".join(a.str_short() for a in avals) + ")"
 
 
-def _memo(graph: Graph, key, build):
-    """Transformed sub-graphs are built once per (graph, transform), in the one cache, and
-    optimized: they are compiled and run as they are (often once per loop iteration)."""
-    from xform.runtime.cache import CACHE
-    from xform.passes import optimize
-
-    def make():
-        built = build()
-        return tuple(optimize(g) for g in built) if isinstance(built, tuple) else optimize(built)
-    return CACHE.build(graph, ("sub-graph",) + key, make, record=False).value
-
-
 def _out_avals(graph):
     return [a.aval for a in graph.outputs]
-
-
-def _vjp_of(graph: Graph, with_outputs: bool) -> Graph:
-    """(inputs, cts of the differentiable outputs) -> ([outputs,] cotangents of the
-    differentiable inputs)."""
-    from xform.transforms.vjp import vjp_eval
-    builder = GraphBuilder()
-    with using_builder(builder):
-        ins = [builder.new_input(v.aval) for v in graph.inputs]
-        cts = [builder.new_input(tangent_aval(a.aval)) if is_differentiable(a.aval)
-               else Zero(a.aval) for a in graph.outputs]
-        outs, cts_in = vjp_eval(graph, ins, cts)
-        grads = [instantiate(ct) for ct, v in zip(cts_in, graph.inputs)
-                 if is_differentiable(v.aval)]
-    return builder.build((list(outs) if with_outputs else []) + grads)
-
-
-def _vjp_parts(graph: Graph):
-    """Forward and backward graphs of `graph`'s vjp (see transforms.vjp.split_graph).
-
-    forward: inputs -> (outputs, residuals); backward: (residuals, cts of the differentiable
-    outputs) -> cotangents of the differentiable inputs. Residual count is `len(forward.outputs)
-    - len(graph.outputs)`.
-    """
-    from xform.transforms.vjp import split_graph
-    return _memo(graph, ("vjp_parts",), lambda: split_graph(
-        _vjp_of(graph, with_outputs=True), len(graph.inputs), len(graph.outputs)))
-
-
-def _vjp_combined(graph: Graph):
-    """(inputs, cts of differentiable outputs) -> cotangents of differentiable inputs."""
-    return _memo(graph, ("vjp",), lambda: _vjp_of(graph, with_outputs=False))
-
-
-def _jvp(graph: Graph, nonzeros):
-    from xform.transforms.jvp import jvp_graph
-    return _memo(graph, ("jvp", tuple(nonzeros)), lambda: jvp_graph(graph, nonzeros))
-
-
-def _batch(graph: Graph, dims, size):
-    from xform.transforms.batch import batch_graph
-    return _memo(graph, ("batch", tuple(dims), size), lambda: batch_graph(graph, dims, size))
 
 
 def _lane_mask(mask, like, size):
@@ -99,7 +42,7 @@ cond_p = Primitive("cond", multiple_results=True)
 
 def _cond_impl(index, *operands, branches):
     index = min(max(int(index), 0), len(branches) - 1)
-    return _compiled(branches[index])(*operands)
+    return compiled(branches[index])(*operands)
 
 
 def _cond_abstract_eval(index, *operands, branches):
@@ -109,7 +52,7 @@ def _cond_abstract_eval(index, *operands, branches):
 def _cond_jvp(primals, tangents, *, branches):
     index, *operands = primals
     nonzeros = [type(t) is not Zero for t in tangents[1:]]
-    jvp_branches = tuple(_jvp(b, nonzeros) for b in branches)
+    jvp_branches = tuple(jvp_of(b, nonzeros) for b in branches)
     live_tangents = [t for t in tangents[1:] if type(t) is not Zero]
     outs = cond_p.bind(index, *operands, *live_tangents, branches=jvp_branches)
     n_out = len(branches[0].outputs)
@@ -121,7 +64,7 @@ def _cond_vjp(primals, outs, cts, *, branches):
     live_cts = [instantiate(ct) for ct, a in zip(cts, _out_avals(branches[0]))
                 if is_differentiable(a)]
     grads = iter(cond_p.bind(index, *operands, *live_cts,
-                             branches=tuple(_vjp_combined(b) for b in branches)))
+                             branches=tuple(vjp_of(b) for b in branches)))
     return [None] + [next(grads) if is_differentiable(v.aval) else None
                      for v in branches[0].inputs]
 
@@ -129,7 +72,7 @@ def _cond_vjp(primals, outs, cts, *, branches):
 def _cond_batch(size, args, dims, *, branches):
     index, *operands = args
     index_dim, *operand_dims = dims
-    batched = [_batch(b, operand_dims, size) for b in branches]
+    batched = [batch_of(b, operand_dims, size) for b in branches]
     if index_dim is NOT_MAPPED:
         outs = cond_p.bind(index, *operands, branches=tuple(batched))
         return outs, [0] * len(outs)
@@ -261,7 +204,7 @@ def _while_split(args, n_carry, n_cond_consts):
 
 def _while_impl(*args, cond_graph, body_graph, n_carry, n_cond_consts):
     carry, cond_consts, body_consts = _while_split(args, n_carry, n_cond_consts)
-    cond_fn, body_fn = _compiled(cond_graph), _compiled(body_graph)
+    cond_fn, body_fn = compiled(cond_graph), compiled(body_graph)
     while cond_fn(*carry, *cond_consts)[0]:
         carry = body_fn(*carry, *body_consts)
     return carry
@@ -277,7 +220,7 @@ def _while_jvp(primals, tangents, *, cond_graph, body_graph, n_carry, n_cond_con
     # Every differentiable carry gets a tangent: the body may make a zero one nonzero.
     carry_nz = [is_differentiable(aval(x)) for x in carry]
     consts_nz = [type(t) is not Zero for t in t_body_consts]
-    jvp_body = _jvp(body_graph, carry_nz + consts_nz)
+    jvp_body = jvp_of(body_graph, carry_nz + consts_nz)
     n_body_consts = len(body_consts)
     n_t_carry = sum(carry_nz)
     ins = jvp_body.inputs
@@ -317,8 +260,8 @@ def _while_batch(size, args, dims, *, cond_graph, body_graph, n_carry, n_cond_co
     # Carries are batched throughout (the body may mix in batched values); lanes whose
     # predicate is false keep their carry while the others go on.
     carry = [move_to_front(x, d, size) for x, d in zip(carry, dims[:n_carry])]
-    batched_cond = _batch(cond_graph, [0] * n_carry + list(cond_dims), size)
-    batched_body = _batch(body_graph, [0] * n_carry + list(body_dims), size)
+    batched_cond = batch_of(cond_graph, [0] * n_carry + list(cond_dims), size)
+    batched_body = batch_of(body_graph, [0] * n_carry + list(body_dims), size)
 
     def any_lane(*args):
         return np.sum(eval_graph(batched_cond, *args[:n_carry], *args[n_carry:])[0]) > 0
@@ -364,7 +307,7 @@ def _while_fold(eqn, known):
                 return None
             value = np.zeros(var.aval.shape, var.aval.dtype)
         cond_args.append(value)
-    if _compiled(cond_graph)(*cond_args)[0]:
+    if compiled(cond_graph)(*cond_args)[0]:
         return None
     identity_inputs = [Var(a.aval) for a in eqn.inputs[:n_carry]]
     return Graph(identity_inputs, (), (), identity_inputs), list(eqn.inputs[:n_carry])
@@ -385,9 +328,9 @@ def _while_grad_impl(*args, cond_graph, body_graph, n_carry, n_cond_consts):
     n_primal = len(body_graph.inputs) + n_cond_consts
     primals, cts = args[:n_primal], list(args[n_primal:])
     carry, cond_consts, body_consts = _while_split(primals, n_carry, n_cond_consts)
-    forward, backward = _vjp_parts(body_graph)
-    cond_fn, forward_fn, backward_fn = (_compiled(cond_graph), _compiled(forward),
-                                        _compiled(backward))
+    forward, backward = vjp_parts_of(body_graph)
+    cond_fn, forward_fn, backward_fn = (compiled(cond_graph), compiled(forward),
+                                        compiled(backward))
     stack = []
     while cond_fn(*carry, *cond_consts)[0]:
         outs = forward_fn(*carry, *body_consts)
@@ -453,7 +396,7 @@ def _scan_split(args, n_carry, n_xs):
 
 def _scan_impl(*args, body, n_carry, n_xs, length, reverse):
     carry, xs, consts = _scan_split(args, n_carry, n_xs)
-    body_fn = _compiled(body)
+    body_fn = compiled(body)
     ys = []
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
         outs = body_fn(*carry, *[x[i] for x in xs], *consts)
@@ -479,7 +422,7 @@ def _scan_jvp(primals, tangents, *, body, n_carry, n_xs, length, reverse):
     carry_nz = [is_differentiable(aval(x)) for x in carry]
     xs_nz = [type(t) is not Zero for t in t_xs]
     consts_nz = [type(t) is not Zero for t in t_consts]
-    jvp_body = _jvp(body, carry_nz + xs_nz + consts_nz)
+    jvp_body = jvp_of(body, carry_nz + xs_nz + consts_nz)
     ins = list(jvp_body.inputs)
     n_primal = len(body.inputs)
     p_carry, p_xs, p_consts = _scan_split(ins[:n_primal], n_carry, n_xs)
@@ -514,7 +457,7 @@ def _scan_vjp(primals, outs, cts, *, body, n_carry, n_xs, length, reverse):
     """Forward scan over the body's forward part, stacking residuals per iteration; then a
     reverse scan over its backward part. Both are scans, so this differentiates again."""
     carry, xs, consts = _scan_split(primals, n_carry, n_xs)
-    forward, backward = _vjp_parts(body)
+    forward, backward = vjp_parts_of(body)
     n_out = len(body.outputs)
     n_res = len(forward.outputs) - n_out
     body_consts = body.inputs[n_carry + n_xs:]
@@ -583,7 +526,7 @@ def _scan_batch(size, args, dims, *, body, n_carry, n_xs, length, reverse):
     # xs are sliced along axis 0 by the loop, so their batch axis goes to 1.
     xs = [x if d is NOT_MAPPED else np.moveaxis(x, d, 1) for x, d in zip(xs, xs_dims)]
     x_dims = [NOT_MAPPED if d is NOT_MAPPED else 0 for d in xs_dims]
-    batched = _batch(body, [0] * n_carry + x_dims + list(consts_dims), size)
+    batched = batch_of(body, [0] * n_carry + x_dims + list(consts_dims), size)
     outs = scan_p.bind(*carry, *xs, *consts, body=batched, n_carry=n_carry, n_xs=n_xs,
                        length=length, reverse=reverse)
     ys = [np.moveaxis(y, 1, 0) for y in outs[n_carry:]]

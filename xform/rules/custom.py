@@ -21,13 +21,14 @@ from xform.errors import MissingRuleError, ShapeError, TypeCheckError, XformErro
 from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, current_builder, using_builder
 from xform.ir.core import Primitive
+from xform.ir.execute import compiled
 from xform.ir.interpret import eval_graph
 from xform.source_info import SourceInfo, user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import FunctionRef
-from xform.rules.control_flow import _batch, _memo
 from xform.ir.ad import aval, instantiate, zero_tangent
 from xform.ir.rules import register
+from xform.transforms.derived import batch_of, derived_graph
 from xform.tree import tree_flatten, tree_leaves, tree_structure, tree_unflatten
 
 
@@ -207,26 +208,26 @@ class BatchedCallee(_Callee):
                 for a in self.base.out_avals(key)]
 
     def primal_graph(self, key):
-        return _batch(self.base.primal_graph(key), self.dims, self.size)
+        return batch_of(self.base.primal_graph(key), self.dims, self.size)
 
     def _diff_dims(self, key):
         return tuple(d for d, diff in zip(self.dims, _diff_mask(key)) if diff)
 
     def jvp_graph(self, key):
         # A tangent is laid out as its primal: same batch dim.
-        return _batch(self.base.jvp_graph(key), self.dims + self._diff_dims(key), self.size)
+        return batch_of(self.base.jvp_graph(key), self.dims + self._diff_dims(key), self.size)
 
     def fwd_graph(self, key):
-        return _batch(self.base.fwd_graph(key), self.dims, self.size)
+        return batch_of(self.base.fwd_graph(key), self.dims, self.size)
 
     def bwd_graph(self, key):
         graph = self.base.bwd_graph(key)
         n_nondiff = _n_nondiff(key)
         dims = self.dims[:n_nondiff] + (0,) * (len(graph.inputs) - n_nondiff)
-        batched = _batch(graph, dims, self.size)
+        batched = batch_of(graph, dims, self.size)
         diff_dims = self._diff_dims(key)
-        return _memo(batched, ("input layout", diff_dims),
-                     lambda: _in_layout(batched, diff_dims))
+        return derived_graph(batched, ("input layout", diff_dims),
+                             lambda: _in_layout(batched, diff_dims))
 
 
 def _in_layout(graph, dims):
@@ -334,8 +335,7 @@ custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 
 
 def _custom_impl(*args, callee, key):
-    from xform.runtime.cache import CACHE
-    return CACHE.compiled(callee.primal_graph(key))(*args)
+    return compiled(callee.primal_graph(key))(*args)
 
 
 def _custom_abstract_eval(*avals, callee, key):

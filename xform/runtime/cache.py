@@ -14,8 +14,11 @@ import threading
 import weakref
 from collections import OrderedDict
 
+from xform import passes
 from xform.codegen import compile_graph
-from xform.runtime.dependencies import Dependencies, recording
+from xform.ir import execute
+from xform.runtime.dependencies import Dependencies, note, recording
+from xform.runtime.executors import map_chunks
 
 
 @contextlib.contextmanager
@@ -164,6 +167,7 @@ class Cache:
             for entry in entries:
                 self._retire(entry)
             self._compiled.clear()
+            execute.forget_compiled()
 
     def info(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "builds": self.builds,
@@ -208,3 +212,35 @@ def set_cache_size(max_entries: int) -> None:
     with CACHE._lock:
         CACHE.max_entries = int(max_entries)
         CACHE._evict_beyond(CACHE.max_entries)
+
+
+def _compiled_function(graph):
+    return CACHE.compiled(graph).fn
+
+
+def _build_staging(fun, key, make):
+    entry = CACHE.build(fun, key, make)
+    note(entry.dependencies)  # an enclosing staging depends on what this one read
+    return entry.value
+
+
+def _lookup_staging(fun, key):
+    entry = CACHE.lookup(fun, key)
+    if entry is None:
+        return None
+    note(entry.dependencies)
+    return entry.value
+
+
+def _clean(graph):
+    return passes.eliminate_dead_code(passes.eliminate_common_subexpressions(
+        passes.fold_constants(graph)))
+
+
+# What runs below the runtime reaches the cache, the compiler, the passes and the executors
+# through these hooks.
+execute.install(
+    compiled=_compiled_function, map_chunks=map_chunks,
+    build=lambda graph, key, make: CACHE.build(graph, key, make, record=False).value,
+    build_staging=_build_staging, lookup_staging=_lookup_staging, optimize=passes.optimize,
+    clean=_clean, prune=passes.eliminate_dead_code, inline=passes.inline_calls)
