@@ -61,6 +61,10 @@ _lookup_staging = _not_found
 _optimize = _clean = _prune = _inline = _as_is
 
 
+_HOOKS = ("compiled", "map_chunks", "build", "build_staging", "lookup_staging", "optimize",
+          "clean", "prune", "inline")
+
+
 def install(**hooks) -> None:
     """Replace hooks by name (the runtime does, at import). `compiled(graph) -> callable(*args)
     -> list`; `map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size)` writes a
@@ -69,14 +73,10 @@ def install(**hooks) -> None:
     recording what staging `fun` read; `lookup_staging(fun, key)` the value built if still
     valid, else None; `optimize`, `clean` (no fusion), `prune` (dead code only) and
     `inline(graph, max_equations)` are passes."""
-    for name, hook in hooks.items():
-        if f"_{name}" not in _HOOKS:
-            raise KeyError(f"no hook named {name!r}; hooks: {', '.join(_HOOKS)}")
-        globals()[f"_{name}"] = hook
-
-
-_HOOKS = ("_compiled", "_map_chunks", "_build", "_build_staging", "_lookup_staging",
-          "_optimize", "_clean", "_prune", "_inline")
+    unknown = set(hooks) - set(_HOOKS)
+    if unknown:
+        raise KeyError(f"no hook named {', '.join(sorted(unknown))}; hooks: {', '.join(_HOOKS)}")
+    globals().update({f"_{name}": hook for name, hook in hooks.items()})
 
 
 def compiled(graph):
