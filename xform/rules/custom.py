@@ -26,6 +26,7 @@ from xform.ir.interpret import eval_graph
 from xform.source_info import SourceInfo, user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import FunctionRef
+from xform.rules.subgraphs import describe_types
 from xform.ir.ad import aval, instantiate, zero_tangent
 from xform.ir.rules import register
 from xform.transforms.derived import batch_of, derived_graph
@@ -41,10 +42,6 @@ def _defined_at(fn) -> SourceInfo | None:
     while linecache.getline(code.co_filename, lineno).lstrip().startswith("@"):
         lineno += 1  # the def line, not its decorators
     return SourceInfo(code.co_filename, lineno, code.co_name)
-
-
-def _types(avals) -> str:
-    return "(" + ", ".join(a.str_short() for a in avals) + ")"
 
 
 # == callees: the function and its rules, per nondiff values; batched variants ================
@@ -144,9 +141,9 @@ class CustomCallee(_Callee):
         outs, tangents = graph.out_avals[:len(primal_avals)], graph.out_avals[len(primal_avals):]
         if ([(a.shape, a.dtype) for a in outs] != [(a.shape, a.dtype) for a in primal_avals]
                 or [a.shape for a in tangents] != [a.shape for a in primal_avals]):
-            raise ShapeError(f"the jvp rule of '{self.name}' returns {_types(outs)} and "
-                             f"tangents {_types(tangents)}; {self.name} returns "
-                             f"{_types(primal_avals)}", where)
+            raise ShapeError(f"the jvp rule of '{self.name}' returns {describe_types(outs)} and "
+                             f"tangents {describe_types(tangents)}; {self.name} returns "
+                             f"{describe_types(primal_avals)}", where)
         return graph
 
     def fwd_graph(self, key):
@@ -165,7 +162,7 @@ class CustomCallee(_Callee):
                 != [(a.shape, a.dtype) for a in primal_avals]):
             raise TypeCheckError(f"the fwd of '{self.name}' must return (out, residuals) with out "
                                  f"like {self.name}'s output {primal_tree} "
-                                 f"{_types(primal_avals)}, got {out_tree}",
+                                 f"{describe_types(primal_avals)}, got {out_tree}",
                                  _defined_at(owner.fwd))
         return graph
 
