@@ -1,6 +1,7 @@
 """threaded_map: a scalar function applied element-wise across arrays, in chunks on a shared
-thread pool. One primitive whose jvp, vjp and batch rules are threaded_maps again, over the
-transformed scalar graph, so derivatives run in parallel too."""
+thread pool (xform.runtime.executors, through xform.ir.execute.map_chunks). One primitive whose
+jvp, vjp and batch rules are threaded_maps again, over the transformed scalar graph, so
+derivatives run in parallel too."""
 from __future__ import annotations
 
 import hashlib

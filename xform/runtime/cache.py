@@ -5,6 +5,8 @@ Entries carry the dependencies recorded while they were staged (xform.dependenci
 re-checks them, so redefining a function the entry reached rebuilds it. The cache is bounded
 (least recently used entries go first), holds functions weakly, and builds an entry once even
 when many threads ask for it at the same time. `xform.cache_info()` exposes the counters.
+At import it installs the hooks (xform.ir.execute) through which the layers below run compiled
+graphs, cache stagings and derived graphs, map threaded_map's chunks and optimize.
 """
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def _cotangent_graph(graph: Graph, live) -> Graph:
     builder = GraphBuilder()
     with using_builder(builder):
         ins = [builder.new_input(v.aval) for v in graph.inputs]
-        # A non-live output's cotangent is a symbolic zero, never read as a value.
+        # vjp_eval drops a zero seed before reading it: float0 or the primal dtype is alike.
         cts = [builder.new_input(tangent_aval(a.aval)) if is_live else zero_tangent(a.aval)
                for a, is_live in zip(graph.outputs, live)]
         _, cts_in = vjp_eval(graph, ins, cts)
