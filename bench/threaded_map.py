@@ -12,7 +12,7 @@ import numpy as np
 
 import xform
 from bench.timing import compare, fmt, machine
-from xform.rules.threaded_map import DEFAULT_CHUNK_SIZE, default_num_threads
+from xform.runtime.executors import DEFAULT_CHUNK_SIZE, default_num_threads
 
 N = 2_000_000
 THREADS = (1, 2, 4)

@@ -387,3 +387,27 @@ def test_one_cache_holds_callee_and_sub_graphs_too():
     assert xform.cache_info()["entries"] == 0
     assert xform.grad(f)(0.5) == pytest.approx(2 * np.cos(0.5))
     assert callee.ref.stage_count == 2  # cleared with everything else, staged again
+
+
+def test_a_fused_region_runs_code_of_the_current_debug_mode():
+    from xform.rules.elementwise import _RUNNERS, elementwise_p
+    f = xform.jit(xform.grad(lambda x: np.sum(np.sin(x) * np.exp(x) + x)))
+    graph = xform.make_graph(f)(np.ones(3))
+    assert any(e.primitive is elementwise_p for e in graph.equations)
+    f(np.ones(3))
+    assert len(_RUNNERS) > 0
+    with xform.config.debug_mode():
+        assert len(_RUNNERS) == 0  # compiled without checks: dropped with the compiled code
+        np.testing.assert_allclose(f(np.ones(3)), (np.cos(1) + np.sin(1)) * np.e + 1)
+    assert len(_RUNNERS) == 0
+
+
+def test_without_the_runtime_graphs_are_interpreted_and_mapped_serially(monkeypatch):
+    from xform.ir import execute
+    monkeypatch.setattr(execute, "_compiled", execute._interpreted)
+    monkeypatch.setattr(execute, "_map_chunks", execute._serial_map)
+    x = np.linspace(0.0, 1.0, 7)
+    np.testing.assert_array_equal(xform.threaded_map(lambda a: np.sin(a) * 2.0, x),
+                                  np.sin(x) * 2.0)
+    assert xform.fori_loop(0, 3, lambda i, v: v * 2.0, 1.0) == 8.0
+    assert xform.while_loop(lambda v: v < 10.0, lambda v: v * 2.0, 1.0) == 16.0

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import xform
 from xform import threaded_map
 from xform.rules import threaded_map as tm_module
+from xform.runtime import executors
 from xform.testing import check_grads, check_primitive
 from xform.testing import strategies as xst
 
@@ -225,7 +226,7 @@ def test_results_are_identical_for_any_thread_count():
 def test_one_thread_never_touches_the_pool(monkeypatch):
     def no_pool():
         raise AssertionError("the pool was used")
-    monkeypatch.setattr(tm_module, "_shared_pool", no_pool)
+    monkeypatch.setattr(executors, "_shared_pool", no_pool)
     x = np.linspace(-1, 1, 50)
     np.testing.assert_array_equal(threaded_map(bench_f, x, num_threads=1, chunk_size=4),
                                   bench_f(x))

@@ -13,12 +13,13 @@ import functools
 
 from xform.errors import TypeCheckError
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
-from xform.runtime.dependencies import note
 from xform.ir.builder import stage_function, using_builder
 from xform.ir.core import Primitive
+from xform.ir.execute import build_staging, compiled, lookup_staging
 from xform.source_info import user_frame_info
 from xform.ir.ad import Zero, aval, instantiate
 from xform.ir.rules import register
+from xform.transforms.derived import batch_of, jvp_of, vjp_of
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -49,18 +50,9 @@ class FunctionRef:
     def in_avals(self, key):
         return list(key[1])
 
-    def _cached(self, key):
-        """The cached (graph, out_tree) at `key` if what it was staged from is unchanged."""
-        from xform.runtime.cache import CACHE
-        entry = CACHE.lookup(self.fun, ("callee", key))
-        if entry is None:
-            return None
-        note(entry.dependencies)
-        return entry.value
-
     def out_type(self, key):
         """(out_avals, out_tree) of the callee at signature `key`."""
-        entry = self._cached(key)
+        entry = lookup_staging(self.fun, ("callee", key))
         if entry is not None:
             return entry[0].out_avals, entry[1]
         if key in self._in_progress:
@@ -74,13 +66,10 @@ class FunctionRef:
         return self.graph_and_tree(key)[0]
 
     def graph_and_tree(self, key):
-        from xform.runtime.cache import CACHE
-        entry = self._cached(key)
+        entry = lookup_staging(self.fun, ("callee", key))
         if entry is not None:
             return entry
-        entry = CACHE.build(self.fun, ("callee", key), lambda: self._stage(key))
-        note(entry.dependencies)
-        return entry.value
+        return build_staging(self.fun, ("callee", key), lambda: self._stage(key))
 
     def _stage(self, key):
         in_tree, avals = key
@@ -153,32 +142,21 @@ class DerivedRef(FunctionRef):
         return avals, None
 
     def graph_and_tree(self, key):
-        from xform.runtime.cache import CACHE
-        # Keyed by the base graph: rebuilt whenever the base callee is restaged.
+        # Derived from the base graph: rebuilt whenever the base callee is restaged.
         base = self.base.graph(key)
-        entry = CACHE.build(base, ("derived", self.transform), lambda: self._transform(base),
-                            record=False)
-        return entry.value, None
-
-    def _transform(self, base):
         kind = self.transform[0]
-        self.stage_count += 1
         if kind == "jvp":
-            from xform.transforms.jvp import jvp_graph
-            return jvp_graph(base, self.transform[1])
+            return jvp_of(base, self.transform[1]), None
         if kind == "vjp":
-            from xform.rules.control_flow import _vjp_combined
-            return _vjp_combined(base)
-        from xform.transforms.batch import batch_graph
-        return batch_graph(base, self.transform[1], self.transform[2])
+            return vjp_of(base), None
+        return batch_of(base, self.transform[1], self.transform[2]), None
 
 
 call_p = Primitive("call", multiple_results=True)
 
 
 def _call_impl(*args, callee, key):
-    from xform.runtime.cache import CACHE
-    return CACHE.compiled(callee.graph(key))(*args)
+    return compiled(callee.graph(key))(*args)
 
 
 def _call_abstract_eval(*avals, callee, key):

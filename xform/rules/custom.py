@@ -21,13 +21,15 @@ from xform.errors import MissingRuleError, ShapeError, TypeCheckError, XformErro
 from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, current_builder, using_builder
 from xform.ir.core import Primitive
+from xform.ir.execute import compiled
 from xform.ir.interpret import eval_graph
 from xform.source_info import SourceInfo, user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import FunctionRef
-from xform.rules.control_flow import _batch, _memo
+from xform.rules.subgraphs import describe_types
 from xform.ir.ad import aval, instantiate, zero_tangent
 from xform.ir.rules import register
+from xform.transforms.derived import batch_of, derived_graph
 from xform.tree import tree_flatten, tree_leaves, tree_structure, tree_unflatten
 
 
@@ -40,10 +42,6 @@ def _defined_at(fn) -> SourceInfo | None:
     while linecache.getline(code.co_filename, lineno).lstrip().startswith("@"):
         lineno += 1  # the def line, not its decorators
     return SourceInfo(code.co_filename, lineno, code.co_name)
-
-
-def _types(avals) -> str:
-    return "(" + ", ".join(a.str_short() for a in avals) + ")"
 
 
 # == callees: the function and its rules, per nondiff values; batched variants ================
@@ -143,9 +141,9 @@ class CustomCallee(_Callee):
         outs, tangents = graph.out_avals[:len(primal_avals)], graph.out_avals[len(primal_avals):]
         if ([(a.shape, a.dtype) for a in outs] != [(a.shape, a.dtype) for a in primal_avals]
                 or [a.shape for a in tangents] != [a.shape for a in primal_avals]):
-            raise ShapeError(f"the jvp rule of '{self.name}' returns {_types(outs)} and "
-                             f"tangents {_types(tangents)}; {self.name} returns "
-                             f"{_types(primal_avals)}", where)
+            raise ShapeError(f"the jvp rule of '{self.name}' returns {describe_types(outs)} and "
+                             f"tangents {describe_types(tangents)}; {self.name} returns "
+                             f"{describe_types(primal_avals)}", where)
         return graph
 
     def fwd_graph(self, key):
@@ -164,7 +162,7 @@ class CustomCallee(_Callee):
                 != [(a.shape, a.dtype) for a in primal_avals]):
             raise TypeCheckError(f"the fwd of '{self.name}' must return (out, residuals) with out "
                                  f"like {self.name}'s output {primal_tree} "
-                                 f"{_types(primal_avals)}, got {out_tree}",
+                                 f"{describe_types(primal_avals)}, got {out_tree}",
                                  _defined_at(owner.fwd))
         return graph
 
@@ -207,26 +205,26 @@ class BatchedCallee(_Callee):
                 for a in self.base.out_avals(key)]
 
     def primal_graph(self, key):
-        return _batch(self.base.primal_graph(key), self.dims, self.size)
+        return batch_of(self.base.primal_graph(key), self.dims, self.size)
 
     def _diff_dims(self, key):
         return tuple(d for d, diff in zip(self.dims, _diff_mask(key)) if diff)
 
     def jvp_graph(self, key):
         # A tangent is laid out as its primal: same batch dim.
-        return _batch(self.base.jvp_graph(key), self.dims + self._diff_dims(key), self.size)
+        return batch_of(self.base.jvp_graph(key), self.dims + self._diff_dims(key), self.size)
 
     def fwd_graph(self, key):
-        return _batch(self.base.fwd_graph(key), self.dims, self.size)
+        return batch_of(self.base.fwd_graph(key), self.dims, self.size)
 
     def bwd_graph(self, key):
         graph = self.base.bwd_graph(key)
         n_nondiff = _n_nondiff(key)
         dims = self.dims[:n_nondiff] + (0,) * (len(graph.inputs) - n_nondiff)
-        batched = _batch(graph, dims, self.size)
+        batched = batch_of(graph, dims, self.size)
         diff_dims = self._diff_dims(key)
-        return _memo(batched, ("input layout", diff_dims),
-                     lambda: _in_layout(batched, diff_dims))
+        return derived_graph(batched, ("input layout", diff_dims),
+                             lambda: _in_layout(batched, diff_dims))
 
 
 def _in_layout(graph, dims):
@@ -334,8 +332,7 @@ custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 
 
 def _custom_impl(*args, callee, key):
-    from xform.runtime.cache import CACHE
-    return CACHE.compiled(callee.primal_graph(key))(*args)
+    return compiled(callee.primal_graph(key))(*args)
 
 
 def _custom_abstract_eval(*avals, callee, key):

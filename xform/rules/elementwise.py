@@ -3,16 +3,13 @@ equations, whose closed graph is its `region` param (made by xform.passes.fuse).
 the region once in forward mode with one tangent direction per differentiable input (NDual)."""
 from __future__ import annotations
 
-import weakref
-
 import attrs
 import numpy as np
 
-from xform.runtime.cache import CACHE
-from xform.runtime.config import config
 from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal, Primitive, rewire
+from xform.ir.execute import cleaned, compiled, compiled_memo, pruned
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.rules.binary import BINARY_PRIMITIVES
@@ -21,6 +18,9 @@ from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
 from xform.ir.rules import register, rule_for
 from xform.rules.unary import UNARY_PRIMITIVES, convert_p, stop_gradient_p
+from xform.transforms.derived import memo
+from xform.transforms.jvp import fit_tangent, jvp_eval
+from xform.transforms.vjp import vjp_eval
 
 # Widest region (distinct differentiable inputs) whose vjp uses NDual rather than the
 # per-equation rules; measured in bench/NDUAL.md.
@@ -35,14 +35,8 @@ FUSIBLE = frozenset([*UNARY_PRIMITIVES.values(), *BINARY_PRIMITIVES.values(),
                      elementwise_p])
 
 BLOCK = 1 << 15  # elements per block of a large region: a block's intermediates stay in cache
-# region -> (config.debug when compiled, the function running it): one lookup per call
-_RUNNERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _memo(region, key, build):
-    """Graphs derived from `region` (its jvp, NDual, retyped and pruned forms) are built once
-    each, in the one cache."""
-    return CACHE.build(region, ("elementwise",) + key, build, record=False).value
+# region -> the function running it, one lookup per call; dropped with the compiled code
+_RUNNERS = compiled_memo()
 
 
 def clean_region(graph):
@@ -55,22 +49,19 @@ def clean_region(graph):
         c:f64[] = add b b
       in (c) }
     """
-    from xform.passes.cse import eliminate_common_subexpressions
-    from xform.passes.dce import eliminate_dead_code
-    from xform.passes.fold import fold_constants
-    return eliminate_dead_code(eliminate_common_subexpressions(fold_constants(graph)))
+    return cleaned(graph)
 
 
 def _elementwise_impl(*args, max_width, region):
     runner = _RUNNERS.get(region)
-    if runner is None or runner[0] is not config.debug:
-        runner = _RUNNERS[region] = (config.debug, _runner(region))
-    return runner[1](*args)
+    if runner is None:
+        runner = _RUNNERS[region] = _runner(region)
+    return runner(*args)
 
 
 def _runner(region):
     """The function running `region`: its compiled code, block by block when it is large."""
-    run = CACHE.compiled(region).fn
+    run = compiled(region)
     plan = _BlockPlan.of(region)
     if plan is None:
         return run
@@ -171,8 +162,6 @@ def _elementwise_abstract_eval(*avals, max_width, region):
 def _jvp_region(region, nonzeros):
     """(graph, diff): graph maps (inputs, tangents of the `nonzeros` inputs) to the tangents of
     the outputs marked in `diff` (those with a nonzero tangent)."""
-    from xform.transforms.jvp import jvp_eval
-
     def build():
         builder = GraphBuilder()
         with using_builder(builder):
@@ -184,13 +173,12 @@ def _jvp_region(region, nonzeros):
                      for t, a in zip(t_outs, region.outputs))
         graph = builder.build([t for t, d in zip(t_outs, diff) if d])
         return clean_region(graph), diff
-    return _memo(region, ("jvp", nonzeros), build)
+    return memo(region, ("elementwise_jvp", nonzeros), build)
 
 
 def _elementwise_jvp(primals, tangents, *, max_width, region):
     # Two equations rather than one computing both: the tangent one depends on the tangents
     # and the primal one does not, so linearize can split them apart.
-    from xform.transforms.jvp import fit_tangent
     outs = elementwise_p.bind(*primals, max_width=max_width, region=region)
     nonzeros = tuple(type(t) is not Zero for t in tangents)
     graph, diff = _jvp_region(region, nonzeros)
@@ -237,7 +225,7 @@ def _ndual_region(region, live, directions):
                     else:
                         partials[(k, i)] = ("value", t)
         return clean_region(builder.build(outs + traced)), partials
-    return _memo(region, ("ndual", live, directions), build)
+    return memo(region, ("elementwise_ndual", live, directions), build)
 
 
 def _ndual_step(eqn, env, tangent_envs):
@@ -274,7 +262,6 @@ def _elementwise_vjp(primals, outs, cts, *, max_width, region):
         return (None,) * len(primals)
     if len(directions) > max_width:
         # Trace-through: the per-equation rules on the region (its primal is evaluated again).
-        from xform.transforms.vjp import vjp_eval
         _, cts_in = vjp_eval(region, list(primals), list(cts))
         return tuple(None if type(ct) is Zero else ct for ct in cts_in)
     live = tuple(k for k, (ct, a) in enumerate(zip(cts, region.outputs))
@@ -300,7 +287,7 @@ def _retyped(region, avals):
         with using_builder(builder):
             outs = eval_graph(region, *[builder.new_input(a) for a in avals])
         return builder.build(outs)
-    return _memo(region, ("retyped", tuple(avals)), build)
+    return memo(region, ("elementwise_retyped", tuple(avals)), build)
 
 
 def _elementwise_batch(size, args, dims, *, max_width, region):
@@ -333,10 +320,8 @@ def _elementwise_dce(eqn, used):
     region = eqn.params["region"]
 
     def build():
-        from xform.passes.dce import eliminate_dead_code
-        return eliminate_dead_code(rewire(region, region.inputs,
-                                          [k for k, u in enumerate(used) if u]))
-    smaller = _memo(region, ("dce", used), build)
+        return pruned(rewire(region, region.inputs, [k for k, u in enumerate(used) if u]))
+    smaller = memo(region, ("elementwise_dce", used), build)
     return attrs.evolve(eqn, outputs=[v for v, u in zip(eqn.outputs, used) if u],
                         params={**eqn.params, "region": smaller})
 

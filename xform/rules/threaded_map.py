@@ -1,36 +1,33 @@
 """threaded_map: a scalar function applied element-wise across arrays, in chunks on a shared
-thread pool. One primitive whose jvp, vjp and batch rules are threaded_maps again, over the
-transformed scalar graph, so derivatives run in parallel too."""
+thread pool (xform.runtime.executors, through xform.ir.execute.map_chunks). One primitive whose
+jvp, vjp and batch rules are threaded_maps again, over the transformed scalar graph, so
+derivatives run in parallel too."""
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import inspect
-import itertools
-import os
-import threading
 import types
 import weakref
-from concurrent.futures import ThreadPoolExecutor, wait
 
 import attrs
 import numpy as np
 
-from xform.runtime.dependencies import note
 from xform.errors import ShapeError, TypeCheckError, XformError
-from xform.ir.avals import ShapedArray, aval_of, is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, current_builder, stage_function, using_builder
+from xform.ir.avals import ShapedArray, aval_of, is_differentiable
+from xform.ir.builder import current_builder, stage_function
 from xform.ir.core import Graph, Params, Primitive, Var, rewire
+from xform.ir.execute import build_staging, inlined, map_chunks
 from xform.ir.interpret import eval_graph
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.binary import BINARY_PRIMITIVES
 from xform.rules.call import call_p
 from xform.rules.compare import COMPARE_PRIMITIVES, clip_p, where_p
-from xform.rules.control_flow import _memo
-from xform.ir.ad import NOT_MAPPED, Zero, aval, instantiate, move_to_front, zero_tangent
+from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front, zero_tangent
 from xform.ir.rules import register
 from xform.rules.unary import UNARY_PRIMITIVES, convert_p, stop_gradient_p
+from xform.transforms.derived import derived_graph, memo, vjp_of
+from xform.transforms.jvp import jvp_graph
 from xform.tree import tree_flatten
 
 # Primitives that act on each element alone, with numpy broadcasting: a graph made of them
@@ -39,9 +36,6 @@ ELEMENTWISE_PRIMITIVES = {*UNARY_PRIMITIVES.values(), *BINARY_PRIMITIVES.values(
                           *COMPARE_PRIMITIVES.values(), convert_p, stop_gradient_p, where_p,
                           clip_p}
 
-DEFAULT_CHUNK_SIZE = 16384  # elements: temporaries stay in cache; see bench/THREADED_MAP.md
-_MAX_WORKERS = 64  # pool threads; more tasks than that just wait for a free thread
-_MAX_CHUNK_SIZES = 32  # compiled chunk widths kept per scalar graph
 _MAX_INLINED = 10_000  # equations of an @xform.function callee opened inside f
 
 _ELEMENTWISE_HINT = ("f gets one scalar per input array: use element-wise math (np.sin, +, "
@@ -117,127 +111,6 @@ def _check_operands(avals, graph, n_mapped, num_threads, chunk_size, source=None
         raise type(error)(error.cause, error.source or source, error.hint)
 
 
-# == execution: chunks of the flattened inputs on a shared pool ================================
-
-_pool = None
-_pool_pid = None
-_pool_lock = threading.Lock()
-
-
-def _shared_pool() -> ThreadPoolExecutor:
-    global _pool, _pool_pid
-    with _pool_lock:
-        # A forked child has the pool object but not its threads: it makes its own.
-        if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(_MAX_WORKERS, thread_name_prefix="xform-threaded-map")
-            _pool_pid = os.getpid()
-        return _pool
-
-
-def default_num_threads() -> int:
-    """The threads threaded_map uses when num_threads is None: the CPUs this process may use.
-
-    >>> from xform.rules.threaded_map import default_num_threads
-    >>> default_num_threads() >= 1    # how many depends on the machine
-    True
-    """
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
-
-
-def _flat(x) -> np.ndarray:
-    """`x` as a 1-d array whose slices are views: no copy for 1-d, contiguous and fully
-    broadcast inputs (a cotangent seed is often a stride-0 view of one value)."""
-    x = np.asarray(x)
-    if x.ndim == 1:
-        return x
-    if x.flags.c_contiguous:
-        return x.reshape(-1)
-    if not any(x.strides):
-        return np.broadcast_to(x[(0,) * x.ndim], (x.size,))
-    return np.ravel(x)
-
-
-def _extra_value(x, var_aval: ShapedArray):
-    # A weakly typed scalar must stay a Python scalar, or numpy would promote the chunk to it.
-    value = np.asarray(x)
-    return value.item() if var_aval.weak_type else value[()]
-
-
-_chunk_graphs: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
-_chunk_lock = threading.Lock()
-
-
-def _chunk_function(graph: Graph, n_mapped: int, size: int):
-    """Compiled `graph` with its mapped inputs widened to 1-d chunks of `size` elements: its
-    element-wise equations broadcast, so it computes `size` elements at once."""
-    with _chunk_lock:
-        table = _chunk_graphs.setdefault(graph, {})
-        chunk_graph = table.get(size)
-        if chunk_graph is None:
-            if len(table) >= _MAX_CHUNK_SIZES:  # inputs of ever new sizes: each adds a tail
-                table.clear()
-            builder = GraphBuilder()
-            with using_builder(builder):
-                args = [builder.new_input(ShapedArray((size,), v.aval.dtype)) if i < n_mapped
-                        else builder.new_input(v.aval) for i, v in enumerate(graph.inputs)]
-                chunk_graph = table[size] = builder.build(eval_graph(graph, *args))
-    from xform.runtime.cache import CACHE
-    return CACHE.compiled(chunk_graph)
-
-
-def _execute(graph, n_mapped, operands, dests, num_threads, chunk_size) -> None:
-    """Write `graph` mapped over `operands` into the 1-d `dests`, chunk by chunk.
-
-    Chunk boundaries depend only on the size and `chunk_size`, never on the thread count, so
-    results are the same bit for bit for any num_threads. Threads take the next chunk from a
-    shared counter; each writes only its own slices, so no two threads touch one element.
-    """
-    mapped = [_flat(x) for x in operands[:n_mapped]]
-    extras = [_extra_value(x, v.aval)
-              for x, v in zip(operands[n_mapped:], graph.inputs[n_mapped:])]
-    size = mapped[0].shape[0]
-    if size == 0:
-        return
-    chunk = min(chunk_size or DEFAULT_CHUNK_SIZE, size)
-    n_chunks = -(-size // chunk)
-    functions = {chunk: _chunk_function(graph, n_mapped, chunk)}
-    tail = size - (n_chunks - 1) * chunk
-    functions[tail] = _chunk_function(graph, n_mapped, tail)
-    counter = itertools.count()
-    failed = []
-
-    def work():
-        try:
-            while not failed:
-                k = next(counter)  # atomic under the GIL
-                if k >= n_chunks:
-                    return
-                lo, hi = k * chunk, min(size, (k + 1) * chunk)
-                results = functions[hi - lo](*[x[lo:hi] for x in mapped], *extras)
-                for dest, result in zip(dests, results):
-                    dest[lo:hi] = result
-        except BaseException:
-            failed.append(True)
-            raise
-
-    tasks = min(num_threads or default_num_threads(), n_chunks)
-    futures = []
-    try:
-        for _ in range(tasks - 1):
-            # In a copy of the caller's context: np.errstate and xform's context variables.
-            futures.append(_shared_pool().submit(contextvars.copy_context().run, work))
-        work()
-    finally:
-        for future in futures:
-            future.cancel()  # a task that has not started finds no chunk left
-        wait(futures)  # never return (or raise) while a worker may still write
-    for future in futures:
-        if not future.cancelled():
-            future.result()
-
-
 # == the primitive ==============================================================================
 
 threaded_map_p = Primitive("threaded_map", multiple_results=True)
@@ -248,8 +121,8 @@ def _threaded_map_impl(*operands, graph, n_mapped, num_threads, chunk_size):
                     user_frame_info())
     shape = np.shape(operands[0])
     outs = [np.empty(shape, a.aval.dtype) for a in graph.outputs]
-    _execute(graph, n_mapped, operands, [o.reshape(-1) for o in outs], num_threads,
-             chunk_size)
+    map_chunks(graph, n_mapped, operands, [o.reshape(-1) for o in outs], num_threads,
+               chunk_size)
     return outs
 
 
@@ -261,7 +134,6 @@ def _threaded_map_abstract_eval(*avals, graph, n_mapped, num_threads, chunk_size
 def _jvp_body(graph: Graph, n_mapped: int, nonzeros) -> Graph:
     """Per element: (mapped primals, their tangents, extras, their tangents) -> tangents of
     the differentiable outputs."""
-    from xform.transforms.jvp import jvp_graph
     jvp = jvp_graph(graph, list(nonzeros))
     n_in = len(graph.inputs)
     tangent_vars = iter(jvp.inputs[n_in:])
@@ -281,8 +153,8 @@ def _threaded_map_jvp(primals, tangents, *, graph, n_mapped, num_threads, chunk_
     if not any(is_differentiable(a.aval) for a in graph.outputs):
         return outs, [zero_tangent(a.aval) for a in graph.outputs]
     nonzeros = tuple(type(t) is not Zero for t in tangents)
-    body = _memo(graph, ("threaded_map_jvp", nonzeros),
-                 lambda: _jvp_body(graph, n_mapped, nonzeros))
+    body = derived_graph(graph, ("threaded_map_jvp", nonzeros),
+                         lambda: _jvp_body(graph, n_mapped, nonzeros))
     live_mapped = [t for t in tangents[:n_mapped] if type(t) is not Zero]
     live_extras = [t for t in tangents[n_mapped:] if type(t) is not Zero]
     tangents_out = iter(threaded_map_p.bind(
@@ -296,16 +168,7 @@ def _vjp_body(graph: Graph, n_mapped: int, live) -> Graph:
     """Per element: (mapped primals, cotangents of the `live` outputs, extras) -> cotangents
     of the differentiable inputs. The forward part is recomputed per chunk, so no residual
     array is stored between the two passes."""
-    from xform.transforms.vjp import vjp_eval
-    builder = GraphBuilder()
-    with using_builder(builder):
-        ins = [builder.new_input(v.aval) for v in graph.inputs]
-        cts = [builder.new_input(tangent_aval(a.aval)) if is_live else zero_tangent(a.aval)
-               for a, is_live in zip(graph.outputs, live)]
-        _, cts_in = vjp_eval(graph, ins, cts)
-        grads = [instantiate(ct) for ct, v in zip(cts_in, graph.inputs)
-                 if is_differentiable(v.aval)]
-    vjp = builder.build(grads)
+    vjp = vjp_of(graph, live)
     n_in = len(graph.inputs)
     return rewire(vjp, [*vjp.inputs[:n_mapped], *vjp.inputs[n_in:], *vjp.inputs[n_mapped:n_in]])
 
@@ -315,7 +178,7 @@ def _threaded_map_vjp(primals, outs, cts, *, graph, n_mapped, num_threads, chunk
                  for ct, a in zip(cts, graph.outputs))
     if not any(live):
         return [None] * len(primals)
-    body = _memo(graph, ("threaded_map_vjp", live), lambda: _vjp_body(graph, n_mapped, live))
+    body = memo(graph, ("threaded_map_vjp", live), lambda: _vjp_body(graph, n_mapped, live))
     live_cts = [ct for ct, is_live in zip(cts, live) if is_live]
     grads = iter(threaded_map_p.bind(*primals[:n_mapped], *live_cts, *primals[n_mapped:],
                                      graph=body, n_mapped=n_mapped + len(live_cts),
@@ -343,7 +206,7 @@ def _threaded_map_batch(size, args, dims, *, graph, n_mapped, num_threads, chunk
                for x, d in zip(args[n_mapped:], dims[n_mapped:]) if d is not NOT_MAPPED]
     unbatched = [x for x, d in zip(args[n_mapped:], dims[n_mapped:]) if d is NOT_MAPPED]
     extras = graph.inputs[n_mapped:]
-    body = _memo(graph, ("threaded_map_batch", batched), lambda: rewire(graph, [
+    body = derived_graph(graph, ("threaded_map_batch", batched), lambda: rewire(graph, [
         *graph.inputs[:n_mapped], *[v for v, b in zip(extras, batched) if b],
         *[v for v, b in zip(extras, batched) if not b]]))
     outs = threaded_map_p.bind(*mapped, *widened, *unbatched, graph=body,
@@ -355,8 +218,8 @@ def _threaded_map_batch(size, args, dims, *, graph, n_mapped, num_threads, chunk
 def _threaded_map_dce(eqn, used):
     graph = eqn.params["graph"]
     kept = [i for i, is_used in enumerate(used) if is_used]
-    body = _memo(graph, ("threaded_map_dce", tuple(used)),
-                 lambda: rewire(graph, graph.inputs, kept))
+    body = derived_graph(graph, ("threaded_map_dce", tuple(used)),
+                         lambda: rewire(graph, graph.inputs, kept))
     return attrs.evolve(eqn, outputs=[eqn.outputs[i] for i in kept],
                         params=Params({**eqn.params, "graph": body}))
 
@@ -443,7 +306,6 @@ def _fingerprint(obj):
 
 def _stage_scalar_function(f, dtypes):
     """(prelude, body, captured) of `f` staged on scalars of `dtypes`."""
-    from xform.passes.inline import inline_calls
     watched = list(_shared_objects(f))
     before = [_fingerprint(obj) for _, obj in watched]
     _, in_tree = tree_flatten(tuple(range(len(dtypes))))
@@ -460,7 +322,7 @@ def _stage_scalar_function(f, dtypes):
                              user_frame_info())
     # @xform.function callees are opened so that their equations are checked and run as
     # element-wise code; a recursive callee stays a `call` and is refused below.
-    graph = inline_calls(graph, max_equations=_MAX_INLINED)
+    graph = inlined(graph, _MAX_INLINED)
     prelude, body = _split(graph, len(dtypes))
     error = _body_error(body)
     if error is not None:
@@ -479,19 +341,15 @@ class _ClosesOverTraced(Exception):
 def _staged(f, dtypes):
     """`_stage_scalar_function(f, dtypes)`, cached per f and element dtypes unless f closes
     over traced values (then it belongs to the enclosing staging, itself cached)."""
-    from xform.runtime.cache import CACHE
-
     def make():
         staged = _stage_scalar_function(f, dtypes)
         if staged[2]:
             raise _ClosesOverTraced(staged)
         return staged
     try:
-        entry = CACHE.build(f, ("threaded_map", dtypes), make)
+        return build_staging(f, ("threaded_map", dtypes), make)
     except _ClosesOverTraced as only_here:
         return only_here.staged
-    note(entry.dependencies)  # an enclosing staging depends on what f read too
-    return entry.value
 
 
 # == the public function ========================================================================
@@ -528,9 +386,10 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None):
     redefined) and must be element-wise. It may close over scalars and arrays, traced ones
     included: their gradient sums per-element contributions after the parallel part. With
     `out`, the result is written into it (cast safely) and `out` is returned. `num_threads`
-    defaults to the usable CPUs (1 runs serially), `chunk_size` to DEFAULT_CHUNK_SIZE
-    elements. Under staging it is one `threaded_map` equation; its jvp, vjp and batch rules
-    are threaded_maps too, so grad, jvp and vmap of it run in parallel.
+    defaults to the usable CPUs (1 runs serially), `chunk_size` to
+    xform.runtime.executors.DEFAULT_CHUNK_SIZE elements. Under staging it is one
+    `threaded_map` equation; its jvp, vjp and batch rules are threaded_maps too, so grad, jvp
+    and vmap of it run in parallel.
 
     >>> xform.threaded_map(lambda x, y: np.sin(x) * y, np.array([0.0, 1.0]), np.float32([2, 3]))
     array([0.        , 2.52441295])
@@ -566,11 +425,10 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None):
     direct = out.flags.c_contiguous and not any(
         np.may_share_memory(out, x) for x in operands)
     dest = out if direct else np.empty(shape, body.outputs[0].aval.dtype)
-    _execute(body, len(xs), operands, [dest.reshape(-1)], num_threads, chunk_size)
+    map_chunks(body, len(xs), operands, [dest.reshape(-1)], num_threads, chunk_size)
     if not direct:
         np.copyto(out, dest, casting="safe")
     return out
 
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "ELEMENTWISE_PRIMITIVES", "default_num_threads",
-           "threaded_map", "threaded_map_p"]
+__all__ = ["ELEMENTWISE_PRIMITIVES", "threaded_map", "threaded_map_p"]

@@ -5,6 +5,8 @@ Entries carry the dependencies recorded while they were staged (xform.dependenci
 re-checks them, so redefining a function the entry reached rebuilds it. The cache is bounded
 (least recently used entries go first), holds functions weakly, and builds an entry once even
 when many threads ask for it at the same time. `xform.cache_info()` exposes the counters.
+At import it installs the hooks (xform.ir.execute) through which the layers below run compiled
+graphs, cache stagings and derived graphs, map threaded_map's chunks and optimize.
 """
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ import threading
 import weakref
 from collections import OrderedDict
 
+from xform import passes
 from xform.codegen import compile_graph
+from xform.ir import execute
 from xform.runtime.config import config
-from xform.runtime.dependencies import Dependencies, recording
+from xform.runtime.dependencies import Dependencies, note, recording
+from xform.runtime.executors import map_chunks
 
 
 @contextlib.contextmanager
@@ -165,6 +170,7 @@ class Cache:
             for entry in entries:
                 self._retire(entry)
             self._compiled.clear()
+            execute.forget_compiled()
 
     def info(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "builds": self.builds,
@@ -212,3 +218,35 @@ def set_cache_size(max_entries: int) -> None:
     with CACHE._lock:
         CACHE.max_entries = int(max_entries)
         CACHE._evict_beyond(CACHE.max_entries)
+
+
+def _compiled_function(graph):
+    return CACHE.compiled(graph).fn
+
+
+def _build_staging(fun, key, make):
+    entry = CACHE.build(fun, key, make)
+    note(entry.dependencies)  # an enclosing staging depends on what this one read
+    return entry.value
+
+
+def _lookup_staging(fun, key):
+    entry = CACHE.lookup(fun, key)
+    if entry is None:
+        return None
+    note(entry.dependencies)
+    return entry.value
+
+
+def _clean(graph):
+    return passes.eliminate_dead_code(passes.eliminate_common_subexpressions(
+        passes.fold_constants(graph)))
+
+
+# What runs below the runtime reaches the cache, the compiler, the passes and the executors
+# through these hooks.
+execute.install(
+    compiled=_compiled_function, map_chunks=map_chunks,
+    build=lambda graph, key, make: CACHE.build(graph, key, make, record=False).value,
+    build_staging=_build_staging, lookup_staging=_lookup_staging, optimize=passes.optimize,
+    clean=_clean, prune=passes.eliminate_dead_code, inline=passes.inline_calls)

@@ -1,0 +1,152 @@
+"""Hooks through which ir, transforms and rules use what the layers above them provide: running
+a graph, mapping a scalar graph over chunks, caching stagings and what is built from graphs,
+and the passes a derived graph goes through. xform.runtime.cache installs the compiled, cached
+versions at import; until then graphs are interpreted and nothing is cached or optimized."""
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+from xform.ir.builder import using_builder
+from xform.ir.interpret import eval_graph
+
+
+def _interpreted(graph):
+    def run(*args):
+        with using_builder(None):
+            return eval_graph(graph, *args)
+    return run
+
+
+def _serial_map(graph, n_mapped, operands, dests, num_threads, chunk_size) -> None:
+    run = _compiled(graph)
+    mapped = [np.ravel(x) for x in operands[:n_mapped]]
+    extras = operands[n_mapped:]
+    for i in range(mapped[0].shape[0] if mapped else 0):
+        for dest, value in zip(dests, run(*[x[i] for x in mapped], *extras)):
+            dest[i] = value
+
+
+_memo_lock = threading.RLock()
+_memos: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _weak_memo(owner, key, make):
+    with _memo_lock:
+        table = _memos.setdefault(owner, {})
+        if key not in table:
+            table[key] = make()
+        return table[key]
+
+
+def _uncached(fun, key, make):
+    return make()
+
+
+def _not_found(fun, key):
+    return None
+
+
+def _as_is(graph, *args, **kwargs):
+    return graph
+
+
+_compiled = _interpreted
+_map_chunks = _serial_map
+_build = _weak_memo
+_build_staging = _uncached
+_lookup_staging = _not_found
+_optimize = _clean = _prune = _inline = _as_is
+
+
+_HOOKS = ("compiled", "map_chunks", "build", "build_staging", "lookup_staging", "optimize",
+          "clean", "prune", "inline")
+
+
+def install(**hooks) -> None:
+    """Replace hooks by name (the runtime does, at import). `compiled(graph) -> callable(*args)
+    -> list`; `map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size)` writes a
+    scalar graph mapped over the operands into 1-d `dests`; `build(owner, key, make)` and
+    `build_staging(fun, key, make)` return `make()` built once per (owner, key), the second
+    recording what staging `fun` read; `lookup_staging(fun, key)` the value built if still
+    valid, else None; `optimize`, `clean` (no fusion), `prune` (dead code only) and
+    `inline(graph, max_equations)` are passes."""
+    unknown = set(hooks) - set(_HOOKS)
+    if unknown:
+        raise KeyError(f"no hook named {', '.join(sorted(unknown))}; hooks: {', '.join(_HOOKS)}")
+    globals().update({f"_{name}": hook for name, hook in hooks.items()})
+
+
+def compiled(graph):
+    """A callable running `graph`: `compiled(graph)(*args) -> list of outputs`.
+
+    >>> from xform.ir.execute import compiled
+    >>> compiled(xform.make_graph(lambda x: x * 2)(1.0))(3.0)
+    [np.float64(6.0)]
+    """
+    return _compiled(graph)
+
+
+def map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size) -> None:
+    """Write the scalar `graph` mapped over `operands` (`n_mapped` equal-shape arrays, then
+    scalars) into the 1-d arrays `dests`, one per output (threaded_map's executor)."""
+    _map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size)
+
+
+def build(owner, key, make):
+    """`make()`, built once per (`owner`, `key`) and kept while `owner` (a graph) lives and
+    until the cache is cleared: for what is derived from a graph."""
+    return _build(owner, key, make)
+
+
+def build_staging(fun, key, make):
+    """`make()` (a staging of `fun`), built once per (`fun`, `key`) and rebuilt when anything
+    it read is redefined; an enclosing staging depends on what it read too."""
+    return _build_staging(fun, key, make)
+
+
+def lookup_staging(fun, key):
+    """The value `build_staging(fun, key, ...)` built, if it is still valid; else None."""
+    return _lookup_staging(fun, key)
+
+
+def optimized(graph):
+    """`graph` through the default pass pipeline (xform.passes.optimize)."""
+    return _optimize(graph)
+
+
+def cleaned(graph):
+    """`graph` folded, CSE'd and DCE'd, but not fused."""
+    return _clean(graph)
+
+
+def pruned(graph):
+    """`graph` without dead code."""
+    return _prune(graph)
+
+
+def inlined(graph, max_equations):
+    """`graph` with its non-recursive calls of at most `max_equations` equations opened."""
+    return _inline(graph, max_equations)
+
+
+_compiled_memos: list = []
+
+
+def compiled_memo() -> "weakref.WeakKeyDictionary":
+    """A weak table graph -> what was made from `compiled(graph)`, emptied whenever compiled
+    code is dropped (`forget_compiled`, called by the cache when it is cleared)."""
+    table = weakref.WeakKeyDictionary()
+    _compiled_memos.append(table)
+    return table
+
+
+def forget_compiled() -> None:
+    for table in _compiled_memos:
+        table.clear()
+
+
+__all__ = ["build", "build_staging", "cleaned", "compiled", "compiled_memo", "forget_compiled",
+           "inlined", "install", "lookup_staging", "map_chunks", "optimized", "pruned"]
