@@ -9,14 +9,14 @@ from xform.ir.rules import register
 BINARY_PRIMITIVES = {}
 
 
-def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False):
+def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False, **traits):
     prim = Primitive(ufunc.__name__)
     define_op(prim, ufunc)
     rules = zero_derivative(prim) if zero else elementwise_rules(prim, dx, dy)
     if transpose is not None:
         rules["transpose"] = transpose
     register(prim, impl=ufunc, abstract_eval=elementwise_abstract_eval(ufunc), **rules,
-             batch=elementwise_batch(prim))
+             batch=elementwise_batch(prim), symbolic_zeros=True, elementwise=True, **traits)
     BINARY_PRIMITIVES[ufunc.__name__] = prim
     return prim
 
@@ -72,7 +72,7 @@ def _logaddexp_share(x, y, ans, exp):
 
 
 add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,
-                transpose=_linear_transpose(+1))
+                transpose=_linear_transpose(+1), role="add")
 subtract_p = _binary(np.subtract, lambda t, x, y, ans: t, lambda t, x, y, ans: -t,
                      transpose=_linear_transpose(-1))
 multiply_p = _binary(np.multiply, lambda t, x, y, ans: t * y, lambda t, x, y, ans: x * t,

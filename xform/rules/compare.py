@@ -18,7 +18,8 @@ for _ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, n
     _prim = Primitive(_ufunc.__name__)
     define_op(_prim, _ufunc)
     register(_prim, impl=_ufunc, abstract_eval=elementwise_abstract_eval(_ufunc),
-             **zero_derivative(_prim), batch=elementwise_batch(_prim))
+             **zero_derivative(_prim), batch=elementwise_batch(_prim), symbolic_zeros=True,
+             elementwise=True)
     COMPARE_PRIMITIVES[_ufunc.__name__] = _prim
 
 
@@ -47,7 +48,8 @@ def _where_transpose(ct, cond, x, y):
 
 
 register(where_p, impl=np.where, abstract_eval=elementwise_abstract_eval(np.where),
-         jvp=_where_jvp, transpose=_where_transpose, batch=elementwise_batch(where_p))
+         jvp=_where_jvp, transpose=_where_transpose, batch=elementwise_batch(where_p),
+         symbolic_zeros=True, elementwise=True)
 
 
 @implements(np.where)
@@ -92,7 +94,8 @@ def _clip_vjp(primals, ans, ct):
 
 
 register(clip_p, impl=np.clip, abstract_eval=elementwise_abstract_eval(np.clip),
-         jvp=_clip_jvp, vjp=_clip_vjp, batch=elementwise_batch(clip_p))
+         jvp=_clip_jvp, vjp=_clip_vjp, batch=elementwise_batch(clip_p), symbolic_zeros=True,
+         elementwise=True)
 
 
 @implements(np.clip)

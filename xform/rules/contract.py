@@ -104,7 +104,7 @@ def _matmul_batch(size, args, dims):
 register(matmul_p, impl=np.matmul, abstract_eval=_matmul_abstract_eval,
          jvp=defjvp(matmul_p, lambda t, a, b, ans: matmul_p.bind(t, b),
                     lambda t, a, b, ans: matmul_p.bind(a, t)),
-         transpose=_matmul_transpose, batch=_matmul_batch)
+         transpose=_matmul_transpose, batch=_matmul_batch, symbolic_zeros=True)
 
 
 @implements(np.matmul)
@@ -173,7 +173,7 @@ def _dot_batch(size, args, dims):
 register(dot_p, impl=np.dot, abstract_eval=_dot_abstract_eval,
          jvp=defjvp(dot_p, lambda t, a, b, ans: dot_p.bind(t, b),
                     lambda t, a, b, ans: dot_p.bind(a, t)),
-         transpose=_dot_transpose, batch=_dot_batch)
+         transpose=_dot_transpose, batch=_dot_batch, symbolic_zeros=True)
 
 
 def _common_dtype(a, b):
@@ -398,7 +398,7 @@ def _einsum_batch(size, args, dims, *, subscripts):
 
 register(einsum_p, impl=lambda *operands, subscripts: np.einsum(subscripts, *operands),
          abstract_eval=_einsum_abstract_eval, jvp=_einsum_jvp, transpose=_einsum_transpose,
-         batch=_einsum_batch)
+         batch=_einsum_batch, symbolic_zeros=True)
 
 
 def _sublist_subscripts(args):

@@ -155,7 +155,7 @@ def _cond_fold(eqn, known):
 
 
 register(cond_p, impl=_cond_impl, abstract_eval=_cond_abstract_eval, jvp=_cond_jvp,
-         vjp=_cond_vjp, batch=_cond_batch, fold=_cond_fold)
+         vjp=_cond_vjp, batch=_cond_batch, fold=_cond_fold, symbolic_zeros=True)
 
 
 def _stage_branches(functions, operands, what):
@@ -371,7 +371,7 @@ def _while_fold(eqn, known):
 
 
 register(while_p, impl=_while_impl, abstract_eval=_while_abstract_eval, jvp=_while_jvp,
-         vjp=_while_vjp, batch=_while_batch, fold=_while_fold)
+         vjp=_while_vjp, batch=_while_batch, fold=_while_fold, symbolic_zeros=True)
 
 
 def _while_grad_impl(*args, cond_graph, body_graph, n_carry, n_cond_consts):
@@ -410,7 +410,7 @@ def _while_grad_abstract_eval(*avals, cond_graph, body_graph, n_carry, n_cond_co
 
 
 register(while_grad_p, impl=_while_grad_impl, abstract_eval=_while_grad_abstract_eval,
-         batch=loop_batch(while_grad_p))
+         batch=loop_batch(while_grad_p), symbolic_zeros=True)
 
 
 def while_loop(cond_fun, body_fun, init_val):
@@ -591,7 +591,7 @@ def _scan_batch(size, args, dims, *, body, n_carry, n_xs, length, reverse):
 
 
 register(scan_p, impl=_scan_impl, abstract_eval=_scan_abstract_eval, jvp=_scan_jvp,
-         vjp=_scan_vjp, batch=_scan_batch)
+         vjp=_scan_vjp, batch=_scan_batch, symbolic_zeros=True)
 
 
 def scan(f, init, xs=None, length=None, reverse=False):

@@ -46,14 +46,14 @@ def defjvp(prim, *derivatives):
 
 
 def linear_jvp(prim):
-    """The jvp of a primitive linear in its (single differentiable) first argument."""
+    """The jvp of a primitive linear in its (single differentiable) first argument. Register
+    it with `linear_in=(0,)`, so reverse mode applies the transpose rule directly."""
     def rule(primals, tangents, **params):
         ans = prim.bind(*primals, **params)
         t = tangents[0]
         if type(t) is Zero:
             return ans, Zero(aval(ans))
         return ans, prim.bind(t, *primals[1:], **params)
-    rule.linear_in_first = True   # reverse mode may then apply the transpose rule directly
     return rule
 
 

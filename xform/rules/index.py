@@ -164,7 +164,8 @@ def _gather_batch(size, args, dims, *, index):
 
 
 register(gather_p, impl=_gather_impl, abstract_eval=_gather_abstract_eval,
-         jvp=linear_jvp(gather_p), transpose=_gather_transpose, batch=_gather_batch)
+         jvp=linear_jvp(gather_p), transpose=_gather_transpose, batch=_gather_batch,
+         symbolic_zeros=True, linear_in=(0,))
 
 
 # -- scatter_add: zeros of `shape` with `updates` added at index (np.add.at) -----------------
@@ -217,7 +218,7 @@ def _scatter_add_batch(size, args, dims, *, index, shape):
 
 register(scatter_add_p, impl=_scatter_add_impl, abstract_eval=_scatter_add_abstract_eval,
          jvp=linear_jvp(scatter_add_p), transpose=_scatter_add_transpose,
-         batch=_scatter_add_batch)
+         batch=_scatter_add_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 # -- numpy's index argument -> (index param, index arrays) ------------------------------------

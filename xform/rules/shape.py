@@ -43,7 +43,7 @@ def _reshape_batch(size, args, dims, *, shape):
 register(reshape_p, impl=lambda x, *, shape: np.reshape(x, shape),
          abstract_eval=_reshape_abstract_eval, jvp=linear_jvp(reshape_p),
          transpose=lambda ct, x, *, shape: (reshape_p.bind(ct, shape=x.aval.shape),),
-         batch=_reshape_batch)
+         batch=_reshape_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 def _resolve_shape(size, shape):
@@ -119,7 +119,7 @@ def _broadcast_to_batch(size, args, dims, *, shape):
 register(broadcast_to_p, impl=lambda x, *, shape: np.broadcast_to(x, shape),
          abstract_eval=_broadcast_to_abstract_eval, jvp=linear_jvp(broadcast_to_p),
          transpose=lambda ct, x, *, shape: (unbroadcast(ct, x.aval),),
-         batch=_broadcast_to_batch)
+         batch=_broadcast_to_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 @implements(np.broadcast_to)
@@ -156,7 +156,8 @@ def _transpose_impl(x, *, axes):
 
 register(transpose_p, impl=_transpose_impl,
          abstract_eval=_transpose_abstract_eval, jvp=linear_jvp(transpose_p),
-         transpose=_transpose_transpose, batch=_transpose_batch)
+         transpose=_transpose_transpose, batch=_transpose_batch,
+         symbolic_zeros=True, linear_in=(0,))
 
 
 @implements(np.transpose)
@@ -197,7 +198,7 @@ copy_p = Primitive("copy")
 
 register(copy_p, impl=lambda x: np.array(x, copy=True), abstract_eval=lambda x: x,
          jvp=linear_jvp(copy_p), transpose=lambda ct, x: (ct,),
-         batch=vectorized_batch(copy_p))
+         batch=vectorized_batch(copy_p), symbolic_zeros=True, linear_in=(0,))
 
 
 @implements(np.copy)
@@ -260,7 +261,7 @@ def _concatenate_batch(size, args, dims, *, axis):
 
 register(concatenate_p, impl=lambda *xs, axis: np.concatenate(xs, axis),
          abstract_eval=_concatenate_abstract_eval, jvp=_concatenate_jvp,
-         transpose=_concatenate_transpose, batch=_concatenate_batch)
+         transpose=_concatenate_transpose, batch=_concatenate_batch, symbolic_zeros=True)
 
 
 split_p = Primitive("split", multiple_results=True)
@@ -289,7 +290,7 @@ def _split_impl(x, *, sizes, axis):
 
 
 register(split_p, impl=_split_impl, abstract_eval=_split_abstract_eval, jvp=linear_jvp(split_p),
-         transpose=_split_transpose, batch=_split_batch)
+         transpose=_split_transpose, batch=_split_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 def _as_array(x):
@@ -473,7 +474,7 @@ def _slice_batch(size, args, dims, *, starts, stops, steps):
 register(slice_p,
          impl=lambda x, *, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))],
          abstract_eval=_slice_abstract_eval, jvp=linear_jvp(slice_p),
-         transpose=_slice_transpose, batch=_slice_batch)
+         transpose=_slice_transpose, batch=_slice_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 def static_slice(x, starts, stops, steps=None):
@@ -593,7 +594,7 @@ def _pad_batch(size, args, dims, *, widths):
 
 
 register(pad_p, impl=_pad_impl, abstract_eval=_pad_abstract_eval, jvp=_pad_jvp,
-         transpose=_pad_transpose, batch=_pad_batch)
+         transpose=_pad_transpose, batch=_pad_batch, symbolic_zeros=True)
 
 
 @implements(np.pad)
@@ -645,7 +646,7 @@ def _flip_batch(size, args, dims, *, axes):
 
 register(flip_p, impl=lambda x, *, axes: np.flip(x, axes), abstract_eval=_flip_abstract_eval,
          jvp=linear_jvp(flip_p), transpose=lambda ct, x, *, axes: (flip_p.bind(ct, axes=axes),),
-         batch=_flip_batch)
+         batch=_flip_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 @implements(np.flip)
@@ -737,7 +738,7 @@ def _repeat_batch(size, args, dims, *, repeats, axis):
 
 register(repeat_p, impl=lambda x, *, repeats, axis: np.repeat(x, repeats, axis),
          abstract_eval=_repeat_abstract_eval, jvp=linear_jvp(repeat_p),
-         transpose=_repeat_transpose, batch=_repeat_batch)
+         transpose=_repeat_transpose, batch=_repeat_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 def _repeat_each(x, count, axis):
@@ -819,7 +820,7 @@ def _diagonal_batch(size, args, dims, *, offset, axis1, axis2):
 register(diagonal_p,
          impl=lambda x, *, offset, axis1, axis2: np.diagonal(x, offset, axis1, axis2),
          abstract_eval=_diagonal_abstract_eval, jvp=linear_jvp(diagonal_p),
-         transpose=_diagonal_transpose, batch=_diagonal_batch)
+         transpose=_diagonal_transpose, batch=_diagonal_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 @implements(np.diagonal)

@@ -13,7 +13,7 @@ from xform.ir.rules import register
 UNARY_PRIMITIVES = {}
 
 
-def _unary(ufunc, derivative=None, *, linear=False, zero=False):
+def _unary(ufunc, derivative=None, *, linear=False, zero=False, **traits):
     prim = Primitive(ufunc.__name__)
     define_op(prim, ufunc)
     if zero:
@@ -23,7 +23,7 @@ def _unary(ufunc, derivative=None, *, linear=False, zero=False):
     if linear:
         rules["transpose"] = lambda ct, x: (derivative(ct, x, ans=None),)
     register(prim, impl=ufunc, abstract_eval=elementwise_abstract_eval(ufunc), **rules,
-             batch=vectorized_batch(prim))
+             batch=vectorized_batch(prim), symbolic_zeros=True, elementwise=True, **traits)
     UNARY_PRIMITIVES[ufunc.__name__] = prim
     return prim
 
@@ -114,7 +114,8 @@ def _convert_transpose(ct, x, *, dtype):
 
 
 register(convert_p, impl=_convert_impl, abstract_eval=_convert_abstract_eval, jvp=_convert_jvp,
-         transpose=_convert_transpose, batch=vectorized_batch(convert_p))
+         transpose=_convert_transpose, batch=vectorized_batch(convert_p), symbolic_zeros=True,
+         elementwise=True)
 implements("astype")(astype)
 
 
@@ -122,7 +123,8 @@ implements("astype")(astype)
 
 stop_gradient_p = Primitive("stop_gradient")
 register(stop_gradient_p, impl=lambda x: x, abstract_eval=lambda x: x,
-         **zero_derivative(stop_gradient_p), batch=vectorized_batch(stop_gradient_p))
+         **zero_derivative(stop_gradient_p), batch=vectorized_batch(stop_gradient_p),
+         symbolic_zeros=True, elementwise=True)
 
 
 def stop_gradient(x):
