@@ -124,7 +124,7 @@ def _finish(graph, fuse=False):
     """The graph that gets compiled: the default passes applied, then results that would be
     a constant or a read-only broadcast view copied, so callers get their own writable
     arrays as numpy would give them (e.g. the gradient of np.sum)."""
-    graph = optimize(graph)
+    graph = optimize(graph, checks=config.checks)
     if fuse:
         graph = _fuse(graph)
     const_vars = {var for var, _ in graph.consts}
@@ -481,7 +481,7 @@ def _vjp_pair(graph, n_leaves, n_main):
                  if is_differentiable(v.aval)]
     combined = builder.build(list(outs) + grads)
     forward, backward = split_graph(combined, len(graph.inputs), len(outs))
-    return _fuse(optimize(forward)), _finish(backward, fuse=True)
+    return _fuse(optimize(forward, checks=config.checks)), _finish(backward, fuse=True)
 
 
 # -- forward mode -----------------------------------------------------------------------------
@@ -565,13 +565,13 @@ def linearize(fun, *primals):
     forward, linear = split_graph(combined, len(graph.inputs), len(outs))
     defined = set(forward.inputs) | {v for e in forward.equations for v in e.outputs}
     if all(type(a) is not Var or a in defined for a in forward.outputs):
-        forward, linear = optimize(forward), _finish(linear)
+        forward, linear = optimize(forward, checks=config.checks), _finish(linear)
         results = _run(forward, [*p_leaves, *captured])
         outs, residuals = results[:len(graph.outputs)], results[len(graph.outputs):]
     else:
         # A primitive whose jvp yields primal and tangent outputs in one equation (cond,
         # while_loop) cannot be cut in two: the linear function then re-runs the whole jvp.
-        outs = _run(optimize(graph), [*p_leaves, *captured])
+        outs = _run(optimize(graph, checks=config.checks), [*p_leaves, *captured])
         residuals = [*p_leaves, *captured]
         linear = _finish(Graph(combined.inputs, combined.consts, combined.equations,
                                combined.outputs[len(outs):]))

@@ -249,9 +249,9 @@ def scalar_math_rules() -> dict:
 def hooks_named(name: str) -> dict:
     """primitive -> its hook `name`, for every primitive that has one (ask once per pass).
 
-    >>> from xform.ir.rules import hooks_named
-    >>> hooks_named("no such hook")
-    {}
+    >>> from xform.ir.rules import hooks_named, primitive_for
+    >>> primitive_for("add") in hooks_named("peephole"), hooks_named("no such hook")
+    (True, {})
     """
     return _derive(("hooks", name), lambda: {prim: rules.hooks[name]
                                              for prim, rules in RULES.items()

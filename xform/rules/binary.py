@@ -3,7 +3,7 @@ import numpy as np
 
 from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, aval
-from xform.rules.helpers import define_op, elementwise_abstract_eval, elementwise_batch, elementwise_rules, unbroadcast, zero_derivative
+from xform.rules.helpers import define_op, elementwise_abstract_eval, elementwise_batch, elementwise_rules, neutral_peephole, unbroadcast, zero_derivative
 from xform.ir.rules import register
 
 BINARY_PRIMITIVES = {}
@@ -72,14 +72,18 @@ def _logaddexp_share(x, y, ans, exp):
 
 
 add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,
-                transpose=_linear_transpose(+1), role="add")
+                transpose=_linear_transpose(+1), role="add",
+                hooks={"peephole": neutral_peephole(0, (0, 1), (1, 0), negative_zero=True)})
 subtract_p = _binary(np.subtract, lambda t, x, y, ans: t, lambda t, x, y, ans: -t,
-                     transpose=_linear_transpose(-1))
+                     transpose=_linear_transpose(-1),
+                     hooks={"peephole": neutral_peephole(0, (0, 1))})
 multiply_p = _binary(np.multiply, lambda t, x, y, ans: t * y, lambda t, x, y, ans: x * t,
-                     transpose=_multiply_transpose)
+                     transpose=_multiply_transpose,
+                     hooks={"peephole": neutral_peephole(1, (0, 1), (1, 0))})
 divide_p = _binary(np.true_divide, lambda t, x, y, ans: t / y,
                    lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose)
-power_p = _binary(np.power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)))
+power_p = _binary(np.power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)),
+                  hooks={"peephole": neutral_peephole(1, (0, 1))})
 float_power_p = _binary(np.float_power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)))
 maximum_p = _binary(np.maximum, lambda t, x, y, ans: t * _select_mask(x, y, ans),
                     lambda t, x, y, ans: t * _select_mask(y, x, ans))

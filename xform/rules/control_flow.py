@@ -146,7 +146,7 @@ def _cond_batch(size, args, dims, *, branches):
 
 
 def _cond_fold(eqn, known):
-    from xform.passes.fold import UNKNOWN
+    from xform.ir.rules import UNKNOWN
     if known[0] is UNKNOWN:
         return None
     branches = eqn.params["branches"]
@@ -351,7 +351,7 @@ def _stage_flat(fun, avals) -> Graph:
 def _while_fold(eqn, known):
     """A loop whose condition is known false on entry disappears (its carry passes through).
     Only the inputs the condition reads need to be known."""
-    from xform.passes.fold import UNKNOWN
+    from xform.ir.rules import UNKNOWN
     params = eqn.params
     n_carry, n_cond = params["n_carry"], params["n_cond_consts"]
     cond_graph = params["cond_graph"]

@@ -9,7 +9,8 @@ from xform.ir.core import Primitive
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer, _unsupported, implements
 from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front, zero_tangent, zeros
-from xform.rules.helpers import linear_jvp, unbroadcast, vectorized_batch
+from xform.rules.helpers import (linear_jvp, reshape_peephole, transpose_peephole, unbroadcast,
+                                  vectorized_batch)
 from xform.ir.rules import register
 
 
@@ -43,7 +44,8 @@ def _reshape_batch(size, args, dims, *, shape):
 register(reshape_p, impl=lambda x, *, shape: np.reshape(x, shape),
          abstract_eval=_reshape_abstract_eval, jvp=linear_jvp(reshape_p),
          transpose=lambda ct, x, *, shape: (reshape_p.bind(ct, shape=x.aval.shape),),
-         batch=_reshape_batch, symbolic_zeros=True, linear_in=(0,))
+         batch=_reshape_batch, symbolic_zeros=True, linear_in=(0,), role="reshape",
+         hooks={"peephole": reshape_peephole})
 
 
 def _resolve_shape(size, shape):
@@ -157,7 +159,7 @@ def _transpose_impl(x, *, axes):
 register(transpose_p, impl=_transpose_impl,
          abstract_eval=_transpose_abstract_eval, jvp=linear_jvp(transpose_p),
          transpose=_transpose_transpose, batch=_transpose_batch,
-         symbolic_zeros=True, linear_in=(0,))
+         symbolic_zeros=True, linear_in=(0,), hooks={"peephole": transpose_peephole})
 
 
 @implements(np.transpose)
@@ -474,7 +476,8 @@ def _slice_batch(size, args, dims, *, starts, stops, steps):
 register(slice_p,
          impl=lambda x, *, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))],
          abstract_eval=_slice_abstract_eval, jvp=linear_jvp(slice_p),
-         transpose=_slice_transpose, batch=_slice_batch, symbolic_zeros=True, linear_in=(0,))
+         transpose=_slice_transpose, batch=_slice_batch, symbolic_zeros=True, linear_in=(0,),
+         role="slice")
 
 
 def static_slice(x, starts, stops, steps=None):
@@ -594,7 +597,7 @@ def _pad_batch(size, args, dims, *, widths):
 
 
 register(pad_p, impl=_pad_impl, abstract_eval=_pad_abstract_eval, jvp=_pad_jvp,
-         transpose=_pad_transpose, batch=_pad_batch, symbolic_zeros=True)
+         transpose=_pad_transpose, batch=_pad_batch, symbolic_zeros=True, role="pad")
 
 
 @implements(np.pad)
