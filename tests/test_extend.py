@@ -15,7 +15,7 @@ import xform
 import xform.rules.elementwise
 from xform.extend import logsumexp, softplus
 from xform.extend import Undefined, Zero
-from xform.ir.rules import RULES, LoopBatchWarning, register
+from xform.ir.rules import RULES, LoopBatchWarning, ScalarMath, register
 from xform.passes.fuse import fuse_elementwise
 from xform.rules.helpers import elementwise_abstract_eval, vectorized_batch
 from xform.testing import CheckFailure, check_grads, check_primitive
@@ -194,6 +194,12 @@ def _cube_rules(p, **traits):
                 batch=vectorized_batch(p), **traits)
 
 
+def _twice_rules(p, **traits):
+    return dict(impl=lambda x: x + x, abstract_eval=elementwise_abstract_eval(np.square),
+                jvp=lambda primals, tangents: (p.bind(*primals), p.bind(*tangents)),
+                batch=vectorized_batch(p), **traits)
+
+
 def test_a_library_elementwise_primitive_is_fused():
     cube_p = xform.Primitive("library_cube")
     with registered(cube_p, **_cube_rules(cube_p, elementwise=True)):
@@ -215,6 +221,30 @@ def test_a_library_elementwise_primitive_is_mapped_by_threaded_map():
     with registered(other_p, **_cube_rules(other_p)):
         with pytest.raises(xform.TypeCheckError, match="library_cube_not_elementwise"):
             xform.threaded_map(lambda x: other_p.bind(x) + 1.0, X)
+
+
+def test_a_library_primitive_with_scalar_math_takes_the_scalar_path():
+    from xform.codegen import compile_graph, graph_source
+    from xform.codegen import scalar
+    twice_p, cube_p = xform.Primitive("library_twice"), xform.Primitive("library_cube_scalar")
+    exact = ScalarMath(lambda a: a + a, "{0} + {0}", exact=True, monotone=(0,))
+    fast = ScalarMath(lambda a: a * a * a)        # not correctly rounded: "fast" only
+    with registered(twice_p, **_twice_rules(twice_p, elementwise=True, scalar_math=exact)), \
+            registered(cube_p, **_cube_rules(cube_p, elementwise=True, scalar_math=fast)):
+        def f(x):
+            return twice_p.bind(twice_p.bind(x)) * x + 1.0
+        graph = xform.make_graph(f)(0.5)
+        source = graph_source(graph)[0]          # "exact" admits the exact trait
+        assert "to_float(" in source and "s0 + s0" in source
+        assert compile_graph(graph)(0.75)[0] == xform.eval_graph(graph, 0.75)[0] == 3.25
+        graph = xform.make_graph(lambda x: cube_p.bind(x) * x + 1.0)(0.5)
+        assert "m0(" not in graph_source(graph)[0]
+        # Pinned, as the "fast" self-check would admit it on a machine where it agrees.
+        table = {p: c.op for p, c in scalar.candidates().items() if c.exact}
+        table[cube_p] = scalar.candidates()[cube_p].op
+        with scalar.pinned(table):
+            source, namespace = graph_source(graph)
+        assert "m0(" in source and namespace["m0"] is fast.function
 
 
 def test_softplus_is_elementwise():

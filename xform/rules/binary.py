@@ -1,10 +1,12 @@
 """Two-input element-wise primitives with numpy broadcasting: arithmetic and its relatives."""
+import operator
+
 import numpy as np
 
 from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, aval
 from xform.rules.helpers import define_op, elementwise_abstract_eval, elementwise_batch, elementwise_rules, neutral_peephole, unbroadcast, zero_derivative
-from xform.ir.rules import register
+from xform.ir.rules import ScalarMath, register
 
 BINARY_PRIMITIVES = {}
 
@@ -73,15 +75,22 @@ def _logaddexp_share(x, y, ans, exp):
 
 add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,
                 transpose=_linear_transpose(+1), role="add",
+                scalar_math=ScalarMath(operator.add, "{0} + {1}", exact=True, monotone=(0, 1)),
                 hooks={"peephole": neutral_peephole(0, (0, 1), (1, 0), negative_zero=True)})
 subtract_p = _binary(np.subtract, lambda t, x, y, ans: t, lambda t, x, y, ans: -t,
                      transpose=_linear_transpose(-1),
+                     scalar_math=ScalarMath(operator.sub, "{0} - {1}", exact=True,
+                                            monotone=(0, 1)),
                      hooks={"peephole": neutral_peephole(0, (0, 1))})
 multiply_p = _binary(np.multiply, lambda t, x, y, ans: t * y, lambda t, x, y, ans: x * t,
                      transpose=_multiply_transpose,
+                     scalar_math=ScalarMath(operator.mul, "{0} * {1}", exact=True,
+                                            monotone=(0, 1)),
                      hooks={"peephole": neutral_peephole(1, (0, 1), (1, 0))})
 divide_p = _binary(np.true_divide, lambda t, x, y, ans: t / y,
-                   lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose)
+                   lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose,
+                   scalar_math=ScalarMath(operator.truediv, "{0} / {1}", exact=True,
+                                          monotone=(0,)))
 power_p = _binary(np.power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)),
                   hooks={"peephole": neutral_peephole(1, (0, 1))})
 float_power_p = _binary(np.float_power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)))

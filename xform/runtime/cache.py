@@ -15,6 +15,7 @@ import weakref
 from collections import OrderedDict
 
 from xform.codegen import compile_graph
+from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, recording
 
 
@@ -150,7 +151,7 @@ class Cache:
             with self._lock:
                 compiled = self._compiled.get(graph)
                 if compiled is None:
-                    compiled = compile_graph(graph)
+                    compiled = compile_graph(graph, config.debug, config.scalar_math)
                     self.compiles += 1
                     self._compiled[graph] = compiled
         return compiled
