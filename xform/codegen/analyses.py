@@ -33,7 +33,7 @@ def value_deaths(graph: Graph, sequence: list, indexing: dict, deletable: set) -
     return deaths
 
 
-# -- x[i] as plain indexing (the primitives of roles "slice" and "reshape") --------------------------------------------------------------------
+# -- x[i] as plain indexing (the primitives of roles "slice" and "reshape") ------------------------
 
 def plain_indexing(graph: Graph, reads: dict, outputs: set) -> dict:
     """reshape equation index -> (slice equation index, index tuple), for `reshape[shape=()]`

@@ -13,9 +13,10 @@ equation's values as they are made):
   with the operations `xform.codegen.scalar` admits: under the default "exact" policy only
   correctly rounded ones, so results stay numpy's bit for bit on any machine; under "fast"
   also `math` functions, each within a few ulp of numpy. A value read once is written into
-  its reader's expression. A run of them that raises, or may have hidden one of numpy's floating-point warnings, is
-  recomputed with numpy statements, which are generated and compiled only when a run first
-  needs them (`_NumpyRun`): most never do, and compiling them up front doubled the cost.
+  its reader's expression. A run of them that raises, or may have hidden one of numpy's
+  floating-point warnings, is recomputed with numpy statements, which are generated and
+  compiled only when a run first needs them (`_NumpyRun`): most never do, and compiling them
+  up front doubled the cost.
 - `x[i]` (a `slice` of size 1, then `reshape` to ()) is plain indexing, giving a numpy scalar.
 - An element-wise ufunc writes into the buffer of an input that dies with it, when that buffer
   was made by an element-wise ufunc of the same function (never a user's array, nor a view).

@@ -20,7 +20,7 @@ from xform.errors import MissingRuleError
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
               "fold", "dce", "inline", "decomposition")
 ZERO_KINDS = ("jvp", "transpose", "vjp")  # the rule kinds that tangents/cotangents reach
-TRAITS = ("symbolic_zeros", "elementwise", "scalar_math", "linear_in", "hooks")
+TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks")  # (and the symbolic_zeros flag)
 
 
 @attrs.frozen
@@ -67,7 +67,6 @@ def _convention(kind: str, fn: Callable) -> Callable:
     else:
         def rule(cts, *inputs, **params):
             return fn(instantiated(cts), *inputs, **params)
-    rule.__wrapped__ = fn
     return rule
 
 
@@ -127,7 +126,7 @@ def _zero_kinds(rules: dict, symbolic_zeros: bool, previous=frozenset()) -> froz
 
 
 def _check_kinds(rules: dict) -> None:
-    unknown = set(rules) - set(RULE_KINDS) - set(TRAITS) - {"symbolic_zeros"}
+    unknown = set(rules) - set(RULE_KINDS) - set(TRAITS)
     if unknown:
         raise TypeError(f"unknown rule kinds or traits {sorted(unknown)}; known: "
                         f"{RULE_KINDS + TRAITS}")

@@ -21,8 +21,9 @@ NDUAL_MAX_WIDTH = 3
 
 def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     """Replace each maximal connected region of element-wise equations (of primitives
-    registered `elementwise=True`, and `elementwise` itself) by one `elementwise` equation. Its inputs are the region's distinct array inputs, its outputs the region's
-    values read outside it. A region has at least two equations, at most `max_width`
+    registered `elementwise=True`, and `elementwise` itself) by one `elementwise` equation.
+    Its inputs are the region's distinct array inputs, its outputs the region's values read
+    outside it. A region has at least two equations, at most `max_width`
     differentiable inputs (so that its vjp takes the NDual path, see bench/NDUAL.md), outputs
     whose shapes broadcast together, and no path leaving it and coming back.
 
