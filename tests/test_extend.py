@@ -1,6 +1,7 @@
 """The extension API as a library author uses it: primitives registered with the public API
 alone, the loop-batch fallback, non_differentiable, overlays, the minimal and default contexts
 (every primitive with a decomposition agrees with it), and check_primitive's reports."""
+import contextlib
 import re
 import warnings
 from collections import namedtuple
@@ -13,7 +14,10 @@ from hypothesis import strategies as st
 import xform
 import xform.rules.elementwise
 from xform.extend import logsumexp, softplus
-from xform.ir.rules import RULES, LoopBatchWarning
+from xform.extend import Undefined, Zero
+from xform.ir.rules import RULES, LoopBatchWarning, ScalarMath, register
+from xform.passes.fuse import fuse_elementwise
+from xform.rules.helpers import elementwise_abstract_eval, vectorized_batch
 from xform.testing import CheckFailure, check_grads, check_primitive
 from xform.testing import strategies as xst
 from xform.tree import tree_leaves, tree_map
@@ -98,6 +102,156 @@ def test_two_inputs_and_zero_tangents_reach_rules_as_arrays():
         return p.bind(x, w), x_dot * w + x * w_dot
     assert np.allclose(xform.grad(lambda x: np.sum(p.bind(x, X)))(X), X)
     assert seen == [True]
+
+
+@contextlib.contextmanager
+def registered(prim, **rules):
+    """`prim` registered with `rules` while the block runs (the table is global)."""
+    register(prim, **rules)
+    try:
+        yield prim
+    finally:
+        del RULES[prim]
+
+
+def _zero_seeing_rules(name, seen, **flags):
+    """A primitive x * w whose rules record whether a symbolic Zero reached them."""
+    p = xform.Primitive(name)
+
+    def jvp(primals, tangents):
+        seen.append(("jvp", any(type(t) is Zero for t in tangents)))
+        (x, w), (x_dot, w_dot) = primals, tangents
+        x_dot = 0.0 if type(x_dot) is Zero else x_dot
+        w_dot = 0.0 if type(w_dot) is Zero else w_dot
+        return p.bind(x, w), p.bind(x_dot, w) + x * w_dot
+
+    def transpose(ct, x, w):
+        seen.append(("transpose", type(ct) is Zero))
+        return (ct * w if type(x) is Undefined else None), None
+    return p, dict(impl=lambda x, w: x * w, abstract_eval=lambda x, w: x, jvp=jvp,
+                   transpose=transpose, **flags)
+
+
+@pytest.mark.parametrize("symbolic_zeros", [False, True])
+def test_symbolic_zeros_is_one_convention_whichever_door_a_rule_comes_in_by(symbolic_zeros):
+    # Only x varies: w's tangent is zero. Rules see a Zero only when they declare it.
+    for door in ("register", "def_jvp"):
+        seen = []
+        p, rules = _zero_seeing_rules(f"weighted_{door}", seen)
+        if door == "register":
+            register(p, **rules, symbolic_zeros=symbolic_zeros)
+        else:
+            p.def_impl(rules["impl"])
+            p.def_abstract_eval(rules["abstract_eval"])
+            p.def_jvp(rules["jvp"], symbolic_zeros=symbolic_zeros)
+        try:
+            t_out = xform.jvp(lambda x: p.bind(x, X), (X,), (np.ones(3),))[1]
+            assert np.allclose(t_out, X)
+            assert seen == [("jvp", symbolic_zeros)], door
+            declared = {"jvp", "transpose"} if door == "register" else {"jvp"}
+            assert RULES[p].symbolic_zeros == (declared if symbolic_zeros else set())
+        finally:
+            del RULES[p]
+
+
+def test_def_transpose_with_symbolic_zeros_and_as_a_decorator():
+    seen = []
+    p, rules = _zero_seeing_rules("weighted_transposed", seen)
+    p.def_impl(rules["impl"])
+    p.def_abstract_eval(rules["abstract_eval"])
+    p.def_jvp(rules["jvp"], symbolic_zeros=True)
+    p.def_transpose(symbolic_zeros=True)(rules["transpose"])
+    try:
+        assert RULES[p].symbolic_zeros == {"jvp", "transpose"}
+        assert np.allclose(xform.grad(lambda x: np.sum(p.bind(x, X)))(X), X)
+        assert ("transpose", False) in seen
+        p.def_transpose(rules["transpose"])    # again, without the flag: zeros as arrays
+        assert RULES[p].symbolic_zeros == {"jvp"}
+    finally:
+        del RULES[p]
+
+
+@pytest.mark.parametrize("linear_in", [(), (0,)])
+def test_a_linear_jvp_declared_linear_in_takes_the_direct_transpose_path(linear_in):
+    p = xform.Primitive(f"double_{len(linear_in)}")
+    jvp_calls = []
+
+    def jvp(primals, tangents):
+        jvp_calls.append(1)
+        return p.bind(*primals), p.bind(*tangents)
+    with registered(p, impl=lambda x: 2 * x, abstract_eval=lambda x: x, jvp=jvp,
+                    transpose=lambda ct, x: (p.bind(ct),), linear_in=linear_in):
+        assert np.allclose(xform.grad(lambda x: np.sum(p.bind(x) ** 2))(X), 8 * X)
+    # Without the trait reverse mode linearizes the jvp; with it, the transpose rule is
+    # the vjp and the jvp never runs.
+    assert bool(jvp_calls) == (not linear_in)
+
+
+def _cube_rules(p, **traits):
+    return dict(impl=lambda x: x * x * x, abstract_eval=elementwise_abstract_eval(np.square),
+                jvp=lambda primals, tangents: (p.bind(*primals),
+                                               3 * primals[0] ** 2 * tangents[0]),
+                batch=vectorized_batch(p), **traits)
+
+
+def _twice_rules(p, **traits):
+    return dict(impl=lambda x: x + x, abstract_eval=elementwise_abstract_eval(np.square),
+                jvp=lambda primals, tangents: (p.bind(*primals), p.bind(*tangents)),
+                batch=vectorized_batch(p), **traits)
+
+
+def test_a_library_elementwise_primitive_is_fused():
+    cube_p = xform.Primitive("library_cube")
+    with registered(cube_p, **_cube_rules(cube_p, elementwise=True)):
+        graph = xform.make_graph(lambda x: np.sum(np.sin(cube_p.bind(x)) * x))(X)
+        fused = fuse_elementwise(graph)
+        assert [e.primitive.name for e in fused.equations] == ["elementwise", "sum"]
+        region = fused.equations[0].params["region"]
+        assert [e.primitive.name for e in region.equations] == ["library_cube", "sin",
+                                                                "multiply"]
+        assert np.allclose(xform.eval_graph(fused, X)[0], np.sum(np.sin(X ** 3) * X))
+
+
+def test_a_library_elementwise_primitive_is_mapped_by_threaded_map():
+    cube_p = xform.Primitive("library_cube_mapped")
+    with registered(cube_p, **_cube_rules(cube_p, elementwise=True)):
+        out = xform.threaded_map(lambda x: cube_p.bind(x) + 1.0, X)
+        assert np.allclose(out, X ** 3 + 1.0)
+    other_p = xform.Primitive("library_cube_not_elementwise")
+    with registered(other_p, **_cube_rules(other_p)):
+        with pytest.raises(xform.TypeCheckError, match="library_cube_not_elementwise"):
+            xform.threaded_map(lambda x: other_p.bind(x) + 1.0, X)
+
+
+def test_a_library_primitive_with_scalar_math_takes_the_scalar_path():
+    from xform.codegen import compile_graph, graph_source
+    from xform.codegen import scalar
+    twice_p, cube_p = xform.Primitive("library_twice"), xform.Primitive("library_cube_scalar")
+    exact = ScalarMath(lambda a: a + a, "{0} + {0}", exact=True, monotone=(0,))
+    fast = ScalarMath(lambda a: a * a * a)        # not correctly rounded: "fast" only
+    with registered(twice_p, **_twice_rules(twice_p, elementwise=True, scalar_math=exact)), \
+            registered(cube_p, **_cube_rules(cube_p, elementwise=True, scalar_math=fast)):
+        def f(x):
+            return twice_p.bind(twice_p.bind(x)) * x + 1.0
+        graph = xform.make_graph(f)(0.5)
+        source = graph_source(graph)[0]          # "exact" admits the exact trait
+        assert "to_float(" in source and "s0 + s0" in source
+        assert compile_graph(graph)(0.75)[0] == xform.eval_graph(graph, 0.75)[0] == 3.25
+        graph = xform.make_graph(lambda x: cube_p.bind(x) * x + 1.0)(0.5)
+        assert "m0(" not in graph_source(graph)[0]
+        # Pinned, as the "fast" self-check would admit it on a machine where it agrees.
+        table = {p: c.op for p, c in scalar.candidates().items() if c.exact}
+        table[cube_p] = scalar.candidates()[cube_p].op
+        with scalar.pinned(table):
+            source, namespace = graph_source(graph)
+        assert "m0(" in source and namespace["m0"] is fast.function
+
+
+def test_softplus_is_elementwise():
+    assert xform.ir.rules.is_elementwise(xform.extend.softplus_p)
+    graph = xform.make_graph(lambda x: np.sum(softplus(np.sin(x))))(X)
+    assert [e.primitive.name for e in fuse_elementwise(graph).equations] == ["elementwise",
+                                                                             "sum"]
 
 
 def test_a_vjp_only_primitive_has_reverse_but_not_forward_mode():
@@ -354,7 +508,7 @@ def unary_args(draw):
 
 def fused_region_args(draw):
     """A fused element-wise region (what xform.passes.fuse makes), both vjp strategies."""
-    from xform.rules.elementwise import NDUAL_MAX_WIDTH
+    from xform.passes.fuse import NDUAL_MAX_WIDTH
     shape, dtype = draw(xst.shapes(max_dims=2)), draw(xst.float_dtypes)
     x, y = (draw(xst.arrays(shape, dtype, low=-2.0, high=2.0)) for _ in range(2))
     region = xform.make_graph(lambda x, y: np.sin(x) * y + np.exp(-x))(x, y)

@@ -143,7 +143,8 @@ def _softplus_impl(x):
 # d/dx = sigmoid(x) = e^(x - softplus(x)): the exponent is never positive, so never overflows.
 register(softplus_p, impl=_softplus_impl, abstract_eval=elementwise_abstract_eval(_softplus_impl),
          **elementwise_rules(softplus_p, lambda t, x, ans: t * np.exp(x - ans)),
-         batch=vectorized_batch(softplus_p), decomposition=_softplus_decomposition)
+         batch=vectorized_batch(softplus_p), decomposition=_softplus_decomposition,
+         symbolic_zeros=True, elementwise=True)
 
 
 def softplus(x):
@@ -193,7 +194,8 @@ register(logsumexp_p, impl=_logsumexp_impl, abstract_eval=_logsumexp_abstract_ev
                     np.sum(t * _softmax(x, ans, axes), axis=axes)),
          vjp=defvjp(lambda ct, x, *, ans, axes:
                     expand_reduced(ct, aval(x).shape, axes) * _softmax(x, ans, axes)),
-         batch=reduction_batch(logsumexp_p), decomposition=_logsumexp_decomposition)
+         batch=reduction_batch(logsumexp_p), decomposition=_logsumexp_decomposition,
+         symbolic_zeros=True)
 
 
 def logsumexp(a, axis=None, keepdims=False):

@@ -10,7 +10,8 @@ import xform
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.passes import eliminate_dead_code, fold_constants
-from xform.passes.fold import MAX_FOLDED_SIZE, UNKNOWN
+from xform.ir.rules import UNKNOWN
+from xform.passes.fold import MAX_FOLDED_SIZE
 from xform.rules.binary import add_p, divide_p, multiply_p, power_p, subtract_p
 from xform.rules.reduce import sum_p
 from xform.ir.rules import RULES, register

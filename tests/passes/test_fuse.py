@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 import xform
 from xform.ir.core import Graph
 from xform.passes import eliminate_dead_code, optimize
-from xform.passes.fuse import fuse_elementwise
+from xform.passes.fuse import NDUAL_MAX_WIDTH, fuse_elementwise
 from xform.rules import elementwise as elementwise_module
-from xform.rules.elementwise import NDUAL_MAX_WIDTH, elementwise_p
+from xform.rules.elementwise import elementwise_p
 from xform.testing import check_grads, check_primitive
 from xform.testing import strategies as xst
 from xform.transforms import split_graph, vjp_graph

@@ -12,6 +12,7 @@ from xform.ir.builder import GraphBuilder, stage_function, using_builder
 from xform.ir.core import Graph, Var
 from xform.ir.tracer import Tracer
 from xform.passes import optimize
+from xform.runtime.config import config
 from xform.source_info import user_frame_info
 from xform.transforms import jvp_eval, split_graph
 from xform.tree import tree_flatten, tree_unflatten
@@ -96,13 +97,13 @@ def linearize(fun, *primals):
     forward, linear = split_graph(combined, len(graph.inputs), len(outs))
     defined = set(forward.inputs) | {v for e in forward.equations for v in e.outputs}
     if all(type(a) is not Var or a in defined for a in forward.outputs):
-        forward, linear = optimize(forward), finish_graph(linear)
+        forward, linear = optimize(forward, checks=config.checks), finish_graph(linear)
         results = run(forward, [*p_leaves, *captured])
         outs, residuals = results[:len(graph.outputs)], results[len(graph.outputs):]
     else:
         # A primitive whose jvp yields primal and tangent outputs in one equation (cond,
         # while_loop) cannot be cut in two: the linear function then re-runs the whole jvp.
-        outs = run(optimize(graph), [*p_leaves, *captured])
+        outs = run(optimize(graph, checks=config.checks), [*p_leaves, *captured])
         residuals = [*p_leaves, *captured]
         linear = finish_graph(Graph(combined.inputs, combined.consts, combined.equations,
                                combined.outputs[len(outs):]))

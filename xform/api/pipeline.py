@@ -20,7 +20,7 @@ def finish_graph(graph, fuse=False):
     """The graph that gets compiled: the default passes applied, then results that would be
     a constant or a read-only broadcast view copied, so callers get their own writable
     arrays as numpy would give them (e.g. the gradient of np.sum)."""
-    graph = optimize(graph)
+    graph = optimize(graph, checks=config.checks)
     if fuse:
         graph = fuse_if_enabled(graph)
     const_vars = {var for var, _ in graph.consts}

@@ -14,6 +14,7 @@ from xform.ir.ad import instantiate, zero_tangent
 from xform.ir.avals import float0, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, stage_function, using_builder
 from xform.passes import optimize
+from xform.runtime.config import config
 from xform.source_info import user_frame_info
 from xform.transforms import split_graph, vjp_eval
 from xform.tree import tree_flatten, tree_unflatten
@@ -180,4 +181,4 @@ def _vjp_pair(graph, n_leaves, n_main):
                  if is_differentiable(v.aval)]
     combined = builder.build(list(outs) + grads)
     forward, backward = split_graph(combined, len(graph.inputs), len(outs))
-    return fuse_if_enabled(optimize(forward)), finish_graph(backward, fuse=True)
+    return fuse_if_enabled(optimize(forward, checks=config.checks)), finish_graph(backward, fuse=True)

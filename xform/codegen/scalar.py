@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from xform.ir.rules import ScalarMath, derived, on_rules_change, scalar_math_rules
+
 EXACT = "exact"
 FAST = "fast"
 
@@ -59,56 +61,52 @@ class NonFiniteScalar(ArithmeticError):
 # math.log(0.0), math.sin(inf).
 SCALAR_FALLBACK = (ZeroDivisionError, OverflowError, ValueError, NonFiniteScalar)
 
-MATH_FUNCTIONS = {
-    "sin": math.sin, "cos": math.cos, "tan": math.tan, "arcsin": math.asin,
-    "arccos": math.acos, "arctan": math.atan, "sinh": math.sinh, "cosh": math.cosh,
-    "tanh": math.tanh, "arcsinh": math.asinh, "arccosh": math.acosh, "arctanh": math.atanh,
-    "exp": math.exp, "exp2": math.exp2, "expm1": math.expm1, "log": math.log,
-    "log2": math.log2, "log10": math.log10, "log1p": math.log1p, "cbrt": math.cbrt,
-}
-
-# Correctly rounded (or exact) in IEEE 754, in Python's float and numpy's kernels alike.
-_EXACT_MATH_FUNCTIONS = {"sqrt": math.sqrt, "absolute": math.fabs, "fabs": math.fabs}
-
-
 class Candidate(NamedTuple):
-    """A primitive that may run on Python floats: its numpy ufunc, the Python function that
-    computes it on floats, whether it is exact everywhere, and its ScalarOp."""
+    """A primitive that may run on Python floats: the numpy function it is checked against
+    (its impl), the Python function that computes it on floats, whether it is exact
+    everywhere, and its ScalarOp."""
     ufunc: object
     python: object
     exact: bool
     op: ScalarOp
 
-
-def _arithmetic() -> list:
-    """(primitive, ufunc, template, the same in Python, monotone operand positions)."""
-    from xform.rules.binary import add_p, divide_p, multiply_p, subtract_p
-    from xform.rules.unary import negative_p, square_p
-    return [
-        (add_p, np.add, "{0} + {1}", lambda a, b: a + b, (0, 1)),
-        (subtract_p, np.subtract, "{0} - {1}", lambda a, b: a - b, (0, 1)),
-        (multiply_p, np.multiply, "{0} * {1}", lambda a, b: a * b, (0, 1)),
-        (divide_p, np.true_divide, "{0} / {1}", lambda a, b: a / b, (0,)),
-        (negative_p, np.negative, "-{0}", lambda a: -a, (0,)),
-        (square_p, np.square, "{0} * {0}", lambda a: a * a, (0,)),
-    ]
+    @property
+    def nin(self) -> int:
+        """Its operand count: the ufunc's, else one per `{i}` of its template (at least 1)."""
+        return _operand_count(self.ufunc, self.op.template)
 
 
-@functools.cache
+def _operand_count(impl, template: str) -> int:
+    nin = getattr(impl, "nin", None)
+    return nin if nin is not None else max(1, sum(f"{{{i}}}" in template for i in range(10)))
+
+
+def _candidate(impl, trait: ScalarMath) -> Candidate:
+    """The Candidate a primitive's `scalar_math` trait declares."""
+    if trait.template is not None:
+        # Python's arithmetic overflows or makes nan silently where numpy warns: tracked.
+        nin = _operand_count(impl, trait.template)
+        watched = tuple(i for i in range(nin) if i not in trait.monotone)
+        repeats = any(trait.template.count(f"{{{i}}}") > 1 for i in range(nin))
+        op = ScalarOp(trait.template, None, watched, tracked=True, repeats=repeats)
+    else:
+        # A `math` function raises where it cannot give a finite result (the "fast"
+        # self-check holds it to that), so its results need no check.
+        nin = getattr(impl, "nin", 1)
+        template = "{f}(" + ", ".join(f"{{{i}}}" for i in range(nin)) + ")"
+        op = ScalarOp(template, trait.function, watched=tuple(range(nin)))
+    return Candidate(impl, trait.function, trait.exact, op)
+
+
+@derived
+def _candidate_table() -> dict:
+    return {prim: _candidate(impl, trait) for prim, (impl, trait) in scalar_math_rules().items()}
+
+
 def candidates() -> dict:
-    """primitive -> Candidate, for every primitive that may be computed on Python floats."""
-    from xform.rules.unary import UNARY_PRIMITIVES
-    table = {}
-    for prim, ufunc, template, python, monotone in _arithmetic():
-        watched = tuple(i for i in range(ufunc.nin) if i not in monotone)
-        repeats = any(template.count(f"{{{i}}}") > 1 for i in range(ufunc.nin))
-        table[prim] = Candidate(ufunc, python, True,
-                                ScalarOp(template, None, watched, tracked=True, repeats=repeats))
-    for functions, exact in ((_EXACT_MATH_FUNCTIONS, True), (MATH_FUNCTIONS, False)):
-        for name, function in functions.items():
-            table[UNARY_PRIMITIVES[name]] = Candidate(
-                getattr(np, name), function, exact, ScalarOp("{f}({0})", function, watched=(0,)))
-    return table
+    """primitive -> Candidate, for every primitive registered with a `scalar_math` trait
+    (xform.ir.rules.ScalarMath)."""
+    return _candidate_table()
 
 
 # -- the self-check ("fast" only) ---------------------------------------------------------------
@@ -196,6 +194,7 @@ def operand_sets(nin: int) -> list:
 
 _verdicts: dict = {}    # (policy, primitive) -> ScalarOp or None, decided so far
 _pinned: dict | None = None
+on_rules_change(lambda: _verdicts.clear())    # a re-registered primitive is decided anew
 
 
 def _decide(policy: str, prim):
@@ -206,7 +205,7 @@ def _decide(policy: str, prim):
         return candidate.op
     if policy != FAST:
         return None
-    ok = agrees(candidate.ufunc, candidate.python, operand_sets(candidate.ufunc.nin),
+    ok = agrees(candidate.ufunc, candidate.python, operand_sets(candidate.nin),
                 flags_may_hide=False, max_ulps=FAST_MAX_ULPS)
     return candidate.op if ok else None
 

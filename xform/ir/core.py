@@ -37,12 +37,17 @@ class Primitive:
         from xform.ir.builder import bind
         return bind(self, *args, **params)
 
-    # JAX-style registration, forwarded to the registry (see xform.rules.registry). Each
-    # returns `fn`, so it also works as a decorator: `@p.def_impl`.
-    def _define(self, kind, fn, rule=None):
+    # JAX-style registration, forwarded to the rule table (xform.ir.rules). Each returns
+    # `fn`, so it also works as a decorator: `@p.def_impl`.
+    def _define(self, kind, fn, symbolic_zeros=False):
         from xform.ir.rules import define_rule
-        define_rule(self, kind, fn if rule is None else rule)
+        define_rule(self, kind, fn, symbolic_zeros)
         return fn
+
+    def _rule(self, kind, fn, symbolic_zeros):
+        if fn is None:    # `@p.def_jvp(symbolic_zeros=True)`
+            return lambda fn: self._define(kind, fn, symbolic_zeros)
+        return self._define(kind, fn, symbolic_zeros)
 
     def def_impl(self, fn):
         """`fn(*arrays, **params)` computes the primitive on numpy values.
@@ -67,10 +72,11 @@ class Primitive:
         """
         return self._define("abstract_eval", fn)
 
-    def def_jvp(self, fn):
-        """`fn(primals, tangents, **params) -> (out, tangent_out)`; zero tangents arrive as
-        zero arrays. Reverse mode derives the vjp from it when the ops it emits on the
-        tangents have transpose rules.
+    def def_jvp(self, fn=None, *, symbolic_zeros=False):
+        """`fn(primals, tangents, **params) -> (out, tangent_out)`. Zero tangents arrive as
+        zero arrays, or with `symbolic_zeros=True` as `xform.extend.Zero(aval)` (skip their
+        work; a Zero may be returned too). Reverse mode derives the vjp from it when the ops
+        it emits on the tangents have transpose rules.
 
         >>> p = xform.Primitive("scaled_sin")
         >>> _ = p.def_impl(lambda x, *, k: np.sin(k * x))
@@ -80,14 +86,11 @@ class Primitive:
         >>> xform.grad(lambda x: p.bind(x, k=2.0))(0.0)    # reverse mode, derived from the jvp
         np.float64(2.0)
         """
-        from xform.ir.ad import instantiate
+        return self._rule("jvp", fn, symbolic_zeros)
 
-        def rule(primals, tangents, **params):
-            return fn(primals, [instantiate(t) for t in tangents], **params)
-        return self._define("jvp", fn, rule)
-
-    def def_vjp(self, fn):
-        """`fn(primals, out, ct, **params) -> tuple` of one cotangent (or None) per input.
+    def def_vjp(self, fn=None, *, symbolic_zeros=False):
+        """`fn(primals, out, ct, **params) -> tuple` of one cotangent (or None) per input; a
+        zero `ct` arrives as zeros, or with `symbolic_zeros=True` as a `Zero`.
 
         >>> p = xform.Primitive("scaled_sin")
         >>> _ = p.def_impl(lambda x, *, k: np.sin(k * x))
@@ -96,16 +99,12 @@ class Primitive:
         >>> xform.grad(lambda x: p.bind(x, k=2.0))(0.0)
         np.float64(2.0)
         """
-        from xform.ir.ad import instantiate
+        return self._rule("vjp", fn, symbolic_zeros)
 
-        def rule(primals, out, cts, **params):
-            cts = [instantiate(ct) for ct in cts] if self.multiple_results else instantiate(cts)
-            return fn(primals, out, cts, **params)
-        return self._define("vjp", fn, rule)
-
-    def def_transpose(self, fn):
+    def def_transpose(self, fn=None, *, symbolic_zeros=False):
         """`fn(ct, *inputs, **params) -> tuple` of cotangents for a primitive linear in
-        some inputs; those arrive as `Undefined(aval)` (xform.extend.Undefined).
+        some inputs; those arrive as `Undefined(aval)` (xform.extend.Undefined). A zero `ct`
+        arrives as zeros, or with `symbolic_zeros=True` as a `Zero`.
 
         >>> p = xform.Primitive("scale")    # k * x: linear in x
         >>> _ = p.def_impl(lambda x, *, k: k * x); _ = p.def_abstract_eval(lambda x, *, k: x)
@@ -115,12 +114,7 @@ class Primitive:
         >>> xform.grad(lambda x: p.bind(x, k=3.0))(1.0)    # the jvp's `scale`, transposed
         np.float64(3.0)
         """
-        from xform.ir.ad import instantiate
-
-        def rule(cts, *inputs, **params):
-            cts = [instantiate(ct) for ct in cts] if self.multiple_results else instantiate(cts)
-            return fn(cts, *inputs, **params)
-        return self._define("transpose", fn, rule)
+        return self._rule("transpose", fn, symbolic_zeros)
 
     def def_batch(self, fn):
         """`fn(size, args, dims, **params) -> (out, out_dim)`; a dim is an int or None (not

@@ -1,13 +1,16 @@
-"""The one rule table: `RULES[primitive] -> Rules`, and how rules get into it.
+"""The one rule table: `RULES[primitive] -> Rules`, how rules get into it, and the traits
+passes and codegen read instead of keeping lists of primitives.
 
-Each primitive is registered once with every rule kind it has, by keyword, in the order
-impl, abstract_eval, jvp, transpose|vjp, batch. Library authors extend with `extend` or the
-`Primitive.def_*` methods, which go through `define_rule`. A primitive with an impl but no
-batch rule is batched by a Python loop (`loop_batch`), with a warning once per primitive.
+Each primitive is registered once with every rule kind and trait it has, by keyword, in the
+order impl, abstract_eval, jvp, transpose|vjp, batch, then traits. Library authors extend with
+`extend` or the `Primitive.def_*` methods. A primitive with an impl but no batch rule is
+batched by a Python loop (`loop_batch`), with a warning once per primitive.
 """
 from __future__ import annotations
 
+import types
 import warnings
+from collections.abc import Mapping
 from typing import Callable
 
 import attrs
@@ -16,16 +19,73 @@ from xform.errors import MissingRuleError
 
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
               "fold", "dce", "inline", "decomposition")
+ZERO_KINDS = ("jvp", "transpose", "vjp")  # the rule kinds that tangents/cotangents reach
+TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks")  # (and the symbolic_zeros flag)
 
 
 @attrs.frozen
+class ScalarMath:
+    """How generated code computes a primitive on Python floats (xform.codegen.scalar).
+
+    `function` computes it on floats; `template`, when given, is the same as an expression of
+    operand names `{0}`, `{1}` (`"{0} + {1}"`), written inline instead of a call. `exact`: IEEE
+    754 rounds it correctly, so it equals numpy bit for bit on every machine (the "exact"
+    policy admits it); otherwise the "fast" policy admits it after a self-check. `monotone`:
+    for a template, the operand positions where a non-finite operand surely gives a
+    non-finite result (the others are checked before they go in).
+
+    >>> from xform.ir.rules import ScalarMath
+    >>> ScalarMath(lambda a, b: a + b, "{0} + {1}", exact=True, monotone=(0, 1)).exact
+    True
+    """
+
+    function: Callable
+    template: str | None = None
+    exact: bool = False
+    monotone: tuple = ()
+
+
+def _frozen_hooks(hooks) -> Mapping:
+    return types.MappingProxyType(dict(hooks))
+
+
+def _convention(kind: str, fn: Callable) -> Callable:
+    """`fn` called with symbolic zeros instantiated: the convention of a rule that does not
+    declare `symbolic_zeros` (as in JAX, such rules see arrays)."""
+    from xform.ir.ad import instantiate
+
+    def instantiated(values):
+        if type(values) is list or type(values) is tuple:
+            return [instantiate(v) for v in values]
+        return instantiate(values)
+    if kind == "jvp":
+        def rule(primals, tangents, **params):
+            return fn(primals, instantiated(tangents), **params)
+    elif kind == "vjp":
+        def rule(primals, outs, cts, **params):
+            return fn(primals, outs, instantiated(cts), **params)
+    else:
+        def rule(cts, *inputs, **params):
+            return fn(instantiated(cts), *inputs, **params)
+    return rule
+
+
+@attrs.frozen(eq=False)
 class Rules:
-    """Every rule of one primitive. A None field means the rule is absent.
+    """Every rule and trait of one primitive. A None rule means the rule is absent.
 
     `fold(eqn, known) -> replacement or None`, `dce(eqn, used_outputs)` and
     `inline(eqn) -> callee Graph or None` are pass hooks for higher-order primitives (see
     xform.passes); `decomposition` is the trace-through definition of a primitive
     that exists only for speed.
+
+    Traits: `symbolic_zeros`, the rule kinds (of ZERO_KINDS) that take symbolic `Zero`
+    tangents/cotangents (the others get zero arrays); `elementwise`, it maps equal positions
+    of its broadcast inputs to that position of its output (fusible, mappable by
+    threaded_map); `scalar_math`, a ScalarMath; `linear_in`, the input positions in which it
+    is jointly linear, so reverse mode applies its transpose rule directly when only those
+    inputs are differentiable; `hooks`, per-pass behaviour by name (`"peephole"`, ...).
+    `calls[kind]` is the rule as transforms call it (`rule_for`).
     """
 
     impl: Callable | None = None
@@ -38,31 +98,171 @@ class Rules:
     dce: Callable | None = None
     inline: Callable | None = None
     decomposition: Callable | None = None
+    symbolic_zeros: frozenset = attrs.field(default=frozenset(), converter=frozenset)
+    elementwise: bool = False
+    scalar_math: ScalarMath | None = None
+    linear_in: tuple = attrs.field(default=(), converter=tuple)
+    hooks: Mapping = attrs.field(factory=dict, converter=_frozen_hooks)
+    calls: dict = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self):
+        # Decided once here, so that calling a rule costs no check of the flag.
+        calls = {}
+        for kind in RULE_KINDS:
+            fn = getattr(self, kind)
+            if fn is not None and kind in ZERO_KINDS and kind not in self.symbolic_zeros:
+                fn = _convention(kind, fn)
+            calls[kind] = fn
+        object.__setattr__(self, "calls", calls)
 
 
 RULES: dict = {}
+_ROLES: dict = {}   # role name -> the primitive passes and codegen know by that role
 
 
-def register(prim, *, replace: bool = False, **rules) -> None:
-    """Register every rule of `prim` at once: `register(sin_p, impl=np.sin, jvp=...)`."""
+def _zero_kinds(rules: dict, symbolic_zeros: bool, previous=frozenset()) -> frozenset:
+    given = {kind for kind in ZERO_KINDS if kind in rules}
+    return frozenset((previous - given) | (given if symbolic_zeros else set()))
+
+
+def _check_kinds(rules: dict) -> None:
+    unknown = set(rules) - set(RULE_KINDS) - set(TRAITS)
+    if unknown:
+        raise TypeError(f"unknown rule kinds or traits {sorted(unknown)}; known: "
+                        f"{RULE_KINDS + TRAITS}")
+
+
+def register(prim, *, replace: bool = False, symbolic_zeros: bool = False, role=None,
+             **rules) -> None:
+    """Register every rule and trait of `prim` at once:
+    `register(sin_p, impl=np.sin, jvp=..., elementwise=True)`.
+
+    With `symbolic_zeros=True` the jvp, transpose and vjp rules given take symbolic `Zero`
+    tangents/cotangents; by default they get zero arrays. `role` names the primitive for the
+    passes that emit or recognise it (`primitive_for`).
+    """
     if prim in RULES and not replace:
         raise ValueError(f"primitive '{prim}' is already registered; pass replace=True")
-    unknown = set(rules) - set(RULE_KINDS)
-    if unknown:
-        raise TypeError(f"unknown rule kinds {sorted(unknown)}; known: {RULE_KINDS}")
-    RULES[prim] = Rules(**rules)
+    _check_kinds(rules)
+    RULES[prim] = Rules(**rules, symbolic_zeros=_zero_kinds(rules, symbolic_zeros))
+    if role is not None:
+        _ROLES[role] = prim
+    _changed()
 
 
-def extend(prim, **rules) -> None:
-    """Add or replace some rules of an already registered primitive."""
-    RULES[prim] = attrs.evolve(RULES.get(prim, Rules()), **rules)
+def extend(prim, *, symbolic_zeros: bool = False, **rules) -> None:
+    """Add or replace some rules or traits of a primitive (hooks are added to its hooks).
+    `symbolic_zeros` applies to the jvp, transpose and vjp rules given, as in `register`."""
+    _check_kinds(rules)
+    old = RULES.get(prim, Rules())
+    if "hooks" in rules:
+        rules["hooks"] = {**old.hooks, **rules["hooks"]}
+    zero_kinds = _zero_kinds(rules, symbolic_zeros, old.symbolic_zeros)
+    RULES[prim] = attrs.evolve(old, **rules, symbolic_zeros=zero_kinds)
+    _changed()
 
 
-def define_rule(prim, kind: str, fn) -> None:
+def define_rule(prim, kind: str, fn, symbolic_zeros: bool = False) -> None:
     """Set one rule of `prim`: `define_rule(p, "jvp", rule)` (what `p.def_jvp` does)."""
     if kind not in RULE_KINDS:
         raise TypeError(f"unknown rule kind {kind!r}; known: {RULE_KINDS}")
-    extend(prim, **{kind: fn})
+    extend(prim, symbolic_zeros=symbolic_zeros, **{kind: fn})
+
+
+def primitive_for(role: str):
+    """The primitive registered with `role` (e.g. "add"), for passes and codegen that emit
+    or recognise it without importing its family.
+
+    >>> from xform.ir.rules import primitive_for
+    >>> primitive_for("add")
+    add
+    """
+    try:
+        return _ROLES[role]
+    except KeyError:
+        raise LookupError(f"no primitive is registered with role {role!r}") from None
+
+
+# -- what is derived from the table, once per change of it --------------------------------------
+
+_derived: dict = {}    # derivation -> its value for the table as it is
+_seen_size = [0]       # len(RULES) when _derived was filled: catches direct writes to RULES
+_on_change: list = []
+
+
+def on_rules_change(callback: Callable[[], None]) -> None:
+    """Call `callback()` whenever a registration changes the table (upper layers drop what
+    they derived from it)."""
+    _on_change.append(callback)
+
+
+def _changed() -> None:
+    _derived.clear()
+    for callback in _on_change:
+        callback()
+
+
+def _derive(key, compute):
+    if len(RULES) != _seen_size[0]:    # written to directly (tests do)
+        _seen_size[0] = len(RULES)
+        _derived.clear()
+    try:
+        return _derived[key]
+    except KeyError:
+        value = _derived[key] = compute()
+        return value
+
+
+def derived(fn: Callable[[], object]) -> Callable[[], object]:
+    """`fn()` computed from RULES once, and again only after the table changes."""
+    def value():
+        return _derive(fn, fn)
+    value.__name__, value.__doc__ = fn.__name__, fn.__doc__
+    return value
+
+
+@derived
+def elementwise_primitives() -> frozenset:
+    """The primitives registered `elementwise=True`."""
+    return frozenset(prim for prim, rules in RULES.items() if rules.elementwise)
+
+
+def is_elementwise(prim) -> bool:
+    """Whether `prim` was registered element-wise (fusible, mappable by threaded_map).
+
+    >>> from xform.ir.rules import is_elementwise
+    >>> from xform.rules.unary import sin_p
+    >>> is_elementwise(sin_p)
+    True
+    """
+    return prim in elementwise_primitives()
+
+
+@derived
+def scalar_math_rules() -> dict:
+    """primitive -> (its impl, its ScalarMath) for the primitives with a scalar_math trait."""
+    return {prim: (rules.impl, rules.scalar_math) for prim, rules in RULES.items()
+            if rules.scalar_math is not None}
+
+
+def hooks_named(name: str) -> dict:
+    """primitive -> its hook `name`, for every primitive that has one (ask once per pass).
+
+    >>> from xform.ir.rules import hooks_named, primitive_for
+    >>> primitive_for("add") in hooks_named("peephole"), hooks_named("no such hook")
+    (True, {})
+    """
+    return _derive(("hooks", name), lambda: {prim: rules.hooks[name]
+                                             for prim, rules in RULES.items()
+                                             if name in rules.hooks})
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()  # a value not known at pass time (`known[i]` of a fold hook, peepholes)
 
 
 def missing_rule(prim, kind: str, source=None) -> MissingRuleError:
@@ -75,7 +275,7 @@ def rule_for(eqn, kind: str):
     A missing batch rule falls back to `loop_batch` when the primitive has an impl.
     """
     rules = RULES.get(eqn.primitive)
-    rule = getattr(rules, kind) if rules is not None else None
+    rule = rules.calls[kind] if rules is not None else None
     if rule is None:
         if kind == "batch" and rules is not None and rules.impl is not None:
             _warn_loop_batch(eqn)

@@ -20,12 +20,11 @@ PIPELINE, in order (what each step does; its precondition):
 """
 from __future__ import annotations
 
-from xform import rules as _rules  # noqa: F401  (rules first: a family's hooks may import us)
 from xform.passes.accumulate import accumulate_pads
 from xform.passes.cse import eliminate_common_subexpressions
 from xform.passes.dce import eliminate_dead_code
-from xform.passes.fold import UNKNOWN, fold_constants
-from xform.passes.fuse import fuse_elementwise
+from xform.passes.fold import fold_constants
+from xform.passes.fuse import clean_region, fuse_elementwise
 from xform.passes.inline import inline_calls
 
 PIPELINE = (inline_calls, fold_constants, eliminate_common_subexpressions, accumulate_pads,
@@ -42,10 +41,9 @@ inline = inline_calls
 accumulate = accumulate_pads
 
 
-def optimize(graph, passes=PIPELINE):
-    """Run `passes` (default: PIPELINE) on `graph` and return the new graph.
-
-    Under `xform.config.update("checks", True)` the graph checker runs after every pass.
+def optimize(graph, passes=PIPELINE, *, checks: bool = False):
+    """Run `passes` (default: PIPELINE) on `graph` and return the new graph. With `checks`
+    (callers pass `xform.config.checks`) the graph checker runs after every pass.
 
     >>> graph = xform.make_graph(lambda x: np.sin(x) + np.sin(x) * 1.0)(np.float64(1.0))
     >>> print(xform.passes.optimize(graph))    # `* 1.0` folded away, then one `sin`
@@ -54,10 +52,9 @@ def optimize(graph, passes=PIPELINE):
         c:f64[] = add b b
       in (c) }
     """
-    from xform.runtime.config import config
     for run_pass in passes:
         graph = run_pass(graph)
-        if config.checks:
+        if checks:
             graph.check()
     return graph
 
@@ -82,7 +79,7 @@ def trace_passes(graph, passes=PIPELINE) -> list:
     return steps
 
 
-__all__ = ["PIPELINE", "UNKNOWN", "accumulate", "accumulate_pads", "cse", "dce",
+__all__ = ["PIPELINE", "accumulate", "accumulate_pads", "clean_region", "cse", "dce",
            "eliminate_common_subexpressions", "fuse", "fuse_elementwise",
            "eliminate_dead_code", "fold", "fold_constants", "inline", "inline_calls",
            "optimize", "trace_passes"]

@@ -8,14 +8,23 @@ import numpy as np
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.nx import with_equations
-from xform.rules.accumulate import full_window, pad_sum_p, term_shape
-from xform.rules.binary import add_p
-from xform.rules.shape import pad_p, reshape_p
+from xform.ir.rules import RULES, primitive_for
 
 _SUMMABLE_KINDS = "fciu"  # not bool: add is `or` there, and no cotangent is boolean
 
 
-def _is_sum_node(eqn) -> bool:
+class _Primitives:
+    """What the pass recognises and emits, by role (xform.ir.rules.primitive_for), and the
+    window conventions of `pad_sum` (its hooks `term_shape` and `full_window`)."""
+
+    def __init__(self):
+        self.add, self.pad = primitive_for("add"), primitive_for("pad")
+        self.pad_sum, self.reshape = primitive_for("pad_sum"), primitive_for("reshape")
+        hooks = RULES[self.pad_sum].hooks
+        self.term_shape, self.full_window = hooks["term_shape"], hooks["full_window"]
+
+
+def _is_sum_node(eqn, add_p) -> bool:
     """`add` of two Vars of exactly its output's shape and dtype (no broadcasting)."""
     if eqn.primitive is not add_p or len(eqn.inputs) != 2:
         return False
@@ -30,7 +39,7 @@ def _is_positive_zero(value, dtype) -> bool:
     return value.shape == () and not any(value.tobytes())
 
 
-def _pad_window(eqn):
+def _pad_window(eqn, pad_p):
     """The window a zero-valued pad puts its operand in (None for any other equation)."""
     if eqn.primitive is not pad_p:
         return None
@@ -63,6 +72,7 @@ def accumulate_pads(graph: Graph) -> Graph:
     (Equation(add, 2 in, 1 out), Equation(pad_sum, 3 in, 1 out))
     """
     equations = graph.equations
+    prims = _Primitives()
     uses: dict = {}
     reader: dict = {}    # Var -> index of an equation reading it (the only one if used once)
     producer: dict = {}  # Var -> index of the equation defining it
@@ -76,7 +86,7 @@ def accumulate_pads(graph: Graph) -> Graph:
     for atom in graph.outputs:
         if type(atom) is Var:
             uses[atom] = uses.get(atom, 0) + 1
-    sum_nodes = [_is_sum_node(eqn) for eqn in equations]
+    sum_nodes = [_is_sum_node(eqn, prims.add) for eqn in equations]
 
     def absorbed(var) -> bool:
         """Whether `var`'s only reader is a sum node, which makes it part of that tree."""
@@ -94,7 +104,7 @@ def accumulate_pads(graph: Graph) -> Graph:
             atom = stack.pop()
             index = producer.get(atom)
             if index is None:   # an input or a constant
-                terms.append((atom, full_window(shape)))
+                terms.append((atom, prims.full_window(shape)))
                 continue
             leaf = equations[index]
             single = absorbed(atom)
@@ -102,23 +112,23 @@ def accumulate_pads(graph: Graph) -> Graph:
                 dead.append(index)
                 stack.extend(reversed(leaf.inputs))
                 continue
-            window = _pad_window(leaf)
+            window = _pad_window(leaf, prims.pad)
             if window is not None:
                 terms.append((leaf.inputs[0], window))
                 placed += 1
                 if single:
                     dead.append(index)
-            elif single and leaf.primitive is pad_sum_p:
+            elif single and leaf.primitive is prims.pad_sum:
                 terms.extend(zip(leaf.inputs, leaf.params["windows"]))
                 placed += 1
                 dead.append(index)
             else:
-                terms.append((atom, full_window(shape)))
+                terms.append((atom, prims.full_window(shape)))
         if not placed:
             continue
         for index in dead:
             removed[index] = True
-        replacements[root] = _pad_sum_equations(eqn, terms, producer, equations)
+        replacements[root] = _pad_sum_equations(eqn, terms, producer, equations, prims)
     if not replacements:
         return graph
     kept = []
@@ -130,23 +140,23 @@ def accumulate_pads(graph: Graph) -> Graph:
     return with_equations(graph, kept)
 
 
-def _pad_sum_equations(root, terms, producer, equations) -> list:
+def _pad_sum_equations(root, terms, producer, equations, prims) -> list:
     """The `pad_sum` standing for `root`, after any reshapes its one-element operands need to
     be 0-d."""
     emitted, operands = [], []
     for atom, window in terms:
-        if atom.aval.shape != term_shape(window):
-            atom = _as_scalar(atom, root, producer, equations, emitted)
+        if atom.aval.shape != prims.term_shape(window):
+            atom = _as_scalar(atom, root, producer, equations, emitted, prims.reshape)
         operands.append(atom)
     out = root.outputs[0]
     params = Params({"shape": out.aval.shape, "dtype": out.aval.dtype,
                      "windows": tuple(window for _, window in terms)})
-    emitted.append(Equation(pad_sum_p, operands, root.outputs, params, root.source,
+    emitted.append(Equation(prims.pad_sum, operands, root.outputs, params, root.source,
                             root.origin))
     return emitted
 
 
-def _as_scalar(atom, root, producer, equations, emitted):
+def _as_scalar(atom, root, producer, equations, emitted, reshape_p):
     """`atom` (one element) as a 0-d value: the scalar a reshape made it from when there is
     one (the cotangent of `x[i]` is `reshape(scalar)`), else a new reshape."""
     index = producer.get(atom)

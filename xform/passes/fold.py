@@ -1,116 +1,29 @@
 """Constant folding: evaluate equations whose inputs are all known, let `Rules.fold` hooks
 replace higher-order equations (a `cond` with a known predicate becomes its taken branch),
-and simplify with a table of algebraic peepholes run to a fixed point."""
+and simplify with the primitives' peephole hooks (x * 1 -> x, ...) run to a fixed point."""
 from __future__ import annotations
 
 from collections import deque
 
-import attrs
 import numpy as np
 
 from xform.ir.builder import using_builder
-from xform.ir.core import Equation, Graph, Literal, Params, Var
+from xform.ir.core import Equation, Graph, Literal, Var
 from xform.ir.nx import live_equations
+from xform.ir.rules import RULES, UNKNOWN, hooks_named
 from xform.passes.rewrite import GraphRewriter, literal_of
-from xform.rules.binary import add_p, multiply_p, power_p, subtract_p
-from xform.ir.rules import RULES
-from xform.rules.shape import reshape_p, transpose_p
-
-
-class _Unknown:
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN = _Unknown()  # `known[i]` of a fold hook when input i has no value at pass time
 
 MAX_FOLDED_SIZE = 10_000  # elements: larger results stay staged rather than bloat the consts
 _MAX_SPLICES = 10_000  # fold-hook replacements per pass: a hook that re-creates itself stops
 _MAX_PEEPHOLES = 100  # rewrites of one equation: more means two rules undo each other
 
 
-# -- peepholes: {primitive: fn(eqn, value_of, producer) -> None | atoms | Equation} -----------
-
-_SCALAR_TYPES = (float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_)
-
-
-def _is_all(value, scalar) -> bool:
-    if type(value) in _SCALAR_TYPES:   # most literals: skip numpy's array machinery
-        return bool(value == scalar)
-    return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
-
-
-def _neutral(eqn, value_of, scalar, sides):
-    """`(x,)` when the equation is `x op scalar` (for some (x, other) in `sides`) and the
-    result has exactly x's type, so x can stand for it."""
-    out = eqn.outputs[0]
-    for keep, other in sides:
-        if _is_all(value_of(eqn.inputs[other]), scalar) and eqn.inputs[keep].aval == out.aval:
-            return (eqn.inputs[keep],)
-    return None
-
-
-def _add_peephole(eqn, value_of, producer):
-    # Only x + (-0.0) is x bit for bit: x + 0.0 turns -0.0 into +0.0, as numpy computes it.
-    exact_zero = eqn.outputs[0].aval.dtype.kind not in "fc"
-    for keep, other in ((0, 1), (1, 0)):
-        value = value_of(eqn.inputs[other])
-        if value is not UNKNOWN and _is_all(value, 0) and (
-                exact_zero or bool(np.all(np.signbit(value)))):
-            return _neutral(eqn, value_of, 0, ((keep, other),))
-    return None
-
-
-def _subtract_peephole(eqn, value_of, producer):
-    return _neutral(eqn, value_of, 0, ((0, 1),))
-
-
-def _multiply_peephole(eqn, value_of, producer):
-    return _neutral(eqn, value_of, 1, ((0, 1), (1, 0)))
-
-
-def _power_peephole(eqn, value_of, producer):
-    return _neutral(eqn, value_of, 1, ((0, 1),))
-
-
-def _reshape_peephole(eqn, value_of, producer):
-    x = eqn.inputs[0]
-    if x.aval == eqn.outputs[0].aval:
-        return (x,)
-    inner = producer.get(x)
-    if inner is not None and inner.primitive is reshape_p:
-        return attrs.evolve(eqn, inputs=inner.inputs)
-    return None
-
-
-def _transpose_peephole(eqn, value_of, producer):
-    x, axes = eqn.inputs[0], eqn.params["axes"]
-    if tuple(axes) == tuple(range(len(axes))):
-        return (x,)
-    inner = producer.get(x)
-    if inner is not None and inner.primitive is transpose_p:
-        inner_axes = inner.params["axes"]
-        composed = tuple(inner_axes[a] for a in axes)
-        return attrs.evolve(eqn, inputs=inner.inputs,
-                            params=Params({**eqn.params, "axes": composed}))
-    return None
-
-
-PEEPHOLES = {
-    add_p: _add_peephole,
-    subtract_p: _subtract_peephole,
-    multiply_p: _multiply_peephole,
-    power_p: _power_peephole,
-    reshape_p: _reshape_peephole,
-    transpose_p: _transpose_peephole,
-}
-
-
-def _simplify(eqn, value_of, producer):
-    """Apply PEEPHOLES to `eqn` until none matches: the final Equation, or the atoms that now
-    stand for its outputs."""
+def _simplify(eqn, value_of, producer, peepholes):
+    """Apply the peephole hooks (`Rules.hooks["peephole"]`: `fn(eqn, value_of, producer)`
+    returns None, the atoms standing for the outputs, or a new Equation) to `eqn` until none
+    matches: the final Equation, or the atoms that now stand for its outputs."""
     for _ in range(_MAX_PEEPHOLES):
-        rule = PEEPHOLES.get(eqn.primitive)
+        rule = peepholes.get(eqn.primitive)
         result = rule(eqn, value_of, producer) if rule is not None else None
         if result is None:
             return eqn
@@ -149,7 +62,7 @@ def _evaluate(eqn, known, returned):
 
 
 def fold_constants(graph: Graph) -> Graph:
-    """Evaluate what is known at pass time, apply `Rules.fold` hooks and the PEEPHOLES.
+    """Evaluate what is known at pass time, apply `Rules.fold` hooks and peephole hooks.
 
     Known values are Literals, graph consts and the results of folded equations; 0-d results
     become Literals, arrays become consts (results over MAX_FOLDED_SIZE elements stay staged).
@@ -175,6 +88,7 @@ def fold_constants(graph: Graph) -> Graph:
     live = live_equations(graph)
     queue = deque((eqn, index in live) for index, eqn in enumerate(graph.equations))
     splices = 0
+    peepholes = hooks_named("peephole")
 
     def value_of(atom):
         if type(atom) is Literal:
@@ -208,7 +122,7 @@ def fold_constants(graph: Graph) -> Graph:
                 spliced = rewriter.splice(body, atoms, eqn.outputs)
                 queue.extendleft((new, True) for new in reversed(spliced))
                 continue
-        result = _simplify(eqn, value_of, producer)
+        result = _simplify(eqn, value_of, producer, peepholes)
         if type(result) is not Equation and any(
                 var in returned and atom in inputs for var, atom in zip(eqn.outputs, result)):
             # Returning an input where numpy returns a new array would let callers who write
@@ -223,4 +137,4 @@ def fold_constants(graph: Graph) -> Graph:
     return rewriter.build()
 
 
-__all__ = ["MAX_FOLDED_SIZE", "PEEPHOLES", "UNKNOWN", "fold_constants"]
+__all__ = ["MAX_FOLDED_SIZE", "fold_constants"]

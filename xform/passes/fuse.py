@@ -1,6 +1,6 @@
 """Fusion: each maximal connected region of element-wise equations becomes one `elementwise`
-equation holding the region's graph (xform.rules.elementwise); `elementwise` equations over
-the same inputs that share work are merged."""
+equation holding the region's graph (the primitive registered with role "fusion");
+`elementwise` equations over the same inputs that share work are merged."""
 from __future__ import annotations
 
 import attrs
@@ -9,15 +9,21 @@ import numpy as np
 from xform.ir.avals import is_differentiable
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.nx import contracted_order, dataflow_graph, with_equations
-from xform.rules.elementwise import (FUSIBLE, NDUAL_MAX_WIDTH, clean_region,
-                                     elementwise_p)
+from xform.ir.rules import elementwise_primitives, primitive_for
+from xform.passes.cse import eliminate_common_subexpressions
+from xform.passes.dce import eliminate_dead_code
+from xform.passes.fold import fold_constants
+
+# Widest region (distinct differentiable inputs) whose vjp uses NDual rather than the
+# per-equation rules; measured in bench/NDUAL.md.
+NDUAL_MAX_WIDTH = 3
 
 
 def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
-    """Replace each maximal connected region of element-wise equations (unary, binary and
-    comparison ufuncs, where, clip, convert, and `elementwise` itself) by one `elementwise`
-    equation. Its inputs are the region's distinct array inputs, its outputs the region's
-    values read outside it. A region has at least two equations, at most `max_width`
+    """Replace each maximal connected region of element-wise equations (of primitives
+    registered `elementwise=True`, and `elementwise` itself) by one `elementwise` equation.
+    Its inputs are the region's distinct array inputs, its outputs the region's values read
+    outside it. A region has at least two equations, at most `max_width`
     differentiable inputs (so that its vjp takes the NDual path, see bench/NDUAL.md), outputs
     whose shapes broadcast together, and no path leaving it and coming back.
 
@@ -38,17 +44,18 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
         g:f64[] = sum[axes=(0,), dtype=None] b
       in (g) }
     """
-    graph = _merge_siblings(graph)
-    fused = _fuse_regions(graph, max_width)
+    fusion_p = primitive_for("fusion")
+    graph = _merge_siblings(graph, fusion_p)
+    fused = _fuse_regions(graph, max_width, _Fusible(fusion_p, elementwise_primitives()))
     # Regions just made may share work too (the graph was not CSE'd, say).
-    return fused if fused is graph else _merge_siblings(fused)
+    return fused if fused is graph else _merge_siblings(fused, fusion_p)
 
 
-def _fuse_regions(graph, max_width):
-    if not _has_fusible_pair(graph):
+def _fuse_regions(graph, max_width, fusible):
+    if not _has_fusible_pair(graph, fusible):
         return graph
     dag = dataflow_graph(graph)
-    groups = _Groups(graph, max_width)
+    groups = _Groups(graph, max_width, fusible)
     for index in range(len(graph.equations)):  # equations are in topological order
         groups.add(index, list(dag.predecessors(index)))
     blocks = groups.blocks()
@@ -70,7 +77,8 @@ def _fuse_regions(graph, max_width):
         inside = set(members)
         outputs = [v for i in members for v in graph.equations[i].outputs
                    if v in escaping or not read_by.get(v, set()) <= inside]
-        equations.append(_fused([graph.equations[i] for i in members], outputs, max_width))
+        equations.append(_fused([graph.equations[i] for i in members], outputs, max_width,
+                                fusible.fusion_p))
     return with_equations(graph, equations)
 
 
@@ -83,7 +91,8 @@ class _Groups:
     read it from outside, so that the check walks only the groups downstream of the merge.
     """
 
-    def __init__(self, graph, max_width):
+    def __init__(self, graph, max_width, fusible):
+        self.fusible = fusible
         self.equations = graph.equations
         self.max_width = max_width
         self.consts = {var for var, _ in graph.consts}
@@ -102,9 +111,9 @@ class _Groups:
         eqn = self.equations[index]
         self.parent[index] = index
         self.groups[index] = _Group.of(eqn)
-        if _fusible(eqn):
+        if self.fusible(eqn):
             candidates = sorted({self.find(u) for u in predecessors
-                                 if _fusible(self.equations[u])})
+                                 if self.fusible(self.equations[u])})
             # All producers at once first: a partial merge can be wider than the whole one
             # (an input of the part is produced by another part).
             if not self._try_merge([index] + candidates, predecessors):
@@ -190,25 +199,32 @@ class _Group:
         return sum(is_differentiable(v.aval) for v in self.inputs if v not in consts)
 
 
-def _has_fusible_pair(graph) -> bool:
+def _has_fusible_pair(graph, fusible) -> bool:
     """Whether some fusible equation reads another's output: the least a region needs. A
     linear sweep, so that graphs with nothing to fuse (scalar code) pay no more."""
     produced = set()
     for eqn in graph.equations:
-        if _fusible(eqn):
+        if fusible(eqn):
             if any(type(a) is Var and a in produced for a in eqn.inputs):
                 return True
             produced.update(eqn.outputs)
     return False
 
 
-def _fusible(eqn) -> bool:
-    """Element-wise; an `elementwise` equation only when its region is typed for its inputs
-    (its equations are then spliced as they are)."""
-    if eqn.primitive is elementwise_p:
-        return _typed(eqn)
-    # Scalars gain nothing (no residual arrays to save) and would pay an extra call.
-    return eqn.primitive in FUSIBLE and any(v.aval.shape for v in eqn.outputs)
+@attrs.frozen
+class _Fusible:
+    """Whether an equation may join a region: element-wise; an `elementwise` equation only
+    when its region is typed for its inputs (its equations are then spliced as they are).
+    The element-wise set is read once per pass."""
+
+    fusion_p: object
+    elementwise: frozenset
+
+    def __call__(self, eqn) -> bool:
+        if eqn.primitive is self.fusion_p:
+            return _typed(eqn)
+        # Scalars gain nothing (no residual arrays to save) and would pay an extra call.
+        return eqn.primitive in self.elementwise and any(v.aval.shape for v in eqn.outputs)
 
 
 def _typed(eqn) -> bool:
@@ -223,7 +239,7 @@ def _broadcast(*shapes):
         return None
 
 
-def _fused(members, outputs, max_width) -> Equation:
+def _fused(members, outputs, max_width, fusion_p) -> Equation:
     """One `elementwise` equation computing `outputs` (Vars) from the equations `members`,
     in their order; `elementwise` members are opened, so regions never nest."""
     region_of = {}   # outer atom -> region atom
@@ -241,7 +257,7 @@ def _fused(members, outputs, max_width) -> Equation:
     equations, consts = [], []
     for eqn in members:
         args = [read(a) for a in eqn.inputs]
-        if eqn.primitive is elementwise_p:
+        if eqn.primitive is fusion_p:
             body, body_consts, body_outputs = _renamed(eqn.params["region"], args)
             equations.extend(body)
             consts.extend(body_consts)
@@ -251,7 +267,7 @@ def _fused(members, outputs, max_width) -> Equation:
             equations.append(attrs.evolve(eqn, inputs=args, outputs=outs))
             region_of.update(zip(eqn.outputs, outs))
     region = Graph(region_inputs, consts, equations, [region_of[v] for v in outputs])
-    return Equation(elementwise_p, inputs, outputs,
+    return Equation(fusion_p, inputs, outputs,
                     Params({"max_width": max_width, "region": region}), members[0].source)
 
 
@@ -270,6 +286,12 @@ def _renamed(region, args):
             outputs=outs))
         rename.update(zip(eqn.outputs, outs))
     return equations, consts, [a if type(a) is Literal else rename[a] for a in region.outputs]
+
+
+def clean_region(region: Graph) -> Graph:
+    """`region` folded, CSE'd and DCE'd, but not fused: a region stays flat (fused regions
+    and their derived graphs are cleaned with it)."""
+    return eliminate_dead_code(eliminate_common_subexpressions(fold_constants(region)))
 
 
 # -- merging `elementwise` equations over the same inputs that share work ---------------------
@@ -298,13 +320,13 @@ def _work(region, interned) -> set:
     return work
 
 
-def _merge_siblings(graph: Graph) -> Graph:
+def _merge_siblings(graph: Graph, fusion_p) -> Graph:
     """Merge each `elementwise` equation into an earlier one over the same inputs when their
     regions share work (e.g. a region and its NDual form, which vjp emits later): the merged
     equation, standing where the earlier one was, evaluates the shared part once."""
     buckets = {}
     for index, eqn in enumerate(graph.equations):
-        if eqn.primitive is elementwise_p and _typed(eqn):
+        if eqn.primitive is fusion_p and _typed(eqn):
             buckets.setdefault(_inputs_key(eqn), []).append(index)
     current = dict(enumerate(graph.equations))
     interned = {}
@@ -345,4 +367,4 @@ def _merged(first, second):
                                        "region": union}))
 
 
-__all__ = ["fuse_elementwise"]
+__all__ = ["NDUAL_MAX_WIDTH", "clean_region", "fuse_elementwise"]

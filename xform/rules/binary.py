@@ -1,22 +1,24 @@
 """Two-input element-wise primitives with numpy broadcasting: arithmetic and its relatives."""
+import operator
+
 import numpy as np
 
 from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, aval
+from xform.ir.rules import ScalarMath, register
 from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, elementwise_rules,
-                                 unbroadcast, zero_derivative)
-from xform.ir.rules import register
+                                 neutral_peephole, unbroadcast, zero_derivative)
 
 BINARY_PRIMITIVES = {}
 
 
-def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False):
+def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False, **traits):
     prim = Primitive(ufunc.__name__)
     rules = zero_derivative(prim) if zero else elementwise_rules(prim, dx, dy)
     if transpose is not None:
         rules["transpose"] = transpose
     register(prim, impl=ufunc, abstract_eval=elementwise_abstract_eval(ufunc), **rules,
-             batch=elementwise_batch(prim))
+             batch=elementwise_batch(prim), symbolic_zeros=True, elementwise=True, **traits)
     BINARY_PRIMITIVES[ufunc.__name__] = prim
     return prim
 
@@ -72,14 +74,25 @@ def _logaddexp_share(x, y, ans, exp):
 
 
 add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,
-                transpose=_linear_transpose(+1))
+                transpose=_linear_transpose(+1), role="add",
+                scalar_math=ScalarMath(operator.add, "{0} + {1}", exact=True, monotone=(0, 1)),
+                hooks={"peephole": neutral_peephole(0, (0, 1), (1, 0), negative_zero=True)})
 subtract_p = _binary(np.subtract, lambda t, x, y, ans: t, lambda t, x, y, ans: -t,
-                     transpose=_linear_transpose(-1))
+                     transpose=_linear_transpose(-1),
+                     scalar_math=ScalarMath(operator.sub, "{0} - {1}", exact=True,
+                                            monotone=(0, 1)),
+                     hooks={"peephole": neutral_peephole(0, (0, 1))})
 multiply_p = _binary(np.multiply, lambda t, x, y, ans: t * y, lambda t, x, y, ans: x * t,
-                     transpose=_multiply_transpose)
+                     transpose=_multiply_transpose,
+                     scalar_math=ScalarMath(operator.mul, "{0} * {1}", exact=True,
+                                            monotone=(0, 1)),
+                     hooks={"peephole": neutral_peephole(1, (0, 1), (1, 0))})
 divide_p = _binary(np.true_divide, lambda t, x, y, ans: t / y,
-                   lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose)
-power_p = _binary(np.power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)))
+                   lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose,
+                   scalar_math=ScalarMath(operator.truediv, "{0} / {1}", exact=True,
+                                          monotone=(0,)))
+power_p = _binary(np.power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)),
+                  hooks={"peephole": neutral_peephole(1, (0, 1))})
 float_power_p = _binary(np.float_power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)))
 maximum_p = _binary(np.maximum, lambda t, x, y, ans: t * _select_mask(x, y, ans),
                     lambda t, x, y, ans: t * _select_mask(y, x, ans))

@@ -187,7 +187,7 @@ def _call_inline(eqn):
 
 
 register(call_p, impl=_call_impl, abstract_eval=_call_abstract_eval, jvp=_call_jvp,
-         vjp=_call_vjp, batch=_call_batch, inline=_call_inline)
+         vjp=_call_vjp, batch=_call_batch, inline=_call_inline, symbolic_zeros=True)
 
 
 def function(fun=None):

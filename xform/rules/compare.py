@@ -14,7 +14,8 @@ for _ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, n
                np.bitwise_xor, np.left_shift, np.right_shift):
     _prim = Primitive(_ufunc.__name__)
     register(_prim, impl=_ufunc, abstract_eval=elementwise_abstract_eval(_ufunc),
-             **zero_derivative(_prim), batch=elementwise_batch(_prim))
+             **zero_derivative(_prim), batch=elementwise_batch(_prim), symbolic_zeros=True,
+             elementwise=True)
     COMPARE_PRIMITIVES[_ufunc.__name__] = _prim
 
 
@@ -43,7 +44,8 @@ def _where_transpose(ct, cond, x, y):
 
 
 register(where_p, impl=np.where, abstract_eval=elementwise_abstract_eval(np.where),
-         jvp=_where_jvp, transpose=_where_transpose, batch=elementwise_batch(where_p))
+         jvp=_where_jvp, transpose=_where_transpose, batch=elementwise_batch(where_p),
+         symbolic_zeros=True, elementwise=True)
 
 
 # -- clip(x, lo, hi) --------------------------------------------------------------------------
@@ -77,7 +79,8 @@ def _clip_vjp(primals, ans, ct):
 
 
 register(clip_p, impl=np.clip, abstract_eval=elementwise_abstract_eval(np.clip),
-         jvp=_clip_jvp, vjp=_clip_vjp, batch=elementwise_batch(clip_p))
+         jvp=_clip_jvp, vjp=_clip_vjp, batch=elementwise_batch(clip_p), symbolic_zeros=True,
+         elementwise=True)
 
 
 __all__ = ["COMPARE_PRIMITIVES", "clip_p", "where_p"]

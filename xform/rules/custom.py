@@ -358,7 +358,7 @@ def _custom_jvp_call_jvp(primals, tangents, *, callee, key):
 
 # No vjp rule: reverse mode linearizes the emitted jvp rule and transposes it (JAX's way).
 register(custom_jvp_call_p, impl=_custom_impl, abstract_eval=_custom_abstract_eval,
-         jvp=_custom_jvp_call_jvp, batch=_custom_batch(custom_jvp_call_p))
+         jvp=_custom_jvp_call_jvp, batch=_custom_batch(custom_jvp_call_p), symbolic_zeros=True)
 
 
 def _custom_vjp_call_jvp(primals, tangents, *, callee, key):
@@ -393,7 +393,7 @@ def _custom_vjp_call_vjp(primals, outs, cts, *, callee, key):
 
 register(custom_vjp_call_p, impl=_custom_impl, abstract_eval=_custom_abstract_eval,
          jvp=_custom_vjp_call_jvp, vjp=_custom_vjp_call_vjp,
-         batch=_custom_batch(custom_vjp_call_p))
+         batch=_custom_batch(custom_vjp_call_p), symbolic_zeros=True)
 
 
 # == the decorators ===========================================================================

@@ -12,27 +12,14 @@ from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.execute import cleaned, compiled, compiled_memo, pruned
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
-from xform.rules.binary import BINARY_PRIMITIVES
-from xform.rules.compare import COMPARE_PRIMITIVES, clip_p, where_p
 from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
 from xform.ir.rules import register, rule_for
-from xform.rules.unary import UNARY_PRIMITIVES, convert_p, stop_gradient_p
 from xform.transforms.derived import memo
 from xform.transforms.jvp import fit_tangent, jvp_eval
 from xform.transforms.vjp import vjp_eval
 
-# Widest region (distinct differentiable inputs) whose vjp uses NDual rather than the
-# per-equation rules; measured in bench/NDUAL.md.
-NDUAL_MAX_WIDTH = 3
-
 elementwise_p = Primitive("elementwise", multiple_results=True)
-
-# What the fusion pass may put in a region: every equation maps equal positions of its
-# (broadcast) inputs to that position of its output.
-FUSIBLE = frozenset([*UNARY_PRIMITIVES.values(), *BINARY_PRIMITIVES.values(),
-                     *COMPARE_PRIMITIVES.values(), where_p, clip_p, convert_p, stop_gradient_p,
-                     elementwise_p])
 
 BLOCK = 1 << 15  # elements per block of a large region: a block's intermediates stay in cache
 # region -> the function running it, one lookup per call; dropped with the compiled code
@@ -332,4 +319,5 @@ def _elementwise_decomposition(*args, max_width, region):
 
 register(elementwise_p, impl=_elementwise_impl, abstract_eval=_elementwise_abstract_eval,
          jvp=_elementwise_jvp, vjp=_elementwise_vjp, batch=_elementwise_batch,
-         dce=_elementwise_dce, decomposition=_elementwise_decomposition)
+         dce=_elementwise_dce, decomposition=_elementwise_decomposition, symbolic_zeros=True,
+         role="fusion")

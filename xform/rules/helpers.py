@@ -5,10 +5,13 @@ and each call emits an equation, so every rule is itself differentiable and batc
 """
 from __future__ import annotations
 
+import attrs
 import numpy as np
 
 from xform.ir.ad import NOT_MAPPED, Zero, add_tangents, aval, move_to_front, ndim, zero_tangent
 from xform.ir.avals import ShapedArray, is_differentiable
+from xform.ir.core import Params
+from xform.ir.rules import UNKNOWN
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
@@ -46,14 +49,14 @@ def defjvp(prim, *derivatives):
 
 
 def linear_jvp(prim):
-    """The jvp of a primitive linear in its (single differentiable) first argument."""
+    """The jvp of a primitive linear in its (single differentiable) first argument. Register
+    it with `linear_in=(0,)`, so reverse mode applies the transpose rule directly."""
     def rule(primals, tangents, **params):
         ans = prim.bind(*primals, **params)
         t = tangents[0]
         if type(t) is Zero:
             return ans, Zero(aval(ans))
         return ans, prim.bind(t, *primals[1:], **params)
-    rule.linear_in_first = True   # reverse mode may then apply the transpose rule directly
     return rule
 
 
@@ -108,6 +111,59 @@ def elementwise_batch(prim):
             aligned.append(x)
         return prim.bind(*aligned, **params), 0
     return rule
+
+
+# -- peephole hooks of fold_constants: fn(eqn, value_of, producer) -> None | atoms | Equation ----
+
+_SCALAR_TYPES = (float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_)
+
+
+def _is_all(value, scalar) -> bool:
+    if type(value) in _SCALAR_TYPES:   # most literals: skip numpy's array machinery
+        return bool(value == scalar)
+    return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
+
+
+def neutral_peephole(neutral, *sides, negative_zero=False):
+    """The peephole `x op neutral -> x`, for `(kept, other)` input positions in `sides`,
+    when the result has exactly x's type. With `negative_zero`, a floating neutral 0 must be
+    -0.0: only x + (-0.0) is x bit for bit (x + 0.0 turns -0.0 into +0.0, as numpy computes).
+    """
+    def peephole(eqn, value_of, producer):
+        out = eqn.outputs[0]
+        exact = not negative_zero or out.aval.dtype.kind not in "fc"
+        for keep, other in sides:
+            value = value_of(eqn.inputs[other])
+            if (_is_all(value, neutral) and eqn.inputs[keep].aval == out.aval
+                    and (exact or bool(np.all(np.signbit(value))))):
+                return (eqn.inputs[keep],)
+        return None
+    return peephole
+
+
+def reshape_peephole(eqn, value_of, producer):
+    """A reshape to the same type is its operand; a reshape of a reshape reshapes once."""
+    x = eqn.inputs[0]
+    if x.aval == eqn.outputs[0].aval:
+        return (x,)
+    inner = producer.get(x)
+    if inner is not None and inner.primitive is eqn.primitive:
+        return attrs.evolve(eqn, inputs=inner.inputs)
+    return None
+
+
+def transpose_peephole(eqn, value_of, producer):
+    """The identity permutation is its operand; two transposes compose into one."""
+    x, axes = eqn.inputs[0], eqn.params["axes"]
+    if tuple(axes) == tuple(range(len(axes))):
+        return (x,)
+    inner = producer.get(x)
+    if inner is not None and inner.primitive is eqn.primitive:
+        inner_axes = inner.params["axes"]
+        composed = tuple(inner_axes[a] for a in axes)
+        return attrs.evolve(eqn, inputs=inner.inputs,
+                            params=Params({**eqn.params, "axes": composed}))
+    return None
 
 
 # -- abstract eval of element-wise primitives ---------------------------------------------

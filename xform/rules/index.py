@@ -156,7 +156,8 @@ def _gather_batch(size, args, dims, *, index):
 
 
 register(gather_p, impl=_gather_impl, abstract_eval=_gather_abstract_eval,
-         jvp=linear_jvp(gather_p), transpose=_gather_transpose, batch=_gather_batch)
+         jvp=linear_jvp(gather_p), transpose=_gather_transpose, batch=_gather_batch,
+         symbolic_zeros=True, linear_in=(0,))
 
 
 # -- scatter_add: zeros of `shape` with `updates` added at index (np.add.at) -----------------
@@ -209,7 +210,7 @@ def _scatter_add_batch(size, args, dims, *, index, shape):
 
 register(scatter_add_p, impl=_scatter_add_impl, abstract_eval=_scatter_add_abstract_eval,
          jvp=linear_jvp(scatter_add_p), transpose=_scatter_add_transpose,
-         batch=_scatter_add_batch)
+         batch=_scatter_add_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 __all__ = ["ARRAY", "FULL", "gather_p", "index_layout", "numpy_index", "scatter_add_p"]

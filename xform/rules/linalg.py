@@ -81,7 +81,7 @@ def _inv_jvp(primals, tangents):
 
 register(inv_p, impl=np.linalg.inv,
          abstract_eval=_square_abstract_eval(np.linalg.inv, lambda s: [s]),
-         jvp=_inv_jvp, batch=_stacked_batch(inv_p))
+         jvp=_inv_jvp, batch=_stacked_batch(inv_p), symbolic_zeros=True)
 
 
 # -- solve(A, B) for matrix B (..., M, K); xform.numpy.linalg.solve reshapes a vector b -----
@@ -119,7 +119,7 @@ def _solve_transpose(ct, a, b):
 
 
 register(solve_p, impl=np.linalg.solve, abstract_eval=_solve_abstract_eval, jvp=_solve_jvp,
-         transpose=_solve_transpose, batch=_stacked_batch(solve_p))
+         transpose=_solve_transpose, batch=_stacked_batch(solve_p), symbolic_zeros=True)
 
 
 # -- det and slogdet: d log|det A| = tr(A^-1 dA) ---------------------------------------------
@@ -140,7 +140,7 @@ def _det_jvp(primals, tangents):
 
 register(det_p, impl=np.linalg.det,
          abstract_eval=_square_abstract_eval(np.linalg.det, lambda s: [s[:-2]]),
-         jvp=_det_jvp, batch=_stacked_batch(det_p))
+         jvp=_det_jvp, batch=_stacked_batch(det_p), symbolic_zeros=True)
 
 slogdet_p = Primitive("slogdet", multiple_results=True)
 
@@ -156,7 +156,7 @@ def _slogdet_jvp(primals, tangents):
 
 register(slogdet_p, impl=lambda a: list(np.linalg.slogdet(a)),
          abstract_eval=_square_abstract_eval(np.linalg.slogdet, lambda s: [s[:-2], s[:-2]]),
-         jvp=_slogdet_jvp, batch=_stacked_batch(slogdet_p))
+         jvp=_slogdet_jvp, batch=_stacked_batch(slogdet_p), symbolic_zeros=True)
 
 
 # -- cholesky: dL = L phi(L^-1 dA L^-T), phi = lower triangle with half the diagonal -------
@@ -180,7 +180,7 @@ def _cholesky_jvp(primals, tangents, *, upper):
 
 register(cholesky_p, impl=lambda a, *, upper: np.linalg.cholesky(a, upper=upper),
          abstract_eval=_square_abstract_eval(np.linalg.cholesky, lambda s: [s]),
-         jvp=_cholesky_jvp, batch=_stacked_batch(cholesky_p))
+         jvp=_cholesky_jvp, batch=_stacked_batch(cholesky_p), symbolic_zeros=True)
 
 
 # -- eigh: dw = diag(V^T dA V), dV = V (F o V^T dA V), F_ij = 1 / (w_j - w_i) -----------------
@@ -202,7 +202,7 @@ def _eigh_jvp(primals, tangents, *, uplo):
 
 register(eigh_p, impl=lambda a, *, uplo: list(np.linalg.eigh(a, UPLO=uplo)),
          abstract_eval=_square_abstract_eval(np.linalg.eigh, lambda s: [s[:-1], s]),
-         jvp=_eigh_jvp, batch=_stacked_batch(eigh_p))
+         jvp=_eigh_jvp, batch=_stacked_batch(eigh_p), symbolic_zeros=True)
 
 
 # -- sort, argsort and sort_gather (take_along_axis with a permutation) ---------------------
@@ -228,7 +228,7 @@ def _axis_batch(prim):
 argsort_p = Primitive("argsort")
 register(argsort_p, impl=lambda x, *, axis, kind: np.argsort(x, axis=axis, kind=kind),
          abstract_eval=_axis_abstract_eval("argsort", np.dtype(np.intp)),
-         **zero_derivative(argsort_p), batch=_axis_batch(argsort_p))
+         **zero_derivative(argsort_p), batch=_axis_batch(argsort_p), symbolic_zeros=True)
 
 sort_gather_p = Primitive("sort_gather")
 
@@ -248,7 +248,8 @@ def _sort_gather_transpose(ct, x, index, *, axis):
 register(sort_gather_p,
          impl=lambda x, index, *, axis: np.take_along_axis(x, index, axis=axis),
          abstract_eval=_sort_gather_abstract_eval, jvp=linear_jvp(sort_gather_p),
-         transpose=_sort_gather_transpose, batch=_axis_batch(sort_gather_p))
+         transpose=_sort_gather_transpose, batch=_axis_batch(sort_gather_p),
+         symbolic_zeros=True, linear_in=(0,))
 
 sort_p = Primitive("sort")
 
@@ -264,7 +265,7 @@ def _sort_jvp(primals, tangents, *, axis):
 
 register(sort_p, impl=lambda x, *, axis: np.sort(x, axis=axis),
          abstract_eval=_axis_abstract_eval("sort"), jvp=_sort_jvp,
-         batch=_axis_batch(sort_p))
+         batch=_axis_batch(sort_p), symbolic_zeros=True)
 
 
 __all__ = ["argsort_p", "cholesky_p", "det_p", "eigh_p", "inv_p", "slogdet_p", "solve_p",

@@ -69,7 +69,8 @@ def _sum_impl(x, *, axes, dtype=None):
 
 register(sum_p, impl=_sum_impl,
          abstract_eval=_reduction_abstract_eval(np.sum), jvp=linear_jvp(sum_p),
-         transpose=_sum_transpose, batch=reduction_batch(sum_p))
+         transpose=_sum_transpose, batch=reduction_batch(sum_p),
+         symbolic_zeros=True, linear_in=(0,))
 
 
 # -- cumsum and cumprod: scans along one axis, optionally reversed or exclusive ---------------
@@ -108,7 +109,7 @@ def _cumsum_transpose(ct, x, *, axis, reverse=False, exclusive=False):
 
 register(cumsum_p, impl=_scan_impl(np.cumsum, 0), abstract_eval=_scan_abstract_eval(np.cumsum),
          jvp=linear_jvp(cumsum_p), transpose=_cumsum_transpose,
-         batch=reduction_batch(cumsum_p))
+         batch=reduction_batch(cumsum_p), symbolic_zeros=True, linear_in=(0,))
 
 
 cumprod_p = Primitive("cumprod")
@@ -145,7 +146,7 @@ def _cumprod_cotangent(ct, x, *, ans, **params):
 register(cumprod_p, impl=_scan_impl(np.cumprod, 1),
          abstract_eval=_scan_abstract_eval(np.cumprod),
          jvp=defjvp(cumprod_p, _cumprod_tangent), vjp=defvjp(_cumprod_cotangent),
-         batch=reduction_batch(cumprod_p))
+         batch=reduction_batch(cumprod_p), symbolic_zeros=True)
 
 
 # -- prod ---------------------------------------------------------------------------------------
@@ -179,7 +180,7 @@ def _prod_cotangent(ct, x, *, ans, axes, dtype=None):
 
 register(prod_p, impl=lambda x, *, axes, dtype=None: np.prod(x, axis=axes, dtype=dtype),
          abstract_eval=_reduction_abstract_eval(np.prod), jvp=defjvp(prod_p, _prod_tangent),
-         vjp=defvjp(_prod_cotangent), batch=reduction_batch(prod_p))
+         vjp=defvjp(_prod_cotangent), batch=reduction_batch(prod_p), symbolic_zeros=True)
 
 
 # -- max and min --------------------------------------------------------------------------------
@@ -213,12 +214,12 @@ def _extremum_rules(prim):
 reduce_max_p = Primitive("reduce_max")
 register(reduce_max_p, impl=lambda x, *, axes: np.max(x, axis=axes),
          abstract_eval=_extremum_abstract_eval("maximum"), **_extremum_rules(reduce_max_p),
-         batch=reduction_batch(reduce_max_p))
+         batch=reduction_batch(reduce_max_p), symbolic_zeros=True)
 
 reduce_min_p = Primitive("reduce_min")
 register(reduce_min_p, impl=lambda x, *, axes: np.min(x, axis=axes),
          abstract_eval=_extremum_abstract_eval("minimum"), **_extremum_rules(reduce_min_p),
-         batch=reduction_batch(reduce_min_p))
+         batch=reduction_batch(reduce_min_p), symbolic_zeros=True)
 
 
 # -- argmax and argmin (zero derivative) --------------------------------------------------------
@@ -236,12 +237,12 @@ def _arg_abstract_eval(name):
 argmax_p = Primitive("argmax")
 register(argmax_p, impl=lambda x, *, axis: np.argmax(x, axis=axis),
          abstract_eval=_arg_abstract_eval("argmax"), **zero_derivative(argmax_p),
-         batch=reduction_batch(argmax_p))
+         batch=reduction_batch(argmax_p), symbolic_zeros=True)
 
 argmin_p = Primitive("argmin")
 register(argmin_p, impl=lambda x, *, axis: np.argmin(x, axis=axis),
          abstract_eval=_arg_abstract_eval("argmin"), **zero_derivative(argmin_p),
-         batch=reduction_batch(argmin_p))
+         batch=reduction_batch(argmin_p), symbolic_zeros=True)
 
 
 # -- any and all (zero derivative) ----------------------------------------------------------------
@@ -253,12 +254,12 @@ def _logical_abstract_eval(x, *, axes):
 reduce_any_p = Primitive("reduce_any")
 register(reduce_any_p, impl=lambda x, *, axes: np.any(x, axis=axes),
          abstract_eval=_logical_abstract_eval, **zero_derivative(reduce_any_p),
-         batch=reduction_batch(reduce_any_p))
+         batch=reduction_batch(reduce_any_p), symbolic_zeros=True)
 
 reduce_all_p = Primitive("reduce_all")
 register(reduce_all_p, impl=lambda x, *, axes: np.all(x, axis=axes),
          abstract_eval=_logical_abstract_eval, **zero_derivative(reduce_all_p),
-         batch=reduction_batch(reduce_all_p))
+         batch=reduction_batch(reduce_all_p), symbolic_zeros=True)
 
 
 __all__ = ["argmax_p", "argmin_p", "cumprod_p", "cumsum_p", "expand_reduced", "prod_p",

@@ -7,7 +7,8 @@ from xform.errors import shape_error
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
 from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front, zero_tangent, zeros
-from xform.rules.helpers import linear_jvp, unbroadcast, vectorized_batch
+from xform.rules.helpers import (linear_jvp, reshape_peephole, transpose_peephole, unbroadcast,
+                                  vectorized_batch)
 from xform.ir.rules import register
 
 
@@ -30,7 +31,8 @@ def _reshape_batch(size, args, dims, *, shape):
 register(reshape_p, impl=lambda x, *, shape: np.reshape(x, shape),
          abstract_eval=_reshape_abstract_eval, jvp=linear_jvp(reshape_p),
          transpose=lambda ct, x, *, shape: (reshape_p.bind(ct, shape=x.aval.shape),),
-         batch=_reshape_batch)
+         batch=_reshape_batch, symbolic_zeros=True, linear_in=(0,), role="reshape",
+         hooks={"peephole": reshape_peephole})
 
 
 # -- broadcast_to ----------------------------------------------------------------------------
@@ -54,7 +56,7 @@ def _broadcast_to_batch(size, args, dims, *, shape):
 register(broadcast_to_p, impl=lambda x, *, shape: np.broadcast_to(x, shape),
          abstract_eval=_broadcast_to_abstract_eval, jvp=linear_jvp(broadcast_to_p),
          transpose=lambda ct, x, *, shape: (unbroadcast(ct, x.aval),),
-         batch=_broadcast_to_batch)
+         batch=_broadcast_to_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 # -- transpose -------------------------------------------------------------------------------
@@ -83,7 +85,8 @@ def _transpose_impl(x, *, axes):
 
 register(transpose_p, impl=_transpose_impl,
          abstract_eval=_transpose_abstract_eval, jvp=linear_jvp(transpose_p),
-         transpose=_transpose_transpose, batch=_transpose_batch)
+         transpose=_transpose_transpose, batch=_transpose_batch,
+         symbolic_zeros=True, linear_in=(0,), hooks={"peephole": transpose_peephole})
 
 
 # -- copy: a real copy, so that a staged np.copy never hands back an alias of its input -----
@@ -92,7 +95,7 @@ copy_p = Primitive("copy")
 
 register(copy_p, impl=lambda x: np.array(x, copy=True), abstract_eval=lambda x: x,
          jvp=linear_jvp(copy_p), transpose=lambda ct, x: (ct,),
-         batch=vectorized_batch(copy_p))
+         batch=vectorized_batch(copy_p), symbolic_zeros=True, linear_in=(0,))
 
 
 # -- concatenate (and split, its transpose) ---------------------------------------------------
@@ -150,7 +153,7 @@ def _concatenate_batch(size, args, dims, *, axis):
 
 register(concatenate_p, impl=lambda *xs, axis: np.concatenate(xs, axis),
          abstract_eval=_concatenate_abstract_eval, jvp=_concatenate_jvp,
-         transpose=_concatenate_transpose, batch=_concatenate_batch)
+         transpose=_concatenate_transpose, batch=_concatenate_batch, symbolic_zeros=True)
 
 
 split_p = Primitive("split", multiple_results=True)
@@ -179,7 +182,7 @@ def _split_impl(x, *, sizes, axis):
 
 
 register(split_p, impl=_split_impl, abstract_eval=_split_abstract_eval, jvp=linear_jvp(split_p),
-         transpose=_split_transpose, batch=_split_batch)
+         transpose=_split_transpose, batch=_split_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 
@@ -216,7 +219,8 @@ def _slice_batch(size, args, dims, *, starts, stops, steps):
 register(slice_p,
          impl=lambda x, *, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))],
          abstract_eval=_slice_abstract_eval, jvp=linear_jvp(slice_p),
-         transpose=_slice_transpose, batch=_slice_batch)
+         transpose=_slice_transpose, batch=_slice_batch, symbolic_zeros=True, linear_in=(0,),
+         role="slice")
 
 
 def static_slice(x, starts, stops, steps=None):
@@ -336,7 +340,7 @@ def _pad_batch(size, args, dims, *, widths):
 
 
 register(pad_p, impl=_pad_impl, abstract_eval=_pad_abstract_eval, jvp=_pad_jvp,
-         transpose=_pad_transpose, batch=_pad_batch)
+         transpose=_pad_transpose, batch=_pad_batch, symbolic_zeros=True, role="pad")
 
 
 # -- flip and repeat -------------------------------------------------------------------------
@@ -357,7 +361,7 @@ def _flip_batch(size, args, dims, *, axes):
 
 register(flip_p, impl=lambda x, *, axes: np.flip(x, axes), abstract_eval=_flip_abstract_eval,
          jvp=linear_jvp(flip_p), transpose=lambda ct, x, *, axes: (flip_p.bind(ct, axes=axes),),
-         batch=_flip_batch)
+         batch=_flip_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 repeat_p = Primitive("repeat")
@@ -384,7 +388,7 @@ def _repeat_batch(size, args, dims, *, repeats, axis):
 
 register(repeat_p, impl=lambda x, *, repeats, axis: np.repeat(x, repeats, axis),
          abstract_eval=_repeat_abstract_eval, jvp=linear_jvp(repeat_p),
-         transpose=_repeat_transpose, batch=_repeat_batch)
+         transpose=_repeat_transpose, batch=_repeat_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 # -- diagonals ----------------------------------------------------------------------------------
@@ -433,7 +437,7 @@ def _diagonal_batch(size, args, dims, *, offset, axis1, axis2):
 register(diagonal_p,
          impl=lambda x, *, offset, axis1, axis2: np.diagonal(x, offset, axis1, axis2),
          abstract_eval=_diagonal_abstract_eval, jvp=linear_jvp(diagonal_p),
-         transpose=_diagonal_transpose, batch=_diagonal_batch)
+         transpose=_diagonal_transpose, batch=_diagonal_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 __all__ = ["broadcast_to_p", "concatenate_p", "copy_p", "diag_embed", "diagonal_p", "flip_p",

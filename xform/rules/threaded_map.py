@@ -20,21 +20,12 @@ from xform.ir.execute import build_staging, inlined, map_chunks
 from xform.ir.interpret import eval_graph
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
-from xform.rules.binary import BINARY_PRIMITIVES
 from xform.rules.call import call_p
-from xform.rules.compare import COMPARE_PRIMITIVES, clip_p, where_p
 from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front, zero_tangent
-from xform.ir.rules import register
-from xform.rules.unary import UNARY_PRIMITIVES, convert_p, stop_gradient_p
+from xform.ir.rules import is_elementwise, register
 from xform.transforms.derived import derived_graph, memo, vjp_of
 from xform.transforms.jvp import jvp_graph
 from xform.tree import tree_flatten
-
-# Primitives that act on each element alone, with numpy broadcasting: a graph made of them
-# computes on 1-d chunks exactly what it computes on scalars. Library authors may add theirs.
-ELEMENTWISE_PRIMITIVES = {*UNARY_PRIMITIVES.values(), *BINARY_PRIMITIVES.values(),
-                          *COMPARE_PRIMITIVES.values(), convert_p, stop_gradient_p, where_p,
-                          clip_p}
 
 _MAX_INLINED = 10_000  # equations of an @xform.function callee opened inside f
 
@@ -62,7 +53,9 @@ def _find_body_error(graph: Graph) -> XformError | None:
             return TypeCheckError(f"threaded_map needs an element-wise f, but f calls the "
                                   f"recursive function {eqn.params['callee']}", eqn.source,
                                   "a recursion needs xform.cond, which is not element-wise")
-        if eqn.primitive not in ELEMENTWISE_PRIMITIVES:
+        # Element-wise primitives (Rules.elementwise) compute on 1-d chunks exactly what
+        # they compute on scalars.
+        if not is_elementwise(eqn.primitive):
             return TypeCheckError(f"threaded_map needs an element-wise f, but f applies "
                                   f"'{eqn.primitive}' to the element", eqn.source,
                                   _ELEMENTWISE_HINT)
@@ -226,7 +219,7 @@ def _threaded_map_dce(eqn, used):
 
 register(threaded_map_p, impl=_threaded_map_impl, abstract_eval=_threaded_map_abstract_eval,
          jvp=_threaded_map_jvp, vjp=_threaded_map_vjp, batch=_threaded_map_batch,
-         dce=_threaded_map_dce)
+         dce=_threaded_map_dce, symbolic_zeros=True)
 
 
 # == staging f ==================================================================================
@@ -431,4 +424,4 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None):
     return out
 
 
-__all__ = ["ELEMENTWISE_PRIMITIVES", "threaded_map", "threaded_map_p"]
+__all__ = ["threaded_map", "threaded_map_p"]

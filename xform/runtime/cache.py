@@ -156,7 +156,7 @@ class Cache:
             with self._lock:
                 compiled = self._compiled.get(graph)
                 if compiled is None:
-                    compiled = compile_graph(graph)
+                    compiled = compile_graph(graph, config.debug, config.scalar_math)
                     self.compiles += 1
                     self._compiled[graph] = compiled
         return compiled
@@ -238,15 +238,11 @@ def _lookup_staging(fun, key):
     return entry.value
 
 
-def _clean(graph):
-    return passes.eliminate_dead_code(passes.eliminate_common_subexpressions(
-        passes.fold_constants(graph)))
-
-
 # What runs below the runtime reaches the cache, the compiler, the passes and the executors
 # through these hooks.
 execute.install(
     compiled=_compiled_function, map_chunks=map_chunks,
     build=lambda graph, key, make: CACHE.build(graph, key, make, record=False).value,
-    build_staging=_build_staging, lookup_staging=_lookup_staging, optimize=passes.optimize,
-    clean=_clean, prune=passes.eliminate_dead_code, inline=passes.inline_calls)
+    build_staging=_build_staging, lookup_staging=_lookup_staging,
+    optimize=lambda graph: passes.optimize(graph, checks=config.checks),
+    clean=passes.clean_region, prune=passes.eliminate_dead_code, inline=passes.inline_calls)

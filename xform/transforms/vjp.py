@@ -86,12 +86,16 @@ def vjp_eval(graph, primals, cts_out):
             else:
                 cts, outs = cts[0], read(eqn.outputs[0])
             rules = RULES.get(eqn.primitive)
-            if rules is not None and rules.vjp is not None:
-                cts_in = rules.vjp(ins, outs, cts, **eqn.params)
-            elif _transposable(rules, ins):
-                # Linear in its first input, the only differentiable one: the vjp is the
-                # transpose, with no small linear graph to build per equation.
-                cts_in = rules.transpose(cts, Undefined(aval(ins[0])), *ins[1:], **eqn.params)
+            vjp = rules.calls["vjp"] if rules is not None else None
+            if vjp is not None:
+                cts_in = vjp(ins, outs, cts, **eqn.params)
+            elif rules is not None and _transposable(rules, ins):
+                # Linear in its differentiable inputs: the vjp is the transpose, with no small
+                # linear graph to build per equation.
+                linear_in = rules.linear_in
+                args = [Undefined(aval(x)) if i in linear_in and is_differentiable(aval(x))
+                        else x for i, x in enumerate(ins)]
+                cts_in = rules.calls["transpose"](cts, *args, **eqn.params)
             else:
                 cts_in = vjp_from_jvp(eqn, ins, cts)
         for atom, ct in zip(eqn.inputs, cts_in):
@@ -103,9 +107,10 @@ def vjp_eval(graph, primals, cts_out):
 
 
 def _transposable(rules, ins) -> bool:
-    return (rules is not None and rules.transpose is not None
-            and getattr(rules.jvp, "linear_in_first", False)
-            and not any(is_differentiable(aval(x)) for x in ins[1:]))
+    """Whether every differentiable input is one the primitive is declared linear in."""
+    linear_in = rules.linear_in
+    return (bool(linear_in) and rules.transpose is not None
+            and all(i in linear_in for i, x in enumerate(ins) if is_differentiable(aval(x))))
 
 
 def _check_cotangent(eqn, atom, ct):

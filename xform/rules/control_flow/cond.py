@@ -72,7 +72,7 @@ def _cond_batch(size, args, dims, *, branches):
 
 
 def _cond_fold(eqn, known):
-    from xform.passes.fold import UNKNOWN
+    from xform.ir.rules import UNKNOWN
     if known[0] is UNKNOWN:
         return None
     branches = eqn.params["branches"]
@@ -81,7 +81,7 @@ def _cond_fold(eqn, known):
 
 
 register(cond_p, impl=_cond_impl, abstract_eval=_cond_abstract_eval, jvp=_cond_jvp,
-         vjp=_cond_vjp, batch=_cond_batch, fold=_cond_fold)
+         vjp=_cond_vjp, batch=_cond_batch, fold=_cond_fold, symbolic_zeros=True)
 
 
 def _stage_branches(functions, operands, what):

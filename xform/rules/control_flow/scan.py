@@ -165,7 +165,7 @@ def _scan_batch(size, args, dims, *, body, n_carry, n_xs, length, reverse):
 
 
 register(scan_p, impl=_scan_impl, abstract_eval=_scan_abstract_eval, jvp=_scan_jvp,
-         vjp=_scan_vjp, batch=_scan_batch)
+         vjp=_scan_vjp, batch=_scan_batch, symbolic_zeros=True)
 
 
 def scan(f, init, xs=None, length=None, reverse=False):

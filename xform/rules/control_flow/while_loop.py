@@ -113,7 +113,7 @@ def _while_batch(size, args, dims, *, cond_graph, body_graph, n_carry, n_cond_co
 def _while_fold(eqn, known):
     """A loop whose condition is known false on entry disappears (its carry passes through).
     Only the inputs the condition reads need to be known."""
-    from xform.passes.fold import UNKNOWN
+    from xform.ir.rules import UNKNOWN
     params = eqn.params
     n_carry, n_cond = params["n_carry"], params["n_cond_consts"]
     cond_graph = params["cond_graph"]
@@ -133,7 +133,7 @@ def _while_fold(eqn, known):
 
 
 register(while_p, impl=_while_impl, abstract_eval=_while_abstract_eval, jvp=_while_jvp,
-         vjp=_while_vjp, batch=_while_batch, fold=_while_fold)
+         vjp=_while_vjp, batch=_while_batch, fold=_while_fold, symbolic_zeros=True)
 
 
 def _while_grad_impl(*args, cond_graph, body_graph, n_carry, n_cond_consts):
@@ -172,7 +172,7 @@ def _while_grad_abstract_eval(*avals, cond_graph, body_graph, n_carry, n_cond_co
 
 
 register(while_grad_p, impl=_while_grad_impl, abstract_eval=_while_grad_abstract_eval,
-         batch=loop_batch(while_grad_p))
+         batch=loop_batch(while_grad_p), symbolic_zeros=True)
 
 
 def while_loop(cond_fun, body_fun, init_val):

@@ -1,4 +1,5 @@
-"""Codegen: a graph becomes the source of one Python function, compiled once.
+"""The emitter: a graph becomes the source of one Python function (`graph_source`), compiled
+once (`compile_graph`, `CompiledGraph`).
 
 One statement per equation; primitive impls, constants and literals are bound as globals of
 the generated module under generated names (one per distinct impl or literal), so no user
@@ -12,16 +13,18 @@ equation's values as they are made):
   with the operations `xform.codegen.scalar` admits: under the default "exact" policy only
   correctly rounded ones, so results stay numpy's bit for bit on any machine; under "fast"
   also `math` functions, each within a few ulp of numpy. A value read once is written into
-  its reader's expression. A
-  run of them that raises, or may have hidden one of numpy's floating-point warnings, is
-  recomputed with numpy statements, which are generated and compiled only when a run first
-  needs them (`_NumpyRun`): most never do, and compiling them up front doubled the cost.
+  its reader's expression. A run of them that raises, or may have hidden one of numpy's
+  floating-point warnings, is recomputed with numpy statements, which are generated and
+  compiled only when a run first needs them (`_NumpyRun`): most never do, and compiling them
+  up front doubled the cost.
 - `x[i]` (a `slice` of size 1, then `reshape` to ()) is plain indexing, giving a numpy scalar.
 - An element-wise ufunc writes into the buffer of an input that dies with it, when that buffer
   was made by an element-wise ufunc of the same function (never a user's array, nor a view).
 
 Source generation makes a few linear passes over the equations (large graphs have 10^4-10^5
 of them); each pass over the graph's objects costs, so analyses share passes where they can.
+Which values run as Python floats is planned in xform.codegen.scalar_plan; the other analyses
+are in xform.codegen.analyses.
 """
 from __future__ import annotations
 
@@ -33,12 +36,14 @@ import operator
 import threading
 import weakref
 from collections import Counter
+
 import numpy as np
 
-from xform.codegen.scalar import (EXACT, SCALAR_FALLBACK, NonFiniteScalar, bits,
-                                  scalar_operation)
+from xform.codegen.analyses import buffer_reuse, item_inputs, plain_indexing, value_deaths
+from xform.codegen.scalar import EXACT, SCALAR_FALLBACK, NonFiniteScalar, bits
+from xform.codegen.scalar_plan import literal_float, scalar_equations, schedule
 from xform.ir.core import Graph, Literal
-from xform.ir.rules import rule_for
+from xform.ir.rules import derived, rule_for, scalar_math_rules
 
 _counter = itertools.count()
 
@@ -81,9 +86,22 @@ def check_values(eqn, *values):
                    if eqn.origin else ""))
 
 
+# numpy's operators on numpy values compute exactly these ufuncs
+_NUMPY_OPERATORS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide}
+
+
+@derived
 def _infix_operators() -> dict:
-    from xform.rules.binary import add_p, divide_p, multiply_p, subtract_p
-    return {add_p: "+", subtract_p: "-", multiply_p: "*", divide_p: "/"}
+    """primitive -> operator, for the primitives whose scalar_math template is `{0} op {1}`
+    and whose impl is the ufunc numpy's `op` calls: on numpy values `a op b` computes the
+    impl without the ufunc call overhead."""
+    infix = {}
+    for prim, (impl, trait) in scalar_math_rules().items():
+        template = trait.template or ""
+        operator_ = template[4:-4] if template[:4] == "{0} " and template[-4:] == " {1}" else ""
+        if _NUMPY_OPERATORS.get(operator_) is impl:
+            infix[prim] = operator_
+    return infix
 
 
 _inputs_of = operator.attrgetter("inputs")
@@ -94,253 +112,6 @@ def _is_numpy_valued(atom) -> bool:
     scalar: Python scalars only arrive as weak inputs/literals, or as bools."""
     aval = atom.aval
     return bool(aval.shape) or (not aval.weak_type and aval.dtype.kind != "b")
-
-
-# -- 0-d float64 values as Python floats --------------------------------------------------------
-
-_F64 = np.dtype(np.float64)
-
-
-def _literal_float(literal) -> float | None:
-    """The Python float numpy would use for a literal operand of a float64 operation."""
-    aval = literal.aval
-    if aval.shape != ():
-        return None
-    if aval.dtype == _F64:
-        return float(literal.value)
-    exact_int = type(literal.value) is int and abs(literal.value) <= 2 ** 53
-    if aval.weak_type and aval.dtype.kind in "iu" and exact_int:
-        return float(literal.value)
-    return None
-
-
-# Rough costs in ns on this project's x86 machines (python -m timeit): what a Python float
-# operator saves against numpy's scalar operator, and a `math` call against a ufunc call on a
-# scalar; what the conversions cost; and the check of values that leave the Python floats.
-_SAVED_BY_OPERATOR_NS = 50
-_SAVED_BY_CALL_NS = 150
-_TO_FLOAT_NS = 40
-_TO_NUMPY_NS = 110
-_CHECK_NS = 35
-_CHECK_PER_VALUE_NS = 15
-
-
-def _scalar_equations(graph: Graph, outputs: set, scalar_math: str) -> dict:
-    """equation index -> ScalarOp for the equations computed on Python floats: each connected
-    group of candidate equations whose estimated savings exceed its conversions and checks.
-
-    One pass over the equations (they are many, and each pass costs): groups are merged as
-    reads join them, and each group's savings and inputs are merged along."""
-    equations = graph.equations
-    candidates = {}
-    made_by = {}                     # a candidate's value -> its index
-    group = {}                       # union-find over candidate indices
-    size = {}                        # a root's group: its size
-    saved = {}                       # a root's group: its estimated savings
-    inputs = {}                      # a root's group: the values it converts
-    leaving = set()                  # candidates' values read by other equations
-
-    def root(i):
-        while group[i] != i:
-            group[i] = group[group[i]]
-            i = group[i]
-        return i
-    for index, eqn in enumerate(equations):
-        op = None
-        outs = eqn.outputs
-        if len(outs) == 1:
-            aval = outs[0].aval
-            if not aval.shape and (aval.dtype is _F64 or aval.dtype == _F64):
-                op = scalar_operation(eqn.primitive, scalar_math)
-        if op is not None:
-            for atom in eqn.inputs:
-                aval = atom.aval
-                if aval.shape or (aval.dtype is not _F64 and aval.dtype != _F64):
-                    if type(atom) is not Literal or _literal_float(atom) is None:
-                        op = None
-                        break
-        if op is None:
-            leaving.update(atom for atom in eqn.inputs if atom in made_by)
-            continue
-        candidates[index] = op
-        made_by[outs[0]] = index
-        group[index] = top = index
-        size[index] = 1
-        saved[index] = (_SAVED_BY_CALL_NS if op.function is not None or len(eqn.inputs) == 1
-                        else _SAVED_BY_OPERATOR_NS)
-        inputs[index] = set()
-        for atom in eqn.inputs:
-            maker = made_by.get(atom)
-            if maker is None:
-                if type(atom) is not Literal:
-                    inputs[top].add(atom)
-                continue
-            other = root(maker)
-            if other != top:  # the smaller group joins the larger: shallow trees
-                if size[other] < size[top]:
-                    other, top = top, other
-                group[top] = other
-                size[other] += size.pop(top)
-                saved[other] += saved.pop(top)
-                into, more = inputs[other], inputs.pop(top)
-                if len(into) < len(more):
-                    into, more = more, into
-                into |= more
-                inputs[other] = into
-                top = other
-    leaving.update(v for v in outputs if v in made_by)
-    escaping: dict = {}              # root -> [values leaving it, of them checked]
-    for var in leaving:
-        index = made_by[var]
-        counts = escaping.setdefault(root(index), [0, 0])
-        counts[0] += 1
-        counts[1] += candidates[index].tracked
-    worth_it = set()
-    for top, total in saved.items():
-        leaves, checked = escaping.get(top, (0, 0))
-        cost = (_TO_FLOAT_NS * len(inputs[top]) + _TO_NUMPY_NS * leaves
-                + (_CHECK_NS + _CHECK_PER_VALUE_NS * checked if checked else 0))
-        if total > cost:
-            worth_it.add(top)
-    return {i: op for i, op in candidates.items() if root(i) in worth_it}
-
-
-def _schedule(graph: Graph, scalar: dict, skipped: set) -> list:
-    """The order of emission: equation indices, and runs (lists of scalar equation indices).
-
-    A scalar equation moves up to just after the last equation it depends on, so scalar
-    equations gather in few runs: each run converts and checks once."""
-    if not scalar:
-        return [i for i in range(len(graph.equations)) if i not in skipped]
-    if len(scalar) == len(graph.equations):
-        return [list(scalar)]        # no numpy statement: one run
-    numpy_items = []
-    runs: dict = {}
-    slot = {}
-    for index, eqn in enumerate(graph.equations):
-        if index in skipped:
-            continue
-        if index in scalar:
-            after = -1
-            for atom in eqn.inputs:
-                if type(atom) is not Literal:
-                    after = max(after, slot.get(atom, -1))
-            runs.setdefault(after, []).append(index)
-        else:
-            after = len(numpy_items)
-            numpy_items.append(index)
-        for var in eqn.outputs:
-            slot[var] = after
-    sequence = [runs[-1]] if -1 in runs else []
-    for position, index in enumerate(numpy_items):
-        sequence.append(index)
-        if position in runs:
-            sequence.append(runs[position])
-    return sequence
-
-
-def _item_inputs(graph: Graph, item, indexing: dict):
-    if type(item) is list:
-        return [a for i in item for a in graph.equations[i].inputs]
-    if item in indexing:
-        return graph.equations[indexing[item][0]].inputs
-    return graph.equations[item].inputs
-
-
-def _deaths(graph: Graph, sequence: list, indexing: dict, deletable: set) -> dict:
-    """position in `sequence` -> the `deletable` vars to delete after that item: the inputs
-    whose last use it is, and its outputs that nobody uses."""
-    last = {}
-    for position, item in enumerate(sequence):
-        for atom in _item_inputs(graph, item, indexing):
-            if atom in deletable:
-                last[atom] = position
-        if type(item) is not list:
-            for var in graph.equations[item].outputs:
-                if var in deletable:
-                    last.setdefault(var, position)
-    deaths: dict = {}
-    for var, position in last.items():
-        deaths.setdefault(position, []).append(var)
-    return deaths
-
-
-# -- x[i] as plain indexing -----------------------------------------------------------------------
-
-def _plain_indexing(graph: Graph, reads: dict, outputs: set) -> dict:
-    """reshape equation index -> (slice equation index, index tuple), for `reshape[shape=()]`
-    of a size-1 slice used by nothing else: `x[i, j]` gives a numpy scalar, which costs far less
-    than slice + reshape and, being a copy, is never a view of the user's array. Results of the
-    graph keep their 0-d array."""
-    from xform.rules.shape import reshape_p, slice_p
-    equations = graph.equations
-    reshapes = [i for i, eqn in enumerate(equations)
-                if eqn.primitive is reshape_p and eqn.params["shape"] == ()]
-    if not reshapes:
-        return {}
-    made_by = {v: i for i, eqn in enumerate(equations) for v in eqn.outputs}
-    found = {}
-    for index in reshapes:
-        eqn = equations[index]
-        (source,) = eqn.inputs
-        if type(source) is Literal or source in outputs or eqn.outputs[0] in outputs:
-            continue
-        producer = made_by.get(source)
-        if producer is None or reads[source] != 1:
-            continue
-        sliced = equations[producer]
-        if sliced.primitive is slice_p and sliced.params["starts"] and source.aval.size == 1:
-            found[index] = (producer, tuple(sliced.params["starts"]))
-    return found
-
-
-# -- writing into dead buffers --------------------------------------------------------------------
-
-# Below this size a fresh array costs less than passing `out=`.
-_REUSE_MIN_SIZE = 1024
-
-
-def _makes_fresh_array(eqn) -> bool:
-    """A one-output ufunc on arrays: its result is a new array, never a view."""
-    impl = rule_for(eqn, "impl")
-    return (isinstance(impl, np.ufunc) and impl.nout == 1 and not eqn.params
-            and len(eqn.outputs) == 1 and eqn.outputs[0].aval.shape != ())
-
-
-def _buffer_reuse(graph: Graph, outputs: set) -> dict:
-    """equation index -> position of the input whose buffer the equation's ufunc writes into.
-
-    Only buffers made by a ufunc of this graph qualify, and only when every reader of that
-    value is a ufunc (so no view of it exists) and this equation is its last reader."""
-    equations = graph.equations
-    large = [i for i, eqn in enumerate(equations)
-             if len(eqn.outputs) == 1 and eqn.outputs[0].aval.shape
-             and eqn.outputs[0].aval.size >= _REUSE_MIN_SIZE]
-    if not large:
-        return {}
-    fresh = [_makes_fresh_array(eqn) for eqn in equations]
-    made_by = {v: i for i, eqn in enumerate(equations) for v in eqn.outputs}
-    readers: dict = {}
-    for index, eqn in enumerate(equations):
-        for atom in eqn.inputs:
-            if type(atom) is not Literal:
-                readers.setdefault(atom, []).append(index)
-    reuse = {}
-    for index in large:
-        if not fresh[index]:
-            continue
-        out = equations[index].outputs[0].aval
-        for position, atom in enumerate(equations[index].inputs):
-            if (type(atom) is Literal or atom in outputs or atom.aval.shape != out.shape
-                    or atom.aval.dtype != out.dtype):
-                continue
-            maker = made_by.get(atom)
-            if maker is None or not fresh[maker]:
-                continue              # an argument or a constant: the user's array
-            if all(fresh[j] for j in readers[atom]) and readers[atom][-1] == index:
-                reuse[index] = position
-                break
-    return reuse
 
 
 # -- the source ---------------------------------------------------------------------------------
@@ -393,11 +164,11 @@ def graph_source(graph: Graph, debug: bool = False,
     if debug:
         indexing, scalar, reuse = {}, {}, {}
     else:
-        indexing = _plain_indexing(graph, reads, outputs)
-        scalar = _scalar_equations(graph, outputs, scalar_math) if scalar_math else {}
-        reuse = _buffer_reuse(graph, outputs)
+        indexing = plain_indexing(graph, reads, outputs)
+        scalar = scalar_equations(graph, outputs, scalar_math) if scalar_math else {}
+        reuse = buffer_reuse(graph, outputs)
     absorbed = {producer for producer, _ in indexing.values()}
-    sequence = _schedule(graph, scalar, absorbed)
+    sequence = schedule(graph, scalar, absorbed)
     infix = _infix_operators()
 
     literal_names: dict = {}
@@ -441,7 +212,7 @@ def graph_source(graph: Graph, debug: bool = False,
         for var in eqn.outputs:
             if var not in outputs and (var.aval.shape or not keeps_nothing):
                 deletable.add(var)
-    deaths = _deaths(graph, sequence, indexing, deletable) if deletable else {}
+    deaths = value_deaths(graph, sequence, indexing, deletable) if deletable else {}
 
     # where each value is bound on every path: its numpy name, its Python float name
     has_numpy = set(graph.inputs) | {var for var, _ in graph.consts}
@@ -504,7 +275,7 @@ def graph_source(graph: Graph, debug: bool = False,
         return op.template.replace("{f}", function(op.function, prefix="m"))
 
     def float_literal(atom):
-        value = _literal_float(atom)
+        value = literal_float(atom)
         name = float_literals.get(value) if value else None    # 0.0 == -0.0: by bits
         if name is None:
             name = literal(value)
@@ -597,7 +368,7 @@ def graph_source(graph: Graph, debug: bool = False,
             scalar_run(item)
         else:
             if scalar:
-                as_numpy(_item_inputs(graph, item, indexing))
+                as_numpy(item_inputs(graph, item, indexing))
             numpy_statement(item)
             has_numpy.update(equations[item].outputs)
         dead = deaths.get(position)
@@ -653,15 +424,16 @@ class _NumpyRun:
         return fn(*args)
 
 
-def compile_graph(graph: Graph) -> CompiledGraph:
-    """Compile `graph` once into a Python function.
+def compile_graph(graph: Graph, debug: bool = False,
+                  scalar_math: str | None = EXACT) -> CompiledGraph:
+    """Compile `graph` once into a Python function (`debug`, `scalar_math`: as for
+    `graph_source`; callers pass xform.config's).
 
     >>> from xform.codegen import compile_graph
     >>> compile_graph(xform.make_graph(np.sin)(1.0))(0.0)
     [np.float64(0.0)]
     """
-    from xform.runtime.config import config
-    source, namespace = graph_source(graph, config.debug, config.scalar_math)
+    source, namespace = graph_source(graph, debug, scalar_math)
     fn, filename = _define(source, namespace)
     compiled = CompiledGraph(graph, source, fn)
     weakref.finalize(compiled, linecache.cache.pop, filename, None)

@@ -1,0 +1,111 @@
+"""Analyses of a graph that codegen's emitter reads: where values die, which `x[i]` patterns
+become plain indexing, and which ufuncs may write into a dead input's buffer."""
+from __future__ import annotations
+
+import numpy as np
+
+from xform.ir.core import Graph, Literal
+from xform.ir.rules import primitive_for, rule_for
+
+def item_inputs(graph: Graph, item, indexing: dict):
+    if type(item) is list:
+        return [a for i in item for a in graph.equations[i].inputs]
+    if item in indexing:
+        return graph.equations[indexing[item][0]].inputs
+    return graph.equations[item].inputs
+
+
+def value_deaths(graph: Graph, sequence: list, indexing: dict, deletable: set) -> dict:
+    """position in `sequence` -> the `deletable` vars to delete after that item: the inputs
+    whose last use it is, and its outputs that nobody uses."""
+    last = {}
+    for position, item in enumerate(sequence):
+        for atom in item_inputs(graph, item, indexing):
+            if atom in deletable:
+                last[atom] = position
+        if type(item) is not list:
+            for var in graph.equations[item].outputs:
+                if var in deletable:
+                    last.setdefault(var, position)
+    deaths: dict = {}
+    for var, position in last.items():
+        deaths.setdefault(position, []).append(var)
+    return deaths
+
+
+# -- x[i] as plain indexing (the primitives of roles "slice" and "reshape") ------------------------
+
+def plain_indexing(graph: Graph, reads: dict, outputs: set) -> dict:
+    """reshape equation index -> (slice equation index, index tuple), for `reshape[shape=()]`
+    of a size-1 slice used by nothing else: `x[i, j]` gives a numpy scalar, which costs far less
+    than slice + reshape and, being a copy, is never a view of the user's array. Results of the
+    graph keep their 0-d array."""
+    reshape_p, slice_p = primitive_for("reshape"), primitive_for("slice")
+    equations = graph.equations
+    reshapes = [i for i, eqn in enumerate(equations)
+                if eqn.primitive is reshape_p and eqn.params["shape"] == ()]
+    if not reshapes:
+        return {}
+    made_by = {v: i for i, eqn in enumerate(equations) for v in eqn.outputs}
+    found = {}
+    for index in reshapes:
+        eqn = equations[index]
+        (source,) = eqn.inputs
+        if type(source) is Literal or source in outputs or eqn.outputs[0] in outputs:
+            continue
+        producer = made_by.get(source)
+        if producer is None or reads[source] != 1:
+            continue
+        sliced = equations[producer]
+        if sliced.primitive is slice_p and sliced.params["starts"] and source.aval.size == 1:
+            found[index] = (producer, tuple(sliced.params["starts"]))
+    return found
+
+
+# -- writing into dead buffers --------------------------------------------------------------------
+
+# Below this size a fresh array costs less than passing `out=`.
+_REUSE_MIN_SIZE = 1024
+
+
+def _makes_fresh_array(eqn) -> bool:
+    """A one-output ufunc on arrays: its result is a new array, never a view."""
+    impl = rule_for(eqn, "impl")
+    return (isinstance(impl, np.ufunc) and impl.nout == 1 and not eqn.params
+            and len(eqn.outputs) == 1 and eqn.outputs[0].aval.shape != ())
+
+
+def buffer_reuse(graph: Graph, outputs: set) -> dict:
+    """equation index -> position of the input whose buffer the equation's ufunc writes into.
+
+    Only buffers made by a ufunc of this graph qualify, and only when every reader of that
+    value is a ufunc (so no view of it exists) and this equation is its last reader."""
+    equations = graph.equations
+    large = [i for i, eqn in enumerate(equations)
+             if len(eqn.outputs) == 1 and eqn.outputs[0].aval.shape
+             and eqn.outputs[0].aval.size >= _REUSE_MIN_SIZE]
+    if not large:
+        return {}
+    fresh = [_makes_fresh_array(eqn) for eqn in equations]
+    made_by = {v: i for i, eqn in enumerate(equations) for v in eqn.outputs}
+    readers: dict = {}
+    for index, eqn in enumerate(equations):
+        for atom in eqn.inputs:
+            if type(atom) is not Literal:
+                readers.setdefault(atom, []).append(index)
+    reuse = {}
+    for index in large:
+        if not fresh[index]:
+            continue
+        out = equations[index].outputs[0].aval
+        for position, atom in enumerate(equations[index].inputs):
+            if (type(atom) is Literal or atom in outputs or atom.aval.shape != out.shape
+                    or atom.aval.dtype != out.dtype):
+                continue
+            maker = made_by.get(atom)
+            if maker is None or not fresh[maker]:
+                continue              # an argument or a constant: the user's array
+            if all(fresh[j] for j in readers[atom]) and readers[atom][-1] == index:
+                reuse[index] = position
+                break
+    return reuse
