@@ -89,7 +89,7 @@ def is_stand_in(value):
     return getattr(value, "__name__", "").startswith("numpy_backed_")
 
 
-# -- helpers ----------------------------------------------------------------------------------------
+# -- helpers ---------------------------------------------------------------------------------------
 
 def assert_same(got, want):
     """Same type and dtype, same bits. The nan a sum of two nans keeps is the one exception:

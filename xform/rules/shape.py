@@ -6,7 +6,8 @@ import numpy as np
 from xform.errors import shape_error
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
-from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front, zero_tangent, zeros
+from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front,
+                         zero_tangent, zeros)
 from xform.rules.helpers import (linear_jvp, reshape_peephole, transpose_peephole, unbroadcast,
                                   vectorized_batch)
 from xform.ir.rules import register
