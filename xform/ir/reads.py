@@ -14,29 +14,32 @@ MISSING = object()  # what a namespace lookup of an unbound name gives
 MUTABLE = (list, dict, set, bytearray, np.ndarray)
 
 
-def nested_codes(code: types.CodeType):
+def nested_codes(code: types.CodeType) -> list:
     """`code`, then the code of each function and lambda defined in it, depth first.
 
     >>> [c.co_name for c in nested_codes((lambda: lambda: 0).__code__)]
     ['<lambda>', '<lambda>']
     """
-    yield code
+    codes = [code]
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            yield from nested_codes(const)
+            codes += nested_codes(const)
+    return codes
 
 
-def named_globals(code: types.CodeType, namespace: dict):
+def named_globals(code: types.CodeType, namespace: dict) -> list:
     """(name, value) for each name `code` itself uses that `namespace` binds. Attribute names
     are among them (`co_names` does not tell the two apart): `np.sin` names `np` and `sin`.
 
     >>> [name for name, _ in named_globals((lambda: np.sin).__code__, {"np": np})]
     ['np']
     """
+    found = []
     for name in code.co_names:
         value = namespace.get(name, MISSING)
         if value is not MISSING:
-            yield name, value
+            found.append((name, value))
+    return found
 
 
 def closure_cells(function: types.FunctionType):
