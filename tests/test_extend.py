@@ -487,6 +487,19 @@ def test_the_minimal_context_stages_default_only_primitives_as_their_decompositi
         xform.context("fast")
 
 
+def test_a_context_switch_clears_the_cache():
+    f = xform.jit(lambda x: softplus(x) * 2.0)
+    f(X)
+    assert xform.cache_info()["entries"] > 0
+    with xform.context("minimal"):
+        assert xform.cache_info()["entries"] == 0
+        f(X)
+    assert xform.cache_info()["entries"] == 0
+    with xform.context("default"):      # no switch: the cache is kept
+        f(X)
+        assert xform.cache_info()["entries"] > 0
+
+
 def test_primitive_sets():
     minimal, default = xform.extend.primitives("minimal"), xform.extend.primitives("default")
     assert minimal < default

@@ -1,6 +1,7 @@
-"""The extension API for library authors: contexts (the minimal and the default primitive
-sets), the default-only primitives `logsumexp` and `softplus`, `non_differentiable`, and
-overlays (definitions only staging sees)."""
+"""The extension API for library authors, one import away: `non_differentiable` and overlays
+(definitions only staging sees) live here; the rest is re-exported by design from where it
+lives: contexts (xform.ir.contexts), the default-only primitives softplus and logsumexp
+(xform.rules.special, their ops xform.numpy.special), Zero/Undefined and loop_batch."""
 from __future__ import annotations
 
 import contextvars
@@ -9,209 +10,21 @@ import functools
 import numpy as np
 
 from xform.errors import TypeCheckError, UnsupportedError
-from xform.ir.avals import ShapedArray, aval_of
-from xform.ir.builder import current_builder, using_builder
-from xform.ir.core import Primitive
-from xform.source_info import user_frame_info
-from xform.ir.tracer import Tracer
 from xform.ir.ad import Undefined, Zero, aval
+from xform.ir.avals import aval_of
+from xform.ir.builder import current_builder, using_builder
+from xform.ir.contexts import (CONTEXTS, bind_in_context, context, current_context,
+                               primitives)
+from xform.ir.core import Primitive
+from xform.ir.rules import extend, loop_batch, register
+from xform.ir.tracer import Tracer
 from xform.numpy import FUNCTIONS, UFUNCS, numpy_name
-from xform.numpy.axes import normalize_axes
-from xform.rules.helpers import defjvp, defvjp, elementwise_abstract_eval, elementwise_rules, vectorized_batch, zero_derivative
-from xform.rules.reduce import expand_reduced, reduced_shape, reduction_batch
-from xform.ir.rules import RULES, extend, loop_batch, register
-from xform.rules.unary import stop_gradient
+from xform.numpy.special import logsumexp, softplus
+from xform.rules.helpers import zero_derivative
+from xform.rules.special import logsumexp_p, softplus_p
+from xform.runtime.cache import clear_cache
+from xform.source_info import user_frame_info
 from xform.tree import tree_flatten, tree_leaves, tree_unflatten
-
-# == contexts ===================================================================================
-
-CONTEXTS = ("minimal", "default")
-_context: contextvars.ContextVar[str] = contextvars.ContextVar("xform_context",
-                                                               default="default")
-
-
-def current_context() -> str:
-    """The name of the active context: "default" unless switched with `context`."""
-    return _context.get()
-
-
-class _ContextSwitch:
-    """Returned by `context`: the switch is made at once, and undone on leaving a `with`."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self._previous = _context.get()
-        self._token = _context.set(name)
-        _switched(self._previous, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        _context.reset(self._token)
-        _switched(self.name, self._previous)
-
-
-def _switched(old: str, new: str) -> None:
-    # Cached graphs were staged in the other context (same values, other primitives).
-    if old != new:
-        from xform.runtime.cache import clear_cache
-        clear_cache()
-
-
-def context(name: str) -> _ContextSwitch:
-    """Switch the primitive set staging uses: "default" (every primitive) or "minimal" (only
-    what staging needs to be correct: default-only primitives such as `logsumexp` stage as
-    their decomposition). Works as a statement or as a context manager.
-
-    Mooncake's MinimalCtx/DefaultCtx. A switch clears xform's cache, so later calls re-stage;
-    graphs of `@xform.function` callees staged before are kept (their values agree).
-    >>> with xform.context("minimal"):
-    ...     graph = xform.make_graph(xform.extend.softplus)(1.0)
-    >>> [eqn.primitive.name for eqn in graph.equations]    # one `softplus` in "default"
-    ['maximum', 'absolute', 'negative', 'exp', 'log1p', 'add']
-    """
-    if name not in CONTEXTS:
-        raise TypeCheckError(f"unknown context {name!r}; contexts: {', '.join(CONTEXTS)}",
-                             user_frame_info())
-    return _ContextSwitch(name)
-
-
-def primitives(name: str | None = None) -> frozenset:
-    """The registered primitives of context `name` (default: the current one); the minimal
-    set leaves out every primitive that declares a `decomposition`.
-
-    >>> xform.extend.logsumexp_p in xform.extend.primitives("minimal")
-    False
-    """
-    name = current_context() if name is None else name
-    if name not in CONTEXTS:
-        raise TypeCheckError(f"unknown context {name!r}; contexts: {', '.join(CONTEXTS)}",
-                             user_frame_info())
-    return frozenset(prim for prim, rules in RULES.items()
-                     if name == "default" or rules.decomposition is None)
-
-
-def bind_in_context(prim, *args, **params):
-    """`prim.bind(*args, **params)`, or in the minimal context its decomposition: what the op
-    of a default-only primitive calls.
-
-    >>> from xform.extend import bind_in_context, softplus_p
-    >>> def softplus(x): return bind_in_context(softplus_p, x)
-    >>> softplus(np.array([-1000.0, 1000.0]))
-    array([   0., 1000.])
-    """
-    rules = RULES.get(prim)
-    if _context.get() == "minimal" and rules is not None and rules.decomposition is not None:
-        return rules.decomposition(*args, **params)
-    return prim.bind(*args, **params)
-
-
-# == default-only primitives (each with its trace-through definition) =============================
-
-def _as_real_float(x):
-    """Integers and booleans are computed in float64, as np.logaddexp(0.0, x) does."""
-    if type(x) is not Tracer and not isinstance(x, (float, np.ndarray, np.generic)):
-        x = np.asarray(x)
-    kind = aval(x).dtype.kind
-    if kind == "c":
-        raise TypeCheckError("complex input is not supported", user_frame_info())
-    if kind != "f":
-        x = x.astype(np.float64) if type(x) is Tracer else np.asarray(x, np.float64)
-    return x
-
-
-softplus_p = Primitive("softplus")
-
-
-def _softplus_decomposition(x):
-    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
-
-
-def _softplus_impl(x):
-    if not (isinstance(x, np.ndarray) and x.ndim and x.dtype.kind == "f"):
-        return _softplus_decomposition(x)
-    # The same arithmetic in place on its own temporary: one allocation instead of five.
-    out = np.abs(x)
-    np.negative(out, out=out)
-    np.exp(out, out=out)
-    np.log1p(out, out=out)
-    out += np.maximum(x, 0)
-    return out
-
-
-# d/dx = sigmoid(x) = e^(x - softplus(x)): the exponent is never positive, so never overflows.
-register(softplus_p, impl=_softplus_impl, abstract_eval=elementwise_abstract_eval(_softplus_impl),
-         **elementwise_rules(softplus_p, lambda t, x, ans: t * np.exp(x - ans)),
-         batch=vectorized_batch(softplus_p), decomposition=_softplus_decomposition,
-         symbolic_zeros=True, elementwise=True)
-
-
-def softplus(x):
-    """`log(1 + exp(x))` element-wise, without overflow; integers are computed in float64.
-
-    One `softplus` equation in the default context, its decomposition in the minimal one.
-    >>> xform.extend.softplus(np.array([-1000.0, 1000.0]))    # np.log1p(np.exp(1000.0)) is inf
-    array([   0., 1000.])
-    """
-    return bind_in_context(softplus_p, _as_real_float(x))
-
-
-logsumexp_p = Primitive("logsumexp")
-
-
-def _logsumexp_impl(x, *, axes):
-    shift = np.maximum.reduce(x, axis=axes, keepdims=True)
-    shift = np.where(np.isfinite(shift), shift, 0)
-    shifted = np.subtract(x, shift)
-    # exp in place on the temporary; log(0) = -inf is right for a slice of -inf only.
-    with np.errstate(divide="ignore"):
-        out = np.log(np.add.reduce(np.exp(shifted, out=shifted) if shifted.ndim
-                                   else np.exp(shifted), axis=axes))
-    return out + np.reshape(shift, np.shape(out))
-
-
-def _logsumexp_abstract_eval(x, *, axes):
-    if any(x.shape[ax] == 0 for ax in axes):
-        raise ValueError("logsumexp of a zero-size array: it has no maximum to shift by")
-    return ShapedArray(reduced_shape(x.shape, axes), x.dtype)
-
-
-def _softmax(x, ans, axes):
-    return np.exp(x - expand_reduced(ans, aval(x).shape, axes))
-
-
-def _logsumexp_decomposition(x, *, axes):
-    # Shifting by the maximum avoids overflow; its derivative cancels, so it is not traced.
-    shift = np.max(x, axis=axes, keepdims=True)
-    shift = stop_gradient(np.where(np.isfinite(shift), shift, 0))
-    out = np.log(np.sum(np.exp(x - shift), axis=axes))
-    return out + np.reshape(shift, reduced_shape(np.shape(x), axes))
-
-
-register(logsumexp_p, impl=_logsumexp_impl, abstract_eval=_logsumexp_abstract_eval,
-         jvp=defjvp(logsumexp_p, lambda t, x, *, ans, axes:
-                    np.sum(t * _softmax(x, ans, axes), axis=axes)),
-         vjp=defvjp(lambda ct, x, *, ans, axes:
-                    expand_reduced(ct, aval(x).shape, axes) * _softmax(x, ans, axes)),
-         batch=reduction_batch(logsumexp_p), decomposition=_logsumexp_decomposition,
-         symbolic_zeros=True)
-
-
-def logsumexp(a, axis=None, keepdims=False):
-    """`log(sum(exp(a), axis))` without overflow (scipy.special.logsumexp without `b` and
-    `return_sign`); integers are computed in float64.
-
-    One `logsumexp` equation in the default context, its decomposition in the minimal one.
-    >>> xform.extend.logsumexp(np.array([1000.0, 1000.0]))    # 1000 + log(2)
-    np.float64(1000.6931471805599)
-    """
-    x = _as_real_float(a)
-    shape = aval(x).shape
-    axes = normalize_axes(axis, len(shape))
-    out = bind_in_context(logsumexp_p, x, axes=axes)
-    return np.reshape(out, reduced_shape(shape, axes, keepdims=True)) if keepdims else out
-
 
 # == non-differentiable marking ===================================================================
 
@@ -374,7 +187,6 @@ def overlay(target, replacement=None):
     """
     if replacement is None:
         return functools.partial(overlay, target)
-    from xform.runtime.cache import clear_cache
     if getattr(target, "overlayable", False):
         _USER_OVERLAYS[target.__wrapped__] = replacement
     else:
@@ -398,7 +210,6 @@ def remove_overlay(target) -> None:
     >>> _ = xform.overlay(np.linalg.norm, lambda x: np.sqrt(np.sum(x * x)))
     >>> xform.extend.remove_overlay(np.linalg.norm)    # xform's own np.linalg.norm again
     """
-    from xform.runtime.cache import clear_cache
     if getattr(target, "overlayable", False) and target.__wrapped__ in _USER_OVERLAYS:
         del _USER_OVERLAYS[target.__wrapped__]
     elif target in _OVERLAYS:

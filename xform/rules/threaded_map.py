@@ -4,9 +4,6 @@ jvp, vjp and batch rules are threaded_maps again, over the transformed scalar gr
 derivatives run in parallel too."""
 from __future__ import annotations
 
-import hashlib
-import inspect
-import types
 import weakref
 
 import attrs
@@ -18,6 +15,7 @@ from xform.ir.builder import current_builder, stage_function
 from xform.ir.core import Graph, Params, Primitive, Var, rewire
 from xform.ir.execute import build_staging, inlined, map_chunks
 from xform.ir.interpret import eval_graph
+from xform.ir.reads import fingerprint, shared_containers
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import call_p
@@ -245,66 +243,13 @@ def _split(graph: Graph, n_mapped: int) -> tuple[Graph, Graph]:
     return prelude, body
 
 
-_MUTABLE = (list, dict, set, bytearray, np.ndarray)
-
-
-def _shared_objects(f):
-    """(description, object) for the mutable containers f can reach directly: its closure
-    cells, defaults, the globals its code names, and the attributes of a bound method's
-    instance. (Deeper objects, and those of functions f calls, are not watched.)"""
-    if inspect.ismethod(f):
-        instance = f.__self__
-        if isinstance(getattr(instance, "__dict__", None), dict):
-            yield f"the attributes of {type(instance).__name__}", instance.__dict__
-            for name, value in instance.__dict__.items():
-                if isinstance(value, _MUTABLE):
-                    yield f"attribute '{name}'", value
-        f = f.__func__
-    if not isinstance(f, types.FunctionType):
-        return
-    for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            continue
-        if isinstance(value, _MUTABLE):
-            yield f"'{name}', which it closes over", value
-    for value in f.__defaults__ or ():
-        if isinstance(value, _MUTABLE):
-            yield "a default argument", value
-    codes = [f.__code__]
-    while codes:
-        code = codes.pop()
-        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-        for name in code.co_names:
-            value = f.__globals__.get(name)
-            if isinstance(value, _MUTABLE):
-                yield f"the global '{name}'", value
-
-
-def _fingerprint(obj):
-    if isinstance(obj, np.ndarray):
-        data = np.ascontiguousarray(obj)
-        if data.dtype.hasobject:
-            return obj.shape, tuple(map(id, data.ravel()))
-        return obj.shape, obj.dtype, hashlib.blake2b(data.view(np.uint8).ravel()).digest()
-    if isinstance(obj, dict):
-        return tuple(map(id, obj.keys())), tuple(map(id, obj.values()))
-    if isinstance(obj, set):
-        return frozenset(map(id, obj))
-    if isinstance(obj, bytearray):
-        return bytes(obj)
-    return tuple(map(id, obj))
-
-
 def _stage_scalar_function(f, dtypes):
     """(prelude, body, captured) of `f` staged on scalars of `dtypes`."""
-    watched = list(_shared_objects(f))
-    before = [_fingerprint(obj) for _, obj in watched]
+    watched = [(what, obj, fingerprint(obj)) for what, obj in shared_containers(f)]
     _, in_tree = tree_flatten(tuple(range(len(dtypes))))
     graph, captured, out_tree = stage_function(f, in_tree, [ShapedArray((), d) for d in dtypes])
-    for (what, obj), fingerprint in zip(watched, before):
-        if _fingerprint(obj) != fingerprint:
+    for what, obj, before in watched:
+        if fingerprint(obj) != before:
             raise XformError(f"threaded_map: f changed {what} while it ran; f must not mutate "
                              "shared state", user_frame_info(),
                              "f is staged once and its graph runs on many threads at once: "

@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 from xform import passes
 from xform.codegen import compile_graph
-from xform.ir import execute
+from xform.ir import contexts, execute
 from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, note, recording
 from xform.runtime.executors import map_chunks
@@ -205,6 +205,7 @@ def clear_cache() -> None:
 
 
 config.on_change(clear_cache)  # compiled code differs with the options
+contexts.on_switch(clear_cache)  # graphs staged in the other context differ
 
 
 def set_cache_size(max_entries: int) -> None:

@@ -1,10 +1,11 @@
 """What a staging read, and the cheap check that it still holds: the Python analogue of
 Mooncake's backedges. While a function is staged, every Python function that runs is seen
 through `sys.setprofile`; the globals its code names, the code objects of functions bound to
-them, and the root function's closure cells are recorded with the objects they held. A cache
-hit re-checks those bindings by identity; any change means the entry is stale. The profile
-hook runs only while staged user code does: `watching` is installed into ir at import as the
-scope of that code (xform.ir.hooks), and xform's own entry points pause the hook.
+them, and the root function's closure cells (found by the walk in xform.ir.reads) are recorded
+with the objects they held. A cache hit re-checks those bindings by identity; any change means
+the entry is stale. The profile hook runs only while staged user code does: `watching` is
+installed into ir at import as the scope of that code (xform.ir.hooks), and xform's own entry
+points pause the hook.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import weakref
 import sysconfig
 
 from xform.ir.hooks import install_watcher
+from xform.ir.reads import MISSING, closure_cells, named_globals, nested_codes
 from xform.source_info import _is_excluded
 
 # Code that is not the user's: the standard library, installed packages, generated code.
@@ -28,7 +30,6 @@ def _is_user_code(filename: str) -> bool:
     return not (filename.startswith("<") or filename.startswith(_STABLE_PREFIXES)
                 or _is_excluded(filename))
 
-_MISSING = object()
 _local = threading.local()  # the recorders active in this thread (profiling is per thread)
 
 
@@ -48,7 +49,7 @@ class Dependencies:
     def freeze(self) -> None:
         """Replace `valid` by one generated expression with every binding inlined: the
         check runs on every cache hit, so it should cost little more than a function call."""
-        namespace = {"_MISSING": _MISSING}
+        namespace = {"MISSING": MISSING}
         terms = []
         if self.root is not None:
             namespace["root"], namespace["root_code"] = self.root, self.root_code
@@ -56,7 +57,7 @@ class Dependencies:
         for i, (namespace_dict, name, value) in enumerate(self.globals):
             namespace[f"g{i}"], namespace[f"n{i}"], namespace[f"v{i}"] = \
                 namespace_dict, name, value
-            terms.append(f"g{i}.get(n{i}, _MISSING) is v{i}")
+            terms.append(f"g{i}.get(n{i}, MISSING) is v{i}")
         for i, (function, code) in enumerate(self.codes):
             namespace[f"f{i}"], namespace[f"c{i}"] = function, code
             terms.append(f"f{i}.__code__ is c{i}")
@@ -83,7 +84,7 @@ class Dependencies:
             if root is None or root.__code__ is not self.root_code:
                 return False
         for namespace, name, value in self.globals:
-            if namespace.get(name, _MISSING) is not value:
+            if namespace.get(name, MISSING) is not value:
                 return False
         for function, code in self.codes:
             if function.__code__ is not code:
@@ -110,29 +111,26 @@ class Dependencies:
     def _add_closure_and_globals(self, function) -> None:
         # The code first: a function whose closure holds itself is then seen as visited.
         self.add_code(function.__code__, function.__globals__)
-        for cell in function.__closure__ or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:
-                continue
+        for _, cell, value in closure_cells(function):
             self.cells.append((cell, value))
             if isinstance(value, types.FunctionType) and value.__code__ not in self._seen_codes:
                 self.add_function(value)
 
     def add_code(self, code, namespace) -> None:
-        if code in self._seen_codes:
+        """The globals `code` and the functions defined in it name (modules excepted)."""
+        if code in self._seen_codes:  # first: the profile hook calls this on every call
             return
-        self._seen_codes.add(code)
-        for name in code.co_names:
-            value = namespace.get(name, _MISSING)
-            if value is _MISSING or isinstance(value, types.ModuleType):
+        for nested in nested_codes(code):
+            # A code seen before was walked with everything defined in it.
+            if nested in self._seen_codes:
                 continue
-            self.globals.append((namespace, name, value))
-            if isinstance(value, types.FunctionType):
-                self.codes.append((value, value.__code__))
-        for const in code.co_consts:
-            if isinstance(const, types.CodeType):  # nested functions and lambdas
-                self.add_code(const, namespace)
+            self._seen_codes.add(nested)
+            for name, value in named_globals(nested, namespace):
+                if isinstance(value, types.ModuleType):
+                    continue
+                self.globals.append((namespace, name, value))
+                if isinstance(value, types.FunctionType):
+                    self.codes.append((value, value.__code__))
 
     def merge(self, other: "Dependencies") -> None:
         self.globals.extend(other.globals)

@@ -1,0 +1,114 @@
+"""What a Python function reads besides its arguments: its closure cells, the globals its code
+(nested functions and lambdas included) names, and, of these and its defaults, the mutable
+containers, with fingerprints of their contents. The one walk behind the staging caches'
+identity checks (xform.runtime.dependencies) and threaded_map's mutation check."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import types
+
+import numpy as np
+
+MISSING = object()  # what a namespace lookup of an unbound name gives
+MUTABLE = (list, dict, set, bytearray, np.ndarray)
+
+
+def nested_codes(code: types.CodeType) -> list:
+    """`code`, then the code of each function and lambda defined in it, depth first.
+
+    >>> [c.co_name for c in nested_codes((lambda: lambda: 0).__code__)]
+    ['<lambda>', '<lambda>']
+    """
+    codes = [code]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            codes += nested_codes(const)
+    return codes
+
+
+def named_globals(code: types.CodeType, namespace: dict) -> list:
+    """(name, value) for each name `code` itself uses that `namespace` binds. Attribute names
+    are among them (`co_names` does not tell the two apart): `np.sin` names `np` and `sin`.
+
+    >>> [name for name, _ in named_globals((lambda: np.sin).__code__, {"np": np})]
+    ['np']
+    """
+    found = []
+    for name in code.co_names:
+        value = namespace.get(name, MISSING)
+        if value is not MISSING:
+            found.append((name, value))
+    return found
+
+
+def closure_cells(function: types.FunctionType):
+    """(name, cell, value) for each closure cell of `function` that holds a value.
+
+    >>> def scaled_by(w):
+    ...     return lambda x: x * w[0]
+    >>> [(name, value) for name, _, value in closure_cells(scaled_by([2.0]))]
+    [('w', [2.0])]
+    """
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a name of the enclosing scope not assigned yet
+            continue
+        yield name, cell, value
+
+
+def shared_containers(f):
+    """(description, object) for the mutable containers `f` can reach directly: its closure
+    cells, defaults, the globals its code names, and the attributes of a bound method's
+    instance. (Deeper objects, and those of functions `f` calls, are not included.)
+
+    >>> w = [2.0]
+    >>> [what for what, _ in shared_containers(lambda x, b=[]: x * w[0])]
+    ['a default argument', "the global 'w'"]
+    """
+    if inspect.ismethod(f):
+        instance = f.__self__
+        if isinstance(getattr(instance, "__dict__", None), dict):
+            yield f"the attributes of {type(instance).__name__}", instance.__dict__
+            for name, value in instance.__dict__.items():
+                if isinstance(value, MUTABLE):
+                    yield f"attribute '{name}'", value
+        f = f.__func__
+    if not isinstance(f, types.FunctionType):
+        return
+    for name, _, value in closure_cells(f):
+        if isinstance(value, MUTABLE):
+            yield f"'{name}', which it closes over", value
+    for value in f.__defaults__ or ():
+        if isinstance(value, MUTABLE):
+            yield "a default argument", value
+    for code in nested_codes(f.__code__):
+        for name, value in named_globals(code, f.__globals__):
+            if isinstance(value, MUTABLE):
+                yield f"the global '{name}'", value
+
+
+def fingerprint(container):
+    """A value that differs once `container` (one of MUTABLE) is changed in place: the
+    identities of its items, or a hash of an array's bytes.
+
+    >>> w = [1.0]
+    >>> before = fingerprint(w)
+    >>> w.append(2.0)
+    >>> fingerprint(w) == before
+    False
+    """
+    if isinstance(container, np.ndarray):
+        data = np.ascontiguousarray(container)
+        if data.dtype.hasobject:
+            return container.shape, tuple(map(id, data.ravel()))
+        return (container.shape, container.dtype,
+                hashlib.blake2b(data.view(np.uint8).ravel()).digest())
+    if isinstance(container, dict):
+        return tuple(map(id, container.keys())), tuple(map(id, container.values()))
+    if isinstance(container, set):
+        return frozenset(map(id, container))
+    if isinstance(container, bytearray):
+        return bytes(container)
+    return tuple(map(id, container))
