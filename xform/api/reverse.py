@@ -90,10 +90,11 @@ def _gradient_transform(fun, argnums, has_aux, with_value):
             unflatten = grads_of
         return grad_graph, captured, unflatten
 
-    return Transformed(fun, name, build, (argnums, has_aux), _finish_fused)
+    return Transformed(fun, name, build, (argnums, has_aux), finish=_finish_fused)
 
 
 def _finish_fused(graph):
+    """A gradient's finish: fused after reverse mode too (xform.api.pipeline.fuse_if_enabled)."""
     return finish_graph(graph, fuse=True)
 
 
