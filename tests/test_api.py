@@ -1,5 +1,6 @@
 """jit: one staging per abstract signature (observed through `xform.cache_info()`), results
-bit-equal to numpy, pytree arguments and outputs, static arguments."""
+bit-equal to numpy, pytree arguments and outputs, static arguments; vjp and linearize cached
+per signature too."""
 import dataclasses
 import sys
 from collections import namedtuple
@@ -226,6 +227,82 @@ def test_xform_entry_points_pause_the_installed_hook():
         finally:
             sys.setprofile(None)
     assert seen == [None, hook]
+
+
+# -- vjp and linearize: cached like the other transforms --------------------------------------
+
+def _scaled(x):
+    return x * 3.0
+
+
+def _uses_scaled(x, y):
+    return np.sin(_scaled(x)) * y
+
+
+def test_vjp_is_staged_and_compiled_once_per_signature():
+    body = Counting(lambda x, y: np.sin(x) * y + np.exp(x * y))
+    x1, y1 = np.linspace(0.1, 1.0, 4), np.full(4, 2.0)
+    out1, vjp1 = xform.vjp(body, x1, y1)
+    first = vjp1(np.ones(4))
+    before = xform.cache_info()
+    x2, y2 = x1 * 2.0, y1 - 1.0
+    out2, vjp2 = xform.vjp(body, x2, y2)
+    second = vjp2(np.ones(4))
+    assert body.calls == 1
+    assert delta(before) == {"hits": 1, "misses": 0, "compiles": 0}
+    # each call's vjp_fn keeps its own residuals: the second call changed no array of the first
+    for got, want in zip(vjp1(np.ones(4)), first):
+        assert_bit_equal(got, want)
+    assert_bit_equal(out2, np.sin(x2) * y2 + np.exp(x2 * y2))
+    xform.clear_cache()
+    fresh_out, fresh_vjp = xform.vjp(body, x2, y2)   # restaged: the same results
+    assert_bit_equal(out2, fresh_out)
+    for got, want in zip(second, fresh_vjp(np.ones(4))):
+        assert_bit_equal(got, want)
+
+
+def test_vjp_with_aux_and_integer_input_is_cached():
+    def fun(x, n):
+        return np.sum(x * n), {"n": n * 2}
+    x, n = np.ones(3), np.arange(3)
+    xform.vjp(fun, x, n, has_aux=True)
+    before = xform.cache_info()
+    out, vjp_fn, aux = xform.vjp(fun, x * 2.0, n + 1, has_aux=True)
+    assert delta(before) == {"hits": 1, "misses": 0, "compiles": 0}
+    grad_x, grad_n = vjp_fn(1.0)
+    assert_bit_equal(out, np.sum(x * 2.0 * (n + 1)))
+    assert_bit_equal(aux["n"], (n + 1) * 2)
+    assert_bit_equal(grad_x, (n + 1).astype(np.float64))
+    assert grad_n.dtype == xform.float0 and grad_n.shape == (3,)
+
+
+def test_linearize_is_staged_and_compiled_once_per_signature():
+    body = Counting(lambda p: np.sum(np.sin(p["a"]) * p["b"]))
+    p1 = {"a": np.linspace(0.1, 1.0, 4), "b": np.full(4, 2.0)}
+    out1, jvp1 = xform.linearize(body, p1)
+    first = jvp1(p1)
+    before = xform.cache_info()
+    p2 = {"a": p1["a"] + 1.0, "b": p1["b"] * 3.0}
+    out2, jvp2 = xform.linearize(body, p2)
+    second = jvp2(p1)
+    assert body.calls == 1
+    assert delta(before) == {"hits": 1, "misses": 0, "compiles": 0}
+    assert_bit_equal(jvp1(p1), first)
+    xform.clear_cache()
+    fresh_out, fresh_jvp = xform.linearize(body, p2)
+    assert_bit_equal(out2, fresh_out)
+    assert_bit_equal(second, fresh_jvp(p1))
+
+
+def test_vjp_and_linearize_restage_when_a_callee_is_redefined(monkeypatch):
+    x, y = np.linspace(0.1, 1.0, 3), np.ones(3)
+    assert_bit_equal(xform.vjp(_uses_scaled, x, y)[1](y)[0], np.cos(x * 3.0) * 3.0)
+    assert_bit_equal(xform.linearize(_uses_scaled, x, y)[1](y, x * 0.0),
+                     np.cos(x * 3.0) * 3.0)
+    monkeypatch.setitem(globals(), "_scaled", lambda x: x * 5.0)
+    assert_bit_equal(xform.vjp(_uses_scaled, x, y)[1](y)[0], np.cos(x * 5.0) * 5.0)
+    assert_bit_equal(xform.linearize(_uses_scaled, x, y)[1](y, x * 0.0),
+                     np.cos(x * 5.0) * 5.0)
 
 
 # -- bit-equal to numpy ------------------------------------------------------------------------

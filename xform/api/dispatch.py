@@ -153,16 +153,16 @@ class Transformed(CachedCall):
     """A transformed function with a per-signature cache of (graph, unflatten).
 
     `build(in_tree, avals) -> (graph, captured, unflatten)`; the graph's inputs are the
-    argument leaves followed by `captured`.
+    argument leaves followed by `captured`. `finish(graph)` is the graph compiled.
     """
 
-    def __init__(self, fun, kind, build, params=(), fuse=False):
+    def __init__(self, fun, kind, build, params=(), finish=finish_graph):
         super().__init__()
         self.fun = fun
         self.kind = kind
         self.build = build
         self.params = params
-        self.fuse = fuse
+        self.finish = finish
         functools.update_wrapper(self, fun, updated=())
 
     def _build_and_call(self, args):
@@ -177,7 +177,7 @@ class Transformed(CachedCall):
             graph, captured, unflatten = self.build(in_tree,
                                                     [aval_of_signature(s) for s in signature])
             assert not captured, "nothing can be captured outside any staging"
-            return CACHE.compiled(finish_graph(graph, self.fuse)).fn, unflatten
+            return CACHE.compiled(self.finish(graph)).fn, unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature), make)
         self._remember(args, entry)
         fn, unflatten = entry.value

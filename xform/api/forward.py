@@ -1,20 +1,20 @@
-"""Forward mode: `jvp` (cached per signature) and `linearize`."""
+"""Forward mode: `jvp` and `linearize`, cached per signature; their graphs come from
+xform.transforms.derived."""
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 from xform.api.dispatch import Transformed, aval_of_signature, leaf_signature, run
-from xform.api.pipeline import finish_graph
+from xform.api.pipeline import as_built, finish_graph
 from xform.errors import ShapeError, TreeMismatchError
-from xform.ir.ad import instantiate, zero_tangent
-from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, stage_function, using_builder
-from xform.ir.core import Graph, Var
+from xform.ir.avals import is_differentiable
+from xform.ir.builder import stage_function
+from xform.ir.core import Graph
 from xform.ir.tracer import Tracer
-from xform.passes import optimize
-from xform.runtime.config import config
 from xform.source_info import user_frame_info
-from xform.transforms import jvp_eval, split_graph
+from xform.transforms.derived import jvp_split, tangent_graph
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -28,12 +28,12 @@ def as_dtype(value, dtype):
     return np.asarray(value, dtype)[()] if np.ndim(value) == 0 else np.asarray(value, dtype)
 
 
-def _check_tangents(primal_leaves, tangent_leaves, p_tree, t_tree):
+def _check_tangents(primal_avals, tangent_leaves, p_tree, t_tree):
     if p_tree != t_tree:
         raise TreeMismatchError(f"tangents have structure {t_tree}, primals {p_tree}",
                                 user_frame_info())
-    for p, t in zip(primal_leaves, tangent_leaves):
-        p_shape, t_shape = leaf_signature(p)[0], np.shape(t)
+    for p, t in zip(primal_avals, tangent_leaves):
+        p_shape, t_shape = p.shape, np.shape(t)
         if p_shape != t_shape:
             raise ShapeError(f"tangent of shape {t_shape} for a primal of shape {p_shape}",
                              user_frame_info())
@@ -48,25 +48,17 @@ def jvp(fun, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     p_leaves, p_tree = tree_flatten(primals)
     t_leaves, t_tree = tree_flatten(tangents)
-    _check_tangents(p_leaves, t_leaves, p_tree, t_tree)
     avals = [aval_of_signature(leaf_signature(x)) for x in p_leaves]
+    _check_tangents(avals, t_leaves, p_tree, t_tree)
     diff = [is_differentiable(a) for a in avals]
 
     def build(in_tree, _avals):
         graph, captured, out_tree = stage_function(fun, p_tree, avals)
-        builder = GraphBuilder()
-        with using_builder(builder):
-            ins = [builder.new_input(a) for a in avals]
-            t_ins = [builder.new_input(tangent_aval(a)) if d else zero_tangent(a)
-                     for a, d in zip(avals, diff)]
-            ins += [builder.new_input(v.aval) for v in graph.inputs[len(avals):]]
-            t_ins += [zero_tangent(v.aval) for v in graph.inputs[len(avals):]]
-            outs, t_outs = jvp_eval(graph, ins, t_ins)
-            t_outs = [instantiate(t) for t in t_outs]
-        jvp_graph_ = builder.build(list(outs) + t_outs)
+        nonzeros = diff + [False] * len(captured)
+        jvp_graph_ = tangent_graph(graph, nonzeros, len(captured))
+        n = len(graph.outputs)
 
         def unflatten(results):
-            n = len(outs)
             return tree_unflatten(out_tree, results[:n]), tree_unflatten(out_tree, results[n:])
         return jvp_graph_, captured, unflatten
 
@@ -81,37 +73,32 @@ def linearize(fun, *primals):
     >>> out, f_jvp(0.5)
     (np.float64(9.0), np.float64(3.0))
     """
-    p_leaves, p_tree = tree_flatten(primals)
-    avals = [aval_of_signature(leaf_signature(x)) for x in p_leaves]
+    return Transformed(fun, "linearize", functools.partial(_build_linearize, fun),
+                       finish=as_built)(*primals)
+
+
+def _build_linearize(fun, in_tree, avals):
+    """The forward graph (leaves -> outputs, residuals) and an unflatten giving `linearize`'s
+    result, whose f_jvp runs the linear graph on the call's residuals."""
     diff = [is_differentiable(a) for a in avals]
-    graph, captured, out_tree = stage_function(fun, p_tree, avals)
-    builder = GraphBuilder()
-    with using_builder(builder):
-        ins = [builder.new_input(v.aval) for v in graph.inputs]
-        t_ins = [builder.new_input(tangent_aval(a)) if d else zero_tangent(a)
-                 for a, d in zip(avals, diff)]
-        t_ins += [zero_tangent(v.aval) for v in graph.inputs[len(avals):]]
-        outs, t_outs = jvp_eval(graph, ins, t_ins)
-        t_outs = [instantiate(t) for t in t_outs]
-    combined = builder.build(list(outs) + t_outs)
-    forward, linear = split_graph(combined, len(graph.inputs), len(outs))
-    defined = set(forward.inputs) | {v for e in forward.equations for v in e.outputs}
-    if all(type(a) is not Var or a in defined for a in forward.outputs):
-        forward, linear = optimize(forward, checks=config.checks), finish_graph(linear)
-        results = run(forward, [*p_leaves, *captured])
-        outs, residuals = results[:len(graph.outputs)], results[len(graph.outputs):]
-    else:
-        # A primitive whose jvp yields primal and tangent outputs in one equation (cond,
-        # while_loop) cannot be cut in two: the linear function then re-runs the whole jvp.
-        outs = run(optimize(graph, checks=config.checks), [*p_leaves, *captured])
-        residuals = [*p_leaves, *captured]
-        linear = finish_graph(Graph(combined.inputs, combined.consts, combined.equations,
-                               combined.outputs[len(outs):]))
+    graph, captured, out_tree = stage_function(fun, in_tree, avals)
+    forward, linear = jvp_split(graph, diff + [False] * len(captured))
+    n_out = len(graph.outputs)
+    if forward is None:
+        # The linear graph re-runs the whole jvp: its residuals are the inputs.
+        forward = Graph(graph.inputs, graph.consts, graph.equations,
+                        list(graph.outputs) + list(graph.inputs))
+    forward, linear = finish_graph(forward, own_outputs=False), finish_graph(linear)
 
-    def f_jvp(*tangents):
-        t_leaves, t_tree = tree_flatten(tangents)
-        _check_tangents(p_leaves, t_leaves, p_tree, t_tree)
-        diff_tangents = [as_dtype(t, a.dtype) for t, a, d in zip(t_leaves, avals, diff) if d]
-        return tree_unflatten(out_tree, run(linear, [*residuals, *diff_tangents]))
+    def f_jvp_of(residuals):
+        def f_jvp(*tangents):
+            t_leaves, t_tree = tree_flatten(tangents)
+            _check_tangents(avals, t_leaves, in_tree, t_tree)
+            diff_tangents = [as_dtype(t, a.dtype)
+                             for t, a, d in zip(t_leaves, avals, diff) if d]
+            return tree_unflatten(out_tree, run(linear, [*residuals, *diff_tangents]))
+        return f_jvp
 
-    return tree_unflatten(out_tree, outs), f_jvp
+    def unflatten(results):
+        return tree_unflatten(out_tree, results[:n_out]), f_jvp_of(results[n_out:])
+    return forward, captured, unflatten

@@ -1,15 +1,14 @@
-"""`vmap`: a function mapped over an axis of its arguments, by batching its graph."""
+"""`vmap`: a function mapped over an axis of its arguments, by batching its graph
+(xform.transforms.derived), cached per signature."""
 from __future__ import annotations
-
-import numpy as np
 
 from xform.api.dispatch import Transformed
 from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
-from xform.ir.ad import NOT_MAPPED, move_to_front
+from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
-from xform.ir.builder import GraphBuilder, stage_function, using_builder
+from xform.ir.builder import stage_function
 from xform.source_info import user_frame_info
-from xform.transforms import batch_eval
+from xform.transforms.derived import batched_graph
 from xform.tree import broadcast_prefix, tree_flatten, tree_unflatten
 
 
@@ -50,23 +49,8 @@ def vmap(fun, in_axes=0, out_axes=0):
                          for aval, d in zip(avals, dims)]
         graph, captured, out_tree = stage_function(fun, args_tree, example_avals)
         out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
-        builder = GraphBuilder()
-        with using_builder(builder):
-            ins = [builder.new_input(a) for a in avals]
-            ins += [builder.new_input(v.aval) for v in graph.inputs[len(avals):]]
-            all_dims = dims + [NOT_MAPPED] * len(captured)
-            outs, out_dims = batch_eval(graph, ins, all_dims, size)
-            results = []
-            for x, d, axis in zip(outs, out_dims, out_axes_leaves):
-                if axis is None:
-                    if d is not NOT_MAPPED:
-                        raise TypeCheckError("vmap out_axes=None for an output that depends "
-                                             "on the mapped axis", user_frame_info())
-                    results.append(x)
-                else:
-                    x = move_to_front(x, d, size)
-                    results.append(x if axis == 0 else np.moveaxis(x, 0, axis))
-        batched = builder.build(results)
+        batched = batched_graph(graph, dims + [NOT_MAPPED] * len(captured), size,
+                                out_axes_leaves)
         return batched, captured, lambda outs: tree_unflatten(out_tree, outs)
 
     return Transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes)))

@@ -16,13 +16,16 @@ def fuse_if_enabled(graph):
     return fuse_elementwise(graph) if config.fusion else graph
 
 
-def finish_graph(graph, fuse=False):
-    """The graph that gets compiled: the default passes applied, then results that would be
-    a constant or a read-only broadcast view copied, so callers get their own writable
-    arrays as numpy would give them (e.g. the gradient of np.sum)."""
+def finish_graph(graph, fuse=False, own_outputs=True):
+    """The graph that gets compiled: the default passes applied, then (`own_outputs`) results
+    that would be a constant or a read-only broadcast view copied, so callers get their own
+    writable arrays as numpy would give them (e.g. the gradient of np.sum). Residuals, which
+    only xform reads, are left as they are."""
     graph = optimize(graph, checks=config.checks)
     if fuse:
         graph = fuse_if_enabled(graph)
+    if not own_outputs:
+        return graph
     const_vars = {var for var, _ in graph.consts}
     broadcasts = {eqn.outputs[0] for eqn in graph.equations if eqn.primitive is broadcast_to_p}
     shared = [a for a in graph.outputs
@@ -32,3 +35,9 @@ def finish_graph(graph, fuse=False):
     copies = {a: Var(a.aval) for a in shared}
     equations = list(graph.equations) + [Equation(copy_p, [a], [copies[a]]) for a in copies]
     return Graph(graph.inputs, graph.consts, equations, [copies.get(a, a) for a in graph.outputs])
+
+
+def as_built(graph):
+    """The finish of a graph its build already finished (so that a staging re-emits it
+    finished too)."""
+    return graph

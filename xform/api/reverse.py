@@ -1,22 +1,20 @@
-"""Reverse mode: `grad` and `value_and_grad` (cached per signature) and `vjp`."""
+"""Reverse mode: `grad`, `value_and_grad` and `vjp`, cached per signature; their graphs come
+from xform.transforms.derived."""
 from __future__ import annotations
 
+import functools
 import operator
 
 import numpy as np
 
-from xform.api.dispatch import (Transformed, aval_of_signature, leaf_signature,
-                                normalize_argnums, run)
+from xform.api.dispatch import Transformed, leaf_signature, normalize_argnums, run
 from xform.api.forward import as_dtype
-from xform.api.pipeline import finish_graph, fuse_if_enabled
+from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled
 from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
-from xform.ir.ad import instantiate, zero_tangent
-from xform.ir.avals import float0, is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, stage_function, using_builder
-from xform.passes import optimize
-from xform.runtime.config import config
+from xform.ir.avals import float0, is_differentiable
+from xform.ir.builder import stage_function
 from xform.source_info import user_frame_info
-from xform.transforms import split_graph, vjp_eval
+from xform.transforms.derived import cotangent_graph, vjp_split
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -73,16 +71,11 @@ def _gradient_transform(fun, argnums, has_aux, with_value):
         graph = fuse_if_enabled(graph)
         offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
         wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
-        builder = GraphBuilder()
-        with using_builder(builder):
-            ins = builder.adopt_inputs(graph)  # the forward pass is `graph` itself
-            out_aval = graph.outputs[0].aval
-            cts = [np.ones((), out_aval.dtype)[()]] + [
-                zero_tangent(a.aval) for a in graph.outputs[1:]]
-            outs, cts_in = vjp_eval(graph, ins, cts)
-            grads = [instantiate(cts_in[i]) for i in wanted if is_differentiable(avals[i])]
-        kept = list(outs) if with_value else list(outs[1:]) if has_aux else []
-        grad_graph = builder.build(kept + grads)
+        n_outs = len(graph.outputs)
+        kept = range(n_outs) if with_value else range(1, n_outs) if has_aux else ()
+        # The forward pass is `graph` itself (adopted), the output's cotangent is 1.
+        grad_graph = cotangent_graph(graph, (True,) + (False,) * (n_outs - 1), wanted, kept,
+                                     seed_ones=True, adopt=True)
         n_kept = len(kept)
         grads_of = _grads_unflattener(in_tree, nums, argnums, wanted, avals)
         if with_value:
@@ -97,7 +90,12 @@ def _gradient_transform(fun, argnums, has_aux, with_value):
             unflatten = grads_of
         return grad_graph, captured, unflatten
 
-    return Transformed(fun, name, build, (argnums, has_aux), fuse=True)
+    return Transformed(fun, name, build, (argnums, has_aux), finish=_finish_fused)
+
+
+def _finish_fused(graph):
+    """A gradient's finish: fused after reverse mode too (xform.api.pipeline.fuse_if_enabled)."""
+    return finish_graph(graph, fuse=True)
 
 
 def _grads_unflattener(in_tree, nums, argnums, wanted, avals):
@@ -125,8 +123,13 @@ def vjp(fun, *primals, has_aux=False):
     >>> out, f_vjp(1.0)
     (np.float64(9.0), (np.float64(6.0),))
     """
-    leaves, in_tree = tree_flatten(primals)
-    avals = [aval_of_signature(leaf_signature(x)) for x in leaves]
+    return Transformed(fun, "vjp", functools.partial(_build_vjp, fun, has_aux), (has_aux,),
+                       finish=as_built)(*primals)
+
+
+def _build_vjp(fun, has_aux, in_tree, avals):
+    """The forward graph (leaves -> outputs, residuals) and an unflatten giving `vjp`'s result,
+    whose vjp_fn runs the backward graph on the call's residuals."""
     graph, captured, out_tree = stage_function(fun, in_tree, avals)
     if has_aux:
         if out_tree.kind is not tuple or len(out_tree.children) != 2:
@@ -136,49 +139,40 @@ def vjp(fun, *primals, has_aux=False):
         main_tree = out_tree.children[0]
     else:
         n_main, main_tree = out_tree.num_leaves, out_tree
-    forward, backward = _vjp_pair(fuse_if_enabled(graph), len(leaves), n_main)
-    results = run(forward, [*leaves, *captured])
+    graph = fuse_if_enabled(graph)
+    live = [i < n_main and is_differentiable(a.aval) for i, a in enumerate(graph.outputs)]
+    forward, backward = vjp_split(graph, live, range(len(avals)))
+    # Residuals are read only by the backward part: no copies of them.
+    forward = finish_graph(forward, fuse=True, own_outputs=False)
+    backward = _finish_fused(backward)
     n_out = len(graph.outputs)
-    outs, residuals = results[:n_out], results[n_out:]
     main_avals = [a.aval for a in graph.outputs[:n_main]]
 
-    def vjp_fn(cotangent):
-        ct_leaves, ct_tree = tree_flatten(cotangent)
-        if ct_tree != main_tree:
-            raise TreeMismatchError(f"vjp_fn got a cotangent of structure {ct_tree}, "
-                                    f"expected the output's structure {main_tree}",
-                                    user_frame_info())
-        diff_cts = []
-        for ct, aval in zip(ct_leaves, main_avals):
-            shape = leaf_signature(ct)[0]
-            if shape != aval.shape:
-                raise ShapeError(f"vjp_fn got a cotangent of shape {shape} for an output of "
-                                 f"shape {aval.shape}", user_frame_info())
-            if is_differentiable(aval):
-                diff_cts.append(as_dtype(ct, aval.dtype))
-        grads = iter(run(backward, [*residuals, *diff_cts]))
-        grad_leaves = [next(grads) if is_differentiable(a) else _float0_zeros(a)
-                       for a in avals]
-        return tree_unflatten(in_tree, grad_leaves)
+    def vjp_fn_of(residuals):
+        def vjp_fn(cotangent):
+            ct_leaves, ct_tree = tree_flatten(cotangent)
+            if ct_tree != main_tree:
+                raise TreeMismatchError(f"vjp_fn got a cotangent of structure {ct_tree}, "
+                                        f"expected the output's structure {main_tree}",
+                                        user_frame_info())
+            diff_cts = []
+            for ct, aval in zip(ct_leaves, main_avals):
+                shape = leaf_signature(ct)[0]
+                if shape != aval.shape:
+                    raise ShapeError(f"vjp_fn got a cotangent of shape {shape} for an output "
+                                     f"of shape {aval.shape}", user_frame_info())
+                if is_differentiable(aval):
+                    diff_cts.append(as_dtype(ct, aval.dtype))
+            grads = iter(run(backward, [*residuals, *diff_cts]))
+            grad_leaves = [next(grads) if is_differentiable(a) else _float0_zeros(a)
+                           for a in avals]
+            return tree_unflatten(in_tree, grad_leaves)
+        return vjp_fn
 
-    out_value = tree_unflatten(out_tree, outs)
-    if has_aux:
-        return out_value[0], vjp_fn, out_value[1]
-    return out_value, vjp_fn
-
-
-def _vjp_pair(graph, n_leaves, n_main):
-    """Forward and backward graphs for cotangents on the first `n_main` outputs, gradients
-    for the first `n_leaves` inputs (the rest are captured values)."""
-    builder = GraphBuilder()
-    with using_builder(builder):
-        ins = [builder.new_input(v.aval) for v in graph.inputs]
-        cts = [builder.new_input(tangent_aval(a.aval))
-               if i < n_main and is_differentiable(a.aval) else zero_tangent(a.aval)
-               for i, a in enumerate(graph.outputs)]
-        outs, cts_in = vjp_eval(graph, ins, cts)
-        grads = [instantiate(ct) for ct, v in zip(cts_in[:n_leaves], graph.inputs)
-                 if is_differentiable(v.aval)]
-    combined = builder.build(list(outs) + grads)
-    forward, backward = split_graph(combined, len(graph.inputs), len(outs))
-    return fuse_if_enabled(optimize(forward, checks=config.checks)), finish_graph(backward, fuse=True)
+    def unflatten(results):
+        out_value = tree_unflatten(out_tree, results[:n_out])
+        vjp_fn = vjp_fn_of(results[n_out:])
+        if has_aux:
+            return out_value[0], vjp_fn, out_value[1]
+        return out_value, vjp_fn
+    return forward, captured, unflatten
