@@ -8,7 +8,7 @@ from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import stage_function
 from xform.source_info import user_frame_info
-from xform.transforms.derived import batched_graph
+from xform.transforms.batch import batch_graph
 from xform.tree import broadcast_prefix, tree_flatten, tree_unflatten
 
 
@@ -49,7 +49,7 @@ def vmap(fun, in_axes=0, out_axes=0):
                          for aval, d in zip(avals, dims)]
         graph, captured, out_tree = stage_function(fun, args_tree, example_avals)
         out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
-        batched = batched_graph(graph, dims + [NOT_MAPPED] * len(captured), size,
+        batched = batch_graph(graph, dims + [NOT_MAPPED] * len(captured), size,
                                 out_axes_leaves)
         return batched, captured, lambda outs: tree_unflatten(out_tree, outs)
 

@@ -14,7 +14,8 @@ from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
 from xform.ir.avals import float0, is_differentiable
 from xform.ir.builder import stage_function
 from xform.source_info import user_frame_info
-from xform.transforms.derived import cotangent_graph, vjp_split
+from xform.transforms.derived import vjp_split
+from xform.transforms.vjp import vjp_graph
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -74,7 +75,7 @@ def _gradient_transform(fun, argnums, has_aux, with_value):
         n_outs = len(graph.outputs)
         kept = range(n_outs) if with_value else range(1, n_outs) if has_aux else ()
         # The forward pass is `graph` itself (adopted), the output's cotangent is 1.
-        grad_graph = cotangent_graph(graph, (True,) + (False,) * (n_outs - 1), wanted, kept,
+        grad_graph = vjp_graph(graph, (True,) + (False,) * (n_outs - 1), wanted, kept,
                                      seed_ones=True, adopt=True)
         n_kept = len(kept)
         grads_of = _grads_unflattener(in_tree, nums, argnums, wanted, avals)

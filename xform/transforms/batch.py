@@ -1,13 +1,15 @@
 """Vectorization: `batch_graph(graph, in_dims, size)` maps a graph over a batch axis."""
 from __future__ import annotations
 
+import numpy as np
 
-
+from xform.errors import TypeCheckError
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal
 from xform.ir.ad import NOT_MAPPED, move_to_front
 from xform.ir.rules import rule_for
+from xform.source_info import user_frame_info
 
 
 def batched_aval(aval: ShapedArray, dim, size: int) -> ShapedArray:
@@ -18,9 +20,10 @@ def batched_aval(aval: ShapedArray, dim, size: int) -> ShapedArray:
     return ShapedArray(tuple(shape), aval.dtype, aval.weak_type)
 
 
-def batch_graph(graph, in_dims, size: int):
-    """A graph over inputs batched along `in_dims` (NOT_MAPPED = shared); every output is
-    batched along axis 0.
+def batch_graph(graph, in_dims, size: int, out_axes=None):
+    """A graph over inputs batched along `in_dims` (NOT_MAPPED = shared); each output is
+    batched along its `out_axes` entry (default 0; None: not batched, which the output must
+    not be).
 
     >>> print(xform.batch_graph(xform.make_graph(np.sin)(np.zeros(3)), (0,), 5))
     { lambda a:f64[5,3] . let
@@ -32,8 +35,19 @@ def batch_graph(graph, in_dims, size: int):
         args = [builder.new_input(batched_aval(v.aval, d, size))
                 for v, d in zip(graph.inputs, in_dims)]
         outs, out_dims = batch_eval(graph, args, in_dims, size)
-        outs = [move_to_front(x, d, size) for x, d in zip(outs, out_dims)]
-    return builder.build(outs)
+        if out_axes is None:
+            out_axes = [0] * len(outs)
+        results = []
+        for x, d, axis in zip(outs, out_dims, out_axes):
+            if axis is None:
+                if d is not NOT_MAPPED:
+                    raise TypeCheckError("vmap out_axes=None for an output that depends "
+                                         "on the mapped axis", user_frame_info())
+                results.append(x)
+            else:
+                x = move_to_front(x, d, size)
+                results.append(x if axis == 0 else np.moveaxis(x, 0, axis))
+    return builder.build(results)
 
 
 def batch_eval(graph, args, dims, size: int):

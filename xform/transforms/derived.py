@@ -1,24 +1,18 @@
 """The one home of graphs derived from a closed graph: their jvp, vjp, vjp and jvp split into
-forward and backward parts, and batched forms. The builders (`cotangent_graph`, `vjp_split`,
-`tangent_graph`, `jvp_split`, `batched_graph`) serve the public transforms, which cache per
-signature; the rules of higher-order primitives use the optimized forms memoized per graph
+forward and backward parts, and batched forms. The splits (`vjp_split`, `jvp_split`) and
+`tangent_graph`, over the transforms' own builders (`vjp_graph`, `jvp_graph`, `batch_graph`),
+serve the public api, which caches per signature; the rules of higher-order primitives use the optimized forms memoized per graph
 (`jvp_of`, `vjp_of`, `vjp_parts_of`, `batch_of`; xform.ir.execute hooks)."""
 from __future__ import annotations
 
 import threading
 
-import numpy as np
-
-from xform.errors import TypeCheckError
-from xform.ir.ad import NOT_MAPPED, instantiate, move_to_front, zero_tangent
-from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, using_builder
+from xform.ir.avals import is_differentiable
 from xform.ir.core import Graph, Var
 from xform.ir.execute import build, optimized
-from xform.source_info import user_frame_info
-from xform.transforms.batch import batch_eval, batched_aval
+from xform.transforms.batch import batch_graph
 from xform.transforms.jvp import jvp_graph
-from xform.transforms.vjp import split_graph, vjp_eval
+from xform.transforms.vjp import split_graph, vjp_graph
 
 
 class DerivationCycle(RecursionError):
@@ -77,40 +71,14 @@ def vjp_of(graph: Graph, live=None) -> Graph:
     optimized and memoized. `live` (default: the differentiable outputs) marks the outputs
     whose cotangents are inputs; the others' are zero."""
     live = _live_outputs(graph, live)
-    return derived_graph(graph, ("vjp", live), lambda: cotangent_graph(graph, live))
-
-
-def cotangent_graph(graph: Graph, live=None, wanted=None, kept=(), seed_ones=False,
-                    adopt=False) -> Graph:
-    """The one builder of reverse-mode graphs: (inputs, cotangents of the `live` outputs) ->
-    (the outputs at indices `kept`, cotangents of the differentiable inputs among `wanted`).
-
-    `live` defaults to the differentiable outputs, `wanted` to every input. With `seed_ones`,
-    the live outputs' cotangents are 1 (a gradient) rather than inputs. With `adopt`, the new
-    graph's inputs are `graph`'s own Vars and its forward pass is `graph`'s equations as they
-    are (no re-emitting: the fast path of a gradient of a graph just staged).
-    """
-    live = _live_outputs(graph, live)
-    wanted = range(len(graph.inputs)) if wanted is None else wanted
-    builder = GraphBuilder()
-    with using_builder(builder):
-        ins = (builder.adopt_inputs(graph) if adopt
-               else [builder.new_input(v.aval) for v in graph.inputs])
-        # vjp_eval drops a zero seed before reading it: float0 or the primal dtype is alike.
-        cts = [(np.ones((), a.aval.dtype)[()] if seed_ones
-                else builder.new_input(tangent_aval(a.aval))) if is_live
-               else zero_tangent(a.aval) for a, is_live in zip(graph.outputs, live)]
-        outs, cts_in = vjp_eval(graph, ins, cts)
-        grads = [instantiate(cts_in[i]) for i in wanted
-                 if is_differentiable(graph.inputs[i].aval)]
-    return builder.build([outs[i] for i in kept] + grads)
+    return derived_graph(graph, ("vjp", live), lambda: vjp_graph(graph, live, kept=()))
 
 
 def vjp_split(graph: Graph, live=None, wanted=None) -> tuple[Graph, Graph]:
-    """`cotangent_graph` keeping every output, cut by `split_graph` into forward: inputs ->
+    """`vjp_graph` keeping every output, cut by `split_graph` into forward: inputs ->
     (outputs, residuals) and backward: (residuals, cotangents of the live outputs) ->
     cotangents of the wanted differentiable inputs; not optimized."""
-    combined = cotangent_graph(graph, live, wanted, kept=range(len(graph.outputs)))
+    combined = vjp_graph(graph, live, wanted)
     return split_graph(combined, len(graph.inputs), len(graph.outputs))
 
 
@@ -155,37 +123,12 @@ def jvp_split(graph: Graph, nonzeros) -> tuple[Graph | None, Graph]:
                        combined.outputs[n_outs:])
 
 
-def batched_graph(graph: Graph, dims, size: int, out_axes=None) -> Graph:
-    """The one builder of batched graphs: inputs batched along `dims` (NOT_MAPPED: shared),
-    each output along its `out_axes` entry (default 0; None: not batched, which the output
-    must not be)."""
-    builder = GraphBuilder()
-    with using_builder(builder):
-        args = [builder.new_input(batched_aval(v.aval, d, size))
-                for v, d in zip(graph.inputs, dims)]
-        outs, out_dims = batch_eval(graph, args, dims, size)
-        if out_axes is None:
-            out_axes = [0] * len(outs)
-        results = []
-        for x, d, axis in zip(outs, out_dims, out_axes):
-            if axis is None:
-                if d is not NOT_MAPPED:
-                    raise TypeCheckError("vmap out_axes=None for an output that depends "
-                                         "on the mapped axis", user_frame_info())
-                results.append(x)
-            else:
-                x = move_to_front(x, d, size)
-                results.append(x if axis == 0 else np.moveaxis(x, 0, axis))
-    return builder.build(results)
-
-
 def batch_of(graph: Graph, dims, size: int) -> Graph:
-    """`batched_graph(graph, dims, size)` (as `xform.transforms.batch_graph`), optimized and
-    memoized."""
+    """`xform.transforms.batch_graph(graph, dims, size)`, optimized and memoized."""
     dims = tuple(dims)
-    return derived_graph(graph, ("batch", dims, size), lambda: batched_graph(graph, dims, size))
+    return derived_graph(graph, ("batch", dims, size), lambda: batch_graph(graph, dims, size))
 
 
-__all__ = ["DerivationCycle", "batch_of", "batched_graph", "cotangent_graph", "derived_graph",
+__all__ = ["DerivationCycle", "batch_of", "derived_graph",
            "jvp_of", "jvp_split", "memo", "tangent_graph", "vjp_of", "vjp_parts_of",
            "vjp_split"]

@@ -6,6 +6,8 @@ linearizes the equation with its jvp rule and transposes that small linear graph
 """
 from __future__ import annotations
 
+import numpy as np
+
 from xform.errors import RuleError
 from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import (GraphBuilder, current_builder, source_scope,
@@ -18,9 +20,17 @@ from xform.transforms.jvp import fit_tangent
 from xform.transforms.transpose import backward_pass
 
 
-def vjp_graph(graph):
+def vjp_graph(graph, live=None, wanted=None, kept=None, seed_ones=False, adopt=False):
     """Inputs: primals, then one cotangent per differentiable output. Outputs: the primal
     outputs, then one cotangent per differentiable input (zeros where there is no path).
+
+    The one builder of reverse-mode graphs, so its options serve the api and derived graphs:
+    only the `live` outputs (default: the differentiable ones) get a cotangent input, only
+    the differentiable inputs among `wanted` (default: all) a gradient, only the outputs at
+    indices `kept` (default: all) are returned. With `seed_ones`, the live outputs'
+    cotangents are 1 (a gradient) rather than inputs. With `adopt`, the new graph's inputs
+    are `graph`'s own Vars and its forward pass is `graph`'s equations as they are (no
+    re-emitting: the fast path of a gradient of a graph just staged).
 
     >>> print(xform.vjp_graph(xform.make_graph(np.sin)(1.0)))    # inputs: primal a, cotangent b
     { lambda a:~f64[] b:f64[] . let
@@ -29,16 +39,22 @@ def vjp_graph(graph):
         e:f64[] = multiply b d
       in (c, e) }
     """
+    live = (tuple(is_differentiable(a.aval) for a in graph.outputs) if live is None
+            else tuple(live))
+    wanted = range(len(graph.inputs)) if wanted is None else wanted
+    kept = range(len(graph.outputs)) if kept is None else kept
     builder = GraphBuilder()
     with using_builder(builder):
-        primals = [builder.new_input(v.aval) for v in graph.inputs]
-        diff_outs = [is_differentiable(a.aval) for a in graph.outputs]
-        cts = [builder.new_input(tangent_aval(a.aval)) if d else zero_tangent(a.aval)
-               for a, d in zip(graph.outputs, diff_outs)]
-        outs, cts_in = vjp_eval(graph, primals, cts)
-        grads = [instantiate(ct) for ct, v in zip(cts_in, graph.inputs)
-                 if is_differentiable(v.aval)]
-    return builder.build(list(outs) + grads)
+        ins = (builder.adopt_inputs(graph) if adopt
+               else [builder.new_input(v.aval) for v in graph.inputs])
+        # vjp_eval drops a zero seed before reading it: float0 or the primal dtype is alike.
+        cts = [(np.ones((), a.aval.dtype)[()] if seed_ones
+                else builder.new_input(tangent_aval(a.aval))) if is_live
+               else zero_tangent(a.aval) for a, is_live in zip(graph.outputs, live)]
+        outs, cts_in = vjp_eval(graph, ins, cts)
+        grads = [instantiate(cts_in[i]) for i in wanted
+                 if is_differentiable(graph.inputs[i].aval)]
+    return builder.build([outs[i] for i in kept] + grads)
 
 
 def vjp_eval(graph, primals, cts_out):
