@@ -35,7 +35,8 @@ class SourceInfo:
 _excluded_cache: dict[str, bool] = {}
 
 
-def _is_excluded(filename: str) -> bool:
+def is_excluded(filename: str) -> bool:
+    """Whether `filename` is xform's or numpy's own code (never the user's line)."""
     # Called for every staged equation, so the answer per file is remembered.
     excluded = _excluded_cache.get(filename)
     if excluded is None:
@@ -49,7 +50,7 @@ def user_frame_info() -> SourceInfo | None:
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not _is_excluded(filename):
+        if not is_excluded(filename):
             return SourceInfo(filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None

@@ -12,7 +12,7 @@ import numpy as np
 from xform.api.pipeline import finish_graph
 from xform.errors import TypeCheckError
 from xform.ir.avals import ShapedArray
-from xform.ir.builder import _current_builder, current_builder
+from xform.ir.builder import current_builder
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.runtime.cache import CACHE
@@ -30,7 +30,6 @@ _SCALAR_SIGNATURES = {
 # builder's getter without the current_builder() call around it, numpy's array type. Its
 # functions take the first argument as a parameter of its own, so that the common call, on one
 # argument, packs no tuple; _NO_ARGUMENT is that parameter's value in a call without arguments.
-_builder_now = _current_builder.get
 _ndarray = np.ndarray
 _NO_ARGUMENT = object()
 
@@ -120,7 +119,7 @@ class CachedCall:
         kind = type(first)
         entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
                                           else kind)
-        if entry is not None and entry.valid() and _builder_now() is None:
+        if entry is not None and entry.valid() and current_builder() is None:
             entry.hits += 1
             fn, finish = entry.value
             return finish(fn(first))
@@ -128,7 +127,7 @@ class CachedCall:
 
     def _call_several(self, args):
         entry = self._flat_entries.get(_flat_signature(args))
-        if entry is not None and entry.valid() and _builder_now() is None:
+        if entry is not None and entry.valid() and current_builder() is None:
             entry.hits += 1
             fn, finish = entry.value
             return finish(fn(*args))

@@ -3,9 +3,9 @@ fusion, the default pipeline, and copies of outputs callers must own."""
 from __future__ import annotations
 
 from xform.ir.core import Equation, Graph, Var
+from xform.ir.rules import primitive_for
 from xform.passes import optimize
 from xform.passes.fuse import fuse_elementwise
-from xform.rules.shape import broadcast_to_p, copy_p
 from xform.runtime.config import config
 
 
@@ -27,13 +27,15 @@ def finish_graph(graph, fuse=False, own_outputs=True):
     if not own_outputs:
         return graph
     const_vars = {var for var, _ in graph.consts}
-    broadcasts = {eqn.outputs[0] for eqn in graph.equations if eqn.primitive is broadcast_to_p}
+    broadcast_to = primitive_for("broadcast_to")
+    broadcasts = {eqn.outputs[0] for eqn in graph.equations if eqn.primitive is broadcast_to}
     shared = [a for a in graph.outputs
               if type(a) is Var and a.aval.shape and (a in const_vars or a in broadcasts)]
     if not shared:
         return graph
     copies = {a: Var(a.aval) for a in shared}
-    equations = list(graph.equations) + [Equation(copy_p, [a], [copies[a]]) for a in copies]
+    equations = list(graph.equations) + [Equation(primitive_for("copy"), [a], [copies[a]])
+                                          for a in copies]
     return Graph(graph.inputs, graph.consts, equations, [copies.get(a, a) for a in graph.outputs])
 
 

@@ -27,8 +27,9 @@ _source_override: ContextVar = ContextVar("xform_source", default=None)
 _origin: ContextVar = ContextVar("xform_origin", default=None)
 
 
-def current_builder() -> "GraphBuilder | None":
-    return _current_builder.get()
+# The builder staging now, or None: the ContextVar's own bound `get`, one call on hot paths
+# (the cached call path asks on every call).
+current_builder = _current_builder.get
 
 
 @contextlib.contextmanager

@@ -57,7 +57,7 @@ def _broadcast_to_batch(size, args, dims, *, shape):
 register(broadcast_to_p, impl=lambda x, *, shape: np.broadcast_to(x, shape),
          abstract_eval=_broadcast_to_abstract_eval, jvp=linear_jvp(broadcast_to_p),
          transpose=lambda ct, x, *, shape: (unbroadcast(ct, x.aval),),
-         batch=_broadcast_to_batch, symbolic_zeros=True, linear_in=(0,))
+         batch=_broadcast_to_batch, symbolic_zeros=True, linear_in=(0,), role="broadcast_to")
 
 
 # -- transpose -------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ copy_p = Primitive("copy")
 
 register(copy_p, impl=lambda x: np.array(x, copy=True), abstract_eval=lambda x: x,
          jvp=linear_jvp(copy_p), transpose=lambda ct, x: (ct,),
-         batch=vectorized_batch(copy_p), symbolic_zeros=True, linear_in=(0,))
+         batch=vectorized_batch(copy_p), symbolic_zeros=True, linear_in=(0,), role="copy")
 
 
 # -- concatenate (and split, its transpose) ---------------------------------------------------

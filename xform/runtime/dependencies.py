@@ -19,7 +19,7 @@ import sysconfig
 
 from xform.ir.hooks import install_watcher
 from xform.ir.reads import MISSING, closure_cells, named_globals, nested_codes
-from xform.source_info import _is_excluded
+from xform.source_info import is_excluded
 
 # Code that is not the user's: the standard library, installed packages, generated code.
 _STABLE_PREFIXES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
@@ -28,7 +28,7 @@ _STABLE_PREFIXES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdl
 
 def _is_user_code(filename: str) -> bool:
     return not (filename.startswith("<") or filename.startswith(_STABLE_PREFIXES)
-                or _is_excluded(filename))
+                or is_excluded(filename))
 
 _local = threading.local()  # the recorders active in this thread (profiling is per thread)
 

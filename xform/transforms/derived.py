@@ -1,8 +1,9 @@
 """The one home of graphs derived from a closed graph: their jvp, vjp, vjp and jvp split into
 forward and backward parts, and batched forms. The splits (`vjp_split`, `jvp_split`) and
 `tangent_graph`, over the transforms' own builders (`vjp_graph`, `jvp_graph`, `batch_graph`),
-serve the public api, which caches per signature; the rules of higher-order primitives use the optimized forms memoized per graph
-(`jvp_of`, `vjp_of`, `vjp_parts_of`, `batch_of`; xform.ir.execute hooks)."""
+serve the public api, which caches per signature; the rules of higher-order primitives use
+the optimized forms memoized per graph (`jvp_of`, `vjp_of`, `vjp_parts_of`, `batch_of`;
+xform.ir.execute hooks)."""
 from __future__ import annotations
 
 import threading
