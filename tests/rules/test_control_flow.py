@@ -36,13 +36,6 @@ def newton_sqrt(a, x0):
     return while_loop(not_converged, step, (x0, x0 + 1.0))[0]
 
 
-def newton_reference(a, x0):
-    x, previous = x0, x0 + 1.0
-    while abs(x - previous) > 1e-10:
-        x, previous = 0.5 * (x + a / x), x
-    return x
-
-
 # -- cond / switch -----------------------------------------------------------------------------
 
 @given(xst.arrays((3,), low=-2.0, high=2.0))

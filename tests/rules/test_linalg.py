@@ -118,12 +118,6 @@ def test_every_primitive_has_a_case():
 
 # -- staged equals numpy, bit for bit, with numpy's shapes and dtypes ------------------------
 
-def _int_matrix(dtype, n=3, batch=(2,)):
-    rng = np.random.default_rng(1)
-    b = rng.integers(-1, 2, batch + (n, n))
-    return (b @ np.swapaxes(b, -1, -2) + n * np.eye(n, dtype=int)).astype(dtype)
-
-
 FUNCTIONS = [
     ("inv", np.linalg.inv), ("det", np.linalg.det), ("slogdet", np.linalg.slogdet),
     ("cholesky", np.linalg.cholesky),
