@@ -7,6 +7,7 @@ from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import stage_function
+from xform.runtime.effects import Watch, raise_shared_draws
 from xform.source_info import user_frame_info
 from xform.transforms.batch import batch_graph
 from xform.tree import broadcast_prefix, tree_flatten, tree_unflatten
@@ -47,7 +48,10 @@ def vmap(fun, in_axes=0, out_axes=0):
                          ShapedArray(aval.shape[:d] + aval.shape[d + 1:], aval.dtype,
                                      aval.weak_type)
                          for aval, d in zip(avals, dims)]
+        watch = Watch(fun)
         graph, captured, out_tree = stage_function(fun, args_tree, example_avals)
+        if watch.drew():
+            raise_shared_draws(fun, "vmap")
         out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
         batched = batch_graph(graph, dims + [NOT_MAPPED] * len(captured), size,
                                 out_axes_leaves)

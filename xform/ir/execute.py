@@ -41,7 +41,7 @@ def _weak_memo(owner, key, make):
         return table[key]
 
 
-def _uncached(fun, key, make):
+def _uncached(fun, key, make, shared_by=None):
     return make()
 
 
@@ -101,10 +101,12 @@ def build(owner, key, make):
     return _build(owner, key, make)
 
 
-def build_staging(fun, key, make):
+def build_staging(fun, key, make, shared_by=None):
     """`make()` (a staging of `fun`), built once per (`fun`, `key`) and rebuilt when anything
-    it read is redefined; an enclosing staging depends on what it read too."""
-    return _build_staging(fun, key, make)
+    it read is redefined; an enclosing staging depends on what it read too. `shared_by` names
+    the construct that applies one staging to many elements (e.g. "threaded_map"), where a
+    function that draws random numbers is refused (it would draw once for all)."""
+    return _build_staging(fun, key, make, shared_by)
 
 
 def lookup_staging(fun, key):

@@ -285,7 +285,7 @@ def _staged(f, dtypes):
             raise _ClosesOverTraced(staged)
         return staged
     try:
-        return build_staging(f, ("threaded_map", dtypes), make)
+        return build_staging(f, ("threaded_map", dtypes), make, shared_by="threaded_map")
     except _ClosesOverTraced as only_here:
         return only_here.staged
 

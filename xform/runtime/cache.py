@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import threading
 import weakref
 from collections import OrderedDict
@@ -21,6 +22,7 @@ from xform.codegen import compile_graph
 from xform.ir import contexts, execute
 from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, note, recording
+from xform.runtime.effects import Watch, raise_shared_draws
 from xform.runtime.executors import map_chunks
 
 
@@ -41,6 +43,21 @@ def _collector_paused():
 
 def _never_valid() -> bool:
     return False
+
+
+_builds = threading.local()   # this thread's build in progress: nesting depth and its number
+_build_numbers = itertools.count(1)
+
+
+def _valid_during_this_build():
+    """`valid` of an entry whose staging drew random numbers: it serves the build that made it
+    (nested stagings of the same callee reuse its draws, as one eager call draws once), and no
+    call after it, which stages and draws again."""
+    number = _builds.number
+
+    def valid() -> bool:
+        return getattr(_builds, "depth", 0) > 0 and _builds.number == number
+    return valid
 
 
 class Entry:
@@ -138,13 +155,26 @@ class Cache:
             entry = self._entries.get(full_key)
             if entry is not None and entry.valid():
                 return entry
-            with _collector_paused():
-                if record:
-                    with recording(owner) as dependencies:
-                        value = make()
-                else:
-                    dependencies, value = Dependencies(), make()
+            depth = getattr(_builds, "depth", 0)
+            if depth == 0:
+                _builds.number = next(_build_numbers)
+            _builds.depth = depth + 1
+            try:
+                with _collector_paused():
+                    if record:
+                        watch = Watch(owner)
+                        with recording(owner) as dependencies:
+                            value = make()
+                            dependencies.draws = dependencies.draws or watch.drew()
+                    else:
+                        dependencies, value = Dependencies(), make()
+            finally:
+                _builds.depth = depth
             entry = Entry(value, dependencies)
+            if dependencies.draws:
+                # Its draws are constants of what was built: this call's only, so the next
+                # call stages (and draws) again, as eager numpy would draw again.
+                entry.valid = _valid_during_this_build()
             self.builds += 1
             self._entries[full_key] = entry
             self._evict_beyond(self.max_entries)
@@ -225,8 +255,10 @@ def _compiled_function(graph):
     return CACHE.compiled(graph).fn
 
 
-def _build_staging(fun, key, make):
+def _build_staging(fun, key, make, shared_by=None):
     entry = CACHE.build(fun, key, make)
+    if shared_by is not None and entry.dependencies.draws:
+        raise_shared_draws(fun, shared_by)
     note(entry.dependencies)  # an enclosing staging depends on what this one read
     return entry.value
 

@@ -44,6 +44,7 @@ class Dependencies:
         self.globals = []   # (globals dict, name, object)
         self.codes = []     # (function, code object)
         self.cells = []     # (cell, object)
+        self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
         self._seen_codes = set()
 
     def freeze(self) -> None:
@@ -133,6 +134,7 @@ class Dependencies:
                     self.codes.append((value, value.__code__))
 
     def merge(self, other: "Dependencies") -> None:
+        self.draws = self.draws or other.draws
         self.globals.extend(other.globals)
         self.codes.extend(other.codes)
         self.cells.extend(other.cells)

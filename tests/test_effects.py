@@ -1,0 +1,182 @@
+"""Random draws are not frozen by the cache: a function that draws is staged again on every
+call, so each call of jit/grad/jvp/... draws anew, draw for draw what eager numpy draws from
+the same generator in the same order; functions that do not draw stay cached; vmap and
+threaded_map, which would share one draw among all elements, refuse such functions."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import xform
+from tests.source_lines import assert_points_at
+
+# (method, keyword arguments for `size` draws): on RandomState and Generator alike unless noted
+DRAWS = [
+    ("standard_normal", lambda n: {"size": n}),
+    ("normal", lambda n: {"loc": 0.5, "scale": 2.0, "size": n}),
+    ("uniform", lambda n: {"low": -1.0, "high": 3.0, "size": n}),
+    ("exponential", lambda n: {"scale": 1.5, "size": n}),
+    ("gamma", lambda n: {"shape": 2.0, "size": n}),
+    ("beta", lambda n: {"a": 2.0, "b": 3.0, "size": n}),
+    ("laplace", lambda n: {"size": n}),
+    ("logistic", lambda n: {"size": n}),
+    ("poisson", lambda n: {"lam": 3.0, "size": n}),
+    ("binomial", lambda n: {"n": 10, "p": 0.3, "size": n}),
+    ("choice", lambda n: {"a": 7, "size": n}),
+    ("permutation", lambda n: {"x": n}),
+    ("dirichlet", lambda n: {"alpha": np.ones(n)}),
+    ("multivariate_normal", lambda n: {"mean": np.zeros(n), "cov": np.eye(n)}),
+]
+GENERATORS = {"RandomState": np.random.RandomState, "Generator": np.random.default_rng}
+TRANSFORMS = {
+    "jit": lambda f: xform.jit(f),
+    "grad": lambda f: xform.grad(f),
+    "value_and_grad": lambda f: xform.value_and_grad(f),
+    "jvp": lambda f: lambda x: xform.jvp(f, (x,), (1.0,)),
+}
+
+
+def estimator(draw):
+    """A reparameterised estimate: differentiable in w, the draw a constant of each call."""
+    def f(w):
+        eps = np.asarray(draw(), dtype=np.float64)
+        return np.sum(np.sin(w * eps) + w * np.mean(eps))
+    return f
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATORS))
+@pytest.mark.parametrize("transform", sorted(TRANSFORMS))
+@pytest.mark.parametrize("method, kwargs", DRAWS, ids=[d[0] for d in DRAWS])
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 4), w=st.floats(-2.0, 2.0))
+def test_each_call_draws_what_eager_numpy_draws(kind, transform, method, kwargs, seed, n, w):
+    staged_generator = GENERATORS[kind](seed)
+    draw = lambda: getattr(staged_generator, method)(**kwargs(n))  # noqa: E731
+    fun = TRANSFORMS[transform](estimator(draw))
+    reference = GENERATORS[kind](seed)
+    for _ in range(3):
+        got = fun(w)
+        eps = np.asarray(getattr(reference, method)(**kwargs(n)), dtype=np.float64)
+        value = np.sum(np.sin(w * eps) + w * np.mean(eps))
+        derivative = np.sum(np.cos(w * eps) * eps + np.mean(eps))
+        want = {"jit": value, "grad": derivative, "value_and_grad": (value, derivative),
+                "jvp": (value, derivative)}[transform]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    # the generators stand at the same place: exactly as many draws, in the same order
+    assert position(staged_generator) == position(reference)
+
+
+def position(generator):
+    if isinstance(generator, np.random.RandomState):
+        _, key, pos, has_gauss, gauss = generator.get_state()
+        return key.tobytes(), pos, has_gauss, gauss
+    return repr(generator.bit_generator.state)
+
+
+LEGACY = [("randn", (3,)), ("rand", (2, 2)), ("normal", (1.0, 2.0, 3)), ("randint", (0, 9, 4)),
+          ("random", (3,)), ("uniform", (0.0, 1.0, 2)), ("choice", (5, 3))]
+
+
+@pytest.mark.parametrize("name, args", LEGACY, ids=[d[0] for d in LEGACY])
+def test_numpys_global_generator_is_not_frozen(name, args):
+    fun = xform.jit(lambda x: x + np.asarray(getattr(np.random, name)(*args), np.float64))
+    np.random.seed(3)
+    got = [fun(0.5) for _ in range(3)]
+    np.random.seed(3)
+    want = [0.5 + np.asarray(getattr(np.random, name)(*args), np.float64) for _ in range(3)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert not np.array_equal(got[0], got[1])
+
+
+class Model:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.scale = 2.0
+
+    def loss(self, w):
+        return np.sum((w - self.scale * self.rng.standard_normal(3)) ** 2)
+
+
+_HELPER_RNG = np.random.default_rng(11)
+
+
+def _noise():
+    return _HELPER_RNG.standard_normal(2)
+
+
+def test_generators_reached_through_an_attribute_or_a_helper_function():
+    model, reference = Model(4), np.random.default_rng(4)
+    grad = xform.grad(model.loss)
+    for _ in range(3):
+        eps = 2.0 * reference.standard_normal(3)
+        np.testing.assert_allclose(grad(np.ones(3)), 2 * (np.ones(3) - eps), rtol=1e-13)
+
+    fun = xform.jit(lambda x: x * _noise())
+    state = _HELPER_RNG.bit_generator.state
+    got = [fun(1.0) for _ in range(3)]
+    _HELPER_RNG.bit_generator.state = state      # replay the same stream eagerly
+    np.testing.assert_array_equal(got, [1.0 * _noise() for _ in range(3)])
+
+
+def test_a_generator_made_inside_draws_anew_or_repeats_as_eagerly():
+    fresh = xform.jit(lambda x: x + np.random.default_rng().standard_normal(2))
+    assert not np.array_equal(fresh(0.0), fresh(0.0))        # OS entropy each call
+    seeded = xform.jit(lambda x: x + np.random.default_rng(7).standard_normal(2))
+    want = np.random.default_rng(7).standard_normal(2)
+    np.testing.assert_array_equal(seeded(0.0), want)
+    np.testing.assert_array_equal(seeded(0.0), want)
+
+
+def test_a_callee_that_draws_makes_its_caller_draw_on_every_call():
+    rng = np.random.RandomState(9)
+
+    @xform.function
+    def noisy(x):
+        return x + rng.randn()
+
+    outer = xform.jit(lambda x: noisy(x) * 2.0)
+    got = [outer(1.0) for _ in range(3)]
+    reference = np.random.RandomState(9)
+    np.testing.assert_array_equal(got, [(1.0 + reference.randn()) * 2.0 for _ in range(3)])
+
+
+def test_functions_that_do_not_draw_stay_cached():
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal(3)     # drawn once, outside: a constant, as eagerly
+    fun = xform.grad(lambda w: np.sum(np.sin(w * weights)))
+    fun(np.ones(3))
+    before = xform.cache_info()
+    fun(np.ones(3))
+    after = xform.cache_info()
+    assert after["builds"] == before["builds"] and after["hits"] == before["hits"] + 1
+
+
+def test_a_function_that_draws_builds_on_every_call_replacing_its_entry():
+    rng = np.random.default_rng(1)
+    fun = xform.jit(lambda x: x * rng.random())
+    fun(1.0)
+    before = xform.cache_info()
+    fun(1.0)
+    after = xform.cache_info()
+    assert after["builds"] == before["builds"] + 1 and after["entries"] == before["entries"]
+    assert after["invalidations"] == before["invalidations"] + 1 and after["hits"] == before["hits"]
+
+
+def test_vmap_and_threaded_map_refuse_a_function_that_draws():
+    rng = np.random.default_rng(2)
+    with pytest.raises(xform.UnsupportedError, match="draws random numbers") as info:
+        xform.vmap(lambda x: x * rng.random())(np.ones(3))  # line: vmap draws
+    assert_points_at(info.value, __file__, "vmap draws")
+    assert "pass the draws in" in str(info.value)
+    with pytest.raises(xform.UnsupportedError, match="same draws") as info:
+        xform.threaded_map(lambda x: x * rng.random(), np.ones(3))  # line: map draws
+    assert_points_at(info.value, __file__, "map draws")
+
+
+def test_scipys_draws_from_numpys_global_generator_are_not_frozen():
+    from scipy import stats
+    fun = xform.jit(lambda x: x + stats.norm.rvs(size=2))
+    np.random.seed(5)
+    got = [fun(0.0) for _ in range(2)]
+    np.random.seed(5)
+    np.testing.assert_array_equal(got, [stats.norm.rvs(size=2) for _ in range(2)])
