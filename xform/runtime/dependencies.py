@@ -17,8 +17,10 @@ import weakref
 
 import sysconfig
 
+import numpy as np
+
 from xform.ir.hooks import install_watcher
-from xform.ir.reads import MISSING, closure_cells, named_globals, nested_codes
+from xform.ir.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
 from xform.source_info import is_excluded
 
 # Code that is not the user's: the standard library, installed packages, generated code.
@@ -29,6 +31,27 @@ _STABLE_PREFIXES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdl
 def _is_user_code(filename: str) -> bool:
     return not (filename.startswith("<") or filename.startswith(_STABLE_PREFIXES)
                 or is_excluded(filename))
+
+# Not looked into by the content guards: their attributes are code, not state a staging reads
+# as a value.
+_OPAQUE = (types.ModuleType, type, types.FunctionType, types.MethodType,
+           types.BuiltinFunctionType, np.ndarray)
+_MAX_GUARDED_ITEMS = 1000  # a larger container is not guarded (its check would cost per call)
+_MAX_HASHED_ELEMENTS = 10_000  # a larger array is not hashed per call (~10 us at this size)
+
+_users_classes: dict = {}  # class -> whether the user's code defines it
+
+
+def _is_users_class(cls) -> bool:
+    known = _users_classes.get(cls)
+    if known is None:
+        module = sys.modules.get(getattr(cls, "__module__", ""), None)
+        filename = getattr(module, "__file__", None)
+        # No file: __main__ of a notebook or the REPL, the user's too.
+        known = _users_classes[cls] = (cls.__module__ != "builtins" if filename is None
+                                       else _is_user_code(filename))
+    return known
+
 
 _local = threading.local()  # the recorders active in this thread (profiling is per thread)
 
@@ -44,12 +67,22 @@ class Dependencies:
         self.globals = []   # (globals dict, name, object)
         self.codes = []     # (function, code object)
         self.cells = []     # (cell, object)
+        self.contents = []  # (container, its items then): what staging may have read inside
+        self.arrays = []    # (small writeable array, fingerprint of its bytes then)
+        self._guarded = []  # containers and arrays to snapshot when recording ends
+        self._seen_containers = set()
         self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
         self._seen_codes = set()
 
     def freeze(self) -> None:
         """Replace `valid` by one generated expression with every binding inlined: the
         check runs on every cache hit, so it should cost little more than a function call."""
+        for container in self._guarded:
+            if type(container) is np.ndarray:
+                self.arrays.append((container, fingerprint(container)))
+            else:
+                self.contents.append((container, tuple(container.items())
+                                      if type(container) is dict else tuple(container)))
         namespace = {"MISSING": MISSING}
         terms = []
         if self.root is not None:
@@ -66,6 +99,9 @@ class Dependencies:
             # An emptied cell raises on access, so cells keep the general check.
             namespace["cells_valid"] = self._cells_valid
             terms.append("cells_valid()")
+        if self.contents or self.arrays:
+            namespace["contents_valid"] = self._contents_valid
+            terms.append("contents_valid()")
         source = "def valid():\n    return " + (" and ".join(terms) or "True") + "\n"
         exec(compile(source, "<xform-dependencies>", "exec"), namespace)
         self.valid = namespace["valid"]
@@ -79,6 +115,56 @@ class Dependencies:
                 return False
         return True
 
+    def _contents_valid(self) -> bool:
+        for array, then in self.arrays:
+            if fingerprint(array) != then:
+                return False
+        for container, items in self.contents:
+            now = container.items() if type(container) is dict else container
+            if len(now) != len(items):
+                return False
+            for item, then in zip(now, items):
+                if type(item) is tuple:     # a dict's (key, value)
+                    if item[0] is not then[0] or item[1] is not then[1]:
+                        return False
+                elif item is not then:
+                    return False
+        return True
+
+    def add_contents(self, value) -> None:
+        """Guard what staging may read inside `value`: a dict's or list's items, or the
+        attributes of an instance of a class the user's code defines (a library's objects,
+        xform's, modules, classes and functions are not looked into: their attributes hold
+        caches that change as they work). The items are read when recording ends (so what
+        staging itself changed counts as read), then compared by identity on every hit, and
+        held, so that their ids cannot be reused by new objects."""
+        if type(value) is np.ndarray:
+            # Read by plain numpy while staging (x[i] * C[i]: C[i] is computed then), an
+            # array's values are in the graph; a small one is hashed on every hit.
+            if value.flags.writeable and value.size <= _MAX_HASHED_ELEMENTS:
+                self._guard(value)
+            return
+        if type(value) is dict or type(value) is list:
+            container = value
+        elif isinstance(value, _OPAQUE) or not _is_users_class(type(value)):
+            return
+        else:
+            container = getattr(value, "__dict__", None)
+            if type(container) is not dict or len(container) > _MAX_GUARDED_ITEMS:
+                return
+            self._guard(container)
+            for item in list(container.values()):    # and the containers it holds, one level
+                if type(item) in (dict, list, np.ndarray):
+                    self.add_contents(item)
+            return
+        if len(container) <= _MAX_GUARDED_ITEMS:
+            self._guard(container)
+
+    def _guard(self, container) -> None:
+        if id(container) not in self._seen_containers:
+            self._seen_containers.add(id(container))
+            self._guarded.append(container)
+
     def valid(self) -> bool:
         if self.root is not None:
             root = self.root()
@@ -90,17 +176,24 @@ class Dependencies:
         for function, code in self.codes:
             if function.__code__ is not code:
                 return False
-        return self._cells_valid()
+        return self._cells_valid() and self._contents_valid()
 
     def __len__(self):
-        return len(self.globals) + len(self.codes) + len(self.cells)
+        return (len(self.globals) + len(self.codes) + len(self.cells) + len(self.contents)
+                + len(self.arrays))
 
     def add_root(self, function) -> None:
-        """The staged function itself, held weakly."""
+        """The staged function itself, held weakly (a bound method: its instance's attributes
+        are guarded too)."""
+        if isinstance(function, types.MethodType):
+            self.add_contents(function.__self__)
+            function = function.__func__
         if not isinstance(function, types.FunctionType):
             return
         self.root, self.root_code = weakref.ref(function), function.__code__
         self._add_closure_and_globals(function)
+        for value in function.__defaults__ or ():
+            self.add_contents(value)
 
     def add_function(self, function) -> None:
         """The function's code, its closure cells, and the globals its code names."""
@@ -114,6 +207,7 @@ class Dependencies:
         self.add_code(function.__code__, function.__globals__)
         for _, cell, value in closure_cells(function):
             self.cells.append((cell, value))
+            self.add_contents(value)
             if isinstance(value, types.FunctionType) and value.__code__ not in self._seen_codes:
                 self.add_function(value)
 
@@ -130,6 +224,7 @@ class Dependencies:
                 if isinstance(value, types.ModuleType):
                     continue
                 self.globals.append((namespace, name, value))
+                self.add_contents(value)
                 if isinstance(value, types.FunctionType):
                     self.codes.append((value, value.__code__))
 
@@ -138,6 +233,8 @@ class Dependencies:
         self.globals.extend(other.globals)
         self.codes.extend(other.codes)
         self.cells.extend(other.cells)
+        for container in other._guarded:
+            self._guard(container)
 
 
 def _recorders():
