@@ -24,14 +24,19 @@ def _no_options(name, **options):
         raise unsupported_error(f"numpy.{name}(..., {', '.join(f'{k}=...' for k in given)})")
 
 
+def _accumulated(prim, name, a, axis, dtype, out, keepdims, initial, where):
+    """A sum-like reduction (`sum_p`, `prod_p`) with numpy's axis/dtype/keepdims."""
+    _no_options(name, out=out, initial=initial, where=where)
+    shape = aval(a).shape
+    axes = normalize_axes(axis, len(shape))
+    result = prim.bind(a, axes=axes, dtype=None if dtype is None else np.dtype(dtype))
+    return _keep(result, shape, axes, keepdims)
+
+
 @implements(np.sum)
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """`np.sum` (no out/initial/where)."""
-    _no_options("sum", out=out, initial=initial, where=where)
-    shape = aval(a).shape
-    axes = normalize_axes(axis, len(shape))
-    result = sum_p.bind(a, axes=axes, dtype=None if dtype is None else np.dtype(dtype))
-    return _keep(result, shape, axes, keepdims)
+    return _accumulated(sum_p, "sum", a, axis, dtype, out, keepdims, initial, where)
 
 
 @implements(np.nansum)
@@ -147,11 +152,7 @@ def cumprod(a, axis=None, dtype=None, out=None):
 @implements(np.prod)
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """`np.prod` (no out/initial/where)."""
-    _no_options("prod", out=out, initial=initial, where=where)
-    shape = aval(a).shape
-    axes = normalize_axes(axis, len(shape))
-    result = prod_p.bind(a, axes=axes, dtype=None if dtype is None else np.dtype(dtype))
-    return _keep(result, shape, axes, keepdims)
+    return _accumulated(prod_p, "prod", a, axis, dtype, out, keepdims, initial, where)
 
 
 def _extremum(prim, name, a, axis, out, keepdims, initial, where):
