@@ -199,22 +199,23 @@ def argmin(a, axis=None, out=None, *, keepdims=False):
     return _arg(argmin_p, "argmin", a, axis, out, keepdims)
 
 
+def _logical(prim, name, a, axis, out, keepdims, where):
+    _no_options(name, out=out, where=where)
+    shape = aval(a).shape
+    axes = normalize_axes(axis, len(shape))
+    return _keep(prim.bind(a, axes=axes), shape, axes, keepdims)
+
+
 @implements(np.any)
 def any_(a, axis=None, out=None, keepdims=False, *, where=None):
     """`np.any` (bool result, zero derivative)."""
-    _no_options("any", out=out, where=where)
-    shape = aval(a).shape
-    axes = normalize_axes(axis, len(shape))
-    return _keep(reduce_any_p.bind(a, axes=axes), shape, axes, keepdims)
+    return _logical(reduce_any_p, "any", a, axis, out, keepdims, where)
 
 
 @implements(np.all)
 def all_(a, axis=None, out=None, keepdims=False, *, where=None):
     """`np.all` (bool result, zero derivative)."""
-    _no_options("all", out=out, where=where)
-    shape = aval(a).shape
-    axes = normalize_axes(axis, len(shape))
-    return _keep(reduce_all_p.bind(a, axes=axes), shape, axes, keepdims)
+    return _logical(reduce_all_p, "all", a, axis, out, keepdims, where)
 
 
 # -- ufunc methods numpy dispatches for tracers: np.add.reduce(x), np.multiply.accumulate(x) ---
