@@ -1,6 +1,8 @@
-"""Where the user's code is: the first stack frame outside xform (and numpy's own Python)."""
+"""Where the user's code is: the first stack frame outside xform (and numpy's and SciPy's own
+Python)."""
 from __future__ import annotations
 
+import importlib.util
 import linecache
 import os
 import sys
@@ -10,7 +12,10 @@ import numpy as np
 
 _XFORM_DIR = os.path.dirname(os.path.abspath(__file__))
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
-_EXCLUDED = (_XFORM_DIR + os.sep, _NUMPY_DIR + os.sep, "<frozen ")
+# SciPy's directory without importing it: found from its import spec
+_SCIPY_SPEC = importlib.util.find_spec("scipy")
+_SCIPY_DIR = os.path.dirname(os.path.abspath(_SCIPY_SPEC.origin)) if _SCIPY_SPEC else _NUMPY_DIR
+_EXCLUDED = (_XFORM_DIR + os.sep, _NUMPY_DIR + os.sep, _SCIPY_DIR + os.sep, "<frozen ")
 # Test helpers in xform.testing count as xform; the user's tests do not.
 
 

@@ -1,7 +1,8 @@
-"""What staging lets an upper layer watch: the scope user code runs in while it is staged
-(`user_code_scope`, entered by `stage_function`), and `unwatched`, which pauses that layer's
-profile hook inside xform's own entry points. xform.runtime.dependencies installs both with
-`install_watcher`; by default nothing is watched.
+"""What staging lets upper layers wrap: the scope user code runs in while it is staged
+(`user_code_scope`, entered by `stage_function`), and `unwatched`, which pauses the watcher's
+profile hook inside xform's own entry points. xform.runtime.dependencies installs the watcher
+(`install_watcher`), xform.numpy the stand-ins for numpy and SciPy callables
+(`install_staging_scope`); by default nothing is watched or replaced.
 """
 from __future__ import annotations
 
@@ -21,9 +22,20 @@ def install_watcher(scope, profile_hook) -> None:
     _scope, _profile_hook = scope, profile_hook
 
 
+_staging_scope = contextlib.nullcontext
+
+
+def install_staging_scope(scope) -> None:
+    """Run staged user code inside `scope()` too (outside the watcher's scope)."""
+    global _staging_scope
+    _staging_scope = scope
+
+
+@contextlib.contextmanager
 def user_code_scope():
     """The context in which `stage_function` calls the function it stages."""
-    return _scope()
+    with _staging_scope(), _scope():
+        yield
 
 
 def unwatched(function):

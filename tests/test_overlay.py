@@ -1,0 +1,117 @@
+"""Stand-ins (xform/numpy/overlay.py): in place only while something is staged, invisible to
+calls without tracers (from any thread), restored after errors and nested stagings, and
+reaching names imported before xform."""
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+from numpy import full as full_imported_early
+
+import xform
+from xform.numpy import overlay
+
+ORIGINAL_FULL_CODE = np.full.__code__
+ORIGINAL_ARRAY = np.array
+
+
+def seen_while_staging():
+    seen = {}
+
+    def f(x):
+        seen["array"], seen["full_code"] = np.array, np.full.__code__
+        return x * 2
+    xform.jit(f)(1.0)
+    return seen
+
+
+def test_in_place_only_while_staging():
+    seen = seen_while_staging()
+    assert seen["array"] is not ORIGINAL_ARRAY and seen["full_code"] is not ORIGINAL_FULL_CODE
+    assert np.array is ORIGINAL_ARRAY and np.full.__code__ is ORIGINAL_FULL_CODE
+
+
+def test_restored_after_an_error_and_after_nested_stagings():
+    def fails(x):
+        raise ValueError("user error")
+    with pytest.raises(ValueError):
+        xform.jit(fails)(1.0)
+    assert np.array is ORIGINAL_ARRAY and np.full.__code__ is ORIGINAL_FULL_CODE
+
+    inner = xform.function(lambda x: np.array([x, x]))
+
+    def outer(x):
+        y = np.sum(inner(x))
+        assert np.array is not ORIGINAL_ARRAY       # the inner staging ended; ours has not
+        return np.sum(np.array([y, x]))
+    assert xform.grad(outer)(1.0) == 3.0
+    assert np.array is ORIGINAL_ARRAY
+
+
+def test_a_name_imported_before_xform_stages():
+    got = xform.jit(lambda x: full_imported_early(3, x))(2.5)
+    np.testing.assert_array_equal(got, np.full(3, 2.5))
+
+
+def test_other_threads_get_numpy_while_a_staging_is_open():
+    inside, done = threading.Event(), threading.Event()
+    results = {}
+
+    def staged(x):
+        inside.set()
+        assert done.wait(10)
+        return x + 1
+
+    def other_thread():
+        assert inside.wait(10)
+        results["array"] = np.array([[1, 2], [3, 4]], dtype=np.float32)
+        results["full"] = np.full((2,), 7)
+        done.set()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    xform.jit(staged)(1.0)
+    thread.join()
+    assert type(results["array"]) is np.ndarray and results["array"].dtype == np.float32
+    np.testing.assert_array_equal(results["full"], [7, 7])
+
+
+def test_a_stand_in_is_only_called_with_tracers():
+    calls = []
+
+    def double(x):
+        return x * 2
+
+    overlay.stand_in(double, lambda x: calls.append(x) or x * 3)
+    try:
+        assert xform.jit(lambda x: double(x) + double(2.0))(1.0) == 7.0   # 3 + 4
+        assert len(calls) == 1 and double(1.0) == 2.0
+    finally:
+        overlay._swaps.pop()
+
+
+def test_an_installer_waits_for_its_module():
+    installed = []
+    overlay.stand_in_when_imported("xform_test_fake_module", lambda: installed.append(True))
+    xform.jit(lambda x: x + 1)(1.0)
+    assert not installed
+    sys.modules["xform_test_fake_module"] = types.ModuleType("xform_test_fake_module")
+    try:
+        xform.jit(lambda x: x + 2)(1.0)
+        assert installed == [True]
+    finally:
+        del sys.modules["xform_test_fake_module"]
+
+
+def test_a_closure_function_keeps_its_cells():
+    scale = 4.0
+
+    def scaled(x):
+        return x * scale
+
+    overlay.stand_in(scaled, lambda x: x * scale + 1)
+    try:
+        assert xform.jit(scaled)(1.0) == 5.0 and scaled(1.0) == 4.0
+    finally:
+        overlay._swaps.pop()

@@ -1,0 +1,173 @@
+"""Stand-ins: xform functions put in place of numpy and SciPy callables that cannot dispatch
+on tracers (`np.array` of a list, `np.full`, `scipy.special.logsumexp`, ...), only while a
+function is being staged. Outside staging every callable is the original, untouched.
+
+Two ways to stand in, chosen by what the callable is:
+- a Python function (`np.full`, `scipy.linalg.solve_triangular`, `rv_continuous.logpdf`):
+  its `__code__` is swapped for a trampoline, so every reference to the function object sees
+  the stand-in, however it was imported (`from scipy.special import logsumexp` before
+  `import xform` included);
+- a builtin (`np.array`, `np.asarray`): the module attribute is replaced, so `np.array(...)`
+  sees it (a name imported with `from numpy import array` keeps the original).
+Either way the stand-in routes a call to xform only when a Tracer is among its arguments
+(looked for inside lists, tuples and dicts); any other call, from any thread, runs the
+original with the original arguments.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import types
+
+from xform.ir.hooks import install_staging_scope
+from xform.ir.tracer import Tracer
+
+_MAX_DEPTH = 8  # how deep into nested lists a tracer is looked for
+
+
+def contains_tracer(obj, depth: int = 0) -> bool:
+    """Whether a Tracer is `obj` or sits inside its lists, tuples or dict values."""
+    kind = type(obj)
+    if kind is Tracer:
+        return True
+    if depth < _MAX_DEPTH:
+        if kind is list or kind is tuple:
+            return any(contains_tracer(item, depth + 1) for item in obj)
+        if kind is dict:
+            return any(contains_tracer(item, depth + 1) for item in obj.values())
+    return False
+
+
+def _routed(original, replacement):
+    def route(args, kwargs):
+        if contains_tracer(args) or contains_tracer(kwargs):
+            return replacement(*args, **kwargs)
+        return original(*args, **kwargs)
+    return route
+
+
+_ROUTE_PLACEHOLDER = "xform: the route of this stand-in"
+
+
+def _trampoline_code(code: types.CodeType, route) -> types.CodeType:
+    """A code object with `code`'s name and free variables whose body is
+    `return route(args, kwargs)`: assignable to the function's `__code__`."""
+    free = code.co_freevars
+    touch = f"        ({', '.join(free)},)\n" if free else ""
+    source = (
+        "def outer():\n"
+        + "".join(f"    {name} = None\n" for name in free)
+        + "    def trampoline(*args, **kwargs):\n"
+        + touch
+        + f"        route = {_ROUTE_PLACEHOLDER!r}\n"
+        + "        return route(args, kwargs)\n"
+        + "    return trampoline\n")
+    namespace: dict = {}
+    exec(compile(source, code.co_filename, "exec"), namespace)  # noqa: S102 - fixed source
+    trampoline = namespace["outer"]().__code__
+    if trampoline.co_freevars != free:
+        raise AssertionError(f"stand-in for {code.co_name}: free variables differ")
+    # The route is the one constant no source can spell; it replaces the placeholder string.
+    consts = tuple(route if c == _ROUTE_PLACEHOLDER else c for c in trampoline.co_consts)
+    return trampoline.replace(co_consts=consts, co_name=code.co_name,
+                              co_qualname=code.co_qualname)
+
+
+class _CodeSwap:
+    def __init__(self, function, replacement):
+        code = function.__code__
+        original = types.FunctionType(code, function.__globals__, function.__name__,
+                                      function.__defaults__, function.__closure__)
+        original.__kwdefaults__ = function.__kwdefaults__
+        self.function, self.code = function, code
+        self.trampoline = _trampoline_code(code, _routed(original, replacement))
+
+    def apply(self):
+        self.function.__code__ = self.trampoline
+
+    def restore(self):
+        self.function.__code__ = self.code
+
+
+class _AttributeSwap:
+    def __init__(self, owner, name, replacement):
+        self.owner, self.name = owner, name
+        self.original = getattr(owner, name)
+        route = _routed(self.original, replacement)
+
+        def stand_in(*args, **kwargs):
+            return route(args, kwargs)
+        stand_in.__name__ = getattr(self.original, "__name__", name)
+        stand_in.__doc__ = getattr(self.original, "__doc__", None)
+        self.stand_in = stand_in
+
+    def apply(self):
+        setattr(self.owner, self.name, self.stand_in)
+
+    def restore(self):
+        setattr(self.owner, self.name, self.original)
+
+
+_swaps: list = []          # every registered swap, applied while anything is staged
+_pending: dict = {}        # module name -> installers waiting for the module's import
+_lock = threading.RLock()  # re-entered: installers call stand_in
+_depth = 0                 # stagings in progress, over all threads
+
+
+def stand_in(function, replacement) -> None:
+    """While staging, calls of `function` (a Python function, or a builtin given as
+    `(owner, "name")`) with a Tracer among their arguments run `replacement` instead.
+
+    >>> from xform.numpy.overlay import stand_in, _swaps
+    >>> def halve(x): return x / 2
+    >>> stand_in(halve, lambda x: x * 0.5 + 1)          # a visible stand-in, for the example
+    >>> float(xform.jit(halve)(2.0)), halve(2.0)          # staged: the stand-in; eager: halve
+    (2.0, 1.0)
+    >>> del _swaps[-1]                                  # undo: the registry is global
+    """
+    if isinstance(function, tuple):
+        swap = _AttributeSwap(*function, replacement)
+    else:
+        swap = _CodeSwap(getattr(function, "_implementation", function), replacement)
+    with _lock:
+        _swaps.append(swap)
+        if _depth:
+            swap.apply()
+
+
+def stand_in_when_imported(module_name: str, install) -> None:
+    """Run `install()` (which calls `stand_in`) the first time something is staged after
+    `module_name` is imported: SciPy's modules are only paid for by users who import them."""
+    _pending.setdefault(module_name, []).append(install)
+
+
+def _install_pending() -> None:
+    with _lock:
+        for module_name in [m for m in _pending if m in sys.modules]:
+            for install in _pending.pop(module_name):
+                install()
+
+
+@contextlib.contextmanager
+def staging_overlay():
+    """The scope of staged user code: the stand-ins are in place while any thread stages."""
+    global _depth
+    if _pending:
+        _install_pending()
+    with _lock:
+        _depth += 1
+        if _depth == 1:
+            for swap in _swaps:
+                swap.apply()
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for swap in _swaps:
+                    swap.restore()
+
+
+install_staging_scope(staging_overlay)
