@@ -4,6 +4,7 @@ optimize it and run it as generated Python."""
 from xform import rules  # noqa: F401  (registers every primitive's rules)
 from xform import numpy  # noqa: F401  (after rules: fills the numpy protocol's tables)
 from xform import passes  # noqa: F401  (xform.passes.optimize, trace_passes, ...)
+from xform import scipy  # noqa: F401  (SciPy stand-ins, installed once the user imports SciPy)
 from xform.api import (grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_graph,
                        value_and_grad, vjp, vmap)
 from xform.runtime.cache import cache_info, clear_cache, set_cache_size

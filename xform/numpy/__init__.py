@@ -2,7 +2,7 @@
 function, built on the primitive families in xform.rules. Importing this package fills the
 tables and installs the Tracer's dispatch hooks."""
 from xform.numpy import (axes, construct, contract, index, join, linalg,  # noqa: F401
-                         overlay, reduce, shape, ufuncs)
+                         reduce, shape, stand_ins, ufuncs)
 from xform.numpy.index import index_add
 from xform.numpy.protocol import FUNCTIONS, UFUNCS, implements, numpy_name
 

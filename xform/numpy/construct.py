@@ -1,7 +1,7 @@
 """Arrays built from Python containers of traced values: `np.array([x, 2 * x])`,
 `np.asarray([[a, b], [c, d]])`, `np.r_[...]`, `np.c_[...]`, `np.block`, `np.full(shape, x)`,
 and lists mixing tracers and constants in `np.stack`/`np.append`. numpy converts such
-containers itself, calling `Tracer.__array__`; these stand-ins (xform/numpy/overlay.py) stage
+containers itself, calling `Tracer.__array__`; these stand-ins (xform/numpy/stand_ins.py) stage
 them instead, as stacks, concatenations and broadcasts.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from xform.errors import UnsupportedError
 from xform.ir.tracer import Tracer
 from xform.source_info import user_frame_info
 from xform.numpy.join import concatenate, stack
-from xform.numpy.overlay import contains_tracer, stand_in
+from xform.numpy.stand_ins import contains_tracer, stand_in
 from xform.numpy.protocol import implements
 from xform.numpy.shape import copy
 

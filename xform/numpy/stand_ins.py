@@ -80,7 +80,7 @@ class _CodeSwap:
         original = types.FunctionType(code, function.__globals__, function.__name__,
                                       function.__defaults__, function.__closure__)
         original.__kwdefaults__ = function.__kwdefaults__
-        self.function, self.code = function, code
+        self.function, self.code, self.target = function, code, function
         self.trampoline = _trampoline_code(code, _routed(original, replacement))
 
     def apply(self):
@@ -92,7 +92,7 @@ class _CodeSwap:
 
 class _AttributeSwap:
     def __init__(self, owner, name, replacement):
-        self.owner, self.name = owner, name
+        self.owner, self.name, self.target = owner, name, (owner, name)
         self.original = getattr(owner, name)
         route = _routed(self.original, replacement)
 
@@ -119,12 +119,12 @@ def stand_in(function, replacement) -> None:
     """While staging, calls of `function` (a Python function, or a builtin given as
     `(owner, "name")`) with a Tracer among their arguments run `replacement` instead.
 
-    >>> from xform.numpy.overlay import stand_in, _swaps
+    >>> from xform.numpy.stand_ins import stand_in, remove_stand_in
     >>> def halve(x): return x / 2
     >>> stand_in(halve, lambda x: x * 0.5 + 1)          # a visible stand-in, for the example
     >>> float(xform.jit(halve)(2.0)), halve(2.0)          # staged: the stand-in; eager: halve
     (2.0, 1.0)
-    >>> del _swaps[-1]                                  # undo: the registry is global
+    >>> remove_stand_in(halve)
     """
     if isinstance(function, tuple):
         swap = _AttributeSwap(*function, replacement)
@@ -134,6 +134,17 @@ def stand_in(function, replacement) -> None:
         _swaps.append(swap)
         if _depth:
             swap.apply()
+
+
+def remove_stand_in(function) -> None:
+    """Undo `stand_in(function, ...)`."""
+    target = function if isinstance(function, tuple) else getattr(function, "_implementation",
+                                                                    function)
+    with _lock:
+        for swap in [swap for swap in _swaps if swap.target == target]:
+            if _depth:
+                swap.restore()
+            _swaps.remove(swap)
 
 
 def stand_in_when_imported(module_name: str, install) -> None:
@@ -150,7 +161,7 @@ def _install_pending() -> None:
 
 
 @contextlib.contextmanager
-def staging_overlay():
+def staging_scope():
     """The scope of staged user code: the stand-ins are in place while any thread stages."""
     global _depth
     if _pending:
@@ -170,4 +181,4 @@ def staging_overlay():
                     swap.restore()
 
 
-install_staging_scope(staging_overlay)
+install_staging_scope(staging_scope)

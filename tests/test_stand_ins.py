@@ -1,4 +1,4 @@
-"""Stand-ins (xform/numpy/overlay.py): in place only while something is staged, invisible to
+"""Stand-ins (xform/numpy/stand_ins.py): in place only while something is staged, invisible to
 calls without tracers (from any thread), restored after errors and nested stagings, and
 reaching names imported before xform."""
 import sys
@@ -10,7 +10,7 @@ import pytest
 from numpy import full as full_imported_early
 
 import xform
-from xform.numpy import overlay
+from xform.numpy import stand_ins
 
 ORIGINAL_FULL_CODE = np.full.__code__
 ORIGINAL_ARRAY = np.array
@@ -83,17 +83,17 @@ def test_a_stand_in_is_only_called_with_tracers():
     def double(x):
         return x * 2
 
-    overlay.stand_in(double, lambda x: calls.append(x) or x * 3)
+    stand_ins.stand_in(double, lambda x: calls.append(x) or x * 3)
     try:
         assert xform.jit(lambda x: double(x) + double(2.0))(1.0) == 7.0   # 3 + 4
         assert len(calls) == 1 and double(1.0) == 2.0
     finally:
-        overlay._swaps.pop()
+        stand_ins.remove_stand_in(double)
 
 
 def test_an_installer_waits_for_its_module():
     installed = []
-    overlay.stand_in_when_imported("xform_test_fake_module", lambda: installed.append(True))
+    stand_ins.stand_in_when_imported("xform_test_fake_module", lambda: installed.append(True))
     xform.jit(lambda x: x + 1)(1.0)
     assert not installed
     sys.modules["xform_test_fake_module"] = types.ModuleType("xform_test_fake_module")
@@ -110,8 +110,8 @@ def test_a_closure_function_keeps_its_cells():
     def scaled(x):
         return x * scale
 
-    overlay.stand_in(scaled, lambda x: x * scale + 1)
+    stand_ins.stand_in(scaled, lambda x: x * scale + 1)
     try:
         assert xform.jit(scaled)(1.0) == 5.0 and scaled(1.0) == 4.0
     finally:
-        overlay._swaps.pop()
+        stand_ins.remove_stand_in(scaled)
