@@ -1,7 +1,8 @@
 """Random draws are not frozen by the cache: a function that draws is staged again on every
 call, so each call of jit/grad/jvp/... draws anew, draw for draw what eager numpy draws from
-the same generator in the same order; functions that do not draw stay cached; vmap and
-threaded_map, which would share one draw among all elements, refuse such functions."""
+the same generator in the same order; functions that do not draw stay cached; vmap draws per
+element, as a Python loop would; threaded_map, whose elements run concurrently, refuses such
+functions. Clocks and files are read anew on every call too."""
 import numpy as np
 import pytest
 from hypothesis import given
@@ -162,15 +163,68 @@ def test_a_function_that_draws_builds_on_every_call_replacing_its_entry():
     assert after["invalidations"] == before["invalidations"] + 1 and after["hits"] == before["hits"]
 
 
-def test_vmap_and_threaded_map_refuse_a_function_that_draws():
+@pytest.mark.parametrize("kind", sorted(GENERATORS))
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 4))
+def test_vmap_draws_per_element_as_a_python_loop_does(kind, seed, n):
+    def noisy(x, scale):
+        eps = staged_generator.standard_normal(2)
+        return x * eps[0] + scale * eps[1] + staged_generator.random()
+
+    staged_generator = GENERATORS[kind](seed)
+    xs, scale = np.linspace(-1.0, 1.0, n), 0.5
+    mapped = xform.vmap(noisy, in_axes=(0, None))
+    got = [mapped(xs, scale) for _ in range(2)]
+    staged_generator = GENERATORS[kind](seed)      # the same stream, drawn eagerly
+    want = [np.stack([noisy(x, scale) for x in xs]) for _ in range(2)]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_gradients_of_a_vmapped_estimator_follow_each_elements_draws():
+    rng, reference = np.random.RandomState(3), np.random.RandomState(3)
+    loss = lambda w: np.sum(xform.vmap(lambda x: np.sin(w * x * rng.randn()))(np.ones(3)))  # noqa: E731
+    for _ in range(2):
+        eps = reference.randn(3)
+        np.testing.assert_allclose(xform.grad(loss)(0.7), np.sum(np.cos(0.7 * eps) * eps),
+                                   rtol=1e-13)
+
+
+def test_threaded_map_refuses_a_function_that_draws():
     rng = np.random.default_rng(2)
-    with pytest.raises(xform.UnsupportedError, match="draws random numbers") as info:
-        xform.vmap(lambda x: x * rng.random())(np.ones(3))  # line: vmap draws
-    assert_points_at(info.value, __file__, "vmap draws")
-    assert "pass the draws in" in str(info.value)
     with pytest.raises(xform.UnsupportedError, match="same draws") as info:
         xform.threaded_map(lambda x: x * rng.random(), np.ones(3))  # line: map draws
     assert_points_at(info.value, __file__, "map draws")
+    assert "pass the draws in" in str(info.value)
+
+
+def test_pythons_random_module_is_not_frozen():
+    import random
+    fun = xform.jit(lambda x: x + random.random())
+    random.seed(4)
+    got = [fun(0.0) for _ in range(3)]
+    random.seed(4)
+    assert got == [random.random() for _ in range(3)]
+    gauss = random.gauss
+    fun = xform.grad(lambda x: x * gauss(0.0, 1.0))
+    random.seed(5)
+    got = [fun(1.0) for _ in range(2)]
+    random.seed(5)
+    assert got == [gauss(0.0, 1.0) for _ in range(2)]
+
+
+def test_clocks_and_files_are_read_on_every_call(tmp_path):
+    import time
+    clock = xform.jit(lambda x: x + time.perf_counter())
+    assert clock(0.0) < clock(0.0)
+    path = tmp_path / "value.txt"
+
+    def from_file(x):
+        with open(path) as f:
+            return x * float(f.read())
+    fun = xform.grad(from_file)
+    path.write_text("2.0")
+    assert fun(1.0) == 2.0
+    path.write_text("3.0")
+    assert fun(1.0) == 3.0
 
 
 def test_scipys_draws_from_numpys_global_generator_are_not_frozen():

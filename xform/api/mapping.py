@@ -2,12 +2,14 @@
 (xform.transforms.derived), cached per signature."""
 from __future__ import annotations
 
+import numpy as np
+
 from xform.api.dispatch import Transformed
 from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import stage_function
-from xform.runtime.effects import Watch, raise_shared_draws
+from xform.runtime.effects import Watch
 from xform.source_info import user_frame_info
 from xform.transforms.batch import batch_graph
 from xform.tree import broadcast_prefix, tree_flatten, tree_unflatten
@@ -48,16 +50,37 @@ def vmap(fun, in_axes=0, out_axes=0):
                          ShapedArray(aval.shape[:d] + aval.shape[d + 1:], aval.dtype,
                                      aval.weak_type)
                          for aval, d in zip(avals, dims)]
-        watch = Watch(fun)
+        watch = Watch(fun).keep_states()
         graph, captured, out_tree = stage_function(fun, args_tree, example_avals)
-        if watch.drew():
-            raise_shared_draws(fun, "vmap")
         out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
+        if watch.drew():
+            # Draws per element, as a Python loop over the elements would make them.
+            watch.rewind()
+            return _staged_per_element(fun, args_tree, avals, dims, size, out_tree,
+                                       out_axes_leaves)
         batched = batch_graph(graph, dims + [NOT_MAPPED] * len(captured), size,
                                 out_axes_leaves)
         return batched, captured, lambda outs: tree_unflatten(out_tree, outs)
 
     return Transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes)))
+
+
+def _staged_per_element(fun, args_tree, avals, dims, size, out_tree, out_axes_leaves):
+    """vmap of a function that draws random numbers: `fun` staged once per element, in
+    element order, so that every element draws its own values (what `[fun(x) for x in xs]`
+    draws, bit for bit); the outputs stacked along `out_axes`."""
+    def per_element(*args):
+        leaves = tree_flatten(args)[0]
+        outs = []
+        for i in range(size):
+            element = [leaf if d is NOT_MAPPED else np.take(leaf, i, axis=d)
+                       for leaf, d in zip(leaves, dims)]
+            outs.append(tree_flatten(fun(*tree_unflatten(args_tree, element)))[0])
+        return [outs[0][k] if axis is None else np.stack([o[k] for o in outs], axis=axis)
+                for k, axis in enumerate(out_axes_leaves)]
+
+    graph, captured, _ = stage_function(per_element, args_tree, avals)
+    return graph, captured, lambda outs: tree_unflatten(out_tree, outs)
 
 
 def _freeze(tree):

@@ -1,20 +1,24 @@
-"""Random draws the cache would freeze. Staging runs a function once and caches what it built;
-a draw made while staging would be a constant of every later call (silently wrong: every
-Monte-Carlo estimate the same). So the cache watches the random generators a function can
-reach: numpy's global legacy generator (`np.random.randn` and friends, and SciPy's `rvs`,
-when the code names them), and the RandomState,
-Generator and BitGenerator objects in the function's closure cells, defaults and the globals
-its code names, following the functions it names and one attribute level into objects. It
-snapshots their states, stages, and compares. A state that moved means the function drew,
-and its entries are then rebuilt on every call: each call draws anew from the same generator,
-in eager numpy's order, bit for bit (the draws are numpy's own, made while staging).
+"""Random draws and other effects the cache would freeze. Staging runs a function once and
+caches what it built; a draw made while staging would be a constant of every later call
+(silently wrong: every Monte-Carlo estimate the same). So the cache watches the random
+generators a function can reach: numpy's global legacy generator (`np.random.randn` and
+friends, and SciPy's `rvs`, when the code names them), Python's `random` module, and the
+RandomState, Generator, BitGenerator and `random.Random` objects in the function's closure
+cells, defaults and the globals its code names, following the functions it names and one
+attribute level into objects. It snapshots their states, stages, and compares. A state that
+moved means the function drew, and its entries are then rebuilt on every call: each call
+draws anew from the same generator, in eager numpy's order, bit for bit (the draws are
+numpy's own, made while staging).
 
 A function that creates a generator (`np.random.default_rng()`, `RandomState(...)`) is
-treated the same way, since its draws come from a generator no one else holds.
+treated the same way, since its draws come from a generator no one else holds; so is one that
+reads a clock or a file (`time.time()`, `perf_counter`, `datetime.now()`, `open`,
+`os.urandom`, `os.environ`): it is staged on every call, so it reads the value of that call.
 
-Limits: a generator reachable only deeper (an attribute of an attribute, a library's own
-module state) is not seen; under `vmap` and inside `threaded_map`'s `f` a draw would be made
-once for the whole batch, so those refuse such functions (xform.errors.UnsupportedError).
+Limits: a generator or clock reachable only deeper (an attribute of an attribute, a library's
+own module state) is not seen. `vmap` stages such a function once per element
+(`rewind` puts the generators back after its first, shape-finding staging);
+`threaded_map`, whose elements run concurrently, refuses it (xform.errors.UnsupportedError).
 """
 from __future__ import annotations
 
@@ -33,13 +37,29 @@ _CONSTRUCTORS = frozenset({"default_rng", "RandomState", "Generator", "SeedSeque
 # `rvs` without a random_state): its state costs ~30 us to read, so only then is it watched.
 _GLOBAL_DRAWS = frozenset({"random", "rvs"})
 _MAX_DEPTH = 4  # functions followed through the globals they name
+# Modules whose functions read the world (clocks, files, the environment): a function that
+# names one is staged on every call.
+_EFFECT_MODULES = frozenset({"time", "datetime", "os", "io", "pathlib", "uuid", "secrets"})
+_EFFECT_BUILTINS = frozenset({"open", "input"})
 
 
 def _generator_types():
+    python_random = sys.modules.get("random")
+    types_ = (python_random.Random,) if python_random else ()
     random = sys.modules.get("numpy.random")   # not imported: nothing can have drawn from it
     if random is None:
-        return ()
-    return random.RandomState, random.Generator, random.BitGenerator
+        return types_
+    return types_ + (random.RandomState, random.Generator, random.BitGenerator)
+
+
+def _reads_the_world(value) -> bool:
+    if isinstance(value, types.ModuleType):
+        return value.__name__.partition(".")[0] in _EFFECT_MODULES
+    module = getattr(value, "__module__", None)
+    if isinstance(value, type) and module == "datetime":
+        return True                 # datetime.now(), date.today()
+    return callable(value) and isinstance(module, str) and (
+        module.partition(".")[0] in _EFFECT_MODULES or module == "posix")
 
 
 def _legacy_generator():
@@ -53,13 +73,21 @@ class _Walk:
     def __init__(self, types_):
         self.types = types_
         self.generators = {}        # id -> generator
-        self.constructs = False
+        self.constructs = False     # makes a fresh generator, or reads a clock or a file
         self.global_draws = False
         self._seen = set()
 
     def value(self, value, depth: int) -> None:
         if isinstance(value, self.types):
             self.generators[id(value)] = value
+        elif _reads_the_world(value):
+            self.constructs = True
+        elif type(value) is types.ModuleType and value.__name__ == "random":
+            self.value(getattr(value, "_inst", None), depth)     # random.random()
+        elif inspect.isbuiltin(value):                 # a bound draw: `randn = rs.randn`
+            owner = getattr(value, "__self__", None)
+            if isinstance(owner, self.types):
+                self.generators[id(owner)] = owner
         elif isinstance(value, types.FunctionType) and depth < _MAX_DEPTH:
             self.function(value, depth + 1)
         elif inspect.ismethod(value):
@@ -91,12 +119,35 @@ class _Walk:
                 self.constructs = True
             if not self.global_draws and _GLOBAL_DRAWS.intersection(names):
                 self.global_draws = True
+            if not self.constructs and any(name in _EFFECT_BUILTINS and
+                                           name not in function.__globals__ for name in names):
+                self.constructs = True
             for _, value in named_globals(code, function.__globals__):
                 self.value(value, depth)
 
 
+def _raw_state(generator):
+    """Where `generator` is in its stream, in the form its setter takes back."""
+    if hasattr(generator, "get_state"):                 # numpy's RandomState
+        return generator.get_state(legacy=False)
+    if hasattr(generator, "getstate"):                  # Python's random.Random
+        return generator.getstate()
+    return getattr(generator, "bit_generator", generator).state
+
+
+def _set_raw_state(generator, state) -> None:
+    if hasattr(generator, "set_state"):
+        generator.set_state(state)
+    elif hasattr(generator, "setstate"):
+        generator.setstate(state)
+    else:
+        getattr(generator, "bit_generator", generator).state = state
+
+
 def _state(generator):
     """A comparable snapshot of where `generator` is in its stream."""
+    if hasattr(generator, "getstate"):                  # Python's random.Random
+        return generator.getstate()
     if hasattr(generator, "get_state"):                 # RandomState
         name, key, pos, has_gauss, gauss = generator.get_state(legacy=True)
         return name, key.tobytes(), pos, has_gauss, gauss
@@ -115,7 +166,7 @@ def _frozen(value):
 class Watch:
     """Snapshot before staging; `drew()` afterwards says whether the function drew."""
 
-    __slots__ = ("_loaded", "_generators", "_before", "_constructs")
+    __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw")
 
     def __init__(self, function):
         generator_types = _generator_types()
@@ -129,6 +180,17 @@ class Watch:
         self._constructs = walk.constructs
         self._generators = list(walk.generators.values())
         self._before = [_state(g) for g in self._generators]
+        self._raw = None
+
+    def keep_states(self) -> "Watch":
+        """Also keep the states in the form `rewind` can restore (before staging)."""
+        self._raw = [_raw_state(g) for g in self._generators]
+        return self
+
+    def rewind(self) -> None:
+        """Put every watched generator back where it was (needs `keep_states`)."""
+        for generator, state in zip(self._generators, self._raw):
+            _set_raw_state(generator, state)
 
     def drew(self) -> bool:
         if self._constructs:
