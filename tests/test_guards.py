@@ -1,11 +1,14 @@
 """Python values a staged function read from mutable containers are guarded: changing a dict
-entry, a list item, an attribute of the user's object, or a small captured array in place
+entry, a list item, an attribute of the user's object, or a captured array in place
 makes the next call stage again (as autograd, which traces every call, would see the change);
 containers left alone keep the cached entry."""
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import xform
+from xform.ir.reads import fingerprint
 
 TRANSFORMS = {"jit": xform.jit, "grad": xform.grad, "value_and_grad": xform.value_and_grad}
 
@@ -39,8 +42,9 @@ def test_a_changed_attribute_or_list_item_is_seen():
     assert through_method(1.0) == 40.0
 
 
-def test_arrays_refilled_in_place_are_seen_by_every_transform():
-    data = np.ones(3)
+@pytest.mark.parametrize("size", [3, 20_000], ids=["blake2b", "universal hash"])
+def test_arrays_refilled_in_place_are_seen_by_every_transform(size):
+    data = np.ones(size)
 
     def loop_sum(x):
         total = 0.0
@@ -49,16 +53,32 @@ def test_arrays_refilled_in_place_are_seen_by_every_transform():
         return total
     funs = {"jit": xform.jit(lambda x: np.sum(x * data)),
             "grad": xform.grad(lambda x: np.sum(x * data)),
+            "grad of a square": xform.grad(lambda x: np.sum(x * data ** 2)),
             "vmap": xform.vmap(lambda x: x * data),
             "loop grad": xform.grad(loop_sum)}
-    x = np.ones(3)
+    x = np.ones(size)
     for fun in funs.values():
         fun(x)
-    data[:] = [5.0, 1.0, -1.0]                    # X[:] = next_batch
-    np.testing.assert_array_equal(funs["jit"](x), 5.0)
+    data[:3] = [5.0, 1.0, -1.0]                   # X[:] = next_batch
+    np.testing.assert_array_equal(funs["jit"](x), np.sum(data))
     np.testing.assert_array_equal(funs["grad"](x), data)
-    np.testing.assert_array_equal(funs["vmap"](np.ones((2, 3))), np.stack([data, data]))
-    np.testing.assert_array_equal(funs["loop grad"](x), data)
+    np.testing.assert_array_equal(funs["grad of a square"](x), data ** 2)
+    np.testing.assert_array_equal(funs["vmap"](np.ones((2, size))), np.stack([data, data]))
+    np.testing.assert_array_equal(funs["loop grad"](x)[:3], data[:3])
+
+
+@given(size=st.integers(10_001, 30_000), dtype=st.sampled_from(["f8", "f4", "i2", "u1"]),
+       data=st.data())
+def test_a_large_arrays_fingerprint_sees_any_one_change_and_a_shuffle(size, dtype, data):
+    array = np.arange(size).astype(dtype)
+    before = fingerprint(array)
+    position = data.draw(st.integers(0, size - 1))
+    array[position] += 1
+    assert fingerprint(array) != before
+    array[position] -= 1
+    assert fingerprint(array) == before
+    np.random.default_rng(0).shuffle(array)
+    assert fingerprint(array) != before
 
 
 def test_untouched_containers_keep_the_cached_entry():

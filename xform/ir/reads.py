@@ -89,9 +89,37 @@ def shared_containers(f):
                 yield f"the global '{name}'", value
 
 
+_EXACT_HASH_BYTES = 80_000   # larger arrays: the universal hash, at ~2 elementwise passes
+_BLOCK = 8192                # 64-bit words per block of the universal hash
+_WEIGHTS = np.random.default_rng(0x5EED).integers(0, 2**63, size=_BLOCK, dtype=np.uint64)
+_WEIGHTS = _WEIGHTS * np.uint64(2) + np.uint64(1)     # odd: no single change can vanish
+_block_weights = _WEIGHTS[:0]
+
+
+def _universal_hash(data: np.ndarray) -> tuple:
+    """sum(w_i * word_i) mod 2**64 over the array's 64-bit words with odd random weights
+    (per block, then per block again): a change of one word always changes it, and several
+    changes cancel with probability 2**-64. A cryptographic hash of megabytes would cost
+    ~10x more on every cache hit."""
+    global _block_weights
+    raw = data.view(np.uint8).ravel()
+    words = raw[:raw.size // 8 * 8].view(np.uint64)
+    n_blocks = words.size // _BLOCK
+    if _block_weights.size < n_blocks:
+        _block_weights = np.random.default_rng(0xB10C).integers(
+            0, 2**63, size=max(n_blocks, 2 * _block_weights.size), dtype=np.uint64)
+        _block_weights = _block_weights * np.uint64(2) + np.uint64(1)
+    with np.errstate(over="ignore"):
+        per_block = words[:n_blocks * _BLOCK].reshape(n_blocks, _BLOCK) @ _WEIGHTS
+        rest = words[n_blocks * _BLOCK:]
+        return (int(per_block @ _block_weights[:n_blocks]),
+                int(rest @ _WEIGHTS[:rest.size]), raw[words.size * 8:].tobytes())
+
+
 def fingerprint(container):
     """A value that differs once `container` (one of MUTABLE) is changed in place: the
-    identities of its items, or a hash of an array's bytes.
+    identities of its items, or a hash of an array's bytes (a universal hash for arrays
+    over 80 kB).
 
     >>> w = [1.0]
     >>> before = fingerprint(w)
@@ -103,6 +131,8 @@ def fingerprint(container):
         data = np.ascontiguousarray(container)
         if data.dtype.hasobject:
             return container.shape, tuple(map(id, data.ravel()))
+        if data.nbytes > _EXACT_HASH_BYTES:
+            return container.shape, container.dtype, _universal_hash(data)
         return (container.shape, container.dtype,
                 hashlib.blake2b(data.view(np.uint8).ravel()).digest())
     if isinstance(container, dict):

@@ -37,7 +37,6 @@ def _is_user_code(filename: str) -> bool:
 _OPAQUE = (types.ModuleType, type, types.FunctionType, types.MethodType,
            types.BuiltinFunctionType, np.ndarray)
 _MAX_GUARDED_ITEMS = 1000  # a larger container is not guarded (its check would cost per call)
-_MAX_HASHED_ELEMENTS = 10_000  # a larger array is not hashed per call (~10 us at this size)
 
 _users_classes: dict = {}  # class -> whether the user's code defines it
 
@@ -140,8 +139,8 @@ class Dependencies:
         held, so that their ids cannot be reused by new objects."""
         if type(value) is np.ndarray:
             # Read by plain numpy while staging (x[i] * C[i]: C[i] is computed then), an
-            # array's values are in the graph; a small one is hashed on every hit.
-            if value.flags.writeable and value.size <= _MAX_HASHED_ELEMENTS:
+            # array's values are in the graph; it is hashed on every hit (xform.ir.reads).
+            if value.flags.writeable:
                 self._guard(value)
             return
         if type(value) is dict or type(value) is list:
