@@ -3,6 +3,8 @@
 Messages read: the cause, then `  at file:line (function): source text`, then `  hint: ...`.
 The offending lines below carry a `# line: <tag>` comment so the tests can find their numbers.
 """
+import math
+
 import numpy as np
 import pytest
 from numpy import asarray
@@ -31,17 +33,6 @@ def branch_on_value(x):
     return -x
 
 
-@pytest.mark.parametrize("transform", [xform.jit, xform.grad, xform.make_graph,
-                                       xform.vmap], ids=lambda t: t.__name__)
-def test_python_if_on_a_traced_value(transform):
-    with pytest.raises(xform.ConcretizationError) as info:
-        transform(branch_on_value)(np.ones(()) if transform is not xform.vmap else np.ones(3))
-    assert_points_at(info.value, __file__, "if", "branch_on_value")
-    assert_message_shape(info.value)
-    assert "xform.cond" in str(info.value)
-    assert isinstance(info.value, TypeError)      # also catchable as the Python error
-
-
 def to_bool(x):
     return bool(x)                                                # line: bool
 
@@ -52,6 +43,10 @@ def to_float(x):
 
 def to_int(x):
     return int(x)                                                 # line: int
+
+
+def with_math(x):
+    return math.exp(x)                                            # line: math
 
 
 def to_numpy(x):
@@ -65,20 +60,67 @@ def while_loop(x):
     return x
 
 
-@pytest.mark.parametrize("fun, tag, fragment", [
-    (to_bool, "bool", "bool()"),
-    (to_float, "float", "float()"),
-    (to_int, "int", "int()"),
-    (to_numpy, "asarray", "np.asarray"),
-    (while_loop, "while", "while"),
-])
-def test_concretization(fun, tag, fragment):
+def python_range(x):
+    return sum(range(x.astype(int)))                              # line: range
+
+
+TABLE = np.arange(5.0)
+
+
+def index_a_constant(x):
+    return TABLE[x.astype(int)]                                   # line: index
+
+
+def zeros_of_traced_size(x):
+    return np.zeros(x.astype(int))                                # line: zeros
+
+
+CONTROL_FLOW = ("stage the choice: np.where(c, a, b), xform.cond(pred, true_fn, false_fn, x) "
+                "or xform.switch; if the value is a setting rather than data, make the "
+                "argument static (static_argnums)")
+LOOP = ("stage the loop: xform.while_loop(cond_fn, body_fn, init) or xform.fori_loop; if the "
+        "bound is a setting rather than data, make the argument static (static_argnums)")
+TO_ARRAY = ("keep it an array (x.astype(float), np.item needs a concrete value too); if it is "
+            "a setting rather than data, make the argument static (static_argnums)")
+NEEDS = " needs a concrete value, but this value is traced"
+
+# (function, tagged line, exact cause, exact hint): the table of what needs a concrete value
+CONCRETIZATION_CASES = [
+    (branch_on_value, "if", "a Python `if` on a traced value" + NEEDS, CONTROL_FLOW),
+    (while_loop, "while", "a Python `while` on a traced value" + NEEDS, LOOP),
+    (to_bool, "bool", "Python control flow (`if`, `while`, `and`, `or`, bool()) on a traced "
+     "value" + NEEDS, CONTROL_FLOW),
+    (to_float, "float", "float() of a traced value" + NEEDS, TO_ARRAY),
+    (to_int, "int", "int() of a traced value" + NEEDS, TO_ARRAY),
+    (with_math, "math", "math.exp of a traced value (Python's math module needs a float)"
+     + NEEDS, "use numpy's function instead (np.sin, np.exp, ...), which stages"),
+    (python_range, "range", "range() of a traced value" + NEEDS, LOOP),
+    (index_a_constant, "index", "indexing a numpy array with a traced index" + NEEDS,
+     "numpy indexes a concrete array itself: use np.take(A, i, axis=0) or "
+     "np.take_along_axis(A, i, axis), which stage, or make A a traced value (pass it as an "
+     "argument)"),
+    (zeros_of_traced_size, "zeros", "numpy.zeros with a traced shape or size" + NEEDS,
+     "shapes and sizes must be concrete: make the argument static (static_argnums), or build "
+     "from a traced array of the right shape: np.zeros_like(x), np.ones_like(x), "
+     "np.full_like(x, v)"),
+    (to_numpy, "asarray", "converting a traced value to a numpy array with numpy's own "
+     "conversion" + NEEDS, "np.array / np.asarray / np.stack stage when called through `np.`; "
+     "a name imported with `from numpy import ...` before staging, or a library's internal "
+     "conversion, cannot: call it through np., or use operations xform stages"),
+]
+
+
+@pytest.mark.parametrize("fun, tag, cause, hint", CONCRETIZATION_CASES,
+                         ids=[case[1] for case in CONCRETIZATION_CASES])
+@pytest.mark.parametrize("transform", [xform.jit, xform.grad, xform.vmap],
+                         ids=lambda t: t.__name__)
+def test_concretization_names_the_construct_and_its_fix(fun, tag, cause, hint, transform):
     with pytest.raises(xform.ConcretizationError) as info:
-        xform.jit(fun)(1.5)
+        transform(fun)(np.array([1.5, 2.5]) if transform is xform.vmap else 1.5)
     assert_points_at(info.value, __file__, tag, fun.__name__)
-    assert fragment in info.value.cause
-    assert "xform.cond" in info.value.hint
+    assert (info.value.cause, info.value.hint) == (cause, hint)
     assert_message_shape(info.value)
+    assert isinstance(info.value, TypeError)      # also catchable as the Python error
 
 
 def test_static_argument_can_be_branched_on():

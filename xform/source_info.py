@@ -50,12 +50,16 @@ def is_excluded(filename: str) -> bool:
     return excluded
 
 
-def user_frame_info() -> SourceInfo | None:
-    """The innermost frame that belongs to the user; None when there is none."""
+def user_frame():
+    """The innermost stack frame that belongs to the user; None when there is none."""
     frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not is_excluded(filename):
-            return SourceInfo(filename, frame.f_lineno, frame.f_code.co_name)
+    while frame is not None and is_excluded(frame.f_code.co_filename):
         frame = frame.f_back
-    return None
+    return frame
+
+
+def user_frame_info() -> SourceInfo | None:
+    """Where the innermost frame that belongs to the user is; None when there is none."""
+    frame = user_frame()
+    return None if frame is None else SourceInfo(frame.f_code.co_filename, frame.f_lineno,
+                                                 frame.f_code.co_name)

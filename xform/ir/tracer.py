@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from xform.ir.hooks import unwatched
-from xform.errors import TypeCheckError, concretization_error, unsupported_error
+from xform.errors import TypeCheckError, unsupported_error
+from xform.ir.concrete import concretization
 from xform.source_info import user_frame_info
 
 # The numpy protocol (the tables mapping numpy callables to xform functions) sits above the
@@ -91,23 +92,23 @@ class Tracer:
         return _fn(func)(*args, **kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise concretization_error("converting to a numpy array (np.asarray / np.array)")
+        raise concretization("array")
 
-    # -- concretization ---------------------------------------------------------------
+    # -- concretization: the error names the construct and its fix (xform.ir.concrete) ----
     def __bool__(self):
-        raise concretization_error("Python control flow (`if`, `while`, `and`, `or`, bool())")
+        raise concretization("bool")
 
     def __float__(self):
-        raise concretization_error("float()")
+        raise concretization("float")
 
     def __int__(self):
-        raise concretization_error("int()")
+        raise concretization("int")
 
     def __complex__(self):
-        raise concretization_error("complex()")
+        raise concretization("complex")
 
     def __index__(self):
-        raise concretization_error("using a traced value as an index or size")
+        raise concretization("index")
 
     def __setitem__(self, index, value):
         raise TypeCheckError("traced arrays are immutable; build a new array instead, e.g. "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from xform.errors import UnsupportedError
+from xform.ir.concrete import concretization
 from xform.ir.tracer import Tracer
 from xform.source_info import user_frame_info
 from xform.numpy.join import concatenate, stack
@@ -129,6 +130,17 @@ stand_in(np.append, lambda arr, values, axis=None: append(arr, values, axis))
 stand_in(type(np.r_).__mro__[1].__getitem__, _axis_concatenate)
 for _function in (np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
     stand_in(_function, _staged_items(_function))
+
+
+def _needs_a_concrete_shape(name):
+    def refuse(*args, **kwargs):
+        raise concretization(f"numpy.{name}")
+    return refuse
+
+
+# numpy reads their shape with __index__ and replaces our error by its own TypeError
+for _name in ("zeros", "ones", "empty", "arange", "eye", "identity", "tri"):
+    stand_in((np, _name), _needs_a_concrete_shape(_name))
 
 
 @implements(np.append)

@@ -1,0 +1,90 @@
+"""The error for a traced value asked to be concrete (`bool(x)`, `float(x)`, `range(n)`,
+`A[i]` on a numpy array A, ...): which construct asked, read from the instruction the user's
+line was executing, and the fix for that construct. The table of cases is
+tests/test_errors.py's `CONCRETIZATION_CASES`.
+"""
+from __future__ import annotations
+
+import dis
+import linecache
+
+from xform.errors import ConcretizationError
+from xform.source_info import SourceInfo, user_frame
+
+_CONTROL_FLOW = "stage the choice: np.where(c, a, b), xform.cond(pred, true_fn, false_fn, x) " \
+                "or xform.switch; if the value is a setting rather than data, make the " \
+                "argument static (static_argnums)"
+_LOOP = "stage the loop: xform.while_loop(cond_fn, body_fn, init) or xform.fori_loop; if " \
+        "the bound is a setting rather than data, make the argument static (static_argnums)"
+
+
+def _construct(kind: str, instruction, line: str, expression: str):
+    """(what was asked, the fix) for a concretization of `kind` at `instruction`."""
+    if kind == "bool":
+        if line.startswith("while"):
+            return "a Python `while` on a traced value", _LOOP
+        if line.startswith(("if", "elif")) or " if " in line:
+            return "a Python `if` on a traced value", _CONTROL_FLOW
+        if line.startswith("assert"):
+            return "an assert on a traced value", \
+                "check concrete inputs before calling, or drop the assert from staged code"
+        return ("Python control flow (`if`, `while`, `and`, `or`, bool()) on a traced value",
+                _CONTROL_FLOW)
+    if instruction is not None and instruction.opname == "BINARY_SUBSCR":
+        return ("indexing a numpy array with a traced index", "numpy indexes a concrete array "
+                "itself: use np.take(A, i, axis=0) or np.take_along_axis(A, i, axis), which "
+                "stage, or make A a traced value (pass it as an argument)")
+    if instruction is not None and instruction.opname == "STORE_SUBSCR":
+        return ("writing a traced value into a numpy array", "numpy writes into a concrete "
+                "array itself: build it from traced values instead: y = np.zeros_like(x) "
+                "then y[i] = ..., xform.index_add, or np.stack([...])")
+    if kind.startswith("numpy."):
+        return (f"{kind} with a traced shape or size", "shapes and sizes must be concrete: "
+                "make the argument static (static_argnums), or build from a traced array "
+                "of the right shape: np.zeros_like(x), np.ones_like(x), np.full_like(x, v)")
+    if kind == "index":
+        if expression.startswith("range("):
+            return "range() of a traced value", _LOOP
+        return ("a traced value used as an index, size or count",
+                "sizes and counts must be concrete: make the argument static "
+                "(static_argnums), or index with np.take / np.where")
+    if kind == "array":
+        return ("converting a traced value to a numpy array with numpy's own conversion",
+                "np.array / np.asarray / np.stack stage when called through `np.`; a name "
+                "imported with `from numpy import ...` before staging, or a library's "
+                "internal conversion, cannot: call it through np., or use operations xform "
+                "stages")
+    if expression.startswith("math."):
+        return (f"{expression.partition('(')[0]} of a traced value (Python's math module "
+                "needs a float)", "use numpy's function instead (np.sin, np.exp, ...), "
+                "which stages")
+    return (f"{kind}() of a traced value", "keep it an array (x.astype(float), np.item "
+            "needs a concrete value too); if it is a setting rather than data, make the "
+            "argument static (static_argnums)")
+
+
+def concretization(kind: str) -> ConcretizationError:
+    """The ConcretizationError for `kind` ("bool", "float", "int", "complex", "index",
+    "array", or a numpy constructor's name, "numpy.zeros", given a traced shape), naming the
+    construct at the user's line and its fix."""
+    frame = user_frame()
+    instruction, line, expression, source = None, "", "", None
+    if frame is not None:
+        code = frame.f_code
+        source = SourceInfo(code.co_filename, frame.f_lineno, code.co_name)
+        line = source.line
+        instruction = next((i for i in dis.get_instructions(code)
+                            if i.offset == frame.f_lasti), None)
+        expression = _expression(code.co_filename, instruction)
+    what, fix = _construct(kind, instruction, line, expression)
+    return ConcretizationError(f"{what} needs a concrete value, but this value is traced",
+                               source, fix)
+
+
+def _expression(filename: str, instruction) -> str:
+    """The source text of `instruction` when it spans one line, e.g. "range(n)"."""
+    positions = getattr(instruction, "positions", None)
+    if positions is None or positions.lineno is None or positions.lineno != positions.end_lineno:
+        return ""
+    text = linecache.getline(filename, positions.lineno)
+    return text[positions.col_offset:positions.end_col_offset]
