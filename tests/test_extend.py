@@ -395,7 +395,6 @@ def test_non_differentiable_primitive():
 
 # -- overlays ------------------------------------------------------------------------------------
 
-@xform.extend.overlayable
 def log1pexp(x):
     return np.log(1.0 + np.exp(x))
 
@@ -448,11 +447,36 @@ def test_an_overlay_makes_an_unsupported_numpy_function_stageable():
         xform.jit(np.sinc)(X)
 
 
+def test_an_overlay_of_a_library_function_reaches_names_imported_before():
+    from json import dumps          # any Python function: its calls with tracers are replaced
+
+    @xform.overlay(dumps)
+    def traced_dumps(x):
+        return x * 2.0
+    try:
+        assert xform.jit(lambda x: dumps(x))(1.5) == 3.0
+        assert dumps(1.5) == "1.5"               # outside staging: json's own
+    finally:
+        xform.extend.remove_overlay(dumps)
+    assert dumps(1.5) == "1.5"
+
+
+def test_a_second_overlay_replaces_the_first():
+    def f(x):
+        return x + 1.0
+    xform.overlay(f, lambda x: x * 10.0)
+    xform.overlay(f, lambda x: f(x) * 2.0)     # f inside means f's own definition
+    try:
+        assert xform.jit(f)(1.0) == 4.0
+    finally:
+        xform.extend.remove_overlay(f)
+    assert xform.jit(f)(1.0) == 2.0
+
+
 def test_overlay_refuses_targets_it_cannot_intercept():
-    def plain(x):
-        return x
-    with pytest.raises(xform.TypeCheckError, match="overlayable") as info:
-        xform.overlay(plain, np.sin)  # line: bad-overlay
+    import math
+    with pytest.raises(xform.TypeCheckError, match="neither a numpy function") as info:
+        xform.overlay(math.exp, np.exp)  # line: bad-overlay
     assert_points_at(info.value, __file__, "bad-overlay")
     with pytest.raises(xform.TypeCheckError, match="has no overlay"):
         xform.extend.remove_overlay(np.sin)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import types
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from xform.ir.rules import extend, loop_batch, register
 from xform.ir.tracer import Tracer
 from xform.numpy import FUNCTIONS, UFUNCS, numpy_name
 from xform.numpy.special import logsumexp, softplus
+from xform.numpy.stand_ins import remove_stand_in, stand_in
 from xform.rules.helpers import zero_derivative
 from xform.rules.special import logsumexp_p, softplus_p
 from xform.runtime.cache import clear_cache
@@ -108,7 +110,7 @@ def non_differentiable(fun=None, *, out_spec=None):
 # == overlays ======================================================================================
 
 _OVERLAYS: dict = {}  # target -> (replacement, original table entry or None)
-_USER_OVERLAYS: dict = {}  # overlayable wrapper -> replacement
+_USER_OVERLAYS: dict = {}  # Python function -> replacement (a stand-in while staging)
 _overlaid: contextvars.ContextVar[frozenset] = contextvars.ContextVar("xform_overlaid",
                                                                       default=frozenset())
 
@@ -139,45 +141,23 @@ def _numpy_table(target):
     return None
 
 
-def overlayable(fun):
-    """Let `fun` be overlaid: the returned function calls the overlay registered for it while
-    xform stages, and `fun` otherwise (and until one is registered).
-
-    >>> @xform.extend.overlayable
-    ... def log1pexp(x):
-    ...     return np.log(1 + np.exp(x))
-    >>> log1pexp(0.0) == np.log(2.0)    # no overlay registered: `fun` itself runs
-    np.True_
-    """
-    # Keyed by `fun`, not by `dispatch`: a function closing over itself would make the
-    # dependency recorder (xform.dependencies) recurse forever.
-    @functools.wraps(fun)
-    def dispatch(*args, **kwargs):
-        replacement = _USER_OVERLAYS.get(fun)
-        if replacement is None or current_builder() is None:
-            return fun(*args, **kwargs)
-        return _inside(fun, replacement, fun)(*args, **kwargs)
-    dispatch.overlayable = True
-    return dispatch
-
-
 def overlay(target, replacement=None):
     """Register `replacement` as the definition of `target` that only xform's staging sees
     (Mooncake's `@mooncake_overlay`): e.g. a numerically stable version, or one written with
     stageable operations. Use as a decorator, `@xform.overlay(np.linalg.norm)`, or call
     `overlay(target, replacement)`; `remove_overlay(target)` undoes it.
 
-    `target` is a numpy function or ufunc, or a function made `overlayable`. Numpy functions
-    need no cooperation: staging reaches them through `__array_function__` /
-    `__array_ufunc__` and the tables in xform.numpy, where the overlay takes precedence.
-    Python offers no such hook for an arbitrary function (Julia's method table, which
-    Mooncake's interpreter consults, has no analogue), so a user function opts in with
-    `@xform.extend.overlayable`; rebinding module attributes instead would miss `from m import
-    f` copies and change the function outside staging too. Inside the replacement, calling
+    `target` is a numpy function or ufunc, or any Python function (the user's or a
+    library's). Numpy functions are reached through `__array_function__` /
+    `__array_ufunc__` and the tables in xform.numpy, where the overlay takes precedence; a
+    Python function through a stand-in (xform/numpy/stand_ins.py: its code is swapped while
+    something is staged, so every reference to it sees the overlay, and calls outside staging
+    or without traced arguments run the function itself). Inside the replacement, calling
     `target` means its original definition. Registering clears xform's cache so that cached
     stagings see the overlay.
 
-    >>> log1pexp = xform.extend.overlayable(lambda x: np.log(1 + np.exp(x)))
+    >>> def log1pexp(x):
+    ...     return np.log(1 + np.exp(x))
     >>> @xform.overlay(log1pexp)
     ... def _(x):
     ...     return xform.extend.softplus(x)
@@ -187,16 +167,19 @@ def overlay(target, replacement=None):
     """
     if replacement is None:
         return functools.partial(overlay, target)
-    if getattr(target, "overlayable", False):
-        _USER_OVERLAYS[target.__wrapped__] = replacement
+    if isinstance(target, types.FunctionType) and _numpy_table(target) is None:
+        if target in _USER_OVERLAYS:
+            remove_stand_in(target)
+        stand_in(target, replacement)
+        _USER_OVERLAYS[target] = replacement
     else:
         table = _numpy_table(target)
         if table is None:
             raise TypeCheckError(
                 f"cannot overlay {getattr(target, '__name__', target)!r}: it is neither a "
-                "numpy function nor decorated with @xform.extend.overlayable",
-                user_frame_info(), "decorate the function's definition with "
-                "@xform.extend.overlayable (Python cannot intercept calls of other functions)")
+                "numpy function nor a Python function", user_frame_info(),
+                "overlay the Python function that calls it (a builtin's calls cannot be "
+                "intercepted)")
         original = _OVERLAYS[target][1] if target in _OVERLAYS else table.get(target)
         _OVERLAYS[target] = (replacement, original)
         table[target] = _inside(target, replacement, original)
@@ -210,8 +193,9 @@ def remove_overlay(target) -> None:
     >>> _ = xform.overlay(np.linalg.norm, lambda x: np.sqrt(np.sum(x * x)))
     >>> xform.extend.remove_overlay(np.linalg.norm)    # xform's own np.linalg.norm again
     """
-    if getattr(target, "overlayable", False) and target.__wrapped__ in _USER_OVERLAYS:
-        del _USER_OVERLAYS[target.__wrapped__]
+    if target in _USER_OVERLAYS:
+        del _USER_OVERLAYS[target]
+        remove_stand_in(target)
     elif target in _OVERLAYS:
         _, original = _OVERLAYS.pop(target)
         table = _numpy_table(target)
@@ -227,4 +211,4 @@ def remove_overlay(target) -> None:
 
 __all__ = ["CONTEXTS", "Undefined", "Zero", "bind_in_context", "context", "current_context",
            "logsumexp", "logsumexp_p", "loop_batch", "non_differentiable", "overlay",
-           "overlayable", "primitives", "remove_overlay", "softplus", "softplus_p"]
+           "primitives", "remove_overlay", "softplus", "softplus_p"]

@@ -11,11 +11,13 @@ Two ways to stand in, chosen by what the callable is:
   sees it (a name imported with `from numpy import array` keeps the original).
 Either way the stand-in routes a call to xform only when a Tracer is among its arguments
 (looked for inside lists, tuples and dicts); any other call, from any thread, runs the
-original with the original arguments.
+original with the original arguments, and so does a call made inside the replacement.
+`xform.overlay` registers users' replacements of their own functions here too.
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sys
 import threading
 import types
@@ -40,10 +42,17 @@ def contains_tracer(obj, depth: int = 0) -> bool:
 
 
 def _routed(original, replacement):
+    inside = contextvars.ContextVar("xform_stand_in_inside", default=False)
+
     def route(args, kwargs):
-        if contains_tracer(args) or contains_tracer(kwargs):
+        # Inside its own replacement, the function is its original (as a method calls super())
+        if inside.get() or not (contains_tracer(args) or contains_tracer(kwargs)):
+            return original(*args, **kwargs)
+        token = inside.set(True)
+        try:
             return replacement(*args, **kwargs)
-        return original(*args, **kwargs)
+        finally:
+            inside.reset(token)
     return route
 
 
@@ -137,14 +146,18 @@ def stand_in(function, replacement) -> None:
 
 
 def remove_stand_in(function) -> None:
-    """Undo `stand_in(function, ...)`."""
+    """Undo the latest `stand_in(function, ...)`; an earlier one for it is in force again."""
     target = function if isinstance(function, tuple) else getattr(function, "_implementation",
                                                                     function)
     with _lock:
-        for swap in [swap for swap in _swaps if swap.target == target]:
-            if _depth:
-                swap.restore()
-            _swaps.remove(swap)
+        same = [swap for swap in _swaps if swap.target == target]
+        if not same:
+            return
+        _swaps.remove(same[-1])
+        if _depth:
+            same[-1].restore()
+            if len(same) > 1:
+                same[-2].apply()
 
 
 def stand_in_when_imported(module_name: str, install) -> None:
