@@ -1,5 +1,6 @@
 """fuse_elementwise and the `elementwise` primitive: regions found (maximal, convex, narrow,
 broadcasting), results bit for bit, NDual vjp against trace-through, higher order, vmap."""
+import sys
 from collections import namedtuple
 
 import numpy as np
@@ -384,3 +385,26 @@ def test_region_graph_is_a_closed_graph_param():
     assert isinstance(region, Graph)
     region.check()
     assert graph.equations[0].params["max_width"] == NDUAL_MAX_WIDTH == 3
+
+
+def shared_early_value(x):
+    """`1 - x` is read by every step: an early group with a successor in each step, which
+    the cycle check would walk from on every merge without its budget."""
+    o = 1.0 - x
+    p = x
+    for _ in range(40):
+        p = np.roll(p, 1) * o + np.exp(p) * (1.0 - o)
+    return p
+
+
+def test_the_cycle_checks_budget_only_refuses_merges(monkeypatch):
+    fuse_module = sys.modules["xform.passes.fuse"]   # (xform.passes.fuse names the function)
+    x = np.linspace(0.1, 0.9, 5)
+    graph = staged(shared_early_value, [x])
+    fused = {}
+    for budget in (0, 3, 10_000):
+        monkeypatch.setattr(fuse_module, "CYCLE_CHECK_BUDGET", budget)
+        after = run_pass(fuse_elementwise, graph, x)    # checked, bit for bit, idempotent
+        fused[budget] = sum(len(region) for region in regions(after))
+    # every budget gives a correct graph (run_pass); a small one changes the regions chosen
+    assert all(count > 0 for count in fused.values()) and fused[0] != fused[10_000]

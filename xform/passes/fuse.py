@@ -17,6 +17,9 @@ from xform.passes.fold import fold_constants
 # Widest region (distinct differentiable inputs) whose vjp uses NDual rather than the
 # per-equation rules; measured in bench/NDUAL.md.
 NDUAL_MAX_WIDTH = 3
+# Groups the cycle check may visit per merge attempt; past it the merge is refused, so that
+# fusion stays linear in the graph's size (a refused merge only leaves two regions apart).
+CYCLE_CHECK_BUDGET = 64
 
 
 def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
@@ -88,7 +91,9 @@ class _Groups:
 
     Notes: a group must not reach itself through an equation outside it, or contracting it
     would make a cycle. Each group keeps its `successors`, the equations already seen that
-    read it from outside, so that the check walks only the groups downstream of the merge.
+    read it from outside, so that the check walks only the groups downstream of the merge,
+    and at most CYCLE_CHECK_BUDGET of them: an early group read all along a long program
+    would otherwise be walked from on every merge (quadratic staging).
     """
 
     def __init__(self, graph, max_width, fusible):
@@ -153,7 +158,7 @@ class _Groups:
         seen = set(frontier)
         while frontier:
             group = frontier.pop()
-            if group in feeding:
+            if group in feeding or len(seen) > CYCLE_CHECK_BUDGET:
                 return True
             for w in self.groups[group].successors:
                 successor = self.find(w)
