@@ -36,6 +36,7 @@ def _is_user_code(filename: str) -> bool:
 # as a value.
 _OPAQUE = (types.ModuleType, type, types.FunctionType, types.MethodType,
            types.BuiltinFunctionType, np.ndarray)
+_STATIC_DEPTH = 4  # function levels recorded statically when another profiler is active
 _MAX_GUARDED_ITEMS = 1000  # a larger container is not guarded (its check would cost per call)
 
 _users_classes: dict = {}  # class -> whether the user's code defines it
@@ -227,6 +228,20 @@ class Dependencies:
                 if isinstance(value, types.FunctionType):
                     self.codes.append((value, value.__code__))
 
+    def add_reachable(self, depth: int = _STATIC_DEPTH) -> None:
+        """Without the profile hook: the functions the root's code and closure name, and the
+        ones theirs name, `depth` levels deep (methods reached through objects are missed)."""
+        root = self.root() if self.root is not None else None
+        frontier = [root] if root is not None else []
+        seen = set()
+        for _ in range(depth):
+            functions = [value for function in frontier
+                         for value in _named_functions(function) if value.__code__ not in seen]
+            for function in functions:
+                seen.add(function.__code__)
+                self.add_function(function)
+            frontier = functions
+
     def merge(self, other: "Dependencies") -> None:
         self.draws = self.draws or other.draws
         self.globals.extend(other.globals)
@@ -234,6 +249,13 @@ class Dependencies:
         self.cells.extend(other.cells)
         for container in other._guarded:
             self._guard(container)
+
+
+def _named_functions(function) -> list:
+    named = [value for code in nested_codes(function.__code__)
+             for _, value in named_globals(code, function.__globals__)]
+    named += [value for _, _, value in closure_cells(function)]
+    return [value for value in named if isinstance(value, types.FunctionType)]
 
 
 def _recorders():
@@ -281,12 +303,18 @@ def recording(function):
 def watching():
     """See the Python functions that run inside, for every active recording.
 
-    Notes: a profiler that is already active (cProfile, coverage) is left alone, since one
-    installed from C cannot be restored from Python; then only the recorded functions
-    themselves, their closures and the globals their own code names are recorded.
+    Notes: a profiler that is already active (cProfile, another library's) is left alone,
+    since one installed from C cannot be restored from Python; then what each recording's
+    function can reach statically is recorded instead (`add_reachable`): the functions named
+    by its code and closures, and theirs, a few levels deep.
     """
     stack = getattr(_local, "stack", None)
-    if not stack or sys.getprofile() is not None:
+    if not stack:
+        yield
+        return
+    if sys.getprofile() is not None:
+        for recorder in stack:
+            recorder.add_reachable()
         yield
         return
     sys.setprofile(hook)
