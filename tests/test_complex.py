@@ -11,7 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import xform
+from xform.rules import compare as C
+from xform.rules import reduce as R
 from xform.rules import unary as U
+from xform.rules.contract import dot_p, einsum_p, matmul_p
 from xform.rules.binary import BINARY_PRIMITIVES
 from xform.testing import check_grads, check_primitive
 from xform.testing import strategies as xst
@@ -260,6 +263,8 @@ COMPOSITIONS = {
     "outer_real_left": (lambda m, a, b: m.outer(a, b), [(3,), (4,)], (0,)),
     "where": (lambda m, a, b: m.where(m.real(a) > 0, a, b), [(5,), (5,)], ()),
     "where_real_branch": (lambda m, a, b: m.where(m.real(a) > 0, a, b), [(5,), (5,)], (1,)),
+    "max": (lambda m, a: m.max(a, axis=0), [(3, 4)], ()),
+    "min": (lambda m, a: m.min(a), [(3, 4)], ()),
     "hermitian_gram": (lambda m, a: m.matmul(m.conj(a).T, a), [(3, 2)], ()),
     "transpose_slice": (lambda m, a: m.reshape(a.T[1:, ::2], (-1,)), [(3, 4)], ()),
     "concatenate_mixed": (lambda m, a, b: m.concatenate([a, b]), [(3,), (2,)], (1,)),
@@ -311,6 +316,47 @@ def test_composition_values(name):
     got = xform.jit(lambda *xs: fn(np, *xs))(*args)
     assert np.asarray(got).dtype == np.asarray(expected).dtype
     np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-14)
+
+
+PrimCase = namedtuple("PrimCase", "name primitive shapes real params linear_argnums",
+                      defaults=({}, None))
+
+PRIMITIVES = [
+    PrimCase("sum", R.sum_p, [(3, 4)], (), {"axes": (0,), "dtype": None}),
+    PrimCase("prod", R.prod_p, [(3, 4)], (), {"axes": (1,), "dtype": None}),
+    PrimCase("cumsum", R.cumsum_p, [(3, 4)], (),
+             {"axis": 1, "reverse": True, "exclusive": False}),
+    PrimCase("cumprod", R.cumprod_p, [(3, 4)], (),
+             {"axis": 0, "reverse": False, "exclusive": True}),
+    PrimCase("reduce_max", R.reduce_max_p, [(3, 4)], (), {"axes": (1,)}),
+    PrimCase("reduce_min", R.reduce_min_p, [(3, 4)], (), {"axes": (0, 1)}),
+    PrimCase("matmul", matmul_p, [(3, 4), (4, 2)], ()),
+    PrimCase("matmul_real_left", matmul_p, [(3, 4), (4,)], (0,)),
+    PrimCase("dot", dot_p, [(2, 3, 4), (3, 4, 2)], ()),
+    PrimCase("einsum", einsum_p, [(3, 4), (4, 2)], (1,), {"subscripts": "ij,jk->ik"}),
+    PrimCase("convert_to_real", U.convert_p, [(3,)], (), {"dtype": np.dtype(np.float64)}),
+    PrimCase("convert_from_real", U.convert_p, [(3,)], (0,),
+             {"dtype": np.dtype(np.complex128)}),
+    PrimCase("convert_to_complex64", U.convert_p, [(3,)], (),
+             {"dtype": np.dtype(np.complex64)}),
+]
+
+
+@pytest.mark.parametrize("case", PRIMITIVES, ids=lambda c: c.name)
+@given(seed=st.integers(0, 2 ** 16))
+def test_primitive_battery(case, seed):
+    args = operands(np.random.default_rng(seed), case.shapes, case.real)
+    with warnings.catch_warnings():   # convert's impl warns as numpy's astype does
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        check_primitive(case.primitive, *args, params=case.params, order=2,
+                        linear_argnums=case.linear_argnums)
+
+
+@given(seed=st.integers(0, 2 ** 16))
+def test_where_battery_with_mixed_branches(seed):
+    rng = np.random.default_rng(seed)
+    check_primitive(C.where_p, rng.standard_normal(5) > 0, c(rng, 5), rng.standard_normal(5),
+                    order=2, linear_argnums=(1, 2))
 
 
 def test_var_of_complex_is_the_mean_squared_distance():

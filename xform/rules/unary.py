@@ -1,4 +1,5 @@
-"""One-input element-wise primitives: the math ufuncs and dtype conversion."""
+"""One-input element-wise primitives: the math ufuncs, dtype conversion and the real and
+imaginary parts of complex values."""
 import math
 import operator
 
@@ -16,9 +17,10 @@ UNARY_PRIMITIVES = {}
 
 def _unary(ufunc, derivative=None, *, linear=False, zero=False, cotangent=None, jvp=None,
            vjp=None, **traits):
-    """`cotangent`: the vjp term where it is not `derivative` applied to the cotangent (a
-    complex input whose derivative is not complex multiplication); `jvp`, `vjp`: whole
-    rules."""
+    """The primitive of `ufunc`. `derivative(t, x, ans)` is its jvp term and, applied to a
+    cotangent, its vjp term (a diagonal Jacobian; multiplication by f'(x) for a holomorphic
+    f); `cotangent` is the vjp term where that does not hold (abs of complex values); `jvp`
+    and `vjp` replace whole rules."""
     prim = Primitive(ufunc.__name__)
     if zero:
         rules = zero_derivative(prim)
