@@ -237,6 +237,15 @@ def test_binary_vjp_agrees_with_autograd(name, mix, data):
         np.testing.assert_allclose(o, t, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("fn", [np.power, np.float_power])
+def test_power_of_a_negative_real_base_to_a_complex_exponent(fn):
+    # the base's log is complex there (autograd takes the real log: nan)
+    x, y = np.array([-2.0, 1.5, -0.5]), np.array([0.5 + 1j, -0.3 + 0.2j, 2 - 1j])
+    check_grads(fn, (x, y), order=2)
+    _, tangent = xform.jvp(lambda y: fn(x, y), (y,), (np.ones(3),))
+    np.testing.assert_allclose(tangent, fn(x, y) * np.log(x.astype(complex)), rtol=1e-14)
+
+
 # -- reductions, contractions, where, shapes ----------------------------------------------------
 
 def c(rng, *shape):
