@@ -62,7 +62,11 @@ def _accumulation_dtype(x_dtype, dtype):
 
 
 def _divide(total, count):
-    """`total / count` in the total's dtype: numpy divides into the sum's own buffer."""
+    """`total / count` in the total's dtype: numpy divides into the sum's own buffer, by an
+    intp count, so complex64 divides in complex128 (complex division is not correctly
+    rounded: the wider one rounds differently)."""
+    if aval(total).dtype == np.complex64:
+        return (total.astype(np.complex128) / count).astype(np.complex64)
     result = total / count
     return result if aval(result).dtype == aval(total).dtype else result.astype(aval(total).dtype)
 
@@ -105,8 +109,12 @@ def _var(a, axis, dtype, ddof, keepdims, mean_, correction):
     if mean_ is None:
         mean_ = _divide(sum(a, axes, dtype, keepdims=True), count)
     centered = a - mean_
-    return _divide(sum(centered * centered, axes, dtype, keepdims=keepdims),
-                   max(count - ddof, 0))
+    if aval(centered).dtype.kind == "c":
+        # numpy squares the parts and adds them: |x - mean|**2, a real result
+        squares = np.square(np.real(centered)) + np.square(np.imag(centered))
+    else:
+        squares = centered * centered
+    return _divide(sum(squares, axes, dtype, keepdims=keepdims), max(count - ddof, 0))
 
 
 @implements(np.var)

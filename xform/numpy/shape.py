@@ -4,7 +4,7 @@ atleast_*d, real/imag; each checks numpy's arguments, then binds the shape primi
 import numpy as np
 
 from xform.errors import TypeCheckError, shape_error, unsupported_error
-from xform.ir.ad import aval, zeros
+from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes, normalize_axis
 from xform.numpy.protocol import implements
@@ -318,21 +318,3 @@ def atleast_2d(*arys):
 def atleast_3d(*arys):
     expand = {0: lambda s: (1, 1, 1), 1: lambda s: (1,) + s + (1,), 2: lambda s: s + (1,)}
     return _atleast(arys, lambda shape: expand.get(len(shape), lambda s: s)(shape))
-
-
-def _real_only(x, name):
-    if aval(x).dtype.kind == "c":
-        raise unsupported_error(f"numpy.{name} of a complex value")
-
-
-@implements(np.real)
-def real(val):
-    _real_only(val, "real")
-    return val
-
-
-@implements(np.imag)
-def imag(val):
-    _real_only(val, "imag")
-    return zeros(aval(val).strengthen())
-

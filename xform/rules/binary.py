@@ -43,6 +43,13 @@ def _divide_transpose(ct, x, y):
     return unbroadcast(ct / y, x.aval), None
 
 
+def _power_dy(t, x, y, ans):
+    # A real base of a complex power is complex there (log(-2) = log(2) + i pi), not nan.
+    if aval(ans).dtype.kind == "c" and aval(x).dtype.kind != "c":
+        x = x.astype(aval(ans).dtype)
+    return t * (ans * _safe_log(x))
+
+
 def _safe_log(x):
     # d(x**y)/dy at x == 0 is 0 (JAX's choice), not 0 * -inf = nan: log(1) = 0 there.
     return np.log(np.where(x == 0, 1, x))
@@ -91,9 +98,9 @@ divide_p = _binary(np.true_divide, lambda t, x, y, ans: t / y,
                    lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose,
                    scalar_math=ScalarMath(operator.truediv, "{0} / {1}", exact=True,
                                           monotone=(0,)))
-power_p = _binary(np.power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)),
+power_p = _binary(np.power, _power_dx, _power_dy,
                   hooks={"peephole": neutral_peephole(1, (0, 1))})
-float_power_p = _binary(np.float_power, _power_dx, lambda t, x, y, ans: t * (ans * _safe_log(x)))
+float_power_p = _binary(np.float_power, _power_dx, _power_dy)
 maximum_p = _binary(np.maximum, lambda t, x, y, ans: t * _select_mask(x, y, ans),
                     lambda t, x, y, ans: t * _select_mask(y, x, ans))
 minimum_p = _binary(np.minimum, lambda t, x, y, ans: t * _select_mask(x, y, ans),

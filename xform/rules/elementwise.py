@@ -247,7 +247,10 @@ def _elementwise_vjp(primals, outs, cts, *, max_width, region):
                        if type(x) is Tracer and is_differentiable(aval(x)))
     if not directions:
         return (None,) * len(primals)
-    if len(directions) > max_width:
+    # A complex input's derivative need not be complex multiplication by one partial (abs,
+    # real, conj): one real seed per input cannot give its cotangent, the per-equation rules do.
+    if len(directions) > max_width or any(aval(primals[i]).dtype.kind == "c"
+                                          for i in directions):
         # Trace-through: the per-equation rules on the region (its primal is evaluated again).
         _, cts_in = vjp_eval(region, list(primals), list(cts))
         return tuple(None if type(ct) is Zero else ct for ct in cts_in)

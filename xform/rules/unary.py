@@ -1,4 +1,5 @@
-"""One-input element-wise primitives: the math ufuncs and dtype conversion."""
+"""One-input element-wise primitives: the math ufuncs, dtype conversion and the real and
+imaginary parts of complex values."""
 import math
 import operator
 
@@ -8,24 +9,89 @@ from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
 from xform.ir.ad import Zero, aval, zero_tangent
 from xform.ir.rules import ScalarMath, register
-from xform.rules.helpers import (elementwise_abstract_eval, elementwise_rules, vectorized_batch,
-                                 zero_derivative)
+from xform.rules.helpers import (defvjp, elementwise_abstract_eval, elementwise_rules,
+                                 linear_jvp, vectorized_batch, zero_derivative)
 
 UNARY_PRIMITIVES = {}
 
 
-def _unary(ufunc, derivative=None, *, linear=False, zero=False, **traits):
+def _unary(ufunc, derivative=None, *, linear=False, zero=False, cotangent=None, jvp=None,
+           vjp=None, **traits):
+    """The primitive of `ufunc`. `derivative(t, x, ans)` is its jvp term and, applied to a
+    cotangent, its vjp term (a diagonal Jacobian; multiplication by f'(x) for a holomorphic
+    f); `cotangent` is the vjp term where that does not hold (abs of complex values); `jvp`
+    and `vjp` replace whole rules."""
     prim = Primitive(ufunc.__name__)
     if zero:
         rules = zero_derivative(prim)
     else:
         rules = elementwise_rules(prim, derivative)
+    if cotangent is not None:
+        rules["vjp"] = defvjp(cotangent)
+    if jvp is not None:
+        rules["jvp"] = jvp(prim)
+    if vjp is not None:
+        rules["vjp"] = vjp
     if linear:
         rules["transpose"] = lambda ct, x: (derivative(ct, x, ans=None),)
     register(prim, impl=ufunc, abstract_eval=elementwise_abstract_eval(ufunc), **rules,
              batch=vectorized_batch(prim), symbolic_zeros=True, elementwise=True, **traits)
     UNARY_PRIMITIVES[ufunc.__name__] = prim
     return prim
+
+
+def _is_complex(x) -> bool:
+    return aval(x).dtype.kind == "c"
+
+
+def _nonzero(r):
+    # |x| with zeros replaced by 1: abs's derivative is then 0 at x == 0 (conj(x) vanishes
+    # there), as in JAX and autograd, rather than nan.
+    return np.where(r == 0, 1, r)
+
+
+def _inverse_or_zero(r):
+    return np.where(r == 0, 0, 1 / _nonzero(r))
+
+
+# Complex inputs: a holomorphic function's rule `t * f'(x)` serves both its jvp and (as `ct *
+# f'(x)`) its vjp, since cotangents pair with tangents by Re(sum(ct * t)), as in JAX and
+# autograd. abs and sign are not holomorphic: their jvp and vjp differ.
+
+def _abs_derivative(t, x, ans):
+    if _is_complex(x):   # d|x| = Re(conj(x) dx) / |x|
+        return np.real(t * np.conjugate(x)) / _nonzero(ans)
+    return t * np.sign(x)
+
+
+def _abs_cotangent(ct, x, ans):
+    if _is_complex(x):
+        return ct * np.conjugate(x) / _nonzero(ans)
+    return ct * np.sign(x)
+
+
+def _sign_jvp(prim):
+    # sign(x) = x / |x| for complex x (numpy 2) varies along the circle; real sign is flat.
+    def rule(primals, tangents):
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x)
+        if not _is_complex(x):
+            return ans, zero_tangent(aval(ans))
+        return ans, (t - ans * np.real(np.conjugate(ans) * t)) * _inverse_or_zero(np.absolute(x))
+    return rule
+
+
+def _sign_vjp(primals, ans, ct):
+    (x,) = primals
+    if not _is_complex(x):
+        return (None,)
+    return ((ct - np.real(ct * ans) * np.conjugate(ans)) * _inverse_or_zero(np.absolute(x)),)
+
+
+def _arccosh_derivative(t, x, ans):
+    if _is_complex(x):   # 1 / sqrt(x*x - 1) has the wrong sign where Re(x) < 0
+        return t / (np.sqrt(x - 1) * np.sqrt(x + 1))
+    return t / np.sqrt(x * x - 1)
 
 
 _LN2 = math.log(2.0)
@@ -44,7 +110,7 @@ cosh_p = _unary(np.cosh, lambda t, x, ans: t * np.sinh(x), scalar_math=ScalarMat
 tanh_p = _unary(np.tanh, lambda t, x, ans: t * (1 - ans * ans), scalar_math=ScalarMath(math.tanh))
 arcsinh_p = _unary(np.arcsinh, lambda t, x, ans: t / np.sqrt(x * x + 1),
                    scalar_math=ScalarMath(math.asinh))
-arccosh_p = _unary(np.arccosh, lambda t, x, ans: t / np.sqrt(x * x - 1),
+arccosh_p = _unary(np.arccosh, _arccosh_derivative,
                    scalar_math=ScalarMath(math.acosh))
 arctanh_p = _unary(np.arctanh, lambda t, x, ans: t / (1 - x * x),
                    scalar_math=ScalarMath(math.atanh))
@@ -64,9 +130,9 @@ reciprocal_p = _unary(np.reciprocal, lambda t, x, ans: -t * (ans * ans))
 negative_p = _unary(np.negative, lambda t, x, ans: -t, linear=True,
                     scalar_math=ScalarMath(operator.neg, "-{0}", exact=True, monotone=(0,)))
 positive_p = _unary(np.positive, lambda t, x, ans: +t, linear=True)
-absolute_p = _unary(np.absolute, lambda t, x, ans: t * np.sign(x),
+absolute_p = _unary(np.absolute, _abs_derivative, cotangent=_abs_cotangent,
                     scalar_math=ScalarMath(math.fabs, exact=True))
-sign_p = _unary(np.sign, zero=True)
+sign_p = _unary(np.sign, jvp=_sign_jvp, vjp=_sign_vjp)
 floor_p = _unary(np.floor, zero=True)
 ceil_p = _unary(np.ceil, zero=True)
 rint_p = _unary(np.rint, zero=True)
@@ -107,22 +173,55 @@ def _convert_abstract_eval(x, *, dtype):
     return ShapedArray(x.shape, dtype)
 
 
+def _cast_linear(t, dtype):
+    """`t` as `dtype` for a tangent or cotangent: complex -> real keeps the real part (the
+    transpose of the embedding of the reals, without numpy's ComplexWarning)."""
+    if aval(t).dtype.kind == "c" and dtype.kind != "c":
+        t = real_p.bind(t)
+    return t if aval(t).dtype == dtype else convert_p.bind(t, dtype=dtype)
+
+
 def _convert_jvp(primals, tangents, *, dtype):
     ans = convert_p.bind(primals[0], dtype=dtype)
     t = tangents[0]
     out_aval = aval(ans)
     if type(t) is Zero or not is_differentiable(out_aval):
         return ans, zero_tangent(out_aval)
-    return ans, convert_p.bind(t, dtype=dtype)
+    return ans, _cast_linear(t, dtype)
 
 
 def _convert_transpose(ct, x, *, dtype):
-    return (convert_p.bind(ct, dtype=x.aval.dtype),)
+    return (_cast_linear(ct, x.aval.dtype),)
 
 
 register(convert_p, impl=_convert_impl, abstract_eval=_convert_abstract_eval, jvp=_convert_jvp,
          transpose=_convert_transpose, batch=vectorized_batch(convert_p), symbolic_zeros=True,
          elementwise=True)
+
+
+# -- real and imag parts of complex values (numpy's functions return real values as they are) -
+
+def _part_abstract_eval(x):
+    return ShapedArray(x.shape, np.empty(0, x.dtype).real.dtype)
+
+
+def _complex_part(name, impl, to_complex):
+    """A primitive taking a part of a complex value; real-linear, its transpose embeds the
+    (real) cotangent back as `to_complex(ct)`: Re(ct * Re(t)) = Re(ct * t) and
+    ct * Im(t) = Re(-1j * ct * t)."""
+    prim = Primitive(name)
+
+    def transpose(ct, x):
+        ct = to_complex(ct)
+        return (ct if aval(ct).dtype == x.aval.dtype else convert_p.bind(ct, dtype=x.aval.dtype),)
+    register(prim, impl=impl, abstract_eval=_part_abstract_eval, jvp=linear_jvp(prim),
+             transpose=transpose, batch=vectorized_batch(prim), symbolic_zeros=True,
+             elementwise=True, linear_in=(0,))
+    return prim
+
+
+real_p = _complex_part("real", np.real, lambda ct: ct)
+imag_p = _complex_part("imag", np.imag, lambda ct: ct * -1j)
 
 
 # -- stop_gradient: the identity with a zero derivative ------------------------------------

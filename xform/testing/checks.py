@@ -3,7 +3,11 @@ a Python loop, abstract eval against impl.
 
 Limitations (said honestly): finite differences need smooth functions near the test point,
 so inputs at kinks (abs at 0, max at ties) must be avoided by the caller's strategy; a check
-passes when any step size in the grid agrees; complex inputs are not perturbed.
+passes when any step size in the grid agrees.
+
+Complex values: tangents and cotangents are complex, finite differences step in the complex
+plane, and cotangents pair with tangents by Re(sum(ct * t)) (no conjugate: JAX's and
+autograd's convention, under which `grad` of a real function is d/dx - 1j d/dy).
 """
 from __future__ import annotations
 
@@ -26,29 +30,42 @@ def _fail(subject: str, prop: str, detail: str):
 
 
 def _is_float(x) -> bool:
+    """Whether `x` is differentiable: floating or complex."""
     dtype = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
-    return dtype.kind == "f"
+    return dtype.kind in "fc"
+
+
+def _is_complex(x) -> bool:
+    return np.asarray(x).dtype.kind == "c"
+
+
+def _wide(x):
+    """`x` in float64, or complex128 if complex: finite differences and inner products."""
+    return np.asarray(x, np.complex128 if _is_complex(x) else np.float64)
 
 
 def _tolerance(dtypes):
-    if any(np.dtype(d) in (np.float16, np.float32) for d in dtypes):
+    if any(np.dtype(d) in (np.float16, np.float32, np.complex64) for d in dtypes):
         return 2e-2, 2e-2
     return 1e-5, 1e-5
 
 
 def _random_like(rng, x):
     array = np.asarray(x)
+    if array.dtype.kind == "c":
+        return (rng.standard_normal(array.shape)
+                + 1j * rng.standard_normal(array.shape)).astype(array.dtype)
     return rng.standard_normal(array.shape).astype(array.dtype)
 
 
 def _flat_float(tree):
     leaves, _ = tree_flatten(tree)
-    return [np.asarray(x, np.float64) for x in leaves]
+    return [_wide(x) for x in leaves]
 
 
 def _inner(xs, ys) -> float:
-    return float(sum(np.sum(np.asarray(x, np.float64) * np.asarray(y, np.float64))
-                     for x, y in zip(xs, ys)))
+    """sum Re(x * y): the pairing of cotangents with tangents (no conjugate)."""
+    return float(sum(np.real(np.sum(_wide(x) * _wide(y))) for x, y in zip(xs, ys)))
 
 
 def _zero_tangent(x):
@@ -56,11 +73,12 @@ def _zero_tangent(x):
 
 
 def numerical_jvp(f, args, tangents, eps):
-    """Central difference of `f` at `args` along `tangents`, evaluated in float64."""
+    """Central difference of `f` at `args` along `tangents`, evaluated in float64 (complex128
+    for complex values: a complex tangent steps in the complex plane)."""
     def shifted(sign):
-        moved = [np.asarray(a, np.float64) + sign * eps * np.asarray(t, np.float64)
-                 if _is_float(a) else a for a, t in zip(args, tangents)]
-        moved = [m if np.ndim(a) or not isinstance(a, float) else float(m)
+        moved = [_wide(a) + sign * eps * _wide(t) if _is_float(a) else a
+                 for a, t in zip(args, tangents)]
+        moved = [m if np.ndim(a) or not isinstance(a, (float, complex)) else type(a)(m)
                  for m, a in zip(moved, args)]
         return _flat_float(f(*moved))
     plus, minus = shifted(+1), shifted(-1)
@@ -280,7 +298,7 @@ def _check_batch(subject, fun, args, vmap, seed, size=3):
         if b == 0:
             return a
         array = np.asarray(a)
-        if array.dtype.kind == "f":
+        if array.dtype.kind in "fc":
             return (array * (1 + 0.05 * b) + 0.01 * b).astype(array.dtype)
         return array
     stacked = [np.stack([np.asarray(variant(a, b)) for b in range(size)]) for a in args]

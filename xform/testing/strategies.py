@@ -13,11 +13,16 @@ def shapes(min_dims=0, max_dims=3, min_side=1, max_side=4):
 
 
 def arrays(shape, dtype=np.float64, low=-2.0, high=2.0):
-    """Arrays of `shape` and `dtype` with elements in [low, high] (integers: rounded)."""
+    """Arrays of `shape` and `dtype` with elements in [low, high] (integers: rounded;
+    complex: real and imaginary parts each in [low, high])."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         elements = st.floats(low, high, allow_nan=False, allow_infinity=False,
                              width=dtype.itemsize * 8)
+    elif dtype.kind == "c":
+        part = st.floats(low, high, allow_nan=False, allow_infinity=False,
+                         width=dtype.itemsize * 4)
+        elements = st.builds(complex, part, part)
     elif dtype.kind == "b":
         elements = st.booleans()
     else:
@@ -31,3 +36,4 @@ def broadcastable_shapes(shape, min_dims=0, max_dims=3):
 
 
 float_dtypes = st.sampled_from([np.float32, np.float64])
+complex_dtypes = st.sampled_from([np.complex64, np.complex128])

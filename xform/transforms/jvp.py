@@ -86,6 +86,8 @@ def fit_tangent(tangent, primal_aval: ShapedArray):
     if tangent_aval_.shape != primal_aval.shape:
         tangent = np.broadcast_to(tangent, primal_aval.shape)
     if tangent_aval_.dtype != primal_aval.dtype:
+        if tangent_aval_.dtype.kind == "c" and primal_aval.dtype.kind != "c":
+            tangent = np.real(tangent)   # a real value's part of a complex (co)tangent
         tangent = tangent.astype(primal_aval.dtype) if hasattr(tangent, "astype") else \
             np.asarray(tangent, primal_aval.dtype)
     return tangent
