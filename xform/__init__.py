@@ -9,8 +9,8 @@ from xform.api import (grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_
 from xform.runtime.cache import cache_info, clear_cache, set_cache_size
 from xform.runtime.config import config
 from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError, RuleError,
-                          ShapeError, TreeMismatchError, TypeCheckError, UnsupportedError,
-                          XformError)
+                          RestagingWarning, ShapeError, TreeMismatchError, TypeCheckError,
+                          UnsupportedError, XformError)
 from xform.ir.avals import ShapedArray, float0
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.interpret import eval_graph
@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal",
-    "MissingRuleError", "Primitive", "RuleError", "ShapeError", "ShapedArray",
+    "MissingRuleError", "Primitive", "RestagingWarning", "RuleError", "ShapeError", "ShapedArray",
     "TreeMismatchError", "TypeCheckError", "UnsupportedError", "Var", "XformError",
     "batch_graph", "cache_info", "clear_cache", "cond", "config", "context", "custom_jvp",
     "custom_vjp", "eval_graph", "float0", "fori_loop", "function", "grad", "hessian",

@@ -123,3 +123,12 @@ def concretization_error(what: str) -> ConcretizationError:
 def shape_error(message: str) -> ShapeError:
     """A ShapeError naming the user's line, for argument checks outside abstract eval."""
     return ShapeError(message, user_frame_info())
+
+
+class RestagingWarning(UserWarning):
+    """A transformed function was staged again for many different values of its static
+    arguments (Python ints at non-differentiated positions, `static_argnums`).
+
+    Triggered by e.g. `grad(loss)(w, step)` in a loop with a new Python int `step` each time.
+    Fix: pass the varying number as an array (`np.asarray(step)`), which is traced.
+    """

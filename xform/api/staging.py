@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import operator
 
-from xform.api.dispatch import (CachedCall, aval_of_signature, leaf_signature,
-                                normalize_argnums)
+from xform.api.dispatch import (STATIC_SIGNATURE, CachedCall, accepts_keywords,
+                                aval_of_signature, bind_keywords, count_restaging,
+                                leaf_signature, normalize_argnums, present_argnums,
+                                split_static, static_key, static_positions, with_statics)
 from xform.api.pipeline import finish_graph
 from xform.ir.builder import current_builder, stage_function
 from xform.runtime.cache import CACHE
@@ -59,47 +61,75 @@ def make_graph(fun, static_argnums=()):
     return staged
 
 
-def jit(fun, static_argnums=()):
+def jit(fun, static_argnums=(), static_argnames=()):
     """Compile `fun` per abstract signature (pytree structure, shapes, dtypes, statics).
 
     The compiled function computes what `fun` computes eagerly with numpy: the same values
     bit for bit, dtypes, Python types and floating-point warnings. The one exception is
     opt-in: under `xform.config.update("scalar_math", "fast")`, 0-d float64 work may use
     Python's `math` functions, each within 4 ulp of numpy's (docs/ARCHITECTURE.md, "What
-    compiled code promises").
+    compiled code promises"). As in JAX, every argument is traced except those named by
+    `static_argnums`/`static_argnames` (keyed by value; unhashable ones by identity).
 
     >>> f = xform.jit(lambda x: x * x + 1.0)
     >>> f(np.arange(3.0))    # staged and compiled now; later f64[3] calls reuse the code
     array([1., 2., 5.])
+    >>> first = xform.jit(lambda x, n: x[:n], static_argnames="n")
+    >>> first(np.arange(5.0), n=2)
+    array([0., 1.])
     """
-    return _Jitted(fun, static_argnums)
+    cls = _KeywordJitted if static_argnames or accepts_keywords(fun) else _Jitted
+    return cls(fun, static_argnums, static_argnames)
 
 
 class _Jitted(CachedCall):
-    def __init__(self, fun, static_argnums):
+    def __init__(self, fun, static_argnums, static_argnames=()):
         super().__init__()
         self.fun = fun
-        self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
-                               else static_argnums)
+        self.static_argnums, self.static_keywords = static_positions(fun, static_argnums,
+                                                                     static_argnames)
         functools.update_wrapper(self, fun, updated=())
 
-    def _build_and_call(self, args):
+    def _build_and_call(self, args, keywords=None):
         fun = self.fun
         if current_builder() is not None:
-            return fun(*args)
-        static_nums = (normalize_argnums(self.static_argnums, len(args))
-                       if self.static_argnums else ())
-        dynamic, static = _split_static(args, static_nums)
-        leaves, in_tree = tree_flatten(dynamic)
-        signature = tuple(map(leaf_signature, leaves))
+            return fun(*args, **keywords) if keywords else fun(*args)
+        explicit = present_argnums(self.static_argnums, len(args))
+        static_keywords = ()
+        if keywords:
+            static_keywords = tuple((name, keywords.pop(name)) for name in sorted(keywords)
+                                    if name in self.static_keywords)
+            args = (*args, keywords)
+            fun = functools.partial(fun, **dict(static_keywords)) if static_keywords else fun
+        else:
+            keywords = None
+        leaves, in_tree, statics = split_static(args, explicit, ())
+        signature = tuple(STATIC_SIGNATURE if j in statics else leaf_signature(leaf)
+                          for j, leaf in enumerate(leaves))
+        if statics:
+            leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
+        staged = with_statics(fun, in_tree, statics, keywords)
 
         def make():
+            if statics or static_keywords:
+                count_restaging(self.fun, "jit")
             avals = [aval_of_signature(s) for s in signature]
-            graph, _, out_tree = stage_function(_with_static(fun, static, len(args)), in_tree,
-                                                avals)
+            graph, _, out_tree = stage_function(staged, in_tree, avals)
             return CACHE.compiled(finish_graph(graph)).fn, _unflattener(out_tree)
-        entry = CACHE.build(fun, ("jit", in_tree, signature, static), make)
-        if not static:  # a static argument's value is part of the key: no cached path
+        statics_key = (tuple((j, static_key(v)) for j, v in statics.items()),
+                      tuple((name, static_key(v)) for name, v in static_keywords))
+        entry = CACHE.build(self.fun, ("jit", in_tree, signature, statics_key), make)
+        if not statics and keywords is None:  # a static value is part of the key: not here
             self._remember(args, entry)
         fn, finish = entry.value
         return finish(fn(*leaves))
+
+
+class _KeywordJitted(_Jitted):
+    """A jitted function that takes keyword arguments (see dispatch.KeywordTransformed)."""
+
+    def __call__(self, *args, **kwargs):
+        if not kwargs:
+            return _Jitted.__call__(self, *args)
+        args, keywords = bind_keywords(self.fun, args, kwargs)
+        return self._build_and_call(args, keywords or None)
