@@ -20,7 +20,7 @@ from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.runtime.cache import CACHE
 from xform.source_info import user_frame_info
-from xform.tree import tree_flatten, tree_unflatten
+from xform.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 _SCALAR_SIGNATURES = {
     float: ((), np.dtype(np.float64), True), int: ((), np.dtype(np.int64), True),
@@ -79,6 +79,28 @@ def leaf_signature(leaf):
     raise TypeCheckError(f"argument of type {type(leaf).__name__} is not an array or scalar; "
                          "xform transforms take arrays, numbers and pytrees of them",
                          user_frame_info())
+
+
+def leaf_signatures(leaves, args, statics=None) -> tuple:
+    """`leaf_signature` of each leaf of the flattened `args` (STATIC_SIGNATURE for the
+    static ones); a leaf that is not an array is named by its key path, e.g. `args[1]['b']`."""
+    try:
+        if statics:
+            return tuple(STATIC_SIGNATURE if j in statics else leaf_signature(leaf)
+                         for j, leaf in enumerate(leaves))
+        return tuple(map(leaf_signature, leaves))
+    except TypeCheckError:
+        for path, leaf in tree_flatten_with_path(args)[0]:
+            try:
+                leaf_signature(leaf)
+            except TypeCheckError:
+                raise TypeCheckError(
+                    f"argument args{keystr(path)} of type {type(leaf).__name__} is not an "
+                    "array or scalar; xform transforms take arrays, numbers and pytrees of "
+                    "them", user_frame_info(),
+                    "name it in static_argnums or static_argnames (jit, grad, jacobians); "
+                    "arguments grad does not differentiate may be any Python value") from None
+        raise
 
 
 def aval_of_signature(signature) -> ShapedArray:
@@ -348,12 +370,9 @@ class Transformed(CachedCall):
         else:
             leaves, in_tree = tree_flatten(args)
             statics = {}
+        signature = leaf_signatures(leaves, args, statics)
         if statics:
-            signature = tuple(STATIC_SIGNATURE if j in statics else leaf_signature(leaf)
-                              for j, leaf in enumerate(leaves))
             leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
-        else:
-            signature = tuple(map(leaf_signature, leaves))
         fun = self.fun
         if static_keywords:
             fixed = {name: (k.value if type(k) is _ByIdentity else k[1])

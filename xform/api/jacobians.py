@@ -16,7 +16,7 @@ from xform.api.pipeline import finish_graph
 from xform.api.reverse import (check_input_dtypes, check_output_dtype,
                                differentiated_static, vjp)
 from xform.errors import TypeCheckError
-from xform.ir.avals import aval_of, is_differentiable
+from xform.ir.avals import aval_of, float0, is_differentiable
 from xform.ir.builder import stage_function
 from xform.ir.tracer import Tracer
 from xform.source_info import user_frame_info
@@ -175,7 +175,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
         jacobian = tree_unflatten(out_tree, [
             _as_argnums_tree(argnums, dyn_tree, [
                 _block(row, out_offsets[o], out_offsets[o + 1], np.shape(out), np.shape(x),
-                       stacked_out=False)
+                       stacked_out=False) if is_differentiable(_aval(x))
+                else np.zeros(np.shape(out) + np.shape(x), float0)   # allow_int, as JAX
                 for x, row in zip(dyn_leaves, rows)])
             for o, out in enumerate(out_leaves)])
         return (jacobian, aux) if has_aux else jacobian

@@ -7,15 +7,17 @@ import operator
 
 import numpy as np
 
-from xform.api.dispatch import (Transformed, leaf_signature, normalize_argnums,
+from xform.api.dispatch import (Transformed, aval_of_signature, leaf_signature, normalize_argnums,
                                 present_argnums, run, static_positions, transformed)
 from xform.api.forward import as_dtype
 from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled
-from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
+from xform.errors import MissingRuleError, ShapeError, TreeMismatchError, TypeCheckError
+from xform.ir.ad import Zero, instantiate
 from xform.ir.avals import float0, is_differentiable
 from xform.ir.builder import stage_function
 from xform.source_info import user_frame_info
 from xform.transforms.derived import vjp_split
+from xform.transforms.transpose import backward_pass
 from xform.transforms.vjp import vjp_graph
 from xform.tree import tree_flatten, tree_leaves, tree_unflatten
 
@@ -256,3 +258,52 @@ def _build_vjp(has_aux, fun, in_tree, avals):
             return out_value[0], vjp_fn, out_value[1]
         return out_value, vjp_fn
     return forward, captured, unflatten
+
+
+def linear_transpose(fun, *primals):
+    """The transpose of linear `fun`, as JAX's: `transpose_fn(cotangent)` returns a tuple of
+    cotangents, one per primal; `primals` give only shapes and dtypes. A `fun` that is not
+    linear in its inputs raises a TypeCheckError naming the non-linear operation's line.
+
+    >>> t = xform.linear_transpose(lambda x: 2.0 * x[:2], np.ones(3))
+    >>> t(np.array([1.0, 1.0]))
+    (array([2., 2., 0.]),)
+    """
+    p_leaves, p_tree = tree_flatten(primals)
+    avals = [aval_of_signature(leaf_signature(x)) for x in p_leaves]
+
+    def build(fun, ct_tree, ct_avals):
+        graph, captured, out_tree = stage_function(fun, p_tree, avals)
+        if ct_tree.children[0] != out_tree:
+            raise TreeMismatchError(f"linear_transpose: a cotangent of structure "
+                                    f"{ct_tree.children[0]} for outputs of structure {out_tree}",
+                                    user_frame_info())
+        out_avals = [atom.aval for atom in graph.outputs]
+        for ct_aval, aval in zip(ct_avals, out_avals):
+            if ct_aval.shape != aval.shape:
+                raise ShapeError(f"linear_transpose: a cotangent of shape {ct_aval.shape} for "
+                                 f"an output of shape {aval.shape}", user_frame_info())
+        linear = [is_differentiable(a) for a in avals]
+
+        def transpose(cotangent):
+            cts = [as_dtype(ct, aval.dtype) if is_differentiable(aval) else Zero(aval)
+                   for ct, aval in zip(tree_leaves(cotangent), out_avals)]
+            known = [None] * len(avals) + list(captured)
+            try:
+                results = iter(backward_pass(graph, known, linear + [False] * len(captured),
+                                             cts))
+            except MissingRuleError as err:
+                raise TypeCheckError(f"linear_transpose: the function is not linear in its "
+                                     f"inputs ('{err.primitive}' of an input)",
+                                     err.source) from None
+            except TypeCheckError as err:   # a product of two inputs reaches a transpose
+                raise TypeCheckError("linear_transpose: the function is not linear in its "
+                                     "inputs", err.source) from None
+            return tree_unflatten(p_tree, [instantiate(next(results)) if is_lin
+                                           else _float0_zeros(a)
+                                           for a, is_lin in zip(avals, linear)])
+        graph_t, captured_t, t_tree = stage_function(transpose, ct_tree, ct_avals)
+        return graph_t, captured_t, lambda outs: tree_unflatten(t_tree, outs)
+
+    transposed = Transformed(fun, "linear_transpose", build, (p_tree, tuple(avals)))
+    return functools.wraps(fun)(lambda cotangent: transposed(cotangent))

@@ -5,13 +5,18 @@ from __future__ import annotations
 import functools
 import operator
 
-from xform.api.dispatch import (STATIC_SIGNATURE, CachedCall, accepts_keywords,
-                                aval_of_signature, bind_keywords, count_restaging,
-                                leaf_signature, normalize_argnums, present_argnums,
+import numpy as np
+
+from xform.api.dispatch import (CachedCall, accepts_keywords, aval_of_signature,
+                                bind_keywords, count_restaging, leaf_signature,
+                                leaf_signatures, normalize_argnums, present_argnums, run,
                                 split_static, static_key, static_positions, with_statics)
 from xform.api.pipeline import finish_graph
+from xform.errors import TreeMismatchError
+from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder, stage_function
 from xform.runtime.cache import CACHE
+from xform.source_info import user_frame_info
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -61,6 +66,62 @@ def make_graph(fun, static_argnums=()):
     return staged
 
 
+def _is_shaped(x) -> bool:
+    return isinstance(x, ShapedArray) or (hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+def _aval_of_example(x):
+    """The aval of an example argument: an array, a number, or anything with `shape` and
+    `dtype` (a ShapedArray, JAX's ShapeDtypeStruct)."""
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.generic):
+        return ShapedArray(tuple(x.shape), np.dtype(x.dtype))
+    return aval_of_signature(leaf_signature(x))
+
+
+def eval_shape(fun, *args, **kwargs):
+    """The shapes and dtypes of `fun(*args, **kwargs)`, as ShapedArrays, found by staging
+    (nothing is computed). Arguments may be arrays, numbers, or ShapedArrays.
+
+    >>> xform.eval_shape(lambda x, y: {"out": x @ y}, xform.ShapedArray((2, 3), np.float64),
+    ...                  np.ones(3))
+    {'out': f64[2]}
+    """
+    leaves, in_tree = tree_flatten(args, is_leaf=_is_shaped)
+    graph, _, out_tree = stage_function(functools.partial(fun, **kwargs), in_tree,
+                                        [_aval_of_example(x) for x in leaves])
+    return tree_unflatten(out_tree, [atom.aval for atom in graph.outputs])
+
+
+def closure_convert(fun, *example_args):
+    """`(converted, consts)`, as JAX's: `converted(*args, *consts)` computes `fun(*args)` with
+    the traced values `fun` closes over (from an enclosing transform) passed explicitly as
+    `consts`, e.g. to hand `fun` to a custom_vjp rule, which must not close over them.
+
+    >>> def outer(w):
+    ...     converted, consts = xform.closure_convert(lambda x: x * w, 1.0)
+    ...     return converted(2.0, *consts)
+    >>> xform.grad(outer)(3.0)
+    np.float64(2.0)
+    """
+    leaves, in_tree = tree_flatten(example_args)
+    avals = [aval_of_signature(leaf_signature(x)) for x in leaves]
+    graph, captured, out_tree = stage_function(fun, in_tree, avals)
+    graph = finish_graph(graph)
+    n_leaves = len(leaves)
+
+    def converted(*args_and_consts):
+        args, consts = args_and_consts[:len(example_args)], args_and_consts[len(example_args):]
+        arg_leaves, arg_tree = tree_flatten(args)
+        if arg_tree != in_tree or len(consts) != len(graph.inputs) - n_leaves:
+            raise TreeMismatchError(f"closure_convert: the converted function takes arguments "
+                                    f"like {in_tree} and {len(graph.inputs) - n_leaves} "
+                                    f"consts, got {arg_tree} and {len(consts)}",
+                                    user_frame_info())
+        return tree_unflatten(out_tree, run(graph, [*arg_leaves, *consts]))
+    functools.update_wrapper(converted, fun)
+    return converted, list(captured)
+
+
 def jit(fun, static_argnums=(), static_argnames=()):
     """Compile `fun` per abstract signature (pytree structure, shapes, dtypes, statics).
 
@@ -104,8 +165,7 @@ class _Jitted(CachedCall):
         else:
             keywords = None
         leaves, in_tree, statics = split_static(args, explicit, ())
-        signature = tuple(STATIC_SIGNATURE if j in statics else leaf_signature(leaf)
-                          for j, leaf in enumerate(leaves))
+        signature = leaf_signatures(leaves, args, statics)
         if statics:
             leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
         staged = with_statics(fun, in_tree, statics, keywords)
