@@ -424,18 +424,20 @@ def broadcast_prefix(prefix, tree, is_leaf=lambda x: x is None) -> list:
     """
     result = []
 
-    def walk(p, t):
+    def walk(p, t, path):
         if is_leaf(p) or _node(p) is None:
             result.extend([p] * len(tree_leaves(t)))
             return
-        pk, paux, pchildren = _node(p)
+        pnode = _node(p)
+        pk, paux, pchildren = pnode
         tnode = _node(t)
         if tnode is None or tnode[0] is not pk or tnode[1] != paux \
                 or len(tnode[2]) != len(pchildren):
+            at = f" at {keystr(path)}" if path else ""
             raise TreeMismatchError(f"prefix {prefix!r} does not match the argument structure "
-                                    f"{tree_structure(tree)}", user_frame_info())
-        for pc, tc in zip(pchildren, tnode[2]):
-            walk(pc, tc)
+                                    f"{tree_structure(tree)}{at}", user_frame_info())
+        for key, pc, tc in zip(_child_keys(p, pnode), pchildren, tnode[2]):
+            walk(pc, tc, path + (key,))
 
-    walk(prefix, tree)
+    walk(prefix, tree, ())
     return result

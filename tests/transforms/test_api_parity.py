@@ -247,3 +247,9 @@ def test_key_paths_in_error_messages():
 def test_tree_util_is_jax_spelling():
     assert xform.tree_util.tree_map is tree_map
     assert xform.tree_util.register_pytree_node is register_pytree_node
+
+
+def test_vmap_in_axes_mismatch_names_the_key_path():
+    with pytest.raises(xform.TreeMismatchError, match=r"at \[0\]\['b'\]"):
+        xform.vmap(lambda p: p["a"], in_axes=({"a": 0, "b": (0, 1)},))(
+            {"a": np.ones(2), "b": [np.ones(2), np.ones(2)]})

@@ -191,3 +191,29 @@ def test_all_array_calls_keep_the_cached_path():
     # Served by the cached call path: the entry's own counter moved, no lookup by key.
     assert xform.cache_info()["hits"] == before + 1
     assert len(g._flat_entries) == 1
+
+
+def test_static_calls_have_a_cached_path_keyed_by_value():
+    g = xform.grad(lambda w, i: np.sum(w[:i] ** 2))
+    w = np.arange(1.0, 4.0)
+    g(w, 2)
+    g(w, 3)
+    before = xform.cache_info()
+    for i, want in ((2, [2.0, 4.0, 0.0]), (3, [2.0, 4.0, 6.0])):
+        np.testing.assert_allclose(g(w, i), want)
+    after = xform.cache_info()
+    assert after["builds"] == before["builds"] and after["hits"] == before["hits"] + 2
+    assert after["misses"] == before["misses"]      # no lookup by the full key
+
+
+def test_cached_static_path_tells_values_apart():
+    apply = xform.grad(lambda f, x: f(x), 1)
+    for _ in range(2):
+        assert apply(np.sin, 0.5) == pytest.approx(np.cos(0.5))
+        assert apply(np.cos, 0.5) == pytest.approx(-np.sin(0.5))
+    scaled = xform.jit(lambda x, k: x * k, static_argnums=1)
+    for _ in range(2):    # a static float is keyed by value too
+        assert scaled(np.ones(2), 3.0)[0] == 3.0 and scaled(np.ones(2), 4.0)[0] == 4.0
+    flagged = xform.grad(lambda x, flag: x * (2.0 if flag is True else 3.0))
+    for _ in range(2):
+        assert flagged(1.0, True) == 2.0 and flagged(1.0, 1) == 3.0

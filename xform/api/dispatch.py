@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import warnings
 import weakref
 
@@ -54,6 +55,28 @@ def _flat_signature(args):
         kind = type(arg)
         if kind is _ndarray:
             signature.append((arg.shape, arg.dtype))
+        elif kind in _SCALAR_SIGNATURES:
+            signature.append(kind)
+        else:
+            return None
+    return tuple(signature)
+
+
+# Static values the cached path keys by value; functions hash by identity (held by the key).
+_VALUE_KEYED = frozenset({int, bool, str, types.FunctionType, types.BuiltinFunctionType,
+                          types.MethodType, np.ufunc})
+
+
+def _value_signature(args):
+    """The key of several flat arguments some of which may be static values: `_arg_key` of
+    arrays and floats, (type, value) of the `_VALUE_KEYED` kinds; None when one is neither."""
+    signature = []
+    for arg in args:
+        kind = type(arg)
+        if kind is _ndarray:
+            signature.append((arg.shape, arg.dtype))
+        elif kind in _VALUE_KEYED:
+            signature.append((kind, arg))
         elif kind in _SCALAR_SIGNATURES:
             signature.append(kind)
         else:
@@ -143,6 +166,7 @@ class CachedCall:
     def __init__(self):
         self._one_arg_entries = {}  # an argument's `_arg_key` -> entry
         self._flat_entries = {}     # several arguments' `_flat_signature` -> entry
+        self._static_entries = {}   # several arguments' `_value_signature` -> entry, statics
 
     def __call__(self, first=_NO_ARGUMENT, /, *rest):
         if rest or first is _NO_ARGUMENT:
@@ -162,6 +186,21 @@ class CachedCall:
             entry.hits += 1
             fn, finish = entry.value
             return finish(fn(*args))
+        if self._static_entries:
+            return self._call_with_statics(args)
+        return self._build_and_call(args)
+
+    def _call_with_statics(self, args):
+        """The cached path of flat arguments some of which are static Python values (ints,
+        bools, strings, functions): keyed by those values (`_value_signature`)."""
+        found = self._static_entries.get(_value_signature(args))
+        if found is not None:
+            entry, static_positions = found
+            if entry.valid() and current_builder() is None:
+                entry.hits += 1
+                fn, finish = entry.value
+                return finish(fn(*[False if i in static_positions else arg
+                                   for i, arg in enumerate(args)]))
         return self._build_and_call(args)
 
     def _build_and_call(self, args):
@@ -177,6 +216,17 @@ class CachedCall:
             signature = _flat_signature(args)
             if signature is not None:
                 self._flat_entries[signature] = entry
+
+    def _remember_with_statics(self, args, statics, entry) -> None:
+        """File `entry` for the cached path when `args` are flat and every static one is of a
+        kind `_value_signature` keys by value (a static float is not: it misses)."""
+        if len(args) < 2 or len(self._static_entries) >= 2 * STATIC_RESTAGING_LIMIT:
+            return
+        if any(type(args[j]) not in _VALUE_KEYED for j in statics):
+            return
+        signature = _value_signature(args)
+        if signature is not None:
+            self._static_entries[signature] = (entry, frozenset(statics))
 
 
 # -- static arguments ---------------------------------------------------------------------------
@@ -267,16 +317,19 @@ def with_statics(fun, in_tree, statics, keywords=None):
     return staged
 
 
-_restagings: dict = {}   # (function key, transform kind) -> stagings for new static values
+# function -> {transform kind: stagings for new static values}; functions that cannot be
+# weakly referenced (builtins) are counted by id, which lives as long as they do.
+_restagings = weakref.WeakKeyDictionary()
+_restagings_by_id: dict = {}
 
 
 def count_restaging(fun, kind) -> None:
     """Count a staging for new static values; past STATIC_RESTAGING_LIMIT, warn once."""
     try:
-        owner = weakref.ref(fun)
+        counts = _restagings.setdefault(fun, {})
     except TypeError:
-        owner = id(fun)
-    count = _restagings[(owner, kind)] = _restagings.get((owner, kind), 0) + 1
+        counts = _restagings_by_id.setdefault(id(fun), {})
+    count = counts[kind] = counts.get(kind, 0) + 1
     if count == STATIC_RESTAGING_LIMIT + 1:
         name = getattr(fun, "__name__", repr(fun))
         source = user_frame_info()
@@ -293,8 +346,13 @@ def count_restaging(fun, kind) -> None:
 def static_positions(fun, static_argnums, static_argnames):
     """The explicit static positions (normalized per call) of `static_argnums` and of the
     positional parameters of `fun` named in `static_argnames`; and the keyword-only names."""
+    if static_argnums is None:
+        static_argnums = ()
+    if static_argnums == () and not static_argnames:
+        return (), ()
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    names = ((static_argnames,) if isinstance(static_argnames, str)
+             else tuple(static_argnames or ()))
     keyword_only = ()
     if names:
         try:
@@ -309,12 +367,14 @@ def static_positions(fun, static_argnums, static_argnames):
 
 
 def accepts_keywords(fun) -> bool:
-    """Whether calls of `fun` may need keywords: it has keyword-only or **kwargs parameters."""
-    try:
-        params = inspect.signature(fun).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in params)
+    """Whether calls of `fun` are likely to pass keywords: it has keyword-only or **kwargs
+    parameters or defaults, or is not a plain function (a partial, a callable object). Read
+    from the code object: transforms are often made anew for each call."""
+    code = getattr(fun, "__code__", None)
+    if code is None:
+        return True
+    return bool(code.co_kwonlyargcount or code.co_flags & inspect.CO_VARKEYWORDS
+                or getattr(fun, "__defaults__", None))
 
 
 def bind_keywords(fun, args, kwargs):
@@ -326,6 +386,9 @@ def bind_keywords(fun, args, kwargs):
         raise TypeCheckError(f"'{getattr(fun, '__name__', fun)}': {err}",
                              user_frame_info()) from None
     return tuple(bound.args), dict(bound.kwargs)
+
+
+_NO_STATICS = ((), ())
 
 
 class Transformed(CachedCall):
@@ -351,10 +414,20 @@ class Transformed(CachedCall):
         self.static = static
         self.static_keywords = static_keywords
         self.keywords_automatic = keywords_automatic
+        self._positions = {}
         functools.update_wrapper(self, fun, updated=())
 
+    def _static_positions(self, n_args):
+        """`self.static(n_args)`, remembered per argument count (a transform is often made
+        anew for each call, so this is on the path of every such call)."""
+        positions = self._positions.get(n_args)
+        if positions is None:
+            positions = self._positions[n_args] = (self.static(n_args) if self.static
+                                                   else ((), ()))
+        return positions
+
     def _build_and_call(self, args, keywords=None):
-        explicit, automatic = self.static(len(args)) if self.static else ((), ())
+        explicit, automatic = self._static_positions(len(args))
         static_keywords = ()
         if keywords:
             static_keywords = tuple((name, static_key(keywords.pop(name)))
@@ -384,7 +457,8 @@ class Transformed(CachedCall):
                                                     [aval_of_signature(s) for s in signature])
             return unflatten(eval_graph(graph, *leaves, *captured))
 
-        statics_key = (tuple((j, static_key(v)) for j, v in statics.items()), static_keywords)
+        statics_key = ((tuple((j, static_key(v)) for j, v in statics.items()), static_keywords)
+                       if statics or static_keywords else _NO_STATICS)
 
         def make():
             if statics or static_keywords:
@@ -395,8 +469,11 @@ class Transformed(CachedCall):
             return CACHE.compiled(self.finish(graph)).fn, unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature, statics_key),
                             make)
-        if not statics and keywords is None:
-            self._remember(args, entry)
+        if keywords is None and len(leaves) == len(args):
+            if not statics:
+                self._remember(args, entry)
+            else:
+                self._remember_with_statics(args, statics, entry)
         fn, unflatten = entry.value
         return unflatten(fn(*leaves))
 

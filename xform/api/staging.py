@@ -179,8 +179,11 @@ class _Jitted(CachedCall):
         statics_key = (tuple((j, static_key(v)) for j, v in statics.items()),
                       tuple((name, static_key(v)) for name, v in static_keywords))
         entry = CACHE.build(self.fun, ("jit", in_tree, signature, statics_key), make)
-        if not statics and keywords is None:  # a static value is part of the key: not here
-            self._remember(args, entry)
+        if keywords is None and len(leaves) == len(args):
+            if not statics:
+                self._remember(args, entry)
+            else:   # a static value is part of the key
+                self._remember_with_statics(args, statics, entry)
         fn, finish = entry.value
         return finish(fn(*leaves))
 
