@@ -1,5 +1,6 @@
 """Pytrees: nested tuples, lists, dicts, None, namedtuples, dataclasses, attrs classes and
-registered types, flattened to a list of leaves and a hashable structure.
+registered types, flattened to a list of leaves and a hashable structure; JAX's tree_util
+names (`xform.tree_util` is this module): key paths, register_pytree_node, register_dataclass.
 
 >>> from xform.tree import tree_flatten, tree_unflatten
 >>> leaves, tree = tree_flatten({"w": 1.0, "b": (2.0, None)})
