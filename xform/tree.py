@@ -339,7 +339,12 @@ def keystr(path) -> str:
 
 def first_difference(a, b, path=()) -> tuple | None:
     """The key path of the first node where pytrees `a` and `b` differ in structure, or None
-    when they have the same structure."""
+    when they have the same structure.
+
+    >>> from xform.tree import first_difference, keystr
+    >>> keystr(first_difference({"a": [1, 2]}, {"a": [1, (2,)]}))
+    "['a'][1]"
+    """
     node_a, node_b = _node(a), _node(b)
     if node_a is None or node_b is None:
         return None if node_a is None and node_b is None else path

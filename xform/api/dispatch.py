@@ -276,7 +276,12 @@ def static_key(value):
 
 def is_automatic_static(leaf) -> bool:
     """Whether a leaf at a position no transform reads is static: Python ints and bools, and
-    whatever is not an array or a float (functions, strings, objects)."""
+    whatever is not an array or a float (functions, strings, objects).
+
+    >>> from xform.api.dispatch import is_automatic_static
+    >>> [is_automatic_static(x) for x in (3, True, np.sin, "mode", 0.5, np.int64(3))]
+    [True, True, True, True, False, False]
+    """
     kind = type(leaf)
     return kind is int or kind is bool or not isinstance(leaf, _TRACED_LEAF_TYPES)
 
