@@ -217,3 +217,15 @@ def test_cached_static_path_tells_values_apart():
     flagged = xform.grad(lambda x, flag: x * (2.0 if flag is True else 3.0))
     for _ in range(2):
         assert flagged(1.0, True) == 2.0 and flagged(1.0, 1) == 3.0
+
+
+def test_functions_with_defaults_take_keywords_on_every_transform():
+    def f(x, k=2.0, *, shift=0.0):
+        return np.sum(x * k + shift)
+    x = np.ones(2)
+    np.testing.assert_allclose(xform.grad(f)(x, k=3.0), [3.0, 3.0])
+    np.testing.assert_allclose(xform.grad(f)(x), [2.0, 2.0])
+    assert xform.jit(f)(x, shift=1.0) == pytest.approx(6.0)
+    np.testing.assert_allclose(xform.jacrev(f)(x, k=4.0), [4.0, 4.0])
+    np.testing.assert_allclose(xform.vmap(f, in_axes=(0, None))(np.ones((3, 2)), 5.0),
+                               [10.0] * 3)

@@ -483,16 +483,32 @@ class Transformed(CachedCall):
         return unflatten(fn(*leaves))
 
 
-class KeywordTransformed(Transformed):
-    """A Transformed that takes keyword arguments (for functions with keyword-only
-    parameters, or transforms given `static_argnames`); the others take positional
-    arguments only, which keeps their cached call path free of a keyword dict."""
+class KeywordCall:
+    """The call of a CachedCall that takes keyword arguments (bound to their positions by
+    the function's signature); mixed in before it, for functions whose calls are likely to
+    pass keywords (`accepts_keywords`) or transforms given `static_argnames`. The others take
+    positional arguments only, which keeps their cached call path free of a keyword dict."""
 
-    def __call__(self, *args, **kwargs):
-        if not kwargs:
-            return Transformed.__call__(self, *args)
-        args, keywords = bind_keywords(self.fun, args, kwargs)
-        return self._build_and_call(args, keywords or None)
+    def __call__(self, first=_NO_ARGUMENT, /, *rest, **kwargs):
+        if kwargs:
+            args = () if first is _NO_ARGUMENT else (first, *rest)
+            args, keywords = bind_keywords(self.fun, args, kwargs)
+            return self._build_and_call(args, keywords or None)
+        # CachedCall.__call__'s path, repeated: a call through it would cost a frame.
+        if rest or first is _NO_ARGUMENT:
+            return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
+        kind = type(first)
+        entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
+                                          else kind)
+        if entry is not None and entry.valid() and current_builder() is None:
+            entry.hits += 1
+            fn, finish = entry.value
+            return finish(fn(first))
+        return self._build_and_call((first,))
+
+
+class KeywordTransformed(KeywordCall, Transformed):
+    """A Transformed that takes keyword arguments."""
 
 
 def transformed(fun, kind, build, params=(), finish=finish_graph, static=None,

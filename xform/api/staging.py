@@ -7,10 +7,10 @@ import operator
 
 import numpy as np
 
-from xform.api.dispatch import (CachedCall, accepts_keywords, aval_of_signature,
-                                bind_keywords, count_restaging, leaf_signature,
-                                leaf_signatures, normalize_argnums, present_argnums, run,
-                                split_static, static_key, static_positions, with_statics)
+from xform.api.dispatch import (CachedCall, KeywordCall, accepts_keywords, aval_of_signature,
+                                count_restaging, leaf_signature, leaf_signatures,
+                                normalize_argnums, present_argnums, run, split_static,
+                                static_key, static_positions, with_statics)
 from xform.api.pipeline import finish_graph
 from xform.errors import TreeMismatchError
 from xform.ir.avals import ShapedArray
@@ -188,11 +188,5 @@ class _Jitted(CachedCall):
         return finish(fn(*leaves))
 
 
-class _KeywordJitted(_Jitted):
-    """A jitted function that takes keyword arguments (see dispatch.KeywordTransformed)."""
-
-    def __call__(self, *args, **kwargs):
-        if not kwargs:
-            return _Jitted.__call__(self, *args)
-        args, keywords = bind_keywords(self.fun, args, kwargs)
-        return self._build_and_call(args, keywords or None)
+class _KeywordJitted(KeywordCall, _Jitted):
+    """A jitted function that takes keyword arguments."""
