@@ -5,13 +5,14 @@ from xform import rules  # noqa: F401  (registers every primitive's rules)
 from xform import numpy  # noqa: F401  (after rules: fills the numpy protocol's tables)
 from xform import passes  # noqa: F401  (xform.passes.optimize, trace_passes, ...)
 from xform import scipy  # noqa: F401  (SciPy stand-ins, installed once the user imports SciPy)
-from xform.api import (grad, hessian, jacfwd, jacrev, jit, jvp, linearize, make_graph,
-                       value_and_grad, vjp, vmap)
+from xform import tree  # noqa: F401  (xform.tree: JAX's tree_util names)
+from xform.api import (closure_convert, eval_shape, grad, hessian, jacfwd, jacrev, jit, jvp,
+                       linear_transpose, linearize, make_graph, value_and_grad, vjp, vmap)
 from xform.runtime.cache import cache_info, clear_cache, set_cache_size
 from xform.runtime.config import config
 from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError, RuleError,
-                          ShapeError, TreeMismatchError, TypeCheckError, UnsupportedError,
-                          XformError)
+                          RestagingWarning, ShapeError, TreeMismatchError, TypeCheckError,
+                          UnsupportedError, XformError)
 from xform.ir.avals import ShapedArray, float0
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.interpret import eval_graph
@@ -24,15 +25,18 @@ from xform.rules.control_flow import cond, fori_loop, scan, switch, while_loop
 from xform.rules.unary import stop_gradient
 from xform.transforms import batch_graph, jvp_graph, vjp_graph
 
+tree_util = tree  # JAX's module name, for code pasted from JAX
+
 __version__ = "0.1.0"
 
 __all__ = [
-    "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal",
-    "MissingRuleError", "Primitive", "RuleError", "ShapeError", "ShapedArray",
-    "TreeMismatchError", "TypeCheckError", "UnsupportedError", "Var", "XformError",
-    "batch_graph", "cache_info", "clear_cache", "cond", "config", "context", "custom_jvp",
-    "custom_vjp", "eval_graph", "float0", "fori_loop", "function", "grad", "hessian",
-    "implements", "index_add", "jacfwd", "jacrev", "jit", "jvp", "jvp_graph", "linearize",
+    "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal", "MissingRuleError",
+    "Primitive", "RestagingWarning", "RuleError", "ShapeError", "ShapedArray", "TreeMismatchError",
+    "TypeCheckError", "UnsupportedError", "Var", "XformError", "batch_graph", "cache_info",
+    "clear_cache", "closure_convert", "cond", "config", "context", "custom_jvp", "custom_vjp",
+    "eval_graph", "eval_shape", "float0", "fori_loop", "function", "grad", "hessian", "implements",
+    "index_add", "jacfwd", "jacrev", "jit", "jvp", "jvp_graph", "linear_transpose", "linearize",
     "make_graph", "non_differentiable", "overlay", "scan", "set_cache_size", "stop_gradient",
-    "switch", "threaded_map", "value_and_grad", "vjp", "vjp_graph", "vmap", "while_loop",
+    "switch", "threaded_map", "tree", "tree_util", "value_and_grad", "vjp", "vjp_graph", "vmap",
+    "while_loop",
 ]

@@ -54,16 +54,59 @@ class UnsupportedError(XformError, NotImplementedError):
 class MissingRuleError(XformError, NotImplementedError):
     """A transform needs a rule the primitive does not have.
 
-    Triggered by `grad` through a primitive registered without jvp/vjp. Fix: define the rule
-    (`p.def_jvp(...)`), or mark the primitive non-differentiable.
+    Triggered by `grad` through a primitive registered without jvp/vjp, or by a transform a
+    construct of xform does not support yet (e.g. differentiating the reverse-mode derivative
+    of a construct that has only first-order reverse mode). Fix: for your own primitive,
+    define the rule (`p.def_jvp(...)`) or mark it non-differentiable; for a construct of
+    xform's, rewrite that part with constructs that support the transform.
     """
 
     def __init__(self, primitive, rule_kind: str, source=None, hint: str | None = None):
         self.primitive = primitive
         self.rule_kind = rule_kind
-        message = f"primitive '{primitive}' has no {rule_kind} rule"
-        super().__init__(message, source, hint or
-                         f"define it with p.def_{rule_kind}(...) or xform.rules.register")
+        self.construct = construct_of(primitive)
+        if self.construct is None:
+            message = f"primitive '{primitive}' has no {rule_kind} rule"
+            hint = hint or f"define it with p.def_{rule_kind}(...) or xform.rules.register"
+        else:
+            message = (f"{self.construct} does not support "
+                       f"{TRANSFORM_OF_RULE_KIND.get(rule_kind, rule_kind)} yet")
+            hint = hint or ("a limitation of xform, not an error in your code: rewrite this "
+                            "part with constructs that support this transform (README, "
+                            "'Composing transforms')")
+        super().__init__(message, source, hint)
+
+
+#: What a user did when a transform needed a rule of this kind.
+TRANSFORM_OF_RULE_KIND = {
+    "jvp": "forward-mode differentiation (jvp, jacfwd, hessian, linearize, or "
+           "differentiating a derivative, e.g. grad(grad(f)))",
+    "transpose": "transposition (reverse-mode differentiation: grad, vjp, jacrev; forward "
+                 "mode through a custom_vjp function transposes its bwd)",
+    "vjp": "reverse-mode differentiation (grad, vjp, jacrev)",
+    "batch": "vmap",
+    "impl": "evaluation",
+    "abstract_eval": "staging",
+}
+
+
+def _no_construct(primitive):
+    return None
+
+
+_construct_namer = [_no_construct]
+
+
+def construct_of(primitive) -> str | None:
+    """The user-facing construct an internal primitive implements (its `construct` trait,
+    e.g. "xform.while_loop"), which errors name instead of the primitive; None for others."""
+    return _construct_namer[0](primitive)
+
+
+def install_construct_namer(namer) -> None:
+    """Set how `construct_of` finds a primitive's construct (xform.ir.rules installs the
+    rule table's trait; errors stay a leaf)."""
+    _construct_namer[0] = namer
 
 
 class ShapeError(XformError, ValueError):
@@ -123,3 +166,12 @@ def concretization_error(what: str) -> ConcretizationError:
 def shape_error(message: str) -> ShapeError:
     """A ShapeError naming the user's line, for argument checks outside abstract eval."""
     return ShapeError(message, user_frame_info())
+
+
+class RestagingWarning(UserWarning):
+    """A transformed function was staged again for many different values of its static
+    arguments (Python ints at non-differentiated positions, `static_argnums`).
+
+    Triggered by e.g. `grad(loss)(w, step)` in a loop with a new Python int `step` each time.
+    Fix: pass the varying number as an array (`np.asarray(step)`), which is traced.
+    """

@@ -1,5 +1,6 @@
 """Pytrees: nested tuples, lists, dicts, None, namedtuples, dataclasses, attrs classes and
-registered types, flattened to a list of leaves and a hashable structure.
+registered types, flattened to a list of leaves and a hashable structure; JAX's tree_util
+names (`xform.tree_util` is this module): key paths, register_pytree_node, register_dataclass.
 
 >>> from xform.tree import tree_flatten, tree_unflatten
 >>> leaves, tree = tree_flatten({"w": 1.0, "b": (2.0, None)})
@@ -31,6 +32,7 @@ def register(node_type: type, flatten: Callable, unflatten: Callable) -> None:
     [1.0, 2.0]
     """
     _REGISTRY[node_type] = (flatten, unflatten)
+    _FIELD_NAMES.pop(node_type, None)
 
 
 class TreeDef:
@@ -112,8 +114,9 @@ def _node(x) -> tuple[Any, Any, list] | None:
     return None
 
 
-def tree_flatten(tree) -> tuple[list, TreeDef]:
-    """`(leaves, treedef)`: the leaves left to right (dicts by sorted key) and the structure.
+def tree_flatten(tree, is_leaf=None) -> tuple[list, TreeDef]:
+    """`(leaves, treedef)`: the leaves left to right (dicts by sorted key) and the structure;
+    `is_leaf(x)` true stops the walk at `x` (as in JAX).
 
     >>> from xform.tree import tree_flatten
     >>> tree_flatten((1.0, [2.0, None]))
@@ -122,7 +125,7 @@ def tree_flatten(tree) -> tuple[list, TreeDef]:
     leaves: list = []
 
     def walk(x) -> TreeDef:
-        node = _node(x)
+        node = None if is_leaf is not None and is_leaf(x) else _node(x)
         if node is None:
             leaves.append(x)
             return LEAF
@@ -184,30 +187,238 @@ def tree_unflatten(treedef: TreeDef, leaves):
     return build(treedef)
 
 
-def tree_leaves(tree) -> list:
-    return tree_flatten(tree)[0]
+def tree_leaves(tree, is_leaf=None) -> list:
+    """The leaves of `tree`, left to right.
+
+    >>> from xform.tree import tree_leaves
+    >>> tree_leaves({"b": [2.0, 3.0], "a": 1.0})
+    [1.0, 2.0, 3.0]
+    """
+    return tree_flatten(tree, is_leaf)[0]
 
 
-def tree_structure(tree) -> TreeDef:
-    return tree_flatten(tree)[1]
+def tree_structure(tree, is_leaf=None) -> TreeDef:
+    """The structure of `tree` (hashable, comparable).
+
+    >>> from xform.tree import tree_structure
+    >>> tree_structure({"a": 1.0, "b": (2.0, None)})
+    {'a': *, 'b': (*, None)}
+    """
+    return tree_flatten(tree, is_leaf)[1]
 
 
-def tree_map(fn, tree, *rest):
-    """Apply `fn` leaf-wise; `rest` must have the same structure as `tree`.
+def tree_map(fn, tree, *rest, is_leaf=None):
+    """Apply `fn` leaf-wise; `rest` must have the same structure as `tree` (a mismatch names
+    the first path where they differ).
 
     >>> from xform.tree import tree_map
     >>> tree_map(lambda a, b: a + b, {"x": 1}, {"x": 2})
     {'x': 3}
     """
-    leaves, treedef = tree_flatten(tree)
+    leaves, treedef = tree_flatten(tree, is_leaf)
     others = []
     for other in rest:
-        other_leaves, other_def = tree_flatten(other)
+        other_leaves, other_def = tree_flatten(other, is_leaf)
         if other_def != treedef:
-            raise TreeMismatchError(f"tree structures differ: {treedef} vs {other_def}",
+            where = first_difference(tree, other)
+            at = f" at {keystr(where)}" if where else ""
+            raise TreeMismatchError(f"tree structures differ{at}: {treedef} vs {other_def}",
                                     user_frame_info())
         others.append(other_leaves)
     return tree_unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others)])
+
+
+def tree_map_with_path(fn, tree, *rest, is_leaf=None):
+    """`tree_map` whose `fn` gets each leaf's key path first (see `tree_flatten_with_path`).
+
+    >>> from xform.tree import keystr, tree_map_with_path
+    >>> tree_map_with_path(lambda path, x: keystr(path), {"a": [1.0]})
+    {'a': ["['a'][0]"]}
+    """
+    paths = [path for path, _ in tree_flatten_with_path(tree, is_leaf)[0]]
+    leaves, treedef = tree_flatten(tree, is_leaf)
+    others = [tree_map(lambda x, o: o, tree, other, is_leaf=is_leaf) for other in rest]
+    other_leaves = [tree_flatten(o, is_leaf)[0] for o in others]
+    return tree_unflatten(treedef, [fn(p, *xs) for p, *xs in zip(paths, leaves,
+                                                                 *other_leaves)])
+
+
+# -- key paths, as JAX's tree_util names them ------------------------------------------------
+
+@attrs.frozen
+class DictKey:
+    """A dict entry on a key path: `['name']`."""
+
+    key: Any
+
+    def __str__(self):
+        return f"[{self.key!r}]"
+
+
+@attrs.frozen
+class SequenceKey:
+    """A tuple or list position on a key path: `[0]`."""
+
+    idx: int
+
+    def __str__(self):
+        return f"[{self.idx}]"
+
+
+@attrs.frozen
+class GetAttrKey:
+    """An attribute on a key path (namedtuples, dataclasses, attrs classes): `.name`."""
+
+    name: str
+
+    def __str__(self):
+        return f".{self.name}"
+
+
+@attrs.frozen
+class FlattenedIndexKey:
+    """A child of a registered node on a key path, by position: `[<flat index 0>]`."""
+
+    key: int
+
+    def __str__(self):
+        return f"[<flat index {self.key}>]"
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}   # register_dataclass: children by attribute
+
+
+def _child_keys(x, node) -> list:
+    kind, aux, children = node
+    if kind is dict:
+        return [DictKey(k) for k in aux]
+    if kind is tuple or kind is list:
+        return [SequenceKey(i) for i in range(len(children))]
+    if kind is type(None):
+        return []
+    if kind in _FIELD_NAMES:
+        return [GetAttrKey(name) for name in _FIELD_NAMES[kind]]
+    if kind in _REGISTRY:
+        return [FlattenedIndexKey(i) for i in range(len(children))]
+    if isinstance(x, tuple) and hasattr(kind, "_fields"):
+        return [GetAttrKey(name) for name in kind._fields]
+    return [GetAttrKey(name) for name in aux]
+
+
+def tree_flatten_with_path(tree, is_leaf=None) -> tuple[list, TreeDef]:
+    """`([(key_path, leaf), ...], treedef)`: each leaf with the keys that reach it.
+
+    >>> from xform.tree import keystr, tree_flatten_with_path
+    >>> pairs, _ = tree_flatten_with_path({"w": [1.0, 2.0], "b": 0.5})
+    >>> [(keystr(path), leaf) for path, leaf in pairs]
+    [("['b']", 0.5), ("['w'][0]", 1.0), ("['w'][1]", 2.0)]
+    """
+    pairs: list = []
+
+    def walk(x, path):
+        node = None if is_leaf is not None and is_leaf(x) else _node(x)
+        if node is None:
+            pairs.append((path, x))
+            return
+        for key, child in zip(_child_keys(x, node), node[2]):
+            walk(child, path + (key,))
+
+    walk(tree, ())
+    return pairs, tree_structure(tree, is_leaf)
+
+
+def keystr(path) -> str:
+    """A key path as text, e.g. `['params'][0].w`.
+
+    >>> from xform.tree import DictKey, SequenceKey, keystr
+    >>> keystr((DictKey("params"), SequenceKey(0)))
+    "['params'][0]"
+    """
+    return "".join(map(str, path))
+
+
+def first_difference(a, b, path=()) -> tuple | None:
+    """The key path of the first node where pytrees `a` and `b` differ in structure, or None
+    when they have the same structure.
+
+    >>> from xform.tree import first_difference, keystr
+    >>> keystr(first_difference({"a": [1, 2]}, {"a": [1, (2,)]}))
+    "['a'][1]"
+    """
+    node_a, node_b = _node(a), _node(b)
+    if node_a is None or node_b is None:
+        return None if node_a is None and node_b is None else path
+    if node_a[0] is not node_b[0] or node_a[1] != node_b[1] \
+            or len(node_a[2]) != len(node_b[2]):
+        return path
+    for key, child_a, child_b in zip(_child_keys(a, node_a), node_a[2], node_b[2]):
+        where = first_difference(child_a, child_b, path + (key,))
+        if where is not None:
+            return where
+    return None
+
+
+# -- registration, as JAX's tree_util names it -------------------------------------------------
+
+def register_pytree_node(nodetype: type, flatten_func: Callable,
+                         unflatten_func: Callable) -> None:
+    """JAX's name for `register`: `flatten_func(x) -> (children, aux)`,
+    `unflatten_func(aux, children) -> x`.
+
+    >>> from xform.tree import register_pytree_node, tree_leaves
+    >>> class Box:
+    ...     def __init__(self, v): self.v = v
+    >>> register_pytree_node(Box, lambda b: ((b.v,), None), lambda aux, c: Box(*c))
+    >>> tree_leaves([Box(1.0), Box(2.0)])
+    [1.0, 2.0]
+    """
+    register(nodetype, flatten_func, unflatten_func)
+
+
+def register_dataclass(nodetype=None, data_fields=None, meta_fields=None, drop_fields=()):
+    """Register a dataclass as JAX does: `data_fields` are children (traced), `meta_fields`
+    part of the structure (static, hashable). Without field lists, a field is meta when its
+    metadata says `static=True`. Works as a decorator. (Unregistered dataclasses are pytrees
+    too, every field a child.)
+
+    >>> import dataclasses
+    >>> from xform.tree import register_dataclass, tree_leaves
+    >>> @register_dataclass
+    ... @dataclasses.dataclass
+    ... class Layer:
+    ...     w: object
+    ...     act: str = dataclasses.field(default="tanh", metadata=dict(static=True))
+    >>> tree_leaves(Layer(np.float64(1.0)))
+    [np.float64(1.0)]
+    """
+    if nodetype is None:
+        return lambda cls: register_dataclass(cls, data_fields, meta_fields, drop_fields)
+    if data_fields is None or meta_fields is None:
+        if not dataclasses.is_dataclass(nodetype):
+            raise TypeError(f"register_dataclass: {nodetype.__name__} is not a dataclass; "
+                            "pass data_fields and meta_fields")
+        fields = [f for f in dataclasses.fields(nodetype) if f.name not in drop_fields]
+        meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+        data_fields = [f.name for f in fields if f.name not in meta_fields]
+    data_fields, meta_fields = tuple(data_fields), tuple(meta_fields)
+    init_names = ({f.name for f in dataclasses.fields(nodetype) if f.init}
+                  if dataclasses.is_dataclass(nodetype) else set(data_fields + meta_fields))
+
+    def flatten(x):
+        return ([getattr(x, name) for name in data_fields],
+                tuple(getattr(x, name) for name in meta_fields))
+
+    def unflatten(meta, children):
+        values = {**dict(zip(data_fields, children)), **dict(zip(meta_fields, meta))}
+        obj = nodetype(**{k: v for k, v in values.items() if k in init_names})
+        for name, value in values.items():
+            if name not in init_names:
+                object.__setattr__(obj, name, value)
+        return obj
+
+    register(nodetype, flatten, unflatten)
+    _FIELD_NAMES[nodetype] = data_fields
+    return nodetype
 
 
 def broadcast_prefix(prefix, tree, is_leaf=lambda x: x is None) -> list:
@@ -219,18 +430,20 @@ def broadcast_prefix(prefix, tree, is_leaf=lambda x: x is None) -> list:
     """
     result = []
 
-    def walk(p, t):
+    def walk(p, t, path):
         if is_leaf(p) or _node(p) is None:
             result.extend([p] * len(tree_leaves(t)))
             return
-        pk, paux, pchildren = _node(p)
+        pnode = _node(p)
+        pk, paux, pchildren = pnode
         tnode = _node(t)
         if tnode is None or tnode[0] is not pk or tnode[1] != paux \
                 or len(tnode[2]) != len(pchildren):
+            at = f" at {keystr(path)}" if path else ""
             raise TreeMismatchError(f"prefix {prefix!r} does not match the argument structure "
-                                    f"{tree_structure(tree)}", user_frame_info())
-        for pc, tc in zip(pchildren, tnode[2]):
-            walk(pc, tc)
+                                    f"{tree_structure(tree)}{at}", user_frame_info())
+        for key, pc, tc in zip(_child_keys(p, pnode), pchildren, tnode[2]):
+            walk(pc, tc, path + (key,))
 
-    walk(prefix, tree)
+    walk(prefix, tree, ())
     return result

@@ -8,8 +8,9 @@ the transformed graph into that staging (which is how transforms nest).
 from xform.api.forward import jvp, linearize
 from xform.api.jacobians import hessian, jacfwd, jacrev
 from xform.api.mapping import vmap
-from xform.api.reverse import grad, value_and_grad, vjp
-from xform.api.staging import jit, make_graph
+from xform.api.reverse import grad, linear_transpose, value_and_grad, vjp
+from xform.api.staging import closure_convert, eval_shape, jit, make_graph
 
-__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_graph",
-           "value_and_grad", "vjp", "vmap"]
+__all__ = ["closure_convert", "eval_shape", "grad", "hessian", "jacfwd", "jacrev", "jit",
+           "jvp", "linear_transpose", "linearize", "make_graph", "value_and_grad", "vjp",
+           "vmap"]

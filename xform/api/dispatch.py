@@ -6,18 +6,22 @@ re-emits the graph instead of running it.
 from __future__ import annotations
 
 import functools
+import inspect
+import types
+import warnings
+import weakref
 
 import numpy as np
 
 from xform.api.pipeline import finish_graph
-from xform.errors import TypeCheckError
+from xform.errors import RestagingWarning, TypeCheckError
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.runtime.cache import CACHE
 from xform.source_info import user_frame_info
-from xform.tree import tree_flatten
+from xform.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 _SCALAR_SIGNATURES = {
     float: ((), np.dtype(np.float64), True), int: ((), np.dtype(np.int64), True),
@@ -58,6 +62,28 @@ def _flat_signature(args):
     return tuple(signature)
 
 
+# Static values the cached path keys by value; functions hash by identity (held by the key).
+_VALUE_KEYED = frozenset({int, bool, str, types.FunctionType, types.BuiltinFunctionType,
+                          types.MethodType, np.ufunc})
+
+
+def _value_signature(args):
+    """The key of several flat arguments some of which may be static values: `_arg_key` of
+    arrays and floats, (type, value) of the `_VALUE_KEYED` kinds; None when one is neither."""
+    signature = []
+    for arg in args:
+        kind = type(arg)
+        if kind is _ndarray:
+            signature.append((arg.shape, arg.dtype))
+        elif kind in _VALUE_KEYED:
+            signature.append((kind, arg))
+        elif kind in _SCALAR_SIGNATURES:
+            signature.append(kind)
+        else:
+            return None
+    return tuple(signature)
+
+
 def leaf_signature(leaf):
     """A cheap hashable stand-in for a leaf's aval (the cached call path uses it)."""
     kind = type(leaf)
@@ -78,6 +104,28 @@ def leaf_signature(leaf):
                          user_frame_info())
 
 
+def leaf_signatures(leaves, args, statics=None) -> tuple:
+    """`leaf_signature` of each leaf of the flattened `args` (STATIC_SIGNATURE for the
+    static ones); a leaf that is not an array is named by its key path, e.g. `args[1]['b']`."""
+    try:
+        if statics:
+            return tuple(STATIC_SIGNATURE if j in statics else leaf_signature(leaf)
+                         for j, leaf in enumerate(leaves))
+        return tuple(map(leaf_signature, leaves))
+    except TypeCheckError:
+        for path, leaf in tree_flatten_with_path(args)[0]:
+            try:
+                leaf_signature(leaf)
+            except TypeCheckError:
+                raise TypeCheckError(
+                    f"argument args{keystr(path)} of type {type(leaf).__name__} is not an "
+                    "array or scalar; xform transforms take arrays, numbers and pytrees of "
+                    "them", user_frame_info(),
+                    "name it in static_argnums or static_argnames (jit, grad, jacobians); "
+                    "arguments grad does not differentiate may be any Python value") from None
+        raise
+
+
 def aval_of_signature(signature) -> ShapedArray:
     shape, dtype, weak = signature
     return ShapedArray(shape, dtype, weak)
@@ -92,6 +140,12 @@ def normalize_argnums(argnums, n_args):
                                  user_frame_info())
         result.append(i % n_args)
     return tuple(result)
+
+
+def present_argnums(nums, n_args):
+    """The static positions of a call with `n_args` arguments: those not passed (their
+    defaults apply) are left out, as in JAX."""
+    return tuple(i % n_args for i in nums if -n_args <= i < n_args)
 
 
 def run(graph, args):
@@ -112,6 +166,7 @@ class CachedCall:
     def __init__(self):
         self._one_arg_entries = {}  # an argument's `_arg_key` -> entry
         self._flat_entries = {}     # several arguments' `_flat_signature` -> entry
+        self._static_entries = {}   # several arguments' `_value_signature` -> entry, statics
 
     def __call__(self, first=_NO_ARGUMENT, /, *rest):
         if rest or first is _NO_ARGUMENT:
@@ -131,6 +186,21 @@ class CachedCall:
             entry.hits += 1
             fn, finish = entry.value
             return finish(fn(*args))
+        if self._static_entries:
+            return self._call_with_statics(args)
+        return self._build_and_call(args)
+
+    def _call_with_statics(self, args):
+        """The cached path of flat arguments some of which are static Python values (ints,
+        bools, strings, functions): keyed by those values (`_value_signature`)."""
+        found = self._static_entries.get(_value_signature(args))
+        if found is not None:
+            entry, static_positions = found
+            if entry.valid() and current_builder() is None:
+                entry.hits += 1
+                fn, finish = entry.value
+                return finish(fn(*[False if i in static_positions else arg
+                                   for i, arg in enumerate(args)]))
         return self._build_and_call(args)
 
     def _build_and_call(self, args):
@@ -147,37 +217,302 @@ class CachedCall:
             if signature is not None:
                 self._flat_entries[signature] = entry
 
+    def _remember_with_statics(self, args, statics, entry) -> None:
+        """File `entry` for the cached path when `args` are flat and every static one is of a
+        kind `_value_signature` keys by value (a static float is not: it misses)."""
+        if len(args) < 2 or len(self._static_entries) >= 2 * STATIC_RESTAGING_LIMIT:
+            return
+        if any(type(args[j]) not in _VALUE_KEYED for j in statics):
+            return
+        signature = _value_signature(args)
+        if signature is not None:
+            self._static_entries[signature] = (entry, frozenset(statics))
+
+
+# -- static arguments ---------------------------------------------------------------------------
+# A static argument is a Python value the function sees as it is (an int usable in a slice or
+# `range`, a function, a string), keyed by value: a new value stages the function again. Where a
+# transform does not differentiate or map an argument ("automatic" positions), its Python
+# ints and bools and its non-array leaves are static; `static_argnums`/`static_argnames` make
+# any argument static ("explicit" positions).
+
+#: Stagings for new static values per function and transform before `RestagingWarning`.
+STATIC_RESTAGING_LIMIT = 32
+STATIC_SIGNATURE = ((), np.dtype(bool), False)  # a static leaf's unused graph input
+_TRACED_LEAF_TYPES = (np.ndarray, np.generic, float, complex, Tracer)
+
+
+class _StaticSlot:
+    """Where an explicitly static argument sits while the others are flattened (a leaf)."""
+
+
+_STATIC_SLOT = _StaticSlot()
+
+
+class _ByIdentity:
+    """The key of an unhashable static value: the object itself (held, so its id is not
+    reused while the key lives)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __hash__(self):
+        return id(self.value)
+
+    def __eq__(self, other):
+        return type(other) is _ByIdentity and other.value is self.value
+
+
+def static_key(value):
+    # The type is part of the key: 1, 1.0 and True are equal and hash alike.
+    try:
+        hash(value)
+    except TypeError:
+        return _ByIdentity(value)
+    return (type(value), value)
+
+
+def is_automatic_static(leaf) -> bool:
+    """Whether a leaf at a position no transform reads is static: Python ints and bools, and
+    whatever is not an array or a float (functions, strings, objects).
+
+    >>> from xform.api.dispatch import is_automatic_static
+    >>> [is_automatic_static(x) for x in (3, True, np.sin, "mode", 0.5, np.int64(3))]
+    [True, True, True, True, False, False]
+    """
+    kind = type(leaf)
+    return kind is int or kind is bool or not isinstance(leaf, _TRACED_LEAF_TYPES)
+
+
+def split_static(args, explicit, automatic):
+    """`(leaves, in_tree, statics)`: the arguments flattened (an explicit static argument as
+    one leaf) and `{leaf index: value}` of the static leaves."""
+    marked = tuple(_STATIC_SLOT if i in explicit else a for i, a in enumerate(args))
+    leaves, in_tree = tree_flatten(marked)
+    statics = {}
+    start = 0
+    for i, child in enumerate(in_tree.children):
+        if i in explicit:
+            statics[start] = args[i]
+        elif i in automatic:
+            for j in range(start, start + child.num_leaves):
+                if is_automatic_static(leaves[j]):
+                    statics[j] = leaves[j]
+        start += child.num_leaves
+    return leaves, in_tree, statics
+
+
+def with_statics(fun, in_tree, statics, keywords=None):
+    """`fun` taking the static leaves' values in place of its staged inputs (and, when given,
+    the dict `keywords` as the last argument, passed by keyword)."""
+    if not statics and keywords is None:
+        return fun
+
+    def staged(*args):
+        leaves = tree_flatten(args)[0] if statics else None
+        if statics:
+            for j, value in statics.items():
+                leaves[j] = value
+            args = tree_unflatten(in_tree, leaves)
+        if keywords is not None:
+            return fun(*args[:-1], **args[-1])
+        return fun(*args)
+    return staged
+
+
+# function -> {transform kind: stagings for new static values}; functions that cannot be
+# weakly referenced (builtins) are counted by id, which lives as long as they do.
+_restagings = weakref.WeakKeyDictionary()
+_restagings_by_id: dict = {}
+
+
+def count_restaging(fun, kind) -> None:
+    """Count a staging for new static values; past STATIC_RESTAGING_LIMIT, warn once."""
+    try:
+        counts = _restagings.setdefault(fun, {})
+    except TypeError:
+        counts = _restagings_by_id.setdefault(id(fun), {})
+    count = counts[kind] = counts.get(kind, 0) + 1
+    if count == STATIC_RESTAGING_LIMIT + 1:
+        name = getattr(fun, "__name__", repr(fun))
+        source = user_frame_info()
+        message = (f"{kind} of '{name}' was staged for {count} different values of its static "
+                   "arguments (Python ints and bools, and non-array objects, where nothing is "
+                   "differentiated or mapped, and static_argnums): each new value stages it "
+                   "again; pass a varying number as an array (np.asarray(i)) to trace it")
+        if source is None:
+            warnings.warn(message, RestagingWarning, stacklevel=3)
+        else:
+            warnings.warn_explicit(message, RestagingWarning, source.filename, source.lineno)
+
+
+def static_positions(fun, static_argnums, static_argnames):
+    """The explicit static positions (normalized per call) of `static_argnums` and of the
+    positional parameters of `fun` named in `static_argnames`; and the keyword-only names."""
+    if static_argnums is None:
+        static_argnums = ()
+    if static_argnums == () and not static_argnames:
+        return (), ()
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    names = ((static_argnames,) if isinstance(static_argnames, str)
+             else tuple(static_argnames or ()))
+    keyword_only = ()
+    if names:
+        try:
+            params = list(inspect.signature(fun).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        positional = [p.name for p in params
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        nums += tuple(positional.index(n) for n in names if n in positional)
+        keyword_only = tuple(n for n in names if n not in positional)
+    return tuple(dict.fromkeys(nums)), keyword_only
+
+
+def accepts_keywords(fun) -> bool:
+    """Whether calls of `fun` are likely to pass keywords: it has keyword-only or **kwargs
+    parameters or defaults, or is not a plain function (a partial, a callable object). Read
+    from the code object: transforms are often made anew for each call."""
+    code = getattr(fun, "__code__", None)
+    if code is None:
+        return True
+    return bool(code.co_kwonlyargcount or code.co_flags & inspect.CO_VARKEYWORDS
+                or getattr(fun, "__defaults__", None))
+
+
+def bind_keywords(fun, args, kwargs):
+    """`(args, keywords)`: keyword arguments moved to their positions; the keyword-only ones
+    (or those of **kwargs) left in the dict `keywords`."""
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except TypeError as err:
+        raise TypeCheckError(f"'{getattr(fun, '__name__', fun)}': {err}",
+                             user_frame_info()) from None
+    return tuple(bound.args), dict(bound.kwargs)
+
+
+_NO_STATICS = ((), ())
+
 
 class Transformed(CachedCall):
     """A transformed function with a per-signature cache of (graph, unflatten).
 
-    `build(in_tree, avals) -> (graph, captured, unflatten)`; the graph's inputs are the
-    argument leaves followed by `captured`. `finish(graph)` is the graph compiled.
+    `build(fun, in_tree, avals) -> (graph, captured, unflatten)` stages `fun` (the user's
+    function with static values put in) on `avals` laid out as `in_tree`; the graph's inputs
+    are the argument leaves followed by `captured`. A static leaf gets an unused input.
+    `finish(graph)` is the graph compiled. `static(n_args) -> (explicit, automatic)` gives
+    the static positions (see `split_static`); `static_keywords` names keyword-only
+    arguments that are static; other keyword-only arguments form one more argument, static
+    where `keywords_automatic` (the transform reads none of them) and traced otherwise.
     """
 
-    def __init__(self, fun, kind, build, params=(), finish=finish_graph):
+    def __init__(self, fun, kind, build, params=(), finish=finish_graph, static=None,
+                 static_keywords=(), keywords_automatic=True):
         super().__init__()
         self.fun = fun
         self.kind = kind
         self.build = build
         self.params = params
         self.finish = finish
+        self.static = static
+        self.static_keywords = static_keywords
+        self.keywords_automatic = keywords_automatic
+        self._positions = {}
         functools.update_wrapper(self, fun, updated=())
 
-    def _build_and_call(self, args):
-        leaves, in_tree = tree_flatten(args)
-        signature = tuple(map(leaf_signature, leaves))
+    def _static_positions(self, n_args):
+        """`self.static(n_args)`, remembered per argument count (a transform is often made
+        anew for each call, so this is on the path of every such call)."""
+        positions = self._positions.get(n_args)
+        if positions is None:
+            positions = self._positions[n_args] = (self.static(n_args) if self.static
+                                                   else ((), ()))
+        return positions
+
+    def _build_and_call(self, args, keywords=None):
+        explicit, automatic = self._static_positions(len(args))
+        static_keywords = ()
+        if keywords:
+            static_keywords = tuple((name, static_key(keywords.pop(name)))
+                                    for name in sorted(keywords) if name in self.static_keywords)
+            n_args = len(args)
+            args = (*args, keywords)
+            if self.keywords_automatic:
+                automatic = (*automatic, n_args)
+        else:
+            keywords = None
+        if explicit or automatic:
+            leaves, in_tree, statics = split_static(args, explicit, automatic)
+        else:
+            leaves, in_tree = tree_flatten(args)
+            statics = {}
+        signature = leaf_signatures(leaves, args, statics)
+        if statics:
+            leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
+        fun = self.fun
+        if static_keywords:
+            fixed = {name: (k.value if type(k) is _ByIdentity else k[1])
+                     for name, k in static_keywords}
+            fun = functools.partial(fun, **fixed)
+        fun = with_statics(fun, in_tree, statics, keywords)
         if current_builder() is not None:
-            graph, captured, unflatten = self.build(in_tree,
+            graph, captured, unflatten = self.build(fun, in_tree,
                                                     [aval_of_signature(s) for s in signature])
             return unflatten(eval_graph(graph, *leaves, *captured))
 
+        statics_key = ((tuple((j, static_key(v)) for j, v in statics.items()), static_keywords)
+                       if statics or static_keywords else _NO_STATICS)
+
         def make():
-            graph, captured, unflatten = self.build(in_tree,
+            if statics or static_keywords:
+                count_restaging(self.fun, self.kind)
+            graph, captured, unflatten = self.build(fun, in_tree,
                                                     [aval_of_signature(s) for s in signature])
             assert not captured, "nothing can be captured outside any staging"
             return CACHE.compiled(self.finish(graph)).fn, unflatten
-        entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature), make)
-        self._remember(args, entry)
+        entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature, statics_key),
+                            make)
+        if keywords is None and len(leaves) == len(args):
+            if not statics:
+                self._remember(args, entry)
+            else:
+                self._remember_with_statics(args, statics, entry)
         fn, unflatten = entry.value
         return unflatten(fn(*leaves))
+
+
+class KeywordCall:
+    """The call of a CachedCall that takes keyword arguments (bound to their positions by
+    the function's signature); mixed in before it, for functions whose calls are likely to
+    pass keywords (`accepts_keywords`) or transforms given `static_argnames`. The others take
+    positional arguments only, which keeps their cached call path free of a keyword dict."""
+
+    def __call__(self, first=_NO_ARGUMENT, /, *rest, **kwargs):
+        if kwargs:
+            args = () if first is _NO_ARGUMENT else (first, *rest)
+            args, keywords = bind_keywords(self.fun, args, kwargs)
+            return self._build_and_call(args, keywords or None)
+        # CachedCall.__call__'s path, repeated: a call through it would cost a frame.
+        if rest or first is _NO_ARGUMENT:
+            return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
+        kind = type(first)
+        entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
+                                          else kind)
+        if entry is not None and entry.valid() and current_builder() is None:
+            entry.hits += 1
+            fn, finish = entry.value
+            return finish(fn(first))
+        return self._build_and_call((first,))
+
+
+class KeywordTransformed(KeywordCall, Transformed):
+    """A Transformed that takes keyword arguments."""
+
+
+def transformed(fun, kind, build, params=(), finish=finish_graph, static=None,
+                static_keywords=(), keywords_automatic=True, keywords=False):
+    """A Transformed, taking keyword arguments when `keywords` or `fun` may need them."""
+    cls = KeywordTransformed if keywords or accepts_keywords(fun) else Transformed
+    return cls(fun, kind, build, params, finish, static, static_keywords, keywords_automatic)

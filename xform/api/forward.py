@@ -2,13 +2,11 @@
 xform.transforms.derived."""
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from xform.api.dispatch import Transformed, aval_of_signature, leaf_signature, run
 from xform.api.pipeline import as_built, finish_graph
-from xform.errors import ShapeError, TreeMismatchError
+from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
 from xform.ir.avals import is_differentiable
 from xform.ir.builder import stage_function
 from xform.ir.core import Graph
@@ -39,8 +37,9 @@ def _check_tangents(primal_avals, tangent_leaves, p_tree, t_tree):
                              user_frame_info())
 
 
-def jvp(fun, primals, tangents):
-    """`(fun(*primals), J @ tangents)`: forward-mode derivative along `tangents`.
+def jvp(fun, primals, tangents, has_aux=False):
+    """`(fun(*primals), J @ tangents)`: forward-mode derivative along `tangents`; with
+    has_aux, `fun` returns `(out, aux)` and the result is `(out, J @ tangents, aux)`.
 
     >>> xform.jvp(lambda x: x ** 2, (3.0,), (0.5,))    # (x**2, 2 x * 0.5)
     (np.float64(9.0), np.float64(3.0))
@@ -52,18 +51,30 @@ def jvp(fun, primals, tangents):
     _check_tangents(avals, t_leaves, p_tree, t_tree)
     diff = [is_differentiable(a) for a in avals]
 
-    def build(in_tree, _avals):
+    def build(fun, in_tree, _avals):
         graph, captured, out_tree = stage_function(fun, p_tree, avals)
+        if has_aux and (out_tree.kind is not tuple or len(out_tree.children) != 2):
+            raise TypeCheckError("jvp with has_aux=True needs fun to return (output, aux)",
+                                 user_frame_info())
         nonzeros = diff + [False] * len(captured)
         jvp_graph_ = tangent_graph(graph, nonzeros, len(captured))
         n = len(graph.outputs)
+        if has_aux:
+            main_tree, aux_tree = out_tree.children
+            n_main = main_tree.num_leaves
+
+            def unflatten(results):
+                return (tree_unflatten(main_tree, results[:n_main]),
+                        tree_unflatten(main_tree, results[n:n + n_main]),
+                        tree_unflatten(aux_tree, results[n_main:n]))
+            return jvp_graph_, captured, unflatten
 
         def unflatten(results):
             return tree_unflatten(out_tree, results[:n]), tree_unflatten(out_tree, results[n:])
         return jvp_graph_, captured, unflatten
 
     diff_tangents = [as_dtype(t, a.dtype) for t, a, d in zip(t_leaves, avals, diff) if d]
-    return Transformed(fun, "jvp", build)(primals, diff_tangents)
+    return Transformed(fun, "jvp", build, (has_aux,))(primals, diff_tangents)
 
 
 def linearize(fun, *primals):
@@ -73,8 +84,7 @@ def linearize(fun, *primals):
     >>> out, f_jvp(0.5)
     (np.float64(9.0), np.float64(3.0))
     """
-    return Transformed(fun, "linearize", functools.partial(_build_linearize, fun),
-                       finish=as_built)(*primals)
+    return Transformed(fun, "linearize", _build_linearize, finish=as_built)(*primals)
 
 
 def _build_linearize(fun, in_tree, avals):

@@ -1,91 +1,203 @@
-"""Jacobians and Hessians, composed from the other transforms: `jacfwd` (vmap of jvp),
-`jacrev` (vmap of a vjp), `hessian` (jacfwd of jacrev)."""
+"""Jacobians and Hessians, composed from the other transforms and cached per signature like
+them: `jacfwd` (vmap of jvp), `jacrev` (vmap of a vjp), `hessian` (jacfwd of jacrev).
+
+Results are laid out as in JAX: the output pytree with each leaf replaced by the pytree of
+the differentiated arguments (a tuple of them when `argnums` is a tuple), whose leaves have
+shape `out_leaf.shape + in_leaf.shape`.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from xform.api.dispatch import aval_of_signature, leaf_signature, normalize_argnums
+from xform.api.dispatch import normalize_argnums, transformed
 from xform.api.forward import jvp
 from xform.api.mapping import vmap
-from xform.api.reverse import vjp
+from xform.api.pipeline import finish_graph
+from xform.api.reverse import (check_input_dtypes, check_output_dtype,
+                               differentiated_static, vjp)
 from xform.errors import TypeCheckError
-from xform.ir.avals import float0, is_differentiable
+from xform.ir.avals import aval_of, float0, is_differentiable
+from xform.ir.builder import stage_function
 from xform.ir.tracer import Tracer
 from xform.source_info import user_frame_info
-from xform.tree import tree_map
+from xform.tree import tree_flatten, tree_unflatten
 
 
-def _std_basis(x):
-    """An identity basis for `x`'s elements, shaped (size, *x.shape)."""
-    shape = np.shape(x)
-    size = int(np.prod(shape, dtype=np.int64))
-    dtype = aval_of_signature(leaf_signature(x)).dtype
-    return np.eye(size, dtype=dtype).reshape((size,) + tuple(shape))
+def _aval(value):
+    return value.aval if type(value) is Tracer else aval_of(value)
 
 
-def jacfwd(fun, argnums=0):
-    """The Jacobian by forward mode: shape `out.shape + x.shape` for each output leaf.
+def _basis(leaves, dtypes):
+    """One identity basis over all of `leaves`' elements, split per leaf: leaf k's part has
+    shape (total, *leaf_k.shape), so that row r is the r-th unit perturbation."""
+    shapes = [np.shape(leaf) for leaf in leaves]
+    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
+    total = sum(sizes)
+    offsets = np.cumsum([0] + sizes)
+    return [np.eye(total, dtype=dtype)[:, offsets[k]:offsets[k + 1]].reshape((total,) + shape)
+            for k, (shape, dtype) in enumerate(zip(shapes, dtypes))], offsets
+
+
+def _block(stacked, start, stop, out_shape, in_shape, stacked_out):
+    """The Jacobian block of one output and one input leaf from rows start:stop of `stacked`:
+    (rows, *out_shape) when the rows run over inputs (forward), (rows, *in_shape) when they
+    run over outputs (reverse); either way (*out_shape, *in_shape)."""
+    rows = stacked[start:stop]
+    if stacked_out:   # rows over the input's elements: move them last
+        rows = np.moveaxis(rows, 0, -1) if np.ndim(rows) > 1 else rows
+    return np.reshape(rows, tuple(out_shape) + tuple(in_shape))
+
+
+def _split_arguments(args, nums):
+    """(the differentiated leaves, their tree, a function of those leaves calling `fun` with
+    the other arguments as given)."""
+    dyn_leaves, dyn_tree = tree_flatten(tuple(args[n] for n in nums))
+
+    def with_leaves(fun):
+        def partial_fun(*leaves):
+            values = list(args)
+            for n, value in zip(nums, tree_unflatten(dyn_tree, leaves)):
+                values[n] = value
+            return fun(*values)
+        return partial_fun
+    return dyn_leaves, dyn_tree, with_leaves
+
+
+def _as_argnums_tree(argnums, dyn_tree, blocks):
+    trees = tree_unflatten(dyn_tree, blocks)
+    return trees[0] if isinstance(argnums, int) else trees
+
+
+def _jacobian_transform(fun, name, body, argnums, has_aux, holomorphic, allow_int,
+                        static_argnums, static_argnames):
+    def build(fun, in_tree, avals):
+        nums = normalize_argnums(argnums, len(in_tree.children))
+        offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
+        wanted = [avals[i] for n in nums for i in range(offsets[n], offsets[n + 1])]
+        check_input_dtypes(name, wanted, holomorphic, allow_int)
+        if name == "jacfwd" and not holomorphic and any(a.dtype.kind == "c" for a in wanted):
+            raise TypeCheckError("jacfwd needs real inputs (complex ones: pass "
+                                 "holomorphic=True, or use xform.jvp)", user_frame_info())
+
+        def staged(*args):
+            return body(fun, args, nums)
+        graph, captured, out_tree = stage_function(staged, in_tree, avals)
+        scalars = [i for i, out in enumerate(graph.outputs) if not out.aval.shape]
+
+        def unflatten(outs):
+            outs = list(outs)
+            for i in scalars:   # 0-d blocks as numpy scalars, as grad gives them
+                outs[i] = outs[i][()] if type(outs[i]) is np.ndarray else outs[i]
+            return tree_unflatten(out_tree, outs)
+        return graph, captured, unflatten
+
+    static, static_keywords = differentiated_static(fun, argnums, static_argnums,
+                                                    static_argnames, name)
+    return transformed(fun, name, build, (argnums, has_aux, holomorphic, allow_int),
+                       finish=finish_graph, static=static, static_keywords=static_keywords,
+                       keywords=bool(static_argnames))
+
+
+def _check_outputs(name, out_leaves, holomorphic):
+    for leaf in out_leaves:
+        check_output_dtype(name, _aval(leaf), holomorphic)
+
+
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False, *, static_argnums=(),
+           static_argnames=()):
+    """The Jacobian by forward mode, laid out as in JAX: the output pytree with each leaf
+    replaced by the pytree of `args[argnums]`, leaves shaped `out.shape + x.shape`. With
+    has_aux, `fun` returns `(out, aux)` and the result is `(jacobian, aux)`. Other arguments
+    are as in `grad`.
 
     >>> xform.jacfwd(lambda x: x * 2.0)(np.ones(2))
     array([[2., 0.],
            [0., 2.]])
+    >>> xform.jacfwd(lambda p: [p["a"] * p["b"]])({"a": 2.0, "b": 3.0})
+    [{'a': np.float64(3.0), 'b': np.float64(2.0)}]
     """
-    def jac_f(*args):
-        nums = normalize_argnums(argnums, len(args))
-        jacobians = []
-        for n in nums:
-            x = args[n]
+    def body(fun, args, nums):
+        dyn_leaves, dyn_tree, with_leaves = _split_arguments(args, nums)
+        main = with_leaves(fun)
+        if has_aux:
+            main = with_leaves(lambda *a: fun(*a)[0])
+        out_leaves, out_tree = tree_flatten(main(*dyn_leaves))
+        _check_outputs("jacfwd", out_leaves, holomorphic)
+        basis, in_offsets = _basis(dyn_leaves, [_aval(x).dtype for x in dyn_leaves])
 
-            def push(t, n=n):
-                tangents = tuple(t if i == n else tree_map(_zero_like_tangent, a)
-                                 for i, a in enumerate(args))
-                return jvp(fun, args, tangents)[1]
-            basis = _std_basis(x)
-            columns = vmap(push)(basis)
-            in_shape = np.shape(x)
-            jacobians.append(tree_map(lambda c: _columns_to_jacobian(c, in_shape), columns))
-        return jacobians[0] if isinstance(argnums, int) else tuple(jacobians)
-    return jac_f
+        def push(*tangents):
+            return tree_flatten(jvp(main, dyn_leaves, tangents)[1])[0]
+        columns = vmap(push)(*basis) if in_offsets[-1] else [np.zeros((0,) + np.shape(o))
+                                                             for o in out_leaves]
+        jacobian = tree_unflatten(out_tree, [
+            _as_argnums_tree(argnums, dyn_tree, [
+                _block(col, in_offsets[k], in_offsets[k + 1], np.shape(out), np.shape(x),
+                       stacked_out=True)
+                for k, x in enumerate(dyn_leaves)])
+            for out, col in zip(out_leaves, columns)])
+        if has_aux:
+            return jacobian, with_leaves(fun)(*dyn_leaves)[1]
+        return jacobian
 
-
-def _zero_like_tangent(x):
-    aval = aval_of_signature(leaf_signature(x))
-    return np.zeros(aval.shape, aval.dtype if is_differentiable(aval) else float0)
-
-
-def _columns_to_jacobian(columns, in_shape):
-    # columns: (in_size, *out_shape) -> (*out_shape, *in_shape)
-    out_ndim = np.ndim(columns) - 1
-    moved = np.moveaxis(columns, 0, -1) if out_ndim else columns
-    return np.reshape(moved, tuple(np.shape(columns)[1:]) + tuple(in_shape))
+    return _jacobian_transform(fun, "jacfwd", body, argnums, has_aux, holomorphic, False,
+                               static_argnums, static_argnames)
 
 
-def jacrev(fun, argnums=0):
-    """The Jacobian by reverse mode: shape `out.shape + x.shape`; `fun` has one array output.
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
+           static_argnums=(), static_argnames=()):
+    """The Jacobian by reverse mode, laid out as `jacfwd`'s (as in JAX): the output pytree
+    with each leaf replaced by the pytree of `args[argnums]`. Arguments are as in `grad`.
 
     >>> xform.jacrev(lambda x: x * 2.0)(np.ones(2))
     array([[2., 0.],
            [0., 2.]])
+    >>> xform.jacrev(lambda p: p[0] * p[1])([2.0, 3.0])
+    [np.float64(3.0), np.float64(2.0)]
     """
-    def jac_f(*args):
-        nums = normalize_argnums(argnums, len(args))
-        out, pullback = vjp(fun, *args)
-        if not isinstance(out, (np.ndarray, np.generic, float, int, Tracer)):
-            raise TypeCheckError("jacrev needs a function with a single array output",
-                                 user_frame_info())
-        basis = _std_basis(out)
-        rows = vmap(lambda ct: tuple(pullback(ct)[n] for n in nums))(basis)
-        out_shape = np.shape(out)
-        jacobians = [np.reshape(r, tuple(out_shape) + tuple(np.shape(r)[1:])) for r in rows]
-        return jacobians[0] if isinstance(argnums, int) else tuple(jacobians)
-    return jac_f
+    def body(fun, args, nums):
+        dyn_leaves, dyn_tree, with_leaves = _split_arguments(args, nums)
+        if has_aux:
+            out, pullback, aux = vjp(with_leaves(fun), *dyn_leaves, has_aux=True)
+        else:
+            out, pullback = vjp(with_leaves(fun), *dyn_leaves)
+        out_leaves, out_tree = tree_flatten(out)
+        _check_outputs("jacrev", out_leaves, holomorphic)
+        dtypes = [_aval(o).dtype if is_differentiable(_aval(o)) else np.float64
+                  for o in out_leaves]
+        basis, out_offsets = _basis(out_leaves, dtypes)
+
+        def pull(*cotangents):
+            grads = pullback(tree_unflatten(out_tree, cotangents))
+            return [g if is_differentiable(_aval(x)) else np.zeros(np.shape(x))
+                    for g, x in zip(grads, dyn_leaves)]
+        rows = vmap(pull)(*basis) if out_offsets[-1] else [np.zeros((0,) + np.shape(x))
+                                                           for x in dyn_leaves]
+        jacobian = tree_unflatten(out_tree, [
+            _as_argnums_tree(argnums, dyn_tree, [
+                _block(row, out_offsets[o], out_offsets[o + 1], np.shape(out), np.shape(x),
+                       stacked_out=False) if is_differentiable(_aval(x))
+                else np.zeros(np.shape(out) + np.shape(x), float0)   # allow_int, as JAX
+                for x, row in zip(dyn_leaves, rows)])
+            for o, out in enumerate(out_leaves)])
+        return (jacobian, aux) if has_aux else jacobian
+
+    return _jacobian_transform(fun, "jacrev", body, argnums, has_aux, holomorphic, allow_int,
+                               static_argnums, static_argnames)
 
 
-def hessian(fun, argnums=0):
-    """The Hessian, forward-over-reverse: `jacfwd(jacrev(fun))`.
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False, *, static_argnums=(),
+            static_argnames=()):
+    """The Hessian, forward-over-reverse: `jacfwd(jacrev(fun))`, laid out as in JAX (the
+    output pytree, then the input pytree, then the input pytree again).
 
     >>> xform.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
     array([[ 6.,  0.],
            [ 0., 12.]])
     """
-    return jacfwd(jacrev(fun, argnums), argnums)
+    inner = jacrev(fun, argnums, has_aux, holomorphic, static_argnums=static_argnums,
+                   static_argnames=static_argnames)
+    return jacfwd(inner, argnums, has_aux, holomorphic, static_argnums=static_argnums,
+                  static_argnames=static_argnames)
+
+
+__all__ = ["hessian", "jacfwd", "jacrev"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xform.api.dispatch import Transformed
+from xform.api.dispatch import transformed
 from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
@@ -17,12 +17,14 @@ from xform.tree import broadcast_prefix, tree_flatten, tree_unflatten
 
 def vmap(fun, in_axes=0, out_axes=0):
     """Map `fun` over axis `in_axes` of its arguments (None: not mapped; a pytree prefix of the
-    arguments), stacking results along `out_axes`.
+    arguments), stacking results along `out_axes`. As in JAX, an argument whose `in_axes` is
+    None reaches `fun` as it is when it is a Python int or bool or not an array (a function,
+    a string): it is static, keyed by value.
 
     >>> xform.vmap(lambda x: np.dot(x, x))(np.ones((5, 3))).shape
     (5,)
     """
-    def build(in_tree, avals):
+    def build(fun, in_tree, avals):
         args_tree = in_tree
         axes = _in_axes_leaves(in_axes, args_tree)
         dims = []
@@ -62,7 +64,13 @@ def vmap(fun, in_axes=0, out_axes=0):
                                 out_axes_leaves)
         return batched, captured, lambda outs: tree_unflatten(out_tree, outs)
 
-    return Transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes)))
+    def static(n_args):
+        if isinstance(in_axes, (tuple, list)) and len(in_axes) == n_args:
+            return (), tuple(i for i, axis in enumerate(in_axes) if axis is None)
+        return (), ()
+
+    return transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes)),
+                       static=static, keywords_automatic=False)
 
 
 def _staged_per_element(fun, args_tree, avals, dims, size, out_tree, out_axes_leaves):

@@ -7,23 +7,26 @@ import operator
 
 import numpy as np
 
-from xform.api.dispatch import Transformed, leaf_signature, normalize_argnums, run
+from xform.api.dispatch import (Transformed, aval_of_signature, leaf_signature, normalize_argnums,
+                                present_argnums, run, static_positions, transformed)
 from xform.api.forward import as_dtype
 from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled
-from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
+from xform.errors import MissingRuleError, ShapeError, TreeMismatchError, TypeCheckError
+from xform.ir.ad import Zero, instantiate
 from xform.ir.avals import float0, is_differentiable
 from xform.ir.builder import stage_function
 from xform.source_info import user_frame_info
 from xform.transforms.derived import vjp_split
+from xform.transforms.transpose import backward_pass
 from xform.transforms.vjp import vjp_graph
-from xform.tree import tree_flatten, tree_unflatten
+from xform.tree import tree_flatten, tree_leaves, tree_unflatten
 
 
 def _float0_zeros(aval):
     return np.zeros(aval.shape, float0)
 
 
-def _check_scalar_output(graph, has_aux, out_tree, fun_name):
+def _check_scalar_output(graph, has_aux, out_tree, fun_name, holomorphic):
     if has_aux:
         if out_tree.kind is not tuple or len(out_tree.children) != 2:
             raise TypeCheckError(f"{fun_name} with has_aux=True needs the function to return "
@@ -35,53 +38,118 @@ def _check_scalar_output(graph, has_aux, out_tree, fun_name):
         raise TypeCheckError(f"{fun_name} needs a function with one scalar output, got a "
                              f"pytree {out_tree}", user_frame_info())
     out_aval = graph.outputs[0].aval
-    if out_aval.shape != () or not is_differentiable(out_aval):
+    if out_aval.size != 1 or not is_differentiable(out_aval):
         raise TypeCheckError(
             f"{fun_name} needs a scalar float output, got {out_aval.str_short()}",
             user_frame_info(), "use xform.vjp or xform.jacrev for non-scalar outputs, or "
             "reduce the output (e.g. np.sum)")
+    check_output_dtype(fun_name, out_aval, holomorphic)
 
 
-def value_and_grad(fun, argnums=0, has_aux=False):
+def check_output_dtype(fun_name, aval, holomorphic):
+    """As JAX: a complex output needs holomorphic=True, which needs a complex output."""
+    if holomorphic and aval.dtype.kind != "c":
+        raise TypeCheckError(f"{fun_name} with holomorphic=True needs complex outputs, got "
+                             f"{aval.str_short()}", user_frame_info())
+    if not holomorphic and aval.dtype.kind == "c":
+        raise TypeCheckError(
+            f"{fun_name} needs real outputs, got {aval.str_short()}", user_frame_info(),
+            "pass holomorphic=True to differentiate a holomorphic function; for other "
+            "functions with complex outputs use xform.vjp directly")
+
+
+def check_input_dtypes(fun_name, avals, holomorphic, allow_int):
+    """As JAX: differentiated inputs are inexact (integers with allow_int, getting float0
+    gradients); complex with holomorphic=True."""
+    for aval in avals:
+        if holomorphic and aval.dtype.kind != "c":
+            raise TypeCheckError(f"{fun_name} with holomorphic=True needs complex inputs, "
+                                 f"got {aval.str_short()}", user_frame_info())
+        if not is_differentiable(aval) and not allow_int:
+            raise TypeCheckError(
+                f"{fun_name} needs float or complex inputs to differentiate, got "
+                f"{aval.str_short()}", user_frame_info(),
+                "pass allow_int=True for float0 gradients of integer inputs, or leave the "
+                "argument out of argnums (it is then a static Python value)")
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
+                   static_argnums=(), static_argnames=()):
     """`(fun(*args), gradient of fun w.r.t. args[argnums])`; with has_aux, `fun` returns
-    `(out, aux)` and the result is `((out, aux), grads)`.
+    `(out, aux)` and the result is `((out, aux), grads)`. Arguments are as in `grad`.
 
     >>> xform.value_and_grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
     (np.float64(5.0), array([2., 4.]))
     """
-    return _gradient_transform(fun, argnums, has_aux, with_value=True)
+    return _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_argnums,
+                               static_argnames, with_value=True)
 
 
-def grad(fun, argnums=0, has_aux=False):
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
+         static_argnums=(), static_argnames=()):
     """The gradient of scalar-output `fun` w.r.t. `args[argnums]` (a pytree like them); with
     has_aux, `fun` returns `(out, aux)` and the result is `(grads, aux)`.
 
+    As in JAX: `holomorphic=True` differentiates a complex function of complex inputs
+    (giving f'(z)); integer inputs in argnums need `allow_int=True` (float0 gradients). The
+    other arguments reach `fun` as they are passed when they are Python ints or bools, or not
+    arrays (functions, strings): such values are static, and a new value stages `fun` again
+    (a RestagingWarning past xform.api.dispatch.STATIC_RESTAGING_LIMIT); arrays and floats
+    are traced. `static_argnums`/`static_argnames` make any argument static.
+
     >>> xform.grad(lambda x: x ** 3 + np.sin(x))(0.0)    # 3 x**2 + cos(x)
     np.float64(1.0)
+    >>> xform.grad(lambda w, i: np.sum(w[i:i + 2]))(np.ones(4), 1)    # i is a Python int
+    array([0., 1., 1., 0.])
     """
-    return _gradient_transform(fun, argnums, has_aux, with_value=False)
+    return _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_argnums,
+                               static_argnames, with_value=False)
 
 
-def _gradient_transform(fun, argnums, has_aux, with_value):
+def differentiated_static(fun, argnums, static_argnums, static_argnames, name):
+    """`(static, static_keywords)` for a transform differentiating `argnums`: the positions
+    it does not differentiate are automatic, static_argnums/static_argnames explicit."""
+    explicit_spec, static_keywords = static_positions(fun, static_argnums, static_argnames)
+
+    def static(n_args):
+        nums = normalize_argnums(argnums, n_args)
+        explicit = present_argnums(explicit_spec, n_args)
+        if set(nums) & set(explicit):
+            raise TypeCheckError(f"{name}: argnums {argnums} and the static arguments "
+                                 f"{explicit} overlap", user_frame_info())
+        return explicit, tuple(i for i in range(n_args) if i not in nums)
+    return static, static_keywords
+
+
+def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_argnums,
+                        static_argnames, with_value):
     name = "value_and_grad" if with_value else "grad"
 
-    def build(in_tree, avals):
+    def build(fun, in_tree, avals):
         nums = normalize_argnums(argnums, len(in_tree.children))
-        graph, captured, out_tree = stage_function(fun, in_tree, avals)
-        _check_scalar_output(graph, has_aux, out_tree, name)
-        graph = fuse_if_enabled(graph)
         offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
         wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
+        check_input_dtypes(name, [avals[i] for i in wanted], holomorphic, allow_int)
+        graph, captured, out_tree = stage_function(fun, in_tree, avals)
+        _check_scalar_output(graph, has_aux, out_tree, name, holomorphic)
+        out_shape = graph.outputs[0].aval.shape
+        if out_shape:   # a size-1 array output (as autograd): differentiate it as a scalar
+            graph, captured, out_tree = stage_function(_first_output_as_scalar(fun, has_aux),
+                                                       in_tree, avals)
+        graph = fuse_if_enabled(graph)
         n_outs = len(graph.outputs)
         kept = range(n_outs) if with_value else range(1, n_outs) if has_aux else ()
         # The forward pass is `graph` itself (adopted), the output's cotangent is 1.
         grad_graph = vjp_graph(graph, (True,) + (False,) * (n_outs - 1), wanted, kept,
-                                     seed_ones=True, adopt=True)
+                               seed_ones=True, adopt=True)
         n_kept = len(kept)
         grads_of = _grads_unflattener(in_tree, nums, argnums, wanted, avals)
         if with_value:
             def unflatten(results):
-                return tree_unflatten(out_tree, results[:n_kept]), grads_of(results[n_kept:])
+                values = list(results[:n_kept])
+                if out_shape:
+                    values[0] = np.reshape(values[0], out_shape)
+                return tree_unflatten(out_tree, values), grads_of(results[n_kept:])
         elif has_aux:
             aux_tree = out_tree.children[1]
 
@@ -91,7 +159,20 @@ def _gradient_transform(fun, argnums, has_aux, with_value):
             unflatten = grads_of
         return grad_graph, captured, unflatten
 
-    return Transformed(fun, name, build, (argnums, has_aux), finish=_finish_fused)
+    static, static_keywords = differentiated_static(fun, argnums, static_argnums,
+                                                    static_argnames, name)
+    return transformed(fun, name, build, (argnums, has_aux, holomorphic, allow_int),
+                       finish=_finish_fused, static=static, static_keywords=static_keywords,
+                       keywords=bool(static_argnames))
+
+
+def _first_output_as_scalar(fun, has_aux):
+    def scalar_output(*args):
+        out = fun(*args)
+        if has_aux:
+            return np.reshape(out[0], ()), out[1]
+        return np.reshape(tree_leaves(out)[0], ())
+    return scalar_output
 
 
 def _finish_fused(graph):
@@ -124,11 +205,11 @@ def vjp(fun, *primals, has_aux=False):
     >>> out, f_vjp(1.0)
     (np.float64(9.0), (np.float64(6.0),))
     """
-    return Transformed(fun, "vjp", functools.partial(_build_vjp, fun, has_aux), (has_aux,),
+    return Transformed(fun, "vjp", functools.partial(_build_vjp, has_aux), (has_aux,),
                        finish=as_built)(*primals)
 
 
-def _build_vjp(fun, has_aux, in_tree, avals):
+def _build_vjp(has_aux, fun, in_tree, avals):
     """The forward graph (leaves -> outputs, residuals) and an unflatten giving `vjp`'s result,
     whose vjp_fn runs the backward graph on the call's residuals."""
     graph, captured, out_tree = stage_function(fun, in_tree, avals)
@@ -177,3 +258,52 @@ def _build_vjp(fun, has_aux, in_tree, avals):
             return out_value[0], vjp_fn, out_value[1]
         return out_value, vjp_fn
     return forward, captured, unflatten
+
+
+def linear_transpose(fun, *primals):
+    """The transpose of linear `fun`, as JAX's: `transpose_fn(cotangent)` returns a tuple of
+    cotangents, one per primal; `primals` give only shapes and dtypes. A `fun` that is not
+    linear in its inputs raises a TypeCheckError naming the non-linear operation's line.
+
+    >>> t = xform.linear_transpose(lambda x: 2.0 * x[:2], np.ones(3))
+    >>> t(np.array([1.0, 1.0]))
+    (array([2., 2., 0.]),)
+    """
+    p_leaves, p_tree = tree_flatten(primals)
+    avals = [aval_of_signature(leaf_signature(x)) for x in p_leaves]
+
+    def build(fun, ct_tree, ct_avals):
+        graph, captured, out_tree = stage_function(fun, p_tree, avals)
+        if ct_tree.children[0] != out_tree:
+            raise TreeMismatchError(f"linear_transpose: a cotangent of structure "
+                                    f"{ct_tree.children[0]} for outputs of structure {out_tree}",
+                                    user_frame_info())
+        out_avals = [atom.aval for atom in graph.outputs]
+        for ct_aval, aval in zip(ct_avals, out_avals):
+            if ct_aval.shape != aval.shape:
+                raise ShapeError(f"linear_transpose: a cotangent of shape {ct_aval.shape} for "
+                                 f"an output of shape {aval.shape}", user_frame_info())
+        linear = [is_differentiable(a) for a in avals]
+
+        def transpose(cotangent):
+            cts = [as_dtype(ct, aval.dtype) if is_differentiable(aval) else Zero(aval)
+                   for ct, aval in zip(tree_leaves(cotangent), out_avals)]
+            known = [None] * len(avals) + list(captured)
+            try:
+                results = iter(backward_pass(graph, known, linear + [False] * len(captured),
+                                             cts))
+            except MissingRuleError as err:
+                raise TypeCheckError(f"linear_transpose: the function is not linear in its "
+                                     f"inputs ('{err.primitive}' of an input)",
+                                     err.source) from None
+            except TypeCheckError as err:   # a product of two inputs reaches a transpose
+                raise TypeCheckError("linear_transpose: the function is not linear in its "
+                                     "inputs", err.source) from None
+            return tree_unflatten(p_tree, [instantiate(next(results)) if is_lin
+                                           else _float0_zeros(a)
+                                           for a, is_lin in zip(avals, linear)])
+        graph_t, captured_t, t_tree = stage_function(transpose, ct_tree, ct_avals)
+        return graph_t, captured_t, lambda outs: tree_unflatten(t_tree, outs)
+
+    transposed = Transformed(fun, "linear_transpose", build, (p_tree, tuple(avals)))
+    return functools.wraps(fun)(lambda cotangent: transposed(cotangent))

@@ -5,11 +5,18 @@ from __future__ import annotations
 import functools
 import operator
 
-from xform.api.dispatch import (CachedCall, aval_of_signature, leaf_signature,
-                                normalize_argnums)
+import numpy as np
+
+from xform.api.dispatch import (CachedCall, KeywordCall, accepts_keywords, aval_of_signature,
+                                count_restaging, leaf_signature, leaf_signatures,
+                                normalize_argnums, present_argnums, run, split_static,
+                                static_key, static_positions, with_statics)
 from xform.api.pipeline import finish_graph
+from xform.errors import TreeMismatchError
+from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder, stage_function
 from xform.runtime.cache import CACHE
+from xform.source_info import user_frame_info
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -59,47 +66,127 @@ def make_graph(fun, static_argnums=()):
     return staged
 
 
-def jit(fun, static_argnums=()):
+def _is_shaped(x) -> bool:
+    return isinstance(x, ShapedArray) or (hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+def _aval_of_example(x):
+    """The aval of an example argument: an array, a number, or anything with `shape` and
+    `dtype` (a ShapedArray, JAX's ShapeDtypeStruct)."""
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.generic):
+        return ShapedArray(tuple(x.shape), np.dtype(x.dtype))
+    return aval_of_signature(leaf_signature(x))
+
+
+def eval_shape(fun, *args, **kwargs):
+    """The shapes and dtypes of `fun(*args, **kwargs)`, as ShapedArrays, found by staging
+    (nothing is computed). Arguments may be arrays, numbers, or ShapedArrays.
+
+    >>> xform.eval_shape(lambda x, y: {"out": x @ y}, xform.ShapedArray((2, 3), np.float64),
+    ...                  np.ones(3))
+    {'out': f64[2]}
+    """
+    leaves, in_tree = tree_flatten(args, is_leaf=_is_shaped)
+    graph, _, out_tree = stage_function(functools.partial(fun, **kwargs), in_tree,
+                                        [_aval_of_example(x) for x in leaves])
+    return tree_unflatten(out_tree, [atom.aval for atom in graph.outputs])
+
+
+def closure_convert(fun, *example_args):
+    """`(converted, consts)`, as JAX's: `converted(*args, *consts)` computes `fun(*args)` with
+    the traced values `fun` closes over (from an enclosing transform) passed explicitly as
+    `consts`, e.g. to hand `fun` to a custom_vjp rule, which must not close over them.
+
+    >>> def outer(w):
+    ...     converted, consts = xform.closure_convert(lambda x: x * w, 1.0)
+    ...     return converted(2.0, *consts)
+    >>> xform.grad(outer)(3.0)
+    np.float64(2.0)
+    """
+    leaves, in_tree = tree_flatten(example_args)
+    avals = [aval_of_signature(leaf_signature(x)) for x in leaves]
+    graph, captured, out_tree = stage_function(fun, in_tree, avals)
+    graph = finish_graph(graph)
+    n_leaves = len(leaves)
+
+    def converted(*args_and_consts):
+        args, consts = args_and_consts[:len(example_args)], args_and_consts[len(example_args):]
+        arg_leaves, arg_tree = tree_flatten(args)
+        if arg_tree != in_tree or len(consts) != len(graph.inputs) - n_leaves:
+            raise TreeMismatchError(f"closure_convert: the converted function takes arguments "
+                                    f"like {in_tree} and {len(graph.inputs) - n_leaves} "
+                                    f"consts, got {arg_tree} and {len(consts)}",
+                                    user_frame_info())
+        return tree_unflatten(out_tree, run(graph, [*arg_leaves, *consts]))
+    functools.update_wrapper(converted, fun)
+    return converted, list(captured)
+
+
+def jit(fun, static_argnums=(), static_argnames=()):
     """Compile `fun` per abstract signature (pytree structure, shapes, dtypes, statics).
 
     The compiled function computes what `fun` computes eagerly with numpy: the same values
     bit for bit, dtypes, Python types and floating-point warnings. The one exception is
     opt-in: under `xform.config.update("scalar_math", "fast")`, 0-d float64 work may use
     Python's `math` functions, each within 4 ulp of numpy's (docs/ARCHITECTURE.md, "What
-    compiled code promises").
+    compiled code promises"). As in JAX, every argument is traced except those named by
+    `static_argnums`/`static_argnames` (keyed by value; unhashable ones by identity).
 
     >>> f = xform.jit(lambda x: x * x + 1.0)
     >>> f(np.arange(3.0))    # staged and compiled now; later f64[3] calls reuse the code
     array([1., 2., 5.])
+    >>> first = xform.jit(lambda x, n: x[:n], static_argnames="n")
+    >>> first(np.arange(5.0), n=2)
+    array([0., 1.])
     """
-    return _Jitted(fun, static_argnums)
+    cls = _KeywordJitted if static_argnames or accepts_keywords(fun) else _Jitted
+    return cls(fun, static_argnums, static_argnames)
 
 
 class _Jitted(CachedCall):
-    def __init__(self, fun, static_argnums):
+    def __init__(self, fun, static_argnums, static_argnames=()):
         super().__init__()
         self.fun = fun
-        self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
-                               else static_argnums)
+        self.static_argnums, self.static_keywords = static_positions(fun, static_argnums,
+                                                                     static_argnames)
         functools.update_wrapper(self, fun, updated=())
 
-    def _build_and_call(self, args):
+    def _build_and_call(self, args, keywords=None):
         fun = self.fun
         if current_builder() is not None:
-            return fun(*args)
-        static_nums = (normalize_argnums(self.static_argnums, len(args))
-                       if self.static_argnums else ())
-        dynamic, static = _split_static(args, static_nums)
-        leaves, in_tree = tree_flatten(dynamic)
-        signature = tuple(map(leaf_signature, leaves))
+            return fun(*args, **keywords) if keywords else fun(*args)
+        explicit = present_argnums(self.static_argnums, len(args))
+        static_keywords = ()
+        if keywords:
+            static_keywords = tuple((name, keywords.pop(name)) for name in sorted(keywords)
+                                    if name in self.static_keywords)
+            args = (*args, keywords)
+            fun = functools.partial(fun, **dict(static_keywords)) if static_keywords else fun
+        else:
+            keywords = None
+        leaves, in_tree, statics = split_static(args, explicit, ())
+        signature = leaf_signatures(leaves, args, statics)
+        if statics:
+            leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
+        staged = with_statics(fun, in_tree, statics, keywords)
 
         def make():
+            if statics or static_keywords:
+                count_restaging(self.fun, "jit")
             avals = [aval_of_signature(s) for s in signature]
-            graph, _, out_tree = stage_function(_with_static(fun, static, len(args)), in_tree,
-                                                avals)
+            graph, _, out_tree = stage_function(staged, in_tree, avals)
             return CACHE.compiled(finish_graph(graph)).fn, _unflattener(out_tree)
-        entry = CACHE.build(fun, ("jit", in_tree, signature, static), make)
-        if not static:  # a static argument's value is part of the key: no cached path
-            self._remember(args, entry)
+        statics_key = (tuple((j, static_key(v)) for j, v in statics.items()),
+                      tuple((name, static_key(v)) for name, v in static_keywords))
+        entry = CACHE.build(self.fun, ("jit", in_tree, signature, statics_key), make)
+        if keywords is None and len(leaves) == len(args):
+            if not statics:
+                self._remember(args, entry)
+            else:   # a static value is part of the key
+                self._remember_with_statics(args, statics, entry)
         fn, finish = entry.value
         return finish(fn(*leaves))
+
+
+class _KeywordJitted(KeywordCall, _Jitted):
+    """A jitted function that takes keyword arguments."""

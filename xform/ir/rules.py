@@ -15,12 +15,13 @@ from typing import Callable
 
 import attrs
 
-from xform.errors import MissingRuleError
+from xform.errors import MissingRuleError, install_construct_namer
 
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
               "fold", "dce", "inline", "decomposition")
 ZERO_KINDS = ("jvp", "transpose", "vjp")  # the rule kinds that tangents/cotangents reach
-TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks")  # (and the symbolic_zeros flag)
+# The traits (and the symbolic_zeros flag), declared in `register` next to the rules.
+TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks", "construct")
 
 
 @attrs.frozen
@@ -84,7 +85,9 @@ class Rules:
     of its broadcast inputs to that position of its output (fusible, mappable by
     threaded_map); `scalar_math`, a ScalarMath; `linear_in`, the input positions in which it
     is jointly linear, so reverse mode applies its transpose rule directly when only those
-    inputs are differentiable; `hooks`, per-pass behaviour by name (`"peephole"`, ...).
+    inputs are differentiable; `hooks`, per-pass behaviour by name (`"peephole"`, ...);
+    `construct`, for a primitive users never call by name, the construct it implements as
+    users know it ("xform.while_loop"), which errors name instead of the primitive.
     `calls[kind]` is the rule as transforms call it (`rule_for`).
     """
 
@@ -103,6 +106,7 @@ class Rules:
     scalar_math: ScalarMath | None = None
     linear_in: tuple = attrs.field(default=(), converter=tuple)
     hooks: Mapping = attrs.field(factory=dict, converter=_frozen_hooks)
+    construct: str | None = None
     calls: dict = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self):
@@ -263,6 +267,14 @@ class _Unknown:
 
 
 UNKNOWN = _Unknown()  # a value not known at pass time (`known[i]` of a fold hook, peepholes)
+
+
+def _construct(prim) -> str | None:
+    rules = RULES.get(prim)
+    return rules.construct if rules is not None else None
+
+
+install_construct_namer(_construct)
 
 
 def missing_rule(prim, kind: str, source=None) -> MissingRuleError:

@@ -187,7 +187,8 @@ def _call_inline(eqn):
 
 
 register(call_p, impl=_call_impl, abstract_eval=_call_abstract_eval, jvp=_call_jvp,
-         vjp=_call_vjp, batch=_call_batch, inline=_call_inline, symbolic_zeros=True)
+         vjp=_call_vjp, batch=_call_batch, inline=_call_inline, symbolic_zeros=True,
+         construct="an @xform.function call")
 
 
 def function(fun=None):

@@ -30,7 +30,7 @@ from xform.rules.subgraphs import describe_types
 from xform.ir.ad import aval, instantiate, zero_tangent
 from xform.ir.rules import register
 from xform.transforms.derived import batch_of, derived_graph
-from xform.tree import tree_flatten, tree_leaves, tree_structure, tree_unflatten
+from xform.tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 
 
 def _defined_at(fn) -> SourceInfo | None:
@@ -358,7 +358,8 @@ def _custom_jvp_call_jvp(primals, tangents, *, callee, key):
 
 # No vjp rule: reverse mode linearizes the emitted jvp rule and transposes it (JAX's way).
 register(custom_jvp_call_p, impl=_custom_impl, abstract_eval=_custom_abstract_eval,
-         jvp=_custom_jvp_call_jvp, batch=_custom_batch(custom_jvp_call_p), symbolic_zeros=True)
+         jvp=_custom_jvp_call_jvp, batch=_custom_batch(custom_jvp_call_p), symbolic_zeros=True,
+         construct="an xform.custom_jvp function")
 
 
 def _custom_vjp_call_jvp(primals, tangents, *, callee, key):
@@ -393,7 +394,8 @@ def _custom_vjp_call_vjp(primals, outs, cts, *, callee, key):
 
 register(custom_vjp_call_p, impl=_custom_impl, abstract_eval=_custom_abstract_eval,
          jvp=_custom_vjp_call_jvp, vjp=_custom_vjp_call_vjp,
-         batch=_custom_batch(custom_vjp_call_p), symbolic_zeros=True)
+         batch=_custom_batch(custom_vjp_call_p), symbolic_zeros=True,
+         construct="an xform.custom_vjp function")
 
 
 # == the decorators ===========================================================================
@@ -509,6 +511,24 @@ class CustomJVP(_Custom):
         self.jvp = jvp
         self._callees.clear()
         return jvp
+
+    def defjvps(self, *jvps):
+        """One rule per differentiable argument, as JAX's: `jvp_i(tangent_i, out, *primals)`
+        is that argument's contribution to the output tangent (None: none); they are summed.
+
+        >>> f = xform.custom_jvp(lambda x, y: x * y)
+        >>> f.defjvps(lambda t, out, x, y: t * y, lambda t, out, x, y: x * t)
+        >>> xform.grad(f, argnums=(0, 1))(2.0, 3.0)
+        (np.float64(3.0), np.float64(2.0))
+        """
+        def jvp(primals, tangents):
+            out = self(*primals)
+            parts = [rule(t, out, *primals) for rule, t in zip(jvps, tangents)
+                     if rule is not None]
+            if not parts:
+                return out, tree_map(np.zeros_like, out)
+            return out, functools.reduce(lambda a, b: tree_map(np.add, a, b), parts)
+        self.defjvp(jvp)
 
 
 class CustomVJP(_Custom):

@@ -81,7 +81,8 @@ def _cond_fold(eqn, known):
 
 
 register(cond_p, impl=_cond_impl, abstract_eval=_cond_abstract_eval, jvp=_cond_jvp,
-         vjp=_cond_vjp, batch=_cond_batch, fold=_cond_fold, symbolic_zeros=True)
+         vjp=_cond_vjp, batch=_cond_batch, fold=_cond_fold, symbolic_zeros=True,
+         construct="xform.cond (or xform.switch)")
 
 
 def _stage_branches(functions, operands, what):

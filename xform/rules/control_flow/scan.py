@@ -165,7 +165,8 @@ def _scan_batch(size, args, dims, *, body, n_carry, n_xs, length, reverse):
 
 
 register(scan_p, impl=_scan_impl, abstract_eval=_scan_abstract_eval, jvp=_scan_jvp,
-         vjp=_scan_vjp, batch=_scan_batch, symbolic_zeros=True)
+         vjp=_scan_vjp, batch=_scan_batch, symbolic_zeros=True,
+         construct="xform.scan (or xform.fori_loop)")
 
 
 def scan(f, init, xs=None, length=None, reverse=False):

@@ -133,7 +133,8 @@ def _while_fold(eqn, known):
 
 
 register(while_p, impl=_while_impl, abstract_eval=_while_abstract_eval, jvp=_while_jvp,
-         vjp=_while_vjp, batch=_while_batch, fold=_while_fold, symbolic_zeros=True)
+         vjp=_while_vjp, batch=_while_batch, fold=_while_fold, symbolic_zeros=True,
+         construct="xform.while_loop")
 
 
 def _while_grad_impl(*args, cond_graph, body_graph, n_carry, n_cond_consts):
@@ -172,7 +173,8 @@ def _while_grad_abstract_eval(*avals, cond_graph, body_graph, n_carry, n_cond_co
 
 
 register(while_grad_p, impl=_while_grad_impl, abstract_eval=_while_grad_abstract_eval,
-         batch=loop_batch(while_grad_p), symbolic_zeros=True)
+         batch=loop_batch(while_grad_p), symbolic_zeros=True,
+         construct="the reverse-mode derivative of xform.while_loop")
 
 
 def while_loop(cond_fun, body_fun, init_val):
