@@ -234,13 +234,30 @@ def full_slice_writes(m):
     return y
 
 
+def overlapping_writes(x):
+    y = x.copy()
+    y[1:] = y[:-1] * 2.0                # numpy reads the source before writing
+    y[::-1] += y
+    return y
+
+
+def numpy_writing_functions(m):
+    y = np.zeros_like(m[:, :3])
+    np.fill_diagonal(y, m[0, :2])       # cycled over the diagonal
+    z = m.copy()
+    np.copyto(z, m * m, where=m > 0.0)
+    np.put(z, [0, 5, -1], m[2, :3] * 4.0)
+    return np.concatenate([y, z], axis=1)
+
+
 VECTOR_CASES = [set_item, add_into_item, every_augmented_operator, concrete_mask, traced_mask,
                 fancy_write, repeated_set, repeated_add, add_at, ufunc_out, ufunc_out_where,
                 ufunc_out_tuple, write_through_view, base_write_seen_by_view,
                 scalar_element_is_a_copy, recurrence, write_after_read, like_constructors,
-                fill_and_sort, augmented_argument]
+                fill_and_sort, augmented_argument, overlapping_writes]
 MATRIX_CASES = [traced_mask_row, scale_columns, view_of_view, chained_index, transpose_view,
-                swapaxes_and_flip_views, reshape_views, full_slice_writes]
+                swapaxes_and_flip_views, reshape_views, full_slice_writes,
+                numpy_writing_functions]
 CASES = [(f, X) for f in VECTOR_CASES] + [(f, M) for f in MATRIX_CASES]
 IDS = [f.__name__ for f, _ in CASES]
 
@@ -433,10 +450,24 @@ def add_into_concrete(x):
     y[1] += x[0]                                                  # line: concrete_add
 
 
+def write_into_concrete_integers(x):
+    y = np.zeros(3, np.int64)
+    y[2] = x[0] > 0                                               # line: concrete_int
+    return y
+
+
+def write_at_a_traced_index(x):
+    y = np.zeros(3)
+    y[np.argmax(x)] = 1.0                                         # line: concrete_index
+    return y
+
+
 @pytest.mark.parametrize("fun, tag", [
     (write_scalar_into_concrete, "concrete_scalar"),
     (write_slice_into_concrete, "concrete_slice"),
     (add_into_concrete, "concrete_add"),
+    (write_into_concrete_integers, "concrete_int"),
+    (write_at_a_traced_index, "concrete_index"),
 ])
 @pytest.mark.parametrize("transform", [xform.jit, lambda f: xform.grad(lambda x: np.sum(f(x))),
                                        xform.vmap], ids=["jit", "grad", "vmap"])
@@ -445,6 +476,7 @@ def test_write_into_a_concrete_array(fun, tag, transform):
     with pytest.raises(xform.ConcretizationError) as info:
         transform(fun)(x)
     assert_points_at(info.value, __file__, tag, fun.__name__)
+    assert "concrete numpy array" in info.value.cause
     for fix in ("np.zeros_like(x)", "xform.index_add", "np.stack"):
         assert fix in info.value.hint
 
@@ -544,3 +576,14 @@ def test_a_view_read_inside_a_branch_is_not_refreshed_by_later_writes():
         y[1] = 100.0                        # must not rebind the inner tracer
         return z + y
     np.testing.assert_array_equal(xform.jit(f)(X), f(X.copy()))
+
+
+@pytest.mark.parametrize("f", [recurrence, repeated_set, write_through_view, ufunc_out_where],
+                         ids=lambda f: f.__name__)
+def test_vmap_of_grad_equals_a_loop(f):
+    loss = lambda x: np.sum(f(x) ** 2)
+    xs = np.stack([X, X * 0.5 - 0.25])
+    expected = np.stack([xform.grad(loss)(x) for x in xs])
+    np.testing.assert_allclose(xform.vmap(xform.grad(loss))(xs), expected, rtol=1e-14)
+    np.testing.assert_allclose(xform.jit(xform.vmap(xform.grad(loss)))(xs), expected,
+                               rtol=1e-14)

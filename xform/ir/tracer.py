@@ -44,14 +44,14 @@ _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
 
 def _conversion_error(what):
     """The error for numpy or Python converting a tracer to a concrete value (`what`); when
-    the caller is storing into a subscript, numpy is writing the tracer into a concrete
-    array (`y = np.zeros(3); y[0] = x`), which needs its own fix."""
+    the caller is storing into a subscript, numpy is writing into a concrete array with a
+    traced value or index (`y = np.zeros(3); y[i] = x`), which has its own fix."""
     frame = sys._getframe(2)    # the caller of the dunder method
     if frame.f_code.co_code[frame.f_lasti] == _STORE_SUBSCR:
         return ConcretizationError(
-            "writing a traced value into a concrete numpy array (`y[i] = x` where y was "
-            "made by np.zeros, np.empty, np.array, ... from constants): numpy performs the "
-            "write itself and it cannot be staged", user_frame_info(),
+            "writing into a concrete numpy array with a traced value or index (`y[i] = x` "
+            "where y was made by np.zeros, np.empty, np.array, ... from constants): numpy "
+            "performs the write itself, and it cannot be staged", user_frame_info(),
             "make y a traced array, so that the write stages: y = np.zeros_like(x) (or "
             "np.zeros_like(x, shape=...)), y = x.copy(); or build it without writes: "
             "np.stack([...]), xform.index_add(y, i, x)")

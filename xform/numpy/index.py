@@ -242,7 +242,8 @@ def setitem(x, index, values):
     value, and so are the arrays it views and their views (xform.numpy.views)."""
     writable_builder(x)
     written = base_of(values) if type(values) is Tracer else None
-    if written is not None and written[0] is x and written[2] is index:
+    if (written is not None and written[0] is x and written[1] is _INDEX_VIEW
+            and written[2] is index):
         # `x[i] += v`: the in-place add wrote through the view x[i] already
         return
     assign(x, set_item(x, index, values))

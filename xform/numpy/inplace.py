@@ -1,6 +1,7 @@
 """In-place numpy on traced arrays: augmented operators (`x += v`), ufuncs with `out=` (and
-`where=` with it), `np.add.at`/`np.subtract.at`, staged as functional updates that the
-written tracer is rebound to (xform.numpy.views keeps its views and bases current)."""
+`where=` with it), `np.add.at`/`np.subtract.at`, np.copyto, np.fill_diagonal, np.put, x.fill,
+x.sort, staged as functional updates that the written tracer is rebound to
+(xform.numpy.views keeps its views and bases current)."""
 import numpy as np
 
 from xform.errors import (ConcretizationError, TypeCheckError, UnsupportedError, shape_error,
@@ -128,3 +129,53 @@ def _at(sign):
 # numpy's unbuffered in-place accumulation: repeated indices accumulate
 FUNCTIONS[(np.add, "at")] = _at(1)
 FUNCTIONS[(np.subtract, "at")] = _at(-1)
+
+
+def _traced_destination(a, name):
+    if type(a) is not Tracer:
+        raise ConcretizationError(
+            f"numpy.{name} writing traced values into a concrete numpy array: numpy would "
+            "write into the array itself, which cannot be staged", user_frame_info(),
+            "make the destination a traced array: y = np.zeros_like(x)")
+
+
+@implements(np.copyto)
+def copyto(dst, src, casting="same_kind", where=True):
+    """`np.copyto`: `dst[...] = src` where `where`, with numpy's casting check."""
+    _traced_destination(dst, "copyto")
+    if type(src) is not Tracer:
+        src = np.asarray(src)
+    _write_result(dst, src, where, casting, "copyto")
+
+
+@implements(np.fill_diagonal)
+def fill_diagonal(a, val, wrap=False):
+    """`np.fill_diagonal`: values written along the main diagonal (repeated cyclically)."""
+    _traced_destination(a, "fill_diagonal")
+    if wrap or a.ndim < 2 or (a.ndim > 2 and len(set(a.shape)) != 1):
+        raise unsupported_error("numpy.fill_diagonal of a tall matrix with wrap, or of an "
+                                "array whose sides differ")
+    n = min(a.shape)
+    positions = np.arange(n)
+    if type(val) is not Tracer:
+        val = np.asarray(val)
+    val = np.resize(val, n) if type(val) is not Tracer else \
+        val.ravel()[np.arange(n) % val.size]
+    a[(positions,) * a.ndim] = val
+
+
+@implements(np.put)
+def put(a, ind, v, mode="raise"):
+    """`np.put`: values written at flat indices of `a` (v repeated cyclically)."""
+    _traced_destination(a, "put")
+    if mode != "raise":
+        raise unsupported_error(f"numpy.put(..., mode={mode!r})")
+    ind = ind if type(ind) is Tracer else np.asarray(ind)
+    count = int(np.prod(np.shape(ind), dtype=int))
+    if type(v) is not Tracer:
+        v = np.asarray(v)
+    v = v.ravel()[np.arange(count) % v.size] if v.size != count else v.ravel()
+    if base_of(a) is not None:
+        raise unsupported_error("numpy.put into a view")
+    flat = a.ravel()        # a view of `a`: the write lands in `a`
+    flat[ind.ravel()] = v

@@ -10,6 +10,7 @@ the view chain gives). diagonal and broadcast_to are read-only views, as in nump
 """
 from __future__ import annotations
 
+import functools
 import weakref
 
 import numpy as np
@@ -75,15 +76,21 @@ def base_of(tracer):
     return getattr(tracer, "_base", None)
 
 
+@functools.lru_cache(maxsize=256)
+def _owner_layout(shape):
+    """A C-contiguous numpy array of `shape` with no data of its own (itemsize 1): numpy's
+    stride arithmetic on it tells whether a reshape of a view would copy. Never read."""
+    strides = tuple(int(np.prod(shape[i + 1:], dtype=int)) for i in range(len(shape)))
+    layout = as_strided(np.empty(0, np.int8), shape, strides)
+    layout.flags.writeable = False
+    return layout
+
+
 def _layout(tracer):
-    """A numpy array with `tracer`'s strides relative to the array owning its data, and no
-    data of its own (itemsize 1): numpy tells from it whether a reshape would copy."""
+    """`_owner_layout` viewed as `tracer` views the array owning its data."""
     link_ = base_of(tracer)
     if link_ is None:
-        shape = tracer.shape
-        strides = tuple(int(np.prod(shape[i + 1:], dtype=int)) for i in range(len(shape)))
-        # never read: only numpy's stride arithmetic looks at it
-        return as_strided(np.empty(0, np.int8), shape, strides)
+        return _owner_layout(tracer.shape)
     base, kind, key = link_
     return kind.layout(_layout(base), key)
 
