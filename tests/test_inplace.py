@@ -431,7 +431,7 @@ def test_reading_stages_no_extra_equations():
         "add"]
 
 
-# -- errors, each naming the user's line ------------------------------------------------------------
+# -- errors, each naming the user's line -----------------------------------------------------------
 
 def write_scalar_into_concrete(x):
     y = np.zeros(3)
