@@ -587,3 +587,46 @@ def test_vmap_of_grad_equals_a_loop(f):
     np.testing.assert_allclose(xform.vmap(xform.grad(loss))(xs), expected, rtol=1e-14)
     np.testing.assert_allclose(xform.jit(xform.vmap(xform.grad(loss)))(xs), expected,
                                rtol=1e-14)
+
+
+VIEW_STEPS = {
+    "transpose": lambda a: a.T,
+    "flip": lambda a: np.flip(a, 0),
+    "swap": lambda a: np.swapaxes(a, 0, -1),
+    "ravel": lambda a: a.ravel(),
+    "reshape": lambda a: a.reshape(-1, 2) if a.size % 2 == 0 else a.reshape(1, -1),
+    "every_other": lambda a: a[::2],
+    "drop_first": lambda a: a[1:] if len(a) > 1 else a,
+    "row": lambda a: a[0] if a.ndim > 1 else a[:1],
+    "expand": lambda a: np.expand_dims(a, 0),
+    "squeeze": lambda a: a.squeeze(),
+    "reverse": lambda a: a[::-1],
+    "newaxis_last": lambda a: a[..., None],
+    "moveaxis": lambda a: np.moveaxis(a, 0, -1),
+    "fortran_block": lambda a: a.T[:, :1].reshape(-1),
+}
+
+
+@given(st.lists(st.sampled_from(sorted(VIEW_STEPS)), min_size=1, max_size=4),
+       st.sampled_from([(4, 6), (2, 3, 4), (12,)]))
+def test_chains_of_views_and_copies_equal_numpy(steps, shape):
+    """Whatever numpy makes of a chain (views, or copies where a reshape or ravel must
+    copy), a write through its end and a write into the base read back as in numpy."""
+    def chain(x):
+        y = x * 1.0
+        v = y
+        for step in steps:
+            v = VIEW_STEPS[step](v)
+        v[(0,) * v.ndim] = -100.0        # through the chain into y, where numpy's is a view
+        y *= 2.0                         # and back into the chain's live views
+        return y, v * 1.0
+    x = np.arange(float(np.prod(shape))).reshape(shape)
+    try:
+        expected = chain(x)
+    except IndexError:                   # e.g. slicing a 0-d result: xform refuses it too
+        with pytest.raises(xform.ShapeError):
+            xform.jit(chain)(x)
+        return
+    got = xform.jit(chain)(x)
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)

@@ -184,8 +184,12 @@ def _viewing(numpy_function, inverse=None, layout=None, when=None):
 
     def view_function(a, *args, **kwargs):
         out = plain(a, *args, **kwargs)
-        if (type(a) is Tracer and type(out) is Tracer and out is not a
-                and (when is None or when(out, a, *args, **kwargs))):
+        if type(a) is not Tracer or type(out) is not Tracer:
+            return out
+        if when is not None and not when(out, a, *args, **kwargs):
+            # numpy copies; `plain` may have handed back `a` itself (a reshape to its shape)
+            return shapes.copy(out) if out is a else out
+        if out is not a:
             link(out, a, kind, (args, kwargs))
         return out
 
