@@ -253,11 +253,11 @@ def test_escaped_tracer():
     assert_points_at(info.value, __file__, "escaped")
 
 
-def test_item_assignment_on_a_traced_value():
+def test_item_assignment_into_an_argument():
     def assign(x):
         x[0] = 1.0                                                # line: setitem
         return x
-    with pytest.raises(xform.TypeCheckError, match="immutable") as info:
+    with pytest.raises(xform.TypeCheckError, match="caller's array") as info:
         xform.jit(assign)(np.ones(3))
     assert_points_at(info.value, __file__, "setitem", "assign")
 
@@ -265,7 +265,7 @@ def test_item_assignment_on_a_traced_value():
 # -- user arrays are never mutated -----------------------------------------------------------
 
 def in_place_style(x, y):
-    x += y            # rebinds: a traced value has no in-place add
+    x += y            # rebinds x inside the function; the caller's array is unchanged
     x *= 2.0
     return np.sum(x * y)
 

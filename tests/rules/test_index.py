@@ -85,6 +85,15 @@ def scatter_add_args(draw, entries=index_entries, min_dims=1):
     return (updates, *arrays), {"index": index, "shape": shape}
 
 
+@st.composite
+def scatter_args(draw, entries=index_entries, min_dims=1, dtype=np.float64):
+    """x, then updates of the selected shape (repeated indices allowed: the last one wins)."""
+    x = draw(xst.arrays(draw(xst.shapes(min_dims=min_dims, max_dims=3)), dtype))
+    index, arrays = draw(entries(x.shape))
+    updates = draw(xst.arrays(x[numpy_index(index, arrays)].shape, dtype))
+    return (x, updates, *arrays), {"index": index}
+
+
 # -- the case table ----------------------------------------------------------------------
 
 OpCase = namedtuple("OpCase", "name prim args linear_argnums order")
@@ -100,6 +109,12 @@ CASES = [
            scatter_add_args(lambda shape: index_entries(shape, with_arrays=False)), (0,), 1),
     OpCase("scatter_add_separated", index_rules.scatter_add_p,
            scatter_add_args(separated_entries, min_dims=3), (0,), 2),
+    OpCase("scatter", index_rules.scatter_p, scatter_args(), (0, 1), 2),
+    OpCase("scatter_basic", index_rules.scatter_p,
+           scatter_args(lambda shape: index_entries(shape, with_arrays=False)), (0, 1), 2),
+    OpCase("scatter_separated", index_rules.scatter_p,
+           scatter_args(separated_entries, min_dims=3), (0, 1), 2),
+    OpCase("scatter_int", index_rules.scatter_p, scatter_args(dtype=np.int32), (), 1),
 ]
 
 

@@ -214,7 +214,13 @@ def stage_function(fun, in_tree, avals):
     with using_builder(builder):
         tracers = [builder.new_input(aval) for aval in avals]
         with user_code_scope():
-            out = fun(*tree_unflatten(in_tree, tracers))
+            try:
+                out = fun(*tree_unflatten(in_tree, tracers))
+            except ValueError as err:
+                # `array[i] = tracer`: numpy replaces Tracer.__float__'s error by its own
+                if isinstance(err.__cause__, XformError):
+                    raise err.__cause__ from None
+                raise
     out_leaves, out_tree = tree_flatten(out)
     graph = builder.build(out_leaves)
     return graph, builder.captured_values, out_tree

@@ -35,9 +35,12 @@ def _construct(kind: str, instruction, line: str, expression: str):
                 "itself: use np.take(A, i, axis=0) or np.take_along_axis(A, i, axis), which "
                 "stage, or make A a traced value (pass it as an argument)")
     if instruction is not None and instruction.opname == "STORE_SUBSCR":
-        return ("writing a traced value into a numpy array", "numpy writes into a concrete "
-                "array itself: build it from traced values instead: y = np.zeros_like(x) "
-                "then y[i] = ..., xform.index_add, or np.stack([...])")
+        return ("writing a traced value or index into a concrete numpy array (`y[i] = x`, y "
+                "made from constants by np.zeros, np.empty, np.array, ...: numpy performs "
+                "the write itself)", "make y a traced array, so that the "
+                "write stages: y = np.zeros_like(x) (or np.zeros_like(x, shape=...)), y = "
+                "x.copy(); or build it without writes: np.stack([...]), "
+                "xform.index_add(y, i, x)")
     if kind.startswith("numpy."):
         return (f"{kind} with a traced shape or size", "shapes and sizes must be concrete: "
                 "make the argument static (static_argnums), or build from a traced array "

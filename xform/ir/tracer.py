@@ -6,6 +6,7 @@ the hooks xform.numpy installs (`install_numpy_protocol`).
 """
 from __future__ import annotations
 
+
 import numpy as np
 
 from xform.ir.hooks import unwatched
@@ -25,7 +26,7 @@ def _no_function(numpy_function):
 
 
 _array_ufunc = _no_ufunc  # (ufunc, method, inputs, kwargs) -> the staged result
-_fn = _no_function        # numpy function, "getitem" or "astype" -> the xform function
+_fn = _no_function        # numpy function, "getitem", "setitem", ... -> the xform function
 
 
 def install_numpy_protocol(array_ufunc, function_for) -> None:
@@ -36,10 +37,18 @@ def install_numpy_protocol(array_ufunc, function_for) -> None:
     _array_ufunc, _fn = array_ufunc, function_for
 
 
-class Tracer:
-    """A traced array: `x.aval` is its ShapedArray; numpy calls on it emit equations."""
 
-    __slots__ = ("builder", "graph_var")
+
+class Tracer:
+    """A traced array: `x.aval` is its ShapedArray; numpy calls on it emit equations.
+
+    Writes (`x[i] = v`, `x += v`, `out=x`) rebind `graph_var` to the updated value; a view
+    (`x[1:3]`, `x.T`, ...) remembers its base in `_base` and a base its live views in
+    `_views` (both unset until a view is made), so that writes are seen as numpy's shared
+    memory would show them (xform.numpy.views).
+    """
+
+    __slots__ = ("builder", "graph_var", "_base", "_views", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, builder, var):
@@ -110,9 +119,29 @@ class Tracer:
     def __index__(self):
         raise concretization("index")
 
+    # -- writes: staged as functional updates, with numpy's view semantics --------------
+    @unwatched
     def __setitem__(self, index, value):
-        raise TypeCheckError("traced arrays are immutable; build a new array instead, e.g. "
-                             "with np.where or xform.index_add", user_frame_info())
+        _fn("setitem")(self, index, value)
+
+    # An in-place operator writes into the array, as numpy's does (a 0-d result of numpy
+    # arithmetic is an immutable scalar: there `x += 1` rebinds the name, as in numpy).
+    def __iadd__(self, other): return _fn("inplace")(self, np.add, other)
+    def __isub__(self, other): return _fn("inplace")(self, np.subtract, other)
+    def __imul__(self, other): return _fn("inplace")(self, np.multiply, other)
+    def __itruediv__(self, other): return _fn("inplace")(self, np.true_divide, other)
+    def __ifloordiv__(self, other): return _fn("inplace")(self, np.floor_divide, other)
+    def __imod__(self, other): return _fn("inplace")(self, np.remainder, other)
+    def __ipow__(self, other): return _fn("inplace")(self, np.power, other)
+    def __imatmul__(self, other): return _fn("inplace")(self, np.matmul, other)
+    def __iand__(self, other): return _fn("inplace")(self, np.bitwise_and, other)
+    def __ior__(self, other): return _fn("inplace")(self, np.bitwise_or, other)
+    def __ixor__(self, other): return _fn("inplace")(self, np.bitwise_xor, other)
+    def __ilshift__(self, other): return _fn("inplace")(self, np.left_shift, other)
+    def __irshift__(self, other): return _fn("inplace")(self, np.right_shift, other)
+
+    def fill(self, value):
+        _fn("assign")(self, value)
 
     # -- operators ----------------------------------------------------------------------
     def __add__(self, other): return np.add(self, other)
@@ -190,7 +219,7 @@ class Tracer:
     def conjugate(self): return np.conjugate(self)
     def copy(self): return _fn(np.copy)(self)
     def ravel(self, order="C"): return _fn(np.ravel)(self, order)
-    def flatten(self, order="C"): return _fn(np.ravel)(self, order)
+    def flatten(self, order="C"): return _fn("flatten")(self, order)
     def squeeze(self, axis=None): return _fn(np.squeeze)(self, axis)
     def swapaxes(self, a, b): return _fn(np.swapaxes)(self, a, b)
     def dot(self, other): return _fn(np.dot)(self, other)
@@ -223,7 +252,6 @@ class Tracer:
     def cumprod(self, axis=None): return _fn(np.cumprod)(self, axis=axis)
     def any(self, axis=None, keepdims=False): return _fn(np.any)(self, axis=axis, keepdims=keepdims)
     def all(self, axis=None, keepdims=False): return _fn(np.all)(self, axis=axis, keepdims=keepdims)
-    def sort(self, axis=-1):
-        raise TypeCheckError("in-place x.sort() cannot be staged; use np.sort(x)",
-                             user_frame_info())
+    def sort(self, axis=-1, kind=None, order=None):
+        _fn("assign")(self, _fn(np.sort)(self, axis=axis, kind=kind, order=order))
 

@@ -1,6 +1,7 @@
 """numpy's indexing on tracers: `x[index]` with numpy's basic and advanced rules (the index
-argument parsed into the `gather` primitive's form), np.take, np.take_along_axis and
-`index_add` (a functional np.add.at)."""
+argument parsed into the `gather` primitive's form; basic indices give views), `x[index] = v`
+(the `scatter` primitive), np.take, np.take_along_axis and `index_add` (a functional
+np.add.at)."""
 import operator
 
 import numpy as np
@@ -11,7 +12,9 @@ from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes
 from xform.numpy.protocol import implements
 from xform.numpy.shape import broadcast_to, ravel, reshape
-from xform.rules.index import ARRAY, FULL, gather_p, index_layout, scatter_add_p
+from xform.numpy.views import ViewKind, assign, base_of, link, writable_builder
+from xform.rules.index import (ARRAY, FULL, gather_p, index_layout, scatter_add_p,
+                                scatter_p)
 from xform.rules.shape import reshape_p, slice_p, static_slice
 from xform.source_info import user_frame_info
 
@@ -130,10 +133,9 @@ def _basic_getitem(x, index):
     return reshape(static_slice(x, *zip(*bounds)) if bounds else x, out_shape)
 
 
-@implements("getitem")
-def getitem(x, index):
-    """`x[index]` for every numpy index: ints, slices, None, Ellipsis, integer arrays (concrete
-    or traced) and concrete boolean masks, with numpy's result shape."""
+def _select(x, index):
+    """`x[index]` and whether numpy would return a view of x (a basic index that is not all
+    integers: those give numpy a scalar copy)."""
     shape = aval(x).shape
     if type(index) is int and shape and -shape[0] <= index < shape[0]:
         # x[i], what element-by-element Python loops stage: the equations the general path
@@ -142,14 +144,109 @@ def getitem(x, index):
         if shape[0] != 1:
             x = slice_p.bind(x, starts=(start,) + (0,) * len(rest),
                              stops=(start + 1,) + rest, steps=(1,) * len(shape))
-        return reshape_p.bind(x, shape=rest)
+        return reshape_p.bind(x, shape=rest), len(shape) > 1
     index, arrays = parse_index(shape, index)
-    if not arrays:
-        try:
-            return _basic_getitem(x, index)
-        except IndexError as err:
-            raise shape_error(str(err)) from None
-    return gather_p.bind(x, *arrays, index=index)
+    if arrays:
+        return gather_p.bind(x, *arrays, index=index), False
+    try:
+        out = _basic_getitem(x, index)
+    except IndexError as err:
+        raise shape_error(str(err)) from None
+    scalar = len(index) == len(shape) and all(type(entry) is int for entry in index)
+    return out, not scalar
+
+
+@implements("getitem")
+def getitem(x, index):
+    """`x[index]` for every numpy index: ints, slices, None, Ellipsis, integer arrays (concrete
+    or traced) and concrete boolean masks, with numpy's result shape. A basic index gives a
+    view of a traced `x`, as in numpy: writes through it are seen in `x` and back."""
+    out, view = _select(x, index)
+    if view and type(out) is Tracer and out is not x:
+        link(out, x, _INDEX_VIEW, index)
+    return out
+
+
+def fit_values(x, selected, values):
+    """`values` broadcast to the `selected` shape and cast to x's dtype (ShapeError if it
+    does not broadcast)."""
+    if type(values) is not Tracer:
+        values = np.asarray(values)
+    try:
+        fits = np.broadcast_shapes(aval(values).shape, selected) == selected
+    except ValueError:
+        fits = False
+    if not fits:
+        raise shape_error(f"values of shape {aval(values).shape} do not broadcast to the "
+                          f"selected shape {selected}")
+    values = broadcast_to(values, selected)
+    if aval(values).dtype != aval(x).dtype:
+        values = values.astype(aval(x).dtype)
+    return values
+
+
+def _strip_leading_ones(values, rank):
+    """numpy's assignment drops leading length-1 axes of values beyond the target's rank."""
+    if type(values) is not Tracer:
+        values = np.asarray(values)
+    shape = aval(values).shape
+    extra = len(shape) - rank
+    if extra > 0 and all(n == 1 for n in shape[:extra]):
+        return reshape(values, shape[extra:])
+    return values
+
+
+def _set_where(x, mask, values):
+    """`x[mask] = values` for a traced boolean `mask`, as np.where: values must not depend on
+    how many entries are True (one value, or one per position of the unmasked axes)."""
+    shape = aval(x).shape
+    rest = shape[mask.ndim:]
+    if mask.shape != shape[:mask.ndim]:
+        raise shape_error(f"boolean index of shape {mask.shape} does not match the indexed "
+                          f"axes {shape[:mask.ndim]}")
+    values = _strip_leading_ones(values, len(rest) + 1)
+    if ndim(values) > len(rest):
+        if aval(values).shape[0] != 1:
+            raise ConcretizationError(
+                "x[mask] = values with a traced mask needs values that do not depend on the "
+                "number of True entries (one value, or one per unmasked position)",
+                user_frame_info(), "use np.where(mask, new_values, x)")
+        values = reshape(values, aval(values).shape[1:])
+    values = fit_values(x, rest, values)
+    return np.where(reshape(mask, mask.shape + (1,) * len(rest)), values, x)
+
+
+def set_item(x, index, values):
+    """Functional `x[index] = values`: a new array, with numpy's assignment semantics (values
+    broadcast to the selection and cast to x's dtype; of repeated indices the last wins)."""
+    shape = aval(x).shape
+    if type(index) is Tracer and index.dtype.kind == "b":
+        return _set_where(x, index, values)
+    index, arrays = parse_index(shape, index)
+    try:
+        selected, _, _ = index_layout(shape, index, [aval(a).shape for a in arrays])
+    except IndexError as err:
+        raise shape_error(str(err)) from None
+    values = fit_values(x, selected, _strip_leading_ones(values, len(selected)))
+    return scatter_p.bind(x, values, *arrays, index=index)
+
+
+_INDEX_VIEW = ViewKind(lambda base, index: _select(base, index)[0],
+                       lambda base, new, index: set_item(base, index, new),
+                       lambda array, index: array[index])
+
+
+@implements("setitem")
+def setitem(x, index, values):
+    """`x[index] = values` on a traced array (Tracer.__setitem__): x is rebound to its new
+    value, and so are the arrays it views and their views (xform.numpy.views)."""
+    writable_builder(x)
+    written = base_of(values) if type(values) is Tracer else None
+    if (written is not None and written[0] is x and written[1] is _INDEX_VIEW
+            and written[2] is index):
+        # `x[i] += v`: the in-place add wrote through the view x[i] already
+        return
+    assign(x, set_item(x, index, values))
 
 
 @implements(np.take)
@@ -171,7 +268,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         indices = np.clip(indices, 0, shape[axis] - 1)
     elif mode != "raise":
         raise shape_error(f"clipmode must be one of 'clip', 'raise', or 'wrap', not {mode!r}")
-    return getitem(a, (slice(None),) * axis + (indices,))
+    return _select(a, (slice(None),) * axis + (indices,))[0]
 
 
 @implements(np.take_along_axis)
@@ -190,7 +287,7 @@ def take_along_axis(arr, indices, axis=-1):
     index = tuple(indices if d == axis else
                   np.arange(n).reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
                   for d, n in enumerate(shape))
-    return getitem(arr, index)
+    return _select(arr, index)[0]
 
 
 def index_add(x, index, values):
@@ -206,17 +303,6 @@ def index_add(x, index, values):
         selected, _, _ = index_layout(shape, index, [aval(a).shape for a in arrays])
     except IndexError as err:
         raise shape_error(str(err)) from None
-    if type(values) is not Tracer:
-        values = np.asarray(values)
-    try:
-        fits = np.broadcast_shapes(aval(values).shape, selected) == selected
-    except ValueError:
-        fits = False
-    if not fits:
-        raise shape_error(f"values of shape {aval(values).shape} do not broadcast to the "
-                          f"selected shape {selected}")
-    values = broadcast_to(values, selected)
-    if aval(values).dtype != aval(x).dtype:
-        values = values.astype(aval(x).dtype)
+    values = fit_values(x, selected, values)
     return x + scatter_add_p.bind(values, *arrays, index=index, shape=shape)
 

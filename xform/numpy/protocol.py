@@ -11,7 +11,9 @@ import numpy as np
 
 from xform.errors import unsupported_error
 from xform.ir.avals import dummy
+from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer, install_numpy_protocol
+from xform.rules.shape import broadcast_to_p, reshape_p
 
 UFUNCS: dict = {}     # np.sin -> xform op taking the ufunc's positional inputs
 FUNCTIONS: dict = {}  # np.sum -> xform function with numpy's signature
@@ -55,11 +57,13 @@ def function_for(numpy_function):
 
 
 def array_ufunc(ufunc, method, inputs, kwargs):
-    """`Tracer.__array_ufunc__`: stage `ufunc` (or its `method`, e.g. reduce) on `inputs`."""
+    """`Tracer.__array_ufunc__`: stage `ufunc` (or its `method`, e.g. reduce) on `inputs`;
+    with `out=`, write the result into it (xform.numpy.inplace)."""
     if kwargs.get("out") is not None:
-        raise unsupported_error(f"numpy.{ufunc.__name__}(..., out=...)")
+        kwargs = dict(kwargs)
+        return FUNCTIONS["ufunc out"](ufunc, method, inputs, kwargs, kwargs.pop("out"))
     if kwargs.get("where", True) is not True:
-        raise unsupported_error(f"numpy.{ufunc.__name__}(..., where=...)")
+        raise unsupported_error(f"numpy.{ufunc.__name__}(..., where=...) without out=")
     kwargs.pop("out", None)
     kwargs.pop("where", None)
     if method != "__call__":
@@ -100,20 +104,27 @@ FUNCTIONS[np.isrealobj] = lambda x: x.dtype.kind != "c"
 
 def _like(fill):
     def like(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
-        shape = a.shape if shape is None else shape
-        return np.full(shape, fill, dtype=a.dtype if dtype is None else dtype)
+        return _full_like(a, fill, dtype, order, subok, shape)
     return like
 
 
 def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
-    shape = a.shape if shape is None else shape
+    """A traced array of `fill_value`, so that writes into it stage as numpy performs them:
+    a constant broadcast by an equation (no memory), which constant folding evaluates when
+    nothing traced flows in."""
+    shape = a.shape if shape is None else tuple(shape) if np.ndim(shape) else (int(shape),)
     dtype = a.dtype if dtype is None else np.dtype(dtype)
-    if type(fill_value) is Tracer:
-        return np.broadcast_to(fill_value.astype(dtype), shape)
-    return np.full(shape, fill_value, dtype=dtype)
+    if type(fill_value) is not Tracer:
+        builder = current_builder()
+        # numpy's cast of the fill value, as a graph constant the equation below reads
+        fill_value = Tracer(builder, builder.atom(np.full((1,), fill_value, dtype=dtype)))
+        if not shape:
+            return reshape_p.bind(fill_value, shape=())
+    elif fill_value.dtype != dtype:
+        fill_value = fill_value.astype(dtype)
+    return broadcast_to_p.bind(fill_value, shape=shape)
 
 
-# Arrays made from a traced value's shape and dtype alone are constants.
 FUNCTIONS[np.zeros_like] = _like(0)
 FUNCTIONS[np.ones_like] = _like(1)
 FUNCTIONS[np.empty_like] = _like(0)

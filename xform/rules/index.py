@@ -1,12 +1,16 @@
 """Indexing primitives: one `gather` holds the static part of an index in its params and the
-integer index arrays as inputs; `scatter_add` is its transpose. numpy's index argument is
-parsed into that form by xform.numpy.index (`x[index]`, np.take, `index_add`).
+integer index arrays as inputs; `scatter_add` is its transpose; `scatter` is numpy's
+assignment `x[index] = updates` as a functional update (what in-place writes stage). numpy's
+index argument is parsed into that form by xform.numpy.index (`x[index]`, np.take, `index_add`,
+`x[index] = v`).
 """
 import numpy as np
 
-from xform.ir.avals import ShapedArray
+from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
-from xform.ir.ad import NOT_MAPPED, aval, move_to_front, ndim
+from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front, ndim,
+                         zero_tangent, zeros)
+from xform.ir.tracer import Tracer
 from xform.rules.helpers import linear_jvp
 from xform.ir.rules import register
 
@@ -188,23 +192,28 @@ def _scatter_add_transpose(ct, updates, *arrays, index, shape):
     return (gather_p.bind(ct, *arrays, index=index),) + (None,) * len(arrays)
 
 
-def _scatter_add_batch(size, args, dims, *, index, shape):
-    updates, arrays = args[0], args[1:]
-    updates = move_to_front(updates, dims[0], size)
-    if all(d is NOT_MAPPED for d in dims[1:]):
+def _batch_scatter_index(size, shape, updates, arrays, dims, index):
+    """A scatter's (updates, arrays, index) for one example of `shape`, batched: `updates`
+    batched at 0, the result's batch axis first. Shared by scatter_add and scatter."""
+    if all(d is NOT_MAPPED for d in dims):
         index = (FULL,) + index
         _, at, block = index_layout((size,) + shape, index, [aval(a).shape for a in arrays])
         if at == 0 and block:
             updates = np.moveaxis(updates, 0, block)
-    else:
-        _, at, block = index_layout(shape, index, _example_shapes(arrays, dims[1:]))
-        arrays, rank = _batch_index_arrays(size, arrays, dims[1:])
-        arrays = [_batch_positions(size, rank)] + arrays
-        index = (ARRAY,) + index
-        # the batched index puts (size, *block) first; one example had its block at `at`
-        if at:
-            updates = np.moveaxis(updates, tuple(range(1 + at, 1 + at + block)),
-                                  tuple(range(1, 1 + block)))
+        return updates, arrays, index
+    _, at, block = index_layout(shape, index, _example_shapes(arrays, dims))
+    arrays, rank = _batch_index_arrays(size, arrays, dims)
+    # the batched index puts (size, *block) first; one example had its block at `at`
+    if at:
+        updates = np.moveaxis(updates, tuple(range(1 + at, 1 + at + block)),
+                              tuple(range(1, 1 + block)))
+    return updates, [_batch_positions(size, rank)] + arrays, (ARRAY,) + index
+
+
+def _scatter_add_batch(size, args, dims, *, index, shape):
+    updates = move_to_front(args[0], dims[0], size)
+    updates, arrays, index = _batch_scatter_index(size, shape, updates, args[1:], dims[1:],
+                                                  index)
     return scatter_add_p.bind(updates, *arrays, index=index, shape=(size,) + shape), 0
 
 
@@ -213,4 +222,74 @@ register(scatter_add_p, impl=_scatter_add_impl, abstract_eval=_scatter_add_abstr
          batch=_scatter_add_batch, symbolic_zeros=True, linear_in=(0,))
 
 
-__all__ = ["ARRAY", "FULL", "gather_p", "index_layout", "numpy_index", "scatter_add_p"]
+# -- scatter: x with x[index] = updates (numpy's assignment: the last repeated index wins) -----
+
+scatter_p = Primitive("scatter")
+
+
+def _scatter_impl(x, updates, *arrays, index):
+    out = np.array(x, copy=True)
+    out[numpy_index(index, arrays)] = updates
+    return out
+
+
+def _scatter_abstract_eval(x, updates, *arrays, index):
+    _check_index_arrays(arrays)
+    selected, _, _ = index_layout(x.shape, index, [a.shape for a in arrays])
+    if updates.shape != selected:
+        raise ValueError(f"updates of shape {updates.shape} for an index selecting {selected}")
+    if updates.dtype != x.dtype:
+        raise TypeError(f"updates of dtype {updates.dtype} written into {x.dtype}")
+    return x
+
+
+def _scatter_jvp(primals, tangents, *, index):
+    ans = scatter_p.bind(*primals, index=index)
+    t_x, t_updates = tangents[:2]
+    if not is_differentiable(aval(ans)) or (type(t_x) is Zero and type(t_updates) is Zero):
+        return ans, zero_tangent(aval(ans))
+    return ans, scatter_p.bind(instantiate(t_x), instantiate(t_updates), *primals[2:],
+                               index=index)
+
+
+def _winners(shape, selected, arrays, index):
+    """Where each update of a scatter survives: False for one overwritten by a later update
+    at the same position (numpy's assignment keeps the last). None when all survive."""
+    if not arrays:
+        return None  # a basic index selects each position once
+    ids = np.arange(int(np.prod(selected, dtype=int)), dtype=np.intp).reshape(selected)
+    owner = scatter_p.bind(np.full(shape, -1, np.intp), ids, *arrays, index=index)
+    won = gather_p.bind(owner, *arrays, index=index) == ids
+    if type(won) is not Tracer and won.all():
+        return None  # concrete indices without repeats: nothing to mask
+    return won
+
+
+def _scatter_transpose(ct, x, updates, *arrays, index):
+    ct_x = ct_updates = None
+    if type(x) is Undefined:
+        ct_x = scatter_p.bind(ct, zeros(aval(updates)), *arrays, index=index)
+    if type(updates) is Undefined:
+        ct_updates = gather_p.bind(ct, *arrays, index=index)
+        won = _winners(aval(ct).shape, aval(updates).shape, arrays, index)
+        if won is not None:
+            ct_updates = np.where(won, ct_updates, zeros(aval(updates)))
+    return (ct_x, ct_updates) + (None,) * len(arrays)
+
+
+def _scatter_batch(size, args, dims, *, index):
+    x, updates, arrays = args[0], args[1], args[2:]
+    x = move_to_front(x, dims[0], size)
+    updates = move_to_front(updates, dims[1], size)
+    updates, arrays, index = _batch_scatter_index(size, aval(x).shape[1:], updates, arrays,
+                                                  dims[2:], index)
+    return scatter_p.bind(x, updates, *arrays, index=index), 0
+
+
+register(scatter_p, impl=_scatter_impl, abstract_eval=_scatter_abstract_eval,
+         jvp=_scatter_jvp, transpose=_scatter_transpose, batch=_scatter_batch,
+         symbolic_zeros=True, linear_in=(0, 1))
+
+
+__all__ = ["ARRAY", "FULL", "gather_p", "index_layout", "numpy_index", "scatter_add_p",
+           "scatter_p"]

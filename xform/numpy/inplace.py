@@ -1,0 +1,181 @@
+"""In-place numpy on traced arrays: augmented operators (`x += v`), ufuncs with `out=` (and
+`where=` with it), `np.add.at`/`np.subtract.at`, np.copyto, np.fill_diagonal, np.put, x.fill,
+x.sort, staged as functional updates that the written tracer is rebound to
+(xform.numpy.views keeps its views and bases current)."""
+import numpy as np
+
+from xform.errors import (ConcretizationError, TypeCheckError, UnsupportedError, shape_error,
+                          unsupported_error)
+from xform.ir.ad import aval
+from xform.ir.tracer import Tracer
+from xform.numpy.index import fit_values, index_add, set_item
+from xform.numpy.protocol import FUNCTIONS, array_ufunc, implements
+from xform.numpy.views import assign, base_of, writable_builder
+from xform.source_info import user_frame_info
+
+
+@implements("inplace")
+def inplace(x, ufunc, other):
+    """`x op= other` (Tracer.__iadd__ and the rest): numpy's `ufunc(x, other, out=x)`. A 0-d
+    array that views nothing stands for the scalar numpy arithmetic returns, which is
+    immutable: NotImplemented makes Python rebind the name to `x op other` instead."""
+    if not x.shape and base_of(x) is None:
+        return NotImplemented
+    return ufunc_out(ufunc, "__call__", (x, other), {}, (x,))
+
+
+@implements("assign")
+def assign_whole(x, value):
+    """All of `x` replaced by `value` (broadcast and cast as numpy's `x[...] = value`), as a
+    whole-array update (x.fill, x.sort): allowed on an argument, which is rebound."""
+    value = fit_values(x, x.shape, value)
+    if type(value) is not Tracer:
+        value = set_item(x, ..., value)
+    return assign(x, value, whole=True)
+
+
+def _write_result(out, result, where, casting, name):
+    """Write ufunc `name`'s `result` into the traced array `out`, as numpy's out= does."""
+    if type(out) is not Tracer:
+        raise UnsupportedError(
+            f"numpy.{name}(..., out=y) into a concrete numpy array y is not supported on "
+            "traced values: numpy would write into y itself, which cannot be staged",
+            user_frame_info(),
+            "make y a traced array (y = np.zeros_like(x)), or use the returned value")
+    result_aval, out_aval = aval(result), aval(out)
+    if not np.can_cast(result_aval.dtype, out_aval.dtype, casting):
+        raise TypeCheckError(
+            f"Cannot cast ufunc '{name}' output from {result_aval.dtype!r} to "
+            f"{out_aval.dtype!r} with casting rule {casting!r}", user_frame_info())
+    try:
+        fits = np.broadcast_shapes(result_aval.shape, out_aval.shape) == out_aval.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise shape_error(f"non-broadcastable output operand with shape {out_aval.shape} "
+                          f"doesn't match the broadcast shape {result_aval.shape}")
+    if where is not True:
+        result = np.where(where, result, out)
+    return assign_whole(out, result)
+
+
+@implements("ufunc out")
+def ufunc_out(ufunc, method, inputs, kwargs, out):
+    """`ufunc(*inputs, out=out, where=...)` when an input or `out` is traced (the `out=`
+    path of Tracer.__array_ufunc__): computed functionally, then written into `out`."""
+    if method != "__call__":
+        raise unsupported_error(f"numpy.{ufunc.__name__}.{method}(..., out=...)")
+    kwargs = dict(kwargs)
+    where = kwargs.pop("where", True)
+    casting = kwargs.pop("casting", "same_kind")
+    outs = out if isinstance(out, tuple) else (out,)
+    results = array_ufunc(ufunc, method, inputs, kwargs)
+    if ufunc.nout == 1:
+        results = (results,)
+    written = tuple(result if o is None else
+                    _write_result(o, result, where, casting, ufunc.__name__)
+                    for o, result in zip(outs, results))
+    return written[0] if ufunc.nout == 1 else written
+
+
+def _occurrence_rounds(indices, length):
+    """For a concrete index array into an axis of `length`: one boolean mask per round, the
+    k-th marking each position's k-th occurrence; None when no position repeats."""
+    positions = np.asarray(indices).ravel() % length
+    if np.unique(positions).size == positions.size:
+        return None
+    order = np.argsort(positions, kind="stable")
+    sorted_positions = positions[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_positions)) + 1]
+    ranks = np.empty(positions.size, np.intp)
+    ranks[order] = np.arange(positions.size) - np.repeat(starts, np.diff(np.r_[starts,
+                                                                              positions.size]))
+    return [(ranks == k).reshape(np.shape(indices)) for k in range(ranks.max() + 1)]
+
+
+def _index_add_in_order(a, indices, values):
+    """index_add with numpy's order of additions: np.add.at adds repeated positions one after
+    another, ((a + v0) + v1) + ..., where index_add sums the values first. A concrete index
+    array into the first axis is split into rounds without repeats, added in turn (other
+    indices add in index_add's order, which may differ in the last bit)."""
+    if type(indices) is Tracer or isinstance(indices, (tuple, slice)) or not a.shape:
+        return index_add(a, indices, values)
+    indices = np.asarray(indices)
+    if indices.dtype.kind not in "iu" or not indices.ndim:
+        return index_add(a, indices, values)
+    rounds = _occurrence_rounds(indices, a.shape[0])
+    if rounds is None:
+        return index_add(a, indices, values)
+    values = np.broadcast_to(values, indices.shape + a.shape[1:])
+    for selected in rounds:
+        a = index_add(a, indices[selected], values[selected])
+    return a
+
+
+def _at(sign):
+    def at(a, indices, b=None):
+        if type(a) is not Tracer:
+            raise ConcretizationError(
+                "np.add.at / np.subtract.at into a concrete numpy array with traced values: "
+                "numpy would write into the array itself, which cannot be staged",
+                user_frame_info(), "use the functional form: a = xform.index_add(a, i, v)")
+        if b is None:
+            raise TypeCheckError("ufunc.at needs values for a binary ufunc", user_frame_info())
+        writable_builder(a)
+        assign(a, _index_add_in_order(a, indices, b if sign > 0 else np.negative(b)))
+    return at
+
+
+# numpy's unbuffered in-place accumulation: repeated indices accumulate
+FUNCTIONS[(np.add, "at")] = _at(1)
+FUNCTIONS[(np.subtract, "at")] = _at(-1)
+
+
+def _traced_destination(a, name):
+    if type(a) is not Tracer:
+        raise ConcretizationError(
+            f"numpy.{name} writing traced values into a concrete numpy array: numpy would "
+            "write into the array itself, which cannot be staged", user_frame_info(),
+            "make the destination a traced array: y = np.zeros_like(x)")
+
+
+@implements(np.copyto)
+def copyto(dst, src, casting="same_kind", where=True):
+    """`np.copyto`: `dst[...] = src` where `where`, with numpy's casting check."""
+    _traced_destination(dst, "copyto")
+    if type(src) is not Tracer:
+        src = np.asarray(src)
+    _write_result(dst, src, where, casting, "copyto")
+
+
+@implements(np.fill_diagonal)
+def fill_diagonal(a, val, wrap=False):
+    """`np.fill_diagonal`: values written along the main diagonal (repeated cyclically)."""
+    _traced_destination(a, "fill_diagonal")
+    if wrap or a.ndim < 2 or (a.ndim > 2 and len(set(a.shape)) != 1):
+        raise unsupported_error("numpy.fill_diagonal of a tall matrix with wrap, or of an "
+                                "array whose sides differ")
+    n = min(a.shape)
+    positions = np.arange(n)
+    if type(val) is not Tracer:
+        val = np.asarray(val)
+    val = np.resize(val, n) if type(val) is not Tracer else \
+        val.ravel()[np.arange(n) % val.size]
+    a[(positions,) * a.ndim] = val
+
+
+@implements(np.put)
+def put(a, ind, v, mode="raise"):
+    """`np.put`: values written at flat indices of `a` (v repeated cyclically)."""
+    _traced_destination(a, "put")
+    if mode != "raise":
+        raise unsupported_error(f"numpy.put(..., mode={mode!r})")
+    ind = ind if type(ind) is Tracer else np.asarray(ind)
+    count = int(np.prod(np.shape(ind), dtype=int))
+    if type(v) is not Tracer:
+        v = np.asarray(v)
+    v = v.ravel()[np.arange(count) % v.size] if v.size != count else v.ravel()
+    if base_of(a) is not None:
+        raise unsupported_error("numpy.put into a view")
+    flat = a.ravel()        # a view of `a`: the write lands in `a`
+    flat[ind.ravel()] = v
