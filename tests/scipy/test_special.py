@@ -287,3 +287,13 @@ def test_import_xform_imports_no_scipy_and_a_module_imported_while_staging_works
     import scipy.special
     assert imported == "False"
     assert float(grad) == pytest.approx(2 * scipy.special.digamma(3.0), rel=1e-14)
+
+
+def test_a_chosen_python_function_without_a_stand_in_names_itself_at_the_user_line():
+    def f(n):
+        return sp.comb(n, 2)  # line: comb
+    with pytest.raises(xform.ConcretizationError,
+                       match=r"scipy\.special\.comb is not supported on traced values") as info:
+        xform.jit(f)(5.0)
+    assert_points_at(info.value, __file__, "comb")
+    assert sp.comb(5.0, 2) == 10.0

@@ -328,3 +328,8 @@ def test_an_unsupported_distribution_names_itself_at_the_user_line():
 def test_an_unsupported_method_names_itself():
     with pytest.raises(xform.UnsupportedError, match=r"scipy\.stats\.norm\.ppf is not"):
         xform.jit(lambda mu: norm(mu, 1.0).ppf(0.3))(0.2)
+
+
+def test_a_statistics_function_names_itself_when_it_fails_on_a_tracer():
+    with pytest.raises(xform.XformError, match=r"scipy\.stats\.entropy is not supported"):
+        xform.jit(lambda p: scipy.stats.entropy(p))(np.array([0.2, 0.8]))

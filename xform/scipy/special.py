@@ -17,6 +17,7 @@ from xform.numpy.special import logsumexp as _logsumexp
 from xform.numpy.stand_ins import stand_in
 from xform.rules.scipy_special import SCIPY_SPECIAL_PRIMITIVES as _PRIMITIVES
 from xform.rules.unary import stop_gradient
+from xform.scipy.naming import name_failures
 from xform.source_info import user_frame_info
 
 # scipy.special's Python functions, each staged as a primitive by a stand-in below.
@@ -116,7 +117,8 @@ def log_softmax(x, axis=None):
     return x - _logsumexp(x, axis=axis, keepdims=True)
 
 
-for _function, _replacement in [(sc.polygamma, polygamma), (sc.zeta, zeta),
-                                (sc.multigammaln, multigammaln), (sc.logsumexp, logsumexp),
-                                (sc.softmax, softmax), (sc.log_softmax, log_softmax)]:
+_STAGED = [(sc.polygamma, polygamma), (sc.zeta, zeta), (sc.multigammaln, multigammaln),
+           (sc.logsumexp, logsumexp), (sc.softmax, softmax), (sc.log_softmax, log_softmax)]
+for _function, _replacement in _STAGED:
     stand_in(_function, _replacement)
+name_failures(sc, ("comb", "perm", "factorial", "factorial2", "factorialk"))

@@ -21,6 +21,7 @@ from xform.errors import ShapeError, UnsupportedError
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.stand_ins import stand_in
+from xform.scipy.naming import name_failures
 from xform.source_info import user_frame_info
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -459,25 +460,23 @@ def _scipy_frozen_dirichlet(method):
     return logpdf
 
 
-def _refuse(owner, method):
+def _refuse(method):
     def refuse(self, *args, **kwds):
-        raise _unsupported(self if hasattr(self, "name") else owner, method)
+        raise _unsupported(self, method)
     return refuse
 
 
-# Methods that need concrete values: a traced argument raises naming the SciPy method.
-_REFUSED = ("ppf", "isf", "rvs", "entropy", "moment", "stats", "interval", "expect",
-            "mean", "var", "std", "median", "fit")
+# Methods that need concrete values: a traced argument raises naming the SciPy method. A few
+# only, as every stand-in costs each staging a swap in and out.
+_REFUSED = ("ppf", "isf", "rvs", "entropy", "interval")
 
 for _method_name in ("logpdf", "pdf", "logcdf", "cdf", "logsf", "sf"):
     stand_in(getattr(rv_continuous, _method_name), _method(_continuous_value, _method_name))
 for _method_name in ("logpmf", "pmf", "logcdf", "cdf", "logsf", "sf"):
     stand_in(getattr(rv_discrete, _method_name), _method(_discrete_value, _method_name))
-for _method_name in _REFUSED:
-    for _owner in (rv_continuous, rv_discrete):
-        _function = getattr(_owner, _method_name, None)
-        if _function is not None and hasattr(_function, "__code__"):
-            stand_in(_function, _refuse(_owner, _method_name))
+for _function, _method_name in {getattr(owner, name): name for owner in (rv_continuous, rv_discrete)
+                                for name in _REFUSED}.items():
+    stand_in(_function, _refuse(_method_name))
 
 stand_in(multivariate_normal_gen.__call__, _mvn_call)
 stand_in(multivariate_normal_gen.logpdf, lambda self, *a, **k: _mvn_logpdf(*a, **k))
@@ -489,3 +488,4 @@ stand_in(dirichlet_gen.logpdf, lambda self, x, alpha: _dirichlet_logpdf(x, alpha
 stand_in(dirichlet_gen.pdf, lambda self, x, alpha: np.exp(_dirichlet_logpdf(x, alpha)))
 stand_in(dirichlet_frozen.logpdf, _scipy_frozen_dirichlet("logpdf"))
 stand_in(dirichlet_frozen.pdf, _scipy_frozen_dirichlet("pdf"))
+name_failures(st, ("entropy", "zscore", "pearsonr", "spearmanr", "kendalltau"))
