@@ -44,6 +44,8 @@ def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=
 
 
 def _copy_if(x, obj, wanted):
+    # SciPy's array-API layer passes numpy's _CopyMode enum, which refuses bool()
+    wanted = wanted == np._CopyMode.ALWAYS if isinstance(wanted, np._CopyMode) else wanted
     return copy(x) if wanted and x is obj else x
 
 

@@ -9,7 +9,7 @@ from xform.errors import (ConcretizationError, TypeCheckError, UnsupportedError,
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.index import fit_values, index_add, set_item
-from xform.numpy.protocol import FUNCTIONS, array_ufunc, implements
+from xform.numpy.protocol import FUNCTIONS, array_ufunc, implements, numpy_name
 from xform.numpy.views import assign, base_of, writable_builder
 from xform.source_info import user_frame_info
 
@@ -38,7 +38,7 @@ def _write_result(out, result, where, casting, name):
     """Write ufunc `name`'s `result` into the traced array `out`, as numpy's out= does."""
     if type(out) is not Tracer:
         raise UnsupportedError(
-            f"numpy.{name}(..., out=y) into a concrete numpy array y is not supported on "
+            f"{name}(..., out=y) into a concrete numpy array y is not supported on "
             "traced values: numpy would write into y itself, which cannot be staged",
             user_frame_info(),
             "make y a traced array (y = np.zeros_like(x)), or use the returned value")
@@ -64,7 +64,7 @@ def ufunc_out(ufunc, method, inputs, kwargs, out):
     """`ufunc(*inputs, out=out, where=...)` when an input or `out` is traced (the `out=`
     path of Tracer.__array_ufunc__): computed functionally, then written into `out`."""
     if method != "__call__":
-        raise unsupported_error(f"numpy.{ufunc.__name__}.{method}(..., out=...)")
+        raise unsupported_error(f"{numpy_name(ufunc)}.{method}(..., out=...)")
     kwargs = dict(kwargs)
     where = kwargs.pop("where", True)
     casting = kwargs.pop("casting", "same_kind")
@@ -73,7 +73,7 @@ def ufunc_out(ufunc, method, inputs, kwargs, out):
     if ufunc.nout == 1:
         results = (results,)
     written = tuple(result if o is None else
-                    _write_result(o, result, where, casting, ufunc.__name__)
+                    _write_result(o, result, where, casting, numpy_name(ufunc))
                     for o, result in zip(outs, results))
     return written[0] if ufunc.nout == 1 else written
 
@@ -145,7 +145,7 @@ def copyto(dst, src, casting="same_kind", where=True):
     _traced_destination(dst, "copyto")
     if type(src) is not Tracer:
         src = np.asarray(src)
-    _write_result(dst, src, where, casting, "copyto")
+    _write_result(dst, src, where, casting, "numpy.copyto")
 
 
 @implements(np.fill_diagonal)

@@ -7,12 +7,16 @@ installed here (`xform.ir.tracer.install_numpy_protocol`).
 """
 from __future__ import annotations
 
+import itertools
+import sys
+
 import numpy as np
 
 from xform.errors import unsupported_error
 from xform.ir.avals import dummy
 from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer, install_numpy_protocol
+from xform.numpy.stand_ins import install_pending
 from xform.rules.shape import broadcast_to_p, reshape_p
 
 UFUNCS: dict = {}     # np.sin -> xform op taking the ufunc's positional inputs
@@ -38,21 +42,49 @@ def implements(numpy_function):
     return register
 
 
+_UFUNC_MODULES = ("numpy", "scipy.special")  # where a ufunc's public name is looked for
+
+
 def numpy_name(func) -> str:
-    """How error messages name a numpy callable: "numpy.sum", "numpy.linalg.norm"."""
+    """How error messages name a numpy or SciPy callable by its public module:
+    "numpy.sum", "numpy.linalg.norm", "scipy.special.gammaln".
+
+    >>> import scipy.special
+    >>> xform.numpy.numpy_name(np.add.reduce), xform.numpy.numpy_name(scipy.special.erf)
+    ('numpy.add.reduce', 'scipy.special.erf')
+    """
     if isinstance(func, str):
         return f"the operation '{func}'"
+    name = getattr(func, "__name__", repr(func))
+    if isinstance(func, np.ufunc):  # ufuncs have no __module__: find the module holding it
+        modules = [sys.modules.get(m) for m in _UFUNC_MODULES]
+        module = next((m.__name__ for m in modules if getattr(m, name, None) is func), "numpy")
+        return f"{module}.{name}"
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, np.ufunc):   # a ufunc method: np.add.reduce
+        return f"{numpy_name(owner)}.{name}"
     module = getattr(func, "__module__", None) or "numpy"
-    if module.startswith(("numpy._", "numpy.core")):
+    if module.startswith("numpy.core"):
         module = "numpy"
-    return f"{module}.{getattr(func, '__name__', repr(func))}"
+    # the public package above private submodules: numpy._core.x, scipy.special._basic
+    parts = module.split(".")
+    public = list(itertools.takewhile(lambda part: not part.startswith("_"), parts))
+    return f"{'.'.join(public) or module}.{name}"
+
+
+def _after_pending(table, key):
+    """`table[key]` once pending installers ran (the user imported a SciPy module inside the
+    function being staged); None if there still is none."""
+    return table.get(key) if install_pending() else None
 
 
 def function_for(numpy_function):
     """The xform function standing for `numpy_function`; UnsupportedError if there is none."""
     fn = FUNCTIONS.get(numpy_function)
     if fn is None:
-        raise unsupported_error(numpy_name(numpy_function))
+        fn = _after_pending(FUNCTIONS, numpy_function)
+        if fn is None:
+            raise unsupported_error(numpy_name(numpy_function))
     return fn
 
 
@@ -63,21 +95,23 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         kwargs = dict(kwargs)
         return FUNCTIONS["ufunc out"](ufunc, method, inputs, kwargs, kwargs.pop("out"))
     if kwargs.get("where", True) is not True:
-        raise unsupported_error(f"numpy.{ufunc.__name__}(..., where=...) without out=")
+        raise unsupported_error(f"{numpy_name(ufunc)}(..., where=...) without out=")
     kwargs.pop("out", None)
     kwargs.pop("where", None)
     if method != "__call__":
         # numpy passes a ufunc method's arguments (axis, dtype, keepdims) as keywords.
         handler = FUNCTIONS.get((ufunc, method))
         if handler is None:
-            raise unsupported_error(f"numpy.{ufunc.__name__}.{method}")
+            raise unsupported_error(f"{numpy_name(ufunc)}.{method}")
         return handler(*inputs, **kwargs)
     dtype = kwargs.pop("dtype", None)
     if kwargs:
-        raise unsupported_error(f"numpy.{ufunc.__name__}(..., {', '.join(kwargs)}=...)")
+        raise unsupported_error(f"{numpy_name(ufunc)}(..., {', '.join(kwargs)}=...)")
     op = UFUNCS.get(ufunc)
     if op is None:
-        raise unsupported_error(f"numpy.{ufunc.__name__}")
+        op = _after_pending(UFUNCS, ufunc)
+        if op is None:
+            raise unsupported_error(numpy_name(ufunc))
     if dtype is not None:
         # numpy computes in `dtype` (inputs cast first), not in the promoted type.
         inputs = [x.astype(dtype) if type(x) is Tracer else np.asarray(x).astype(dtype)

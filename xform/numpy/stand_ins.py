@@ -166,11 +166,17 @@ def stand_in_when_imported(module_name: str, install) -> None:
     _pending.setdefault(module_name, []).append(install)
 
 
-def _install_pending() -> None:
+def install_pending() -> bool:
+    """Run the installers whose module is imported by now; whether any ran. Staging calls it
+    on entry; the numpy protocol again before calling something unsupported (a SciPy module
+    imported inside the staged function)."""
+    ran = False
     with _lock:
         for module_name in [m for m in _pending if m in sys.modules]:
             for install in _pending.pop(module_name):
                 install()
+                ran = True
+    return ran
 
 
 @contextlib.contextmanager
@@ -178,7 +184,7 @@ def staging_scope():
     """The scope of staged user code: the stand-ins are in place while any thread stages."""
     global _depth
     if _pending:
-        _install_pending()
+        install_pending()
     with _lock:
         _depth += 1
         if _depth == 1:

@@ -4,3 +4,16 @@ jax.scipy sits over jax.numpy), stood in for the originals while staging
 registers its stand-ins the first time something is staged after the user imported the SciPy
 module it covers (`stand_in_when_imported`), so `import xform` stays as fast as before.
 """
+import importlib
+
+from xform.numpy.stand_ins import stand_in_when_imported
+
+
+def _installer(module_name):
+    def install():
+        importlib.import_module(module_name)   # registers its tables and stand-ins
+    return install
+
+
+stand_in_when_imported("scipy.special", _installer("xform.scipy.special"))
+stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"))

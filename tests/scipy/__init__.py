@@ -1,0 +1,1 @@
+"""Tests of SciPy on tracers (xform.scipy)."""

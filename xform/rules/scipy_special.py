@@ -1,0 +1,152 @@
+"""SciPy's special functions as element-wise primitives (gammaln, erf, iv, gammainc, ...)
+with jvp, vjp and batch rules. Imports SciPy, so xform.scipy loads it only once the user has
+imported scipy.special, never `import xform`. Arguments SciPy has no derivative in (an order,
+an exponent, a shape) get a NaN derivative (`_no_derivative`).
+"""
+import math
+
+import numpy as np
+import scipy.special as sc
+
+from xform.ir.core import Primitive
+from xform.ir.rules import register
+from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, elementwise_rules,
+                                 vectorized_batch)
+
+SCIPY_SPECIAL_PRIMITIVES = {}  # name (scipy.special's, or riemann_zeta) -> primitive
+
+
+def _special(name, impl, *derivatives):
+    prim = Primitive(name)
+    batch = vectorized_batch(prim) if len(derivatives) == 1 else elementwise_batch(prim)
+    register(prim, impl=impl, abstract_eval=elementwise_abstract_eval(impl),
+             **elementwise_rules(prim, *derivatives), batch=batch, symbolic_zeros=True,
+             elementwise=True)
+    SCIPY_SPECIAL_PRIMITIVES[name] = prim
+    return prim
+
+
+def _no_derivative(t, *primals, ans):
+    """The derivative part of an argument SciPy has no derivative in: NaN wherever its
+    tangent (or cotangent) is nonzero. Not an error, because a rule cannot tell a tangent the
+    user asked for from the traced zero that jacfwd or hessian sends for an argument they
+    differentiate nothing in; not zero, which would be silently wrong."""
+    return t * np.where(t == 0, 0.0, np.nan)
+
+
+# Rule bodies bind primitives rather than call SciPy on tracers: they also run where no
+# stand-in is in place (transforms of staged graphs) and before the ufunc table is filled.
+def _digamma(x):
+    return digamma_p.bind(x)
+
+
+def _gammaln(x):
+    return gammaln_p.bind(x)
+
+
+def _xlogy(x, y):
+    return xlogy_p.bind(x, y)
+
+
+_SQRT_PI = math.sqrt(math.pi)
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+gammaln_p = _special("gammaln", sc.gammaln, lambda t, x, ans: t * _digamma(x))
+gamma_p = _special("gamma", sc.gamma, lambda t, x, ans: t * (ans * _digamma(x)))
+rgamma_p = _special("rgamma", sc.rgamma, lambda t, x, ans: t * (-ans * _digamma(x)))
+# psi is digamma; polygamma is a Python function in SciPy, staged through a stand-in
+digamma_p = _special("digamma", sc.digamma, lambda t, x, ans: t * polygamma_p.bind(1, x))
+polygamma_p = _special("polygamma", sc.polygamma, _no_derivative,
+                       lambda t, n, x, ans: t * polygamma_p.bind(n + 1, x))
+erf_p = _special("erf", sc.erf, lambda t, x, ans: t * (2 / _SQRT_PI * np.exp(-x * x)))
+erfc_p = _special("erfc", sc.erfc, lambda t, x, ans: t * (-2 / _SQRT_PI * np.exp(-x * x)))
+erfinv_p = _special("erfinv", sc.erfinv,
+                    lambda t, x, ans: t * (_SQRT_PI / 2 * np.exp(ans * ans)))
+erfcinv_p = _special("erfcinv", sc.erfcinv,
+                     lambda t, x, ans: t * (-_SQRT_PI / 2 * np.exp(ans * ans)))
+expit_p = _special("expit", sc.expit, lambda t, x, ans: t * (ans * (1 - ans)))
+logit_p = _special("logit", sc.logit, lambda t, x, ans: t / (x * (1 - x)))
+log_expit_p = _special("log_expit", sc.log_expit, lambda t, x, ans: t * expit_p.bind(-x))
+ndtr_p = _special("ndtr", sc.ndtr, lambda t, x, ans: t * np.exp(-0.5 * x * x - _LOG_SQRT_2PI))
+# the normal density over the cdf, in logs: no 0/0 far in the left tail
+log_ndtr_p = _special("log_ndtr", sc.log_ndtr,
+                      lambda t, x, ans: t * np.exp(-0.5 * x * x - _LOG_SQRT_2PI - ans))
+ndtri_p = _special("ndtri", sc.ndtri,
+                   lambda t, x, ans: t * np.exp(0.5 * ans * ans + _LOG_SQRT_2PI))
+entr_p = _special("entr", sc.entr, lambda t, x, ans: t * -(np.log(x) + 1))
+xlogy_p = _special("xlogy", sc.xlogy, lambda t, x, y, ans: t * np.log(y),
+                   lambda t, x, y, ans: t * (x / y))
+xlog1py_p = _special("xlog1py", sc.xlog1py, lambda t, x, y, ans: t * np.log1p(y),
+                     lambda t, x, y, ans: t * (x / (1 + y)))
+rel_entr_p = _special("rel_entr", sc.rel_entr, lambda t, x, y, ans: t * (np.log(x / y) + 1),
+                      lambda t, x, y, ans: t * (-x / y))
+kl_div_p = _special("kl_div", sc.kl_div, lambda t, x, y, ans: t * np.log(x / y),
+                    lambda t, x, y, ans: t * (1 - x / y))
+
+
+def _beta_share(t, a, b, scale):
+    return t * (scale * (_digamma(a) - _digamma(a + b)))
+
+
+betaln_p = _special("betaln", sc.betaln, lambda t, a, b, ans: _beta_share(t, a, b, 1),
+                    lambda t, a, b, ans: _beta_share(t, b, a, 1))
+beta_p = _special("beta", sc.beta, lambda t, a, b, ans: _beta_share(t, a, b, ans),
+                  lambda t, a, b, ans: _beta_share(t, b, a, ans))
+
+
+def _riemann_zeta(x):
+    return sc.zeta(x)
+
+
+# Hurwitz zeta(s, q), d/dq = -s zeta(s + 1, q); Riemann's zeta(x) has no derivative in SciPy
+zeta_p = _special("zeta", sc.zeta, _no_derivative,
+                  lambda t, s, q, ans: t * (-s * zeta_p.bind(s + 1, q)))
+riemann_zeta_p = _special("riemann_zeta", _riemann_zeta, _no_derivative)
+
+# Bessel functions: d/dx I_v = (I_{v-1} + I_{v+1}) / 2, d/dx J_v = (J_{v-1} - J_{v+1}) / 2, and
+# Y_v as J_v; the exponentially scaled ive(v, x) = iv(v, x) exp(-|x|) adds -sign(x) ive.
+iv_p = _special("iv", sc.iv, _no_derivative,
+                lambda t, v, x, ans: t * ((iv_p.bind(v - 1, x) + iv_p.bind(v + 1, x)) / 2))
+ive_p = _special("ive", sc.ive, _no_derivative,
+                 lambda t, v, x, ans: t * ((ive_p.bind(v - 1, x) + ive_p.bind(v + 1, x)) / 2
+                                           - np.sign(x) * ans))
+jv_p = _special("jv", sc.jv, _no_derivative,
+                lambda t, v, x, ans: t * ((jv_p.bind(v - 1, x) - jv_p.bind(v + 1, x)) / 2))
+yv_p = _special("yv", sc.yv, _no_derivative,
+                lambda t, v, x, ans: t * ((yv_p.bind(v - 1, x) - yv_p.bind(v + 1, x)) / 2))
+i0_p = _special("i0", sc.i0, lambda t, x, ans: t * i1_p.bind(x))
+# I_2 as ive(2, x) e^|x|: SciPy's iv(2, x) is NaN at subnormal x, ive is not
+i1_p = _special("i1", sc.i1, lambda t, x, ans: t * ((i0_p.bind(x) + ive_p.bind(2, x)
+                                                     * np.exp(np.abs(x))) / 2))
+i0e_p = _special("i0e", sc.i0e, lambda t, x, ans: t * (i1e_p.bind(x) - np.sign(x) * ans))
+i1e_p = _special("i1e", sc.i1e, lambda t, x, ans: t * ((i0e_p.bind(x) + ive_p.bind(2, x)) / 2
+                                                       - np.sign(x) * ans))
+j0_p = _special("j0", sc.j0, lambda t, x, ans: t * -j1_p.bind(x))
+j1_p = _special("j1", sc.j1, lambda t, x, ans: t * ((j0_p.bind(x) - jv_p.bind(2, x)) / 2))
+y0_p = _special("y0", sc.y0, lambda t, x, ans: t * -y1_p.bind(x))
+y1_p = _special("y1", sc.y1, lambda t, x, ans: t * ((y0_p.bind(x) - yv_p.bind(2, x)) / 2))
+
+
+# Regularized incomplete gamma and beta functions, Student's t cdf: differentiable in the
+# integration limit, by its density; SciPy has no derivative in the shapes.
+def _gamma_density(a, x):
+    return np.exp(_xlogy(a - 1, x) - x - _gammaln(a))
+
+
+def _t_density(df, x):
+    return np.exp(_gammaln((df + 1) / 2) - _gammaln(df / 2) - 0.5 * np.log(df * math.pi)
+                  - (df + 1) / 2 * np.log1p(x * x / df))
+
+
+def _beta_density(a, b, x):
+    return np.exp(_xlogy(a - 1, x) + xlog1py_p.bind(b - 1, -x) - betaln_p.bind(a, b))
+
+
+gammainc_p = _special("gammainc", sc.gammainc, _no_derivative,
+                      lambda t, a, x, ans: t * _gamma_density(a, x))
+gammaincc_p = _special("gammaincc", sc.gammaincc, _no_derivative,
+                       lambda t, a, x, ans: t * -_gamma_density(a, x))
+stdtr_p = _special("stdtr", sc.stdtr, _no_derivative,
+                   lambda t, df, x, ans: t * _t_density(df, x))
+betainc_p = _special("betainc", sc.betainc, _no_derivative, _no_derivative,
+                     lambda t, a, b, x, ans: t * _beta_density(a, b, x))
