@@ -434,3 +434,27 @@ def test_derivatives_of_non_unique_factors_are_refused(fn):
     # the extra columns of U (svd) and Q (qr) of a tall matrix are any orthonormal basis
     with pytest.raises(xform.UnsupportedError, match="not unique"):
         fn(np.arange(6.0).reshape(3, 2) ** 2)
+
+
+# -- where staging must differ from numpy: shapes and dtypes that depend on values ----------
+
+def test_lstsq_residuals_of_a_rank_deficient_tall_matrix():
+    # numpy returns no residuals when rank < n; a staged shape cannot depend on the rank, so
+    # xform returns the residuals of numpy's own solution
+    a = np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
+    b = np.array([1.0, 0.0, 2.0])
+    x, residuals, rank, s = xform.jit(np.linalg.lstsq)(a, b)
+    x_np, residuals_np, rank_np, s_np = np.linalg.lstsq(a, b)
+    assert residuals_np.size == 0 and rank == rank_np == 1
+    np.testing.assert_array_equal(x, x_np)
+    np.testing.assert_array_equal(s, s_np)
+    np.testing.assert_allclose(residuals, [np.sum((b - a @ x_np) ** 2)], rtol=1e-14)
+
+
+def test_eig_is_complex_even_when_numpy_returns_real():
+    a = np.array([[2.0, 1.0], [0.0, 3.0]])
+    w, v = xform.jit(np.linalg.eig)(a)
+    w_np, v_np = np.linalg.eig(a)
+    assert w_np.dtype == np.float64 and w.dtype == v.dtype == np.complex128
+    np.testing.assert_array_equal(w, w_np)
+    np.testing.assert_array_equal(v, v_np)

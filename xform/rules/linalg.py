@@ -94,6 +94,11 @@ def _symmetrize(t, uplo):
     """The Hermitian (real: symmetric) matrix LAPACK sees when it reads only the `uplo`
     triangle of `t`, ignoring the imaginary part of the diagonal as LAPACK does."""
     n, dtype = aval(t).shape[-1], aval(t).dtype
+    if not _is_complex(t):
+        # real: the form whose transpose makes the fewest strided passes (a hot path)
+        if uplo == "U":
+            t = _mT(t)
+        return t * np.tril(np.ones((n, n), dtype)) + _mT(t * np.tril(np.ones((n, n), dtype), -1))
     strict = np.tril(np.ones((n, n), dtype), -1)
     if uplo == "U":
         strict = _mT(strict)
