@@ -243,6 +243,9 @@ FUNCTIONS = [
     ("svd", np.linalg.svd), ("svd_reduced", lambda a: np.linalg.svd(a[:, :2], False)),
     ("svd_values", lambda a: np.linalg.svd(a[..., :2], compute_uv=False)),
     ("svdvals", np.linalg.svdvals),
+    ("svd_hermitian", lambda a: np.linalg.svd(a + np.swapaxes(a, -1, -2), hermitian=True)),
+    ("svd_hermitian_values", lambda a: np.linalg.svd(a * 1.0 - np.swapaxes(a, -1, -2) + 1,
+                                                     hermitian=True, compute_uv=False)),
     ("qr", np.linalg.qr), ("qr_complete", lambda a: np.linalg.qr(a[:, :, :2], "complete")),
     ("qr_r", lambda a: np.linalg.qr(a[:, :2], mode="r")),
     ("pinv", np.linalg.pinv), ("pinv_rcond", lambda a: np.linalg.pinv(a[:, :2], 0.1)),
@@ -339,6 +342,18 @@ def test_cond_and_friends_grads(a):
         check_grads(fn, (a,), order=1)
 
 
+@given(a=symmetric_distinct())
+def test_hermitian_svd_grads(a):
+    # eigenvalues of alternating signs whose magnitudes differ by at least 0.4
+    w, q = np.linalg.eigh(a)
+    n = a.shape[-1]
+    w = (-1.0) ** np.arange(n) * (1 + np.arange(n) + 0.3 * (w - np.arange(n)))
+    a = (q * w[..., None, :]) @ np.swapaxes(q, -1, -2)
+    check_grads(lambda b: np.linalg.svd(b, hermitian=True, compute_uv=False), (a,), order=2)
+    check_grads(lambda b: np.linalg.svd(b, hermitian=True).U[..., :1] @ np.linalg.svd(
+        b, hermitian=True).Vh[..., :1, :], (a,), order=1)
+
+
 @given(a=distinct_singular_values())
 def test_lstsq_grads(a):
     b = np.linspace(-1, 1, a.shape[-2])
@@ -416,8 +431,7 @@ def test_bad_shapes_raise_shape_error(fn, arg):
         xform.jit(fn)(arg)
 
 
-@pytest.mark.parametrize("fn", [lambda a: np.linalg.svd(a, hermitian=True),
-                                lambda a: np.linalg.qr(a, mode="raw"),
+@pytest.mark.parametrize("fn", [lambda a: np.linalg.qr(a, mode="raw"),
                                 lambda a: np.linalg.pinv(a, rcond=np.array([0.1, 0.2])),
                                 lambda a: np.linalg.multi_dot([a, a, a], out=a),
                                 lambda a: np.sort(a, order="x")])

@@ -188,11 +188,28 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
 
 @implements(np.linalg.svd)
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-    """`np.linalg.svd`: a (U, S, Vh) named tuple, or S with compute_uv=False."""
+    """`np.linalg.svd`: a (U, S, Vh) named tuple, or S with compute_uv=False; with
+    `hermitian`, from eigh as numpy computes it."""
     if hermitian:
-        raise unsupported_error("numpy.linalg.svd(..., hermitian=True)")
+        return _hermitian_svd(a, compute_uv)
     outs = svd_p.bind(a, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
     return np.linalg._linalg.SVDResult(*outs) if compute_uv else outs[0]
+
+
+def _hermitian_svd(a, compute_uv):
+    """numpy's svd(..., hermitian=True), step for step: |eigenvalues| in descending order,
+    their signs moved into Vh."""
+    if not compute_uv:
+        return np.sort(np.abs(eigvalsh_p.bind(a, uplo="L")))[..., ::-1]
+    s, u = eigh_p.bind(a, uplo="L")
+    signs = np.copysign(1.0, s)
+    s = np.abs(s)
+    order = np.argsort(s)[..., ::-1]
+    signs = np.take_along_axis(signs, order, axis=-1)
+    s = np.take_along_axis(s, order, axis=-1)
+    u = np.take_along_axis(u, order[..., None, :], axis=-1)
+    vh = np.conjugate(np.swapaxes(u * signs[..., None, :], -1, -2))
+    return np.linalg._linalg.SVDResult(u, s, vh)
 
 
 @implements(np.linalg.svdvals)

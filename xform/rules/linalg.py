@@ -370,7 +370,8 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
         raise unsupported_error("the derivative of numpy.linalg.svd(..., full_matrices=True) "
                                 "of a non-square matrix (the extra singular vectors are not "
                                 "unique); use full_matrices=False")
-    u, s, vh = svd_p.bind(a, full_matrices=False, compute_uv=True)
+    # the primal's own parameters where they give the same factors (square full_matrices)
+    u, s, vh = svd_p.bind(a, full_matrices=compute_uv and full_matrices, compute_uv=True)
     v = _mH(vh)
     m_ = np.matmul(_mH(u), np.matmul(t, v))
     ds = _real(np.sum(m_ * _eye_like(m_), axis=-1))
