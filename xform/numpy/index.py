@@ -110,7 +110,8 @@ def parse_index(shape, index):
         else:
             entries.append(item)
             axis += 1
-    while entries and entries[-1] == FULL:
+    # trailing full slices are implied, except after an ellipsis, which would then span them
+    while entries and entries[-1] == FULL and Ellipsis not in entries:
         entries.pop()
     return tuple(entries), arrays
 

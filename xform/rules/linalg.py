@@ -1,12 +1,15 @@
-"""Linear algebra on stacked matrices (inv, solve, det, slogdet, cholesky, eigh) and sorting
-(sort, argsort, and the `sort_gather` their derivatives use). Every matrix primitive acts on
-the last two axes; leading axes are a stack, as in numpy.
+"""Linear algebra on stacked real or complex matrices (inv, solve, det, slogdet, cholesky,
+eigh, eigvalsh, eig, eigvals, svd, qr, pinv, lstsq) and sorting (sort, argsort, and the
+`sort_gather` their derivatives use). Every matrix primitive acts on the last two axes;
+leading axes are a stack, as in numpy. Complex derivatives follow JAX's and autograd's
+convention (a vjp transposes the R-linear jvp under Re(sum(a * b))).
 """
 import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
+from xform.errors import unsupported_error
+from xform.ir.ad import Undefined, Zero, add_tangents, aval, move_to_front, zero_tangent
 from xform.rules.helpers import elementwise_batch, linear_jvp, unbroadcast, zero_derivative
 from xform.ir.rules import register
 
@@ -59,12 +62,48 @@ def _mT(x):
     return np.swapaxes(x, -1, -2)
 
 
+def _is_complex(x):
+    return aval(x).dtype.kind == "c"
+
+
+def _mH(x):
+    """The conjugate transpose (the transpose of a real matrix)."""
+    return np.conjugate(_mT(x)) if _is_complex(x) else _mT(x)
+
+
+def _real(x):
+    return np.real(x) if _is_complex(x) else x
+
+
+def _hermitian_part(x):
+    """(x + conj(x)) / 2: Re(x), kept in x's (complex) dtype."""
+    return (x + np.conjugate(x)) * 0.5 if _is_complex(x) else x
+
+
+def _anti_hermitian_part(x):
+    """(x - conj(x)) / 2: i Im(x), in x's dtype (0 for real x)."""
+    return (x - np.conjugate(x)) * 0.5
+
+
+def _eye_like(x):
+    n = aval(x).shape[-1]
+    return np.eye(n, dtype=aval(x).dtype)
+
+
 def _symmetrize(t, uplo):
-    """The symmetric matrix LAPACK sees when it reads only the `uplo` triangle of `t`."""
-    if uplo == "U":
-        t = _mT(t)
+    """The Hermitian (real: symmetric) matrix LAPACK sees when it reads only the `uplo`
+    triangle of `t`, ignoring the imaginary part of the diagonal as LAPACK does."""
     n, dtype = aval(t).shape[-1], aval(t).dtype
-    return t * np.tril(np.ones((n, n), dtype)) + _mT(t * np.tril(np.ones((n, n), dtype), -1))
+    if not _is_complex(t):
+        # real: the form whose transpose makes the fewest strided passes (a hot path)
+        if uplo == "U":
+            t = _mT(t)
+        return t * np.tril(np.ones((n, n), dtype)) + _mT(t * np.tril(np.ones((n, n), dtype), -1))
+    strict = np.tril(np.ones((n, n), dtype), -1)
+    if uplo == "U":
+        strict = _mT(strict)
+    off = t * strict
+    return off + _mH(off) + _hermitian_part(t) * np.eye(n, dtype=dtype)
 
 
 # -- inv: d inv(A) = -inv(A) dA inv(A) -----------------------------------------------------
@@ -149,9 +188,12 @@ def _slogdet_jvp(primals, tangents):
     sign, logabsdet = slogdet_p.bind(primals[0])
     if type(tangents[0]) is Zero:
         return [sign, logabsdet], [zero_tangent(aval(sign)), Zero(aval(logabsdet))]
-    # the sign is piecewise constant: zero derivative
-    return [sign, logabsdet], [zero_tangent(aval(sign)),
-                               _trace_inv_times(primals[0], tangents[0])]
+    trace = _trace_inv_times(primals[0], tangents[0])
+    if not _is_complex(sign):
+        # the sign of a real determinant is piecewise constant: zero derivative
+        return [sign, logabsdet], [zero_tangent(aval(sign)), trace]
+    # d log det = tr(A^-1 dA): its real part moves log|det|, its imaginary part the phase
+    return [sign, logabsdet], [sign * _anti_hermitian_part(trace), np.real(trace)]
 
 
 register(slogdet_p, impl=lambda a: list(np.linalg.slogdet(a)),
@@ -159,7 +201,7 @@ register(slogdet_p, impl=lambda a: list(np.linalg.slogdet(a)),
          jvp=_slogdet_jvp, batch=_stacked_batch(slogdet_p), symbolic_zeros=True)
 
 
-# -- cholesky: dL = L phi(L^-1 dA L^-T), phi = lower triangle with half the diagonal -------
+# -- cholesky: dL = L phi(L^-1 dA L^-H), phi = lower triangle with half the diagonal -------
 
 cholesky_p = Primitive("cholesky")
 
@@ -168,14 +210,14 @@ def _cholesky_jvp(primals, tangents, *, upper):
     ans = cholesky_p.bind(primals[0], upper=upper)
     if type(tangents[0]) is Zero:
         return ans, Zero(aval(ans))
-    lower = _mT(ans) if upper else ans
+    lower = _mH(ans) if upper else ans
     n, dtype = aval(ans).shape[-1], aval(ans).dtype
     sym = _symmetrize(tangents[0], "U" if upper else "L")
-    # L^-1 (L^-1 dA)^T = L^-1 dA L^-T because dA is symmetric
-    x = solve_p.bind(lower, _mT(solve_p.bind(lower, sym)))
+    # L^-1 (L^-1 dA)^H = L^-1 dA L^-H because dA is Hermitian
+    x = solve_p.bind(lower, _mH(solve_p.bind(lower, sym)))
     phi = np.tril(np.ones((n, n), dtype)) - 0.5 * np.eye(n, dtype=dtype)
     t_lower = np.matmul(lower, x * phi)
-    return ans, _mT(t_lower) if upper else t_lower
+    return ans, _mH(t_lower) if upper else t_lower
 
 
 register(cholesky_p, impl=lambda a, *, upper: np.linalg.cholesky(a, upper=upper),
@@ -183,26 +225,339 @@ register(cholesky_p, impl=lambda a, *, upper: np.linalg.cholesky(a, upper=upper)
          jvp=_cholesky_jvp, batch=_stacked_batch(cholesky_p), symbolic_zeros=True)
 
 
-# -- eigh: dw = diag(V^T dA V), dV = V (F o V^T dA V), F_ij = 1 / (w_j - w_i) -----------------
+# -- eigh: dw = diag(V^H dA V), dV = V (F o V^H dA V), F_ij = 1 / (w_j - w_i) -----------------
 
 eigh_p = Primitive("eigh", multiple_results=True)
+
+
+def _reciprocal_gaps(w):
+    """F_ij = 1 / (w_j - w_i) off the diagonal, 0 on it. Assumes distinct eigenvalues; the
+    diagonal gap is 1 (masked out), never a division by 0."""
+    eye = np.eye(aval(w).shape[-1], dtype=aval(w).dtype)
+    return (1 - eye) / (np.expand_dims(w, -2) - np.expand_dims(w, -1) + eye)
 
 
 def _eigh_jvp(primals, tangents, *, uplo):
     w, v = eigh_p.bind(primals[0], uplo=uplo)
     if type(tangents[0]) is Zero:
         return [w, v], [Zero(aval(w)), Zero(aval(v))]
-    n, dtype = aval(v).shape[-1], aval(v).dtype
-    eye = np.eye(n, dtype=dtype)
-    m = np.matmul(_mT(v), np.matmul(_symmetrize(tangents[0], uplo), v))
-    # Assumes distinct eigenvalues; the diagonal gap is 1 (masked out), never a division by 0.
-    gaps = np.expand_dims(w, -2) - np.expand_dims(w, -1) + eye
-    return [w, v], [np.sum(m * eye, axis=-1), np.matmul(v, (1 - eye) / gaps * m)]
+    m = np.matmul(_mH(v), np.matmul(_symmetrize(tangents[0], uplo), v))
+    # complex eigenvectors: the phase of each is free; this picks Im(v^H dv) = 0, as JAX does
+    return [w, v], [_real(np.sum(m * _eye_like(m), axis=-1)),
+                    np.matmul(v, _reciprocal_gaps(w) * m)]
 
 
 register(eigh_p, impl=lambda a, *, uplo: list(np.linalg.eigh(a, UPLO=uplo)),
          abstract_eval=_square_abstract_eval(np.linalg.eigh, lambda s: [s[:-1], s]),
          jvp=_eigh_jvp, batch=_stacked_batch(eigh_p), symbolic_zeros=True)
+
+
+eigvalsh_p = Primitive("eigvalsh")
+
+
+def _eigvalsh_jvp(primals, tangents, *, uplo):
+    # one eigh gives the values and the vectors their derivative needs
+    (w, _), (dw, _) = _eigh_jvp(primals, tangents, uplo=uplo)
+    return w, dw
+
+
+register(eigvalsh_p, impl=lambda a, *, uplo: np.linalg.eigvalsh(a, UPLO=uplo),
+         abstract_eval=_square_abstract_eval(np.linalg.eigvalsh, lambda s: [s[:-1]]),
+         jvp=_eigvalsh_jvp, batch=_stacked_batch(eigvalsh_p), symbolic_zeros=True)
+
+
+# -- eig: dw = diag(V^-1 dA V), dV = V (F o V^-1 dA V) + V diag(c), c fixing LAPACK's gauge ----
+
+def _complex_dtype(dtype):
+    return np.result_type(dtype, np.complex64)
+
+
+def _complex(x):
+    return x.astype(_complex_dtype(x.dtype), copy=False)
+
+
+def _eig_impl(a):
+    # numpy returns real arrays when every eigenvalue happens to be real; a staged dtype
+    # cannot depend on values, so eig is always complex (as in JAX)
+    w, v = np.linalg.eig(a)
+    return [_complex(w), _complex(v)]
+
+
+def _eig_abstract_eval(a):
+    _check_square(a, "eig")
+    dtype = _complex_dtype(_result_dtypes(np.linalg.eigvals, a.dtype)[0])
+    return [ShapedArray(a.shape[:-1], dtype), ShapedArray(a.shape, dtype)]
+
+
+eig_p = Primitive("eig", multiple_results=True)
+
+
+def _eig_parts(a, t):
+    w, v = eig_p.bind(a)
+    t = t.astype(aval(v).dtype) if aval(t).dtype != aval(v).dtype else t
+    return w, v, solve_p.bind(v, np.matmul(t, v))
+
+
+def _eig_jvp(primals, tangents):
+    if type(tangents[0]) is Zero:
+        w, v = eig_p.bind(primals[0])
+        return [w, v], [Zero(aval(w)), Zero(aval(v))]
+    w, v, m = _eig_parts(primals[0], tangents[0])
+    eye = _eye_like(m)
+    dw = np.sum(m * eye, axis=-1)
+    du = np.matmul(v, (1 - eye) / (np.expand_dims(w, -2) - np.expand_dims(w, -1) + eye) * m)
+    # LAPACK's gauge: each eigenvector has unit norm and its largest-modulus entry is real,
+    # so dv = du + c v with Re(v^H dv) = 0 and Im(dv_p) = 0 at that entry p
+    largest = np.expand_dims(np.argmax(np.abs(v), axis=-2), -2)
+    v_p = np.take_along_axis(v, largest, axis=-2)
+    du_p = np.take_along_axis(du, largest, axis=-2)
+    along = _hermitian_part(np.sum(np.conjugate(v) * du, axis=-2, keepdims=True))
+    return [w, v], [dw, du - v * (along + _anti_hermitian_part(du_p) / v_p)]
+
+
+register(eig_p, impl=_eig_impl, abstract_eval=_eig_abstract_eval, jvp=_eig_jvp,
+         batch=_stacked_batch(eig_p), symbolic_zeros=True)
+
+eigvals_p = Primitive("eigvals")
+
+
+def _eigvals_jvp(primals, tangents):
+    if type(tangents[0]) is Zero:
+        w = eigvals_p.bind(primals[0])
+        return w, Zero(aval(w))
+    w, _, m = _eig_parts(primals[0], tangents[0])
+    return w, np.sum(m * _eye_like(m), axis=-1)
+
+
+register(eigvals_p,
+         impl=lambda a: _complex(np.linalg.eigvals(a)),
+         abstract_eval=lambda a: _eig_abstract_eval(a)[0], jvp=_eigvals_jvp,
+         batch=_stacked_batch(eigvals_p), symbolic_zeros=True)
+
+
+# -- svd: ds = Re diag(U^H dA V); dU, dV as JAX's rule (distinct nonzero singular values) -----
+
+svd_p = Primitive("svd", multiple_results=True)
+
+
+def _svd_impl(a, *, full_matrices, compute_uv):
+    out = np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    return list(out) if compute_uv else [out]
+
+
+def _svd_abstract_eval(a, *, full_matrices, compute_uv):
+    if a.ndim < 2:
+        raise ValueError(f"svd: {a.ndim}-dimensional array given; array must be at least "
+                         "two-dimensional")
+    *batch, m, n = a.shape
+    k = min(m, n)
+    dtype = _result_dtypes(np.linalg.inv, a.dtype)[0]
+    s = ShapedArray(tuple(batch) + (k,), np.finfo(dtype).dtype)
+    if not compute_uv:
+        return [s]
+    rows, cols = (m, n) if full_matrices else (k, k)
+    return [ShapedArray(tuple(batch) + (m, rows), dtype), s,
+            ShapedArray(tuple(batch) + (cols, n), dtype)]
+
+
+def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
+    a, t = primals[0], tangents[0]
+    *_, m, n = aval(a).shape
+    if type(t) is Zero:
+        outs = svd_p.bind(a, full_matrices=full_matrices, compute_uv=compute_uv)
+        return outs, [Zero(aval(o)) for o in outs]
+    if compute_uv and full_matrices and m != n:
+        raise unsupported_error("the derivative of numpy.linalg.svd(..., full_matrices=True) "
+                                "of a non-square matrix (the extra singular vectors are not "
+                                "unique); use full_matrices=False")
+    # the primal's own parameters where they give the same factors (square full_matrices)
+    u, s, vh = svd_p.bind(a, full_matrices=compute_uv and full_matrices, compute_uv=True)
+    v = _mH(vh)
+    m_ = np.matmul(_mH(u), np.matmul(t, v))
+    ds = _real(np.sum(m_ * _eye_like(m_), axis=-1))
+    if not compute_uv:
+        return [s], [ds]
+    s_row = np.expand_dims(s, -2)
+    gaps = (s_row + _mT(s_row)) * (s_row - _mT(s_row))
+    eye = np.eye(aval(s).shape[-1], dtype=aval(s).dtype)
+    f = (1 - eye) / (gaps + eye)
+    s_inv = np.where(s == 0, 0.0, 1 / np.where(s == 0, 1.0, s))
+    ds_s, s_ds = m_ * s_row, _mT(s_row) * m_
+    du = np.matmul(u, f * (ds_s + _mH(ds_s)) + _anti_hermitian_part(m_ * eye)
+                   * np.expand_dims(s_inv, -2))
+    dv = np.matmul(v, f * (s_ds + _mH(s_ds)))
+    if m > n:
+        t_v = np.matmul(t, v)
+        du = du + (t_v - np.matmul(u, np.matmul(_mH(u), t_v))) * np.expand_dims(s_inv, -2)
+    if n > m:
+        t_u = np.matmul(_mH(t), u)
+        dv = dv + (t_u - np.matmul(v, np.matmul(vh, t_u))) * np.expand_dims(s_inv, -2)
+    return [u, s, vh], [du, ds, _mH(dv)]
+
+
+register(svd_p, impl=_svd_impl, abstract_eval=_svd_abstract_eval, jvp=_svd_jvp,
+         batch=_stacked_batch(svd_p), symbolic_zeros=True)
+
+
+# -- qr: JAX's rule for m >= n; a wide matrix [X | Y] is qr(X) and R_Y = Q^H Y -----------------
+
+qr_p = Primitive("qr", multiple_results=True)
+
+
+def _qr_abstract_eval(a, *, mode):
+    if a.ndim < 2:
+        raise ValueError(f"qr: {a.ndim}-dimensional array given; array must be at least "
+                         "two-dimensional")
+    *batch, m, n = a.shape
+    k = min(m, n)
+    dtype = _result_dtypes(np.linalg.inv, a.dtype)[0]
+    q_cols, r_rows = (m, m) if mode == "complete" else (k, k)
+    r = ShapedArray(tuple(batch) + (r_rows, n), dtype)
+    return [r] if mode == "r" else [ShapedArray(tuple(batch) + (m, q_cols), dtype), r]
+
+
+def _qr_square_jvp(q, r, t):
+    """dQ, dR of A = QR for A with at least as many rows as columns (R square)."""
+    t_rinv = _mT(solve_p.bind(_mT(r), _mT(t)))
+    m_ = np.matmul(_mH(q), t_rinv)
+    lower = np.tril(m_, -1)
+    omega = lower - _mH(lower) + _anti_hermitian_part(m_) * _eye_like(m_)
+    return np.matmul(q, omega - m_) + t_rinv, np.matmul(m_ - omega, r)
+
+
+def _qr_jvp(primals, tangents, *, mode):
+    a, t = primals[0], tangents[0]
+    *_, m, n = aval(a).shape
+    if type(t) is Zero:
+        outs = qr_p.bind(a, mode=mode)
+        return outs, [Zero(aval(o)) for o in outs]
+    if mode == "complete" and m > n:
+        raise unsupported_error("the derivative of numpy.linalg.qr(..., mode='complete') of a "
+                                "tall matrix (the extra columns of Q are not unique); use "
+                                "mode='reduced'")
+    q, r = qr_p.bind(a, mode="reduced")
+    if m >= n:
+        dq, dr = _qr_square_jvp(q, r, t)
+    else:
+        dq, dr_left = _qr_square_jvp(q, r[..., :, :m], t[..., :, :m])
+        dr_right = np.matmul(_mH(dq), a[..., :, m:]) + np.matmul(_mH(q), t[..., :, m:])
+        dr = np.concatenate([dr_left, dr_right], axis=-1)
+    return ([r], [dr]) if mode == "r" else ([q, r], [dq, dr])
+
+
+register(qr_p, impl=lambda a, *, mode: list(np.linalg.qr(a, mode=mode)) if mode != "r"
+         else [np.linalg.qr(a, mode=mode)],
+         abstract_eval=_qr_abstract_eval, jvp=_qr_jvp, batch=_stacked_batch(qr_p),
+         symbolic_zeros=True)
+
+
+# -- pinv: dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P (constant rank) ----------
+
+pinv_p = Primitive("pinv")
+
+
+def _pinv_abstract_eval(a, **params):
+    if a.ndim < 2:
+        raise ValueError(f"pinv: {a.ndim}-dimensional array given; array must be at least "
+                         "two-dimensional")
+    dtype = _result_dtypes(np.linalg.inv, a.dtype)[0]
+    return ShapedArray(a.shape[:-2] + a.shape[-2:][::-1], dtype)
+
+
+def _pinv_jvp(primals, tangents, **params):
+    a, t = primals[0], tangents[0]
+    p = pinv_p.bind(a, **params)
+    if type(t) is Zero:
+        return p, Zero(aval(p))
+    return p, pinv_tangent(a, p, t)
+
+
+def pinv_tangent(a, p, t):
+    """The derivative of the pseudo-inverse `p` of `a` along `t` (Golub and Pereyra): valid
+    where the rank is locally constant, with no new decomposition."""
+    t_h = _mH(t)
+    p_h = _mH(p)
+    left = np.matmul(np.matmul(p, p_h), t_h - np.matmul(t_h, np.matmul(a, p)))
+    right = np.matmul(t_h - np.matmul(np.matmul(p, a), t_h), np.matmul(p_h, p))
+    return -np.matmul(p, np.matmul(t, p)) + left + right
+
+
+register(pinv_p, impl=lambda a, *, rcond, hermitian: np.linalg.pinv(a, rcond, hermitian),
+         abstract_eval=_pinv_abstract_eval, jvp=_pinv_jvp, batch=_stacked_batch(pinv_p),
+         symbolic_zeros=True)
+
+
+# -- lstsq(a, b) for matrix b: x, residuals and singular values (the rank is counted from them)
+
+lstsq_p = Primitive("lstsq", multiple_results=True)
+
+
+def lstsq_cutoff(rcond, m, n):
+    """numpy's relative singular-value cutoff: LAPACK's gelsd runs in double precision."""
+    return np.finfo(np.float64).eps * max(m, n) if rcond is None else rcond
+
+
+def _lstsq_one(a, b, rcond):
+    x, residuals, _, s = np.linalg.lstsq(a, b, rcond=rcond)
+    m, n = a.shape
+    if m > n and residuals.size == 0:
+        # numpy drops the residuals when rank < n; a staged shape cannot depend on the rank
+        residuals = np.sum(np.abs(b - a @ x) ** 2, axis=0).astype(s.dtype)
+    return [x, residuals, s]
+
+
+def _lstsq_impl(a, b, *, rcond):
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if not batch:
+        return _lstsq_one(a, b, rcond)
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    results = [_lstsq_one(a[i], b[i], rcond) for i in np.ndindex(*batch)]
+    return [np.stack(r).reshape(batch + r[0].shape) for r in zip(*results)]
+
+
+def _lstsq_abstract_eval(a, b, *, rcond):
+    if a.ndim < 2 or b.ndim < 2 or b.shape[-2] != a.shape[-2]:
+        raise ValueError(f"lstsq: b of shape {b.shape} does not fit a of shape {a.shape}")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    *_, m, n = a.shape
+    dtype = _result_dtypes(np.linalg.solve, a.dtype, b.dtype)[0]
+    real = np.finfo(dtype).dtype
+    return [ShapedArray(batch + (n, b.shape[-1]), dtype),
+            ShapedArray(batch + ((b.shape[-1],) if m > n else (0,)), real),
+            ShapedArray(batch + (min(m, n),), real)]
+
+
+def _lstsq_jvp(primals, tangents, *, rcond):
+    a, b = primals
+    t_a, t_b = tangents
+    x, residuals, s = outs = lstsq_p.bind(a, b, rcond=rcond)
+    if type(t_a) is Zero and type(t_b) is Zero:
+        return outs, [Zero(aval(o)) for o in outs]
+    *_, m, n = aval(a).shape
+    # one SVD gives the pseudo-inverse lstsq applies (its rank cut) and ds
+    u, s_uv, vh = svd_p.bind(a, full_matrices=False, compute_uv=True)
+    kept = s_uv > lstsq_cutoff(rcond, m, n) * s_uv[..., :1]
+    s_inv = np.where(kept, 1 / np.where(kept, s_uv, 1.0), 0.0)
+    p = np.matmul(_mH(vh) * np.expand_dims(s_inv, -2), _mH(u))
+    dx, d_residual, ds = Zero(aval(x)), Zero(aval(b)), Zero(aval(s))
+    if type(t_b) is not Zero:
+        dx, d_residual = np.matmul(p, t_b), t_b
+    if type(t_a) is not Zero:
+        dx = add_tangents(dx, np.matmul(pinv_tangent(a, p, t_a), b))    # x = P b
+        m_ = np.matmul(_mH(u), np.matmul(t_a, _mH(vh)))
+        ds = _real(np.sum(m_ * _eye_like(m_), axis=-1))
+        d_residual = add_tangents(d_residual, -np.matmul(t_a, x))
+    d_residuals = Zero(aval(residuals))
+    if m > n:
+        residual = b - np.matmul(a, x)
+        d_residual = d_residual - np.matmul(a, dx)
+        d_residuals = 2 * _real(np.sum(np.conjugate(residual) * d_residual, axis=-2))
+    return outs, [dx, d_residuals, ds]
+
+
+register(lstsq_p, impl=_lstsq_impl, abstract_eval=_lstsq_abstract_eval, jvp=_lstsq_jvp,
+         batch=_stacked_batch(lstsq_p), symbolic_zeros=True)
 
 
 # -- sort, argsort and sort_gather (take_along_axis with a permutation) ---------------------
@@ -268,5 +623,6 @@ register(sort_p, impl=lambda x, *, axis: np.sort(x, axis=axis),
          batch=_axis_batch(sort_p), symbolic_zeros=True)
 
 
-__all__ = ["argsort_p", "cholesky_p", "det_p", "eigh_p", "inv_p", "slogdet_p", "solve_p",
-           "sort_gather_p", "sort_p"]
+__all__ = ["argsort_p", "cholesky_p", "det_p", "eig_p", "eigh_p", "eigvals_p", "eigvalsh_p",
+           "inv_p", "lstsq_cutoff", "lstsq_p", "pinv_p", "pinv_tangent", "qr_p", "slogdet_p",
+           "solve_p", "sort_gather_p", "sort_p", "svd_p"]
