@@ -13,6 +13,7 @@ from xform.testing import check_grads
 from xform.testing import strategies as xst
 
 from tests.numpy.support import assert_matches_numpy, assert_vmap_matches_loop
+from tests.rules.elementwise_checks import operand_grid, staging_mismatch
 
 THIS_FILE = "test_math.py"
 
@@ -112,12 +113,6 @@ def test_convolve_and_correlate_match_numpy(data, mode):
     assert_matches_numpy(lambda x: np.convolve(x, v), a, exact=False)
 
 
-@given(p=xst.arrays((4,)), xs=array_and_axis(min_dims=0))
-def test_polyval_matches_numpy(p, xs):
-    assert_matches_numpy(np.polyval, p, xs[0])
-    assert_matches_numpy(lambda x: np.polyval([1.0, -2.0, 3.0], x), xs[0])
-
-
 @given(xs=array_and_axis())
 def test_sinc_round_nan_to_num_match_numpy(xs):
     x, _ = xs
@@ -204,13 +199,12 @@ def test_interp_derivatives(xp, data):
 
 
 @given(data=st.data())
-def test_convolve_cross_polyval_derivatives(data):
+def test_convolve_cross_derivatives(data):
     a, v = data.draw(xst.arrays((5,))), data.draw(xst.arrays((3,)))
     for mode in ("valid", "same", "full"):
         check_grads(lambda x, y: np.convolve(x, y, mode), (a, v), order=1)
         check_grads(lambda x, y: np.correlate(y, x, mode), (a, v), order=1)
     check_grads(np.cross, (data.draw(xst.arrays((2, 3))), v), order=1)
-    check_grads(np.polyval, (v, a), order=1)
 
 
 @given(xs=array_and_axis())
@@ -283,3 +277,89 @@ def test_errors_name_the_users_line():
         xform.jit(lambda a: np.correlate(a, a, "middle"))(x)
     with pytest.raises(xform.ConcretizationError, match=THIS_FILE):
         xform.jit(lambda a: 1.0 if np.allclose(a, 1.0) else 0.0)(x)
+
+
+# -- the functions jax.numpy differentiates beyond the list ---------------------------
+
+# two-input ufuncs written as compositions (tests/rules/test_binary.py checks the rest)
+COMPOSED_UFUNCS = {np.heaviside: [lambda a, b: np.heaviside(a, b)],
+                   np.ldexp: [lambda a, b: np.ldexp(a, b)],
+                   np.divmod: [lambda a, b: np.divmod(a, b)[0], lambda a, b: np.divmod(a, b)[1]]}
+
+
+@pytest.mark.parametrize("ufunc", list(COMPOSED_UFUNCS), ids=lambda u: u.__name__)
+def test_composed_ufuncs_match_numpy_on_the_dtype_grid(ufunc):
+    left, right = operand_grid(np.float32)
+    failures = []
+    for fn in COMPOSED_UFUNCS[ufunc]:
+        for x_kind, x in left.items():
+            for y_kind, y in right.items():
+                problem = staging_mismatch(fn, x, y)
+                if problem:
+                    failures.append(f"({x_kind}, {y_kind}): {problem}")
+    assert not failures, "\n".join(failures)
+
+
+@given(xs=array_and_axis())
+def test_more_ufuncs_match_numpy(xs):
+    x, _ = xs
+    special = np.where(np.abs(x) < 0.5, 0.0, x * 3)
+    special.reshape(-1)[::4] = np.nan
+    assert_matches_numpy(np.fix, x * 3)
+    assert_matches_numpy(np.fix, np.floor(x * 3).astype(np.int64))
+    assert_matches_numpy(np.heaviside, special, x)
+    assert_matches_numpy(lambda a: np.heaviside(a, 1), special)
+    assert_matches_numpy(np.ldexp, x, np.arange(x.shape[-1]) - 2)
+    assert_matches_numpy(np.ldexp, x.astype(np.float32), np.arange(x.shape[-1]) - 2)
+    assert_matches_numpy(np.divmod, x * 5, 1.5)
+    assert_matches_numpy(np.divmod, np.floor(x * 5).astype(np.int64), 3)
+    infinite = np.where(x > 1, np.inf, np.where(x < -1, -np.inf, x))
+    for fn in (np.isposinf, np.isneginf, np.isreal, np.iscomplex):
+        assert_matches_numpy(fn, infinite)
+
+
+@given(xs=array_and_axis(), include_initial=st.booleans())
+def test_cumulative_and_unwrap_match_numpy(xs, include_initial):
+    x, axis = xs
+    assert_matches_numpy(lambda a: np.cumulative_sum(a, axis=axis,
+                                                     include_initial=include_initial), x)
+    assert_matches_numpy(lambda a: np.cumulative_prod(a, axis=axis,
+                                                      include_initial=include_initial), x)
+    phases = np.cumsum(x * 3, axis=axis)
+    assert_matches_numpy(lambda a: np.unwrap(a, axis=axis), phases)
+    assert_matches_numpy(lambda a: np.unwrap(a, discont=1.0, axis=axis, period=5.0), phases)
+    assert_matches_numpy(lambda a: np.unwrap(a, period=6), np.floor(phases * 3).astype(int))
+
+
+@given(a=xst.arrays((3, 4)), b=xst.arrays((4,)))
+def test_vector_gufuncs_match_numpy(a, b):
+    assert_matches_numpy(np.vecdot, a, b, exact=False)
+    assert_matches_numpy(np.matvec, a, b, exact=False)
+    assert_matches_numpy(np.vecmat, a[:, 0], a, exact=False)
+    check_grads(np.vecdot, (a, b), order=1)
+    check_grads(np.matvec, (a, b), order=1)
+    check_grads(np.vecmat, (a[:, 0], a), order=1)
+
+
+@given(xs=array_and_axis())
+def test_boolean_tests_match_numpy(xs):
+    x, _ = xs
+    y = x.copy()
+    y.reshape(-1)[0] = np.nan
+    for equal_nan in (False, True):
+        got = xform.jit(lambda a, b: np.array_equal(a, b, equal_nan=equal_nan))(y, y)
+        assert bool(got) == np.array_equal(y, y, equal_nan=equal_nan)
+    assert xform.jit(lambda a: np.array_equal(a, a[..., :1]))(np.ones((2, 2))) is False
+    assert bool(xform.jit(lambda a: np.array_equiv(a, a[..., :1]))(x)) == \
+        np.array_equiv(x, x[..., :1])
+    assert_matches_numpy(lambda a: np.isin(a, a.reshape(-1)[:2]), x)
+    assert_matches_numpy(lambda a: np.isin(np.round(a), [0.0, 1.0], invert=True), x)
+
+
+@given(x=xst.arrays((3, 4)))
+def test_more_derivatives(x):
+    away_from_zero = np.where(np.abs(x) < 0.1, 0.5, x)      # heaviside jumps at 0
+    check_grads(lambda a, b: np.heaviside(a, b) * a, (away_from_zero, x), order=1)
+    check_grads(lambda a: np.ldexp(a, np.arange(4)), (x,), order=1)
+    check_grads(lambda a: np.unwrap(np.cumsum(a * 3, axis=1)), (x,), order=1)
+    check_grads(lambda a: np.cumulative_prod(a, axis=1, include_initial=True), (x,), order=1)

@@ -169,3 +169,38 @@ def test_errors_name_the_users_line():
     with pytest.raises(xform.ShapeError, match=THIS_FILE):
         xform.jit(lambda a: xform.numpy.put_along_axis(a, np.zeros((2, 2), int), 1.0,
                                                        None))(x)
+
+
+@given(x=arrays_with_rank(), data=st.data())
+def test_resize_compress_extract_choose_diagflat_match_numpy(x, data):
+    shape = data.draw(xst.shapes(min_dims=0, max_dims=2, min_side=0, max_side=5))
+    axis = data.draw(st.integers(0, x.ndim - 1))
+    condition = data.draw(st.lists(st.booleans(), min_size=1, max_size=x.shape[axis]))
+    mask = x > 0
+    assert_matches_numpy(lambda a: np.resize(a, shape), x)
+    assert_matches_numpy(lambda a: np.compress(condition, a, axis=axis), x)
+    assert_matches_numpy(lambda a: np.compress(condition, a), x)
+    assert_matches_numpy(lambda a: np.extract(mask, a), x)
+    index = data.draw(xst.arrays(x.shape[-1:], np.int64, -1, 3))
+    for mode in ("wrap", "clip"):
+        assert_matches_numpy(lambda a: np.choose(index, [a, -a, 2.0], mode=mode), x)
+    assert_matches_numpy(lambda a, i: np.choose(i, [a, a * 3]), x, mask.astype(int))
+    assert_matches_numpy(lambda a: np.diagflat(a[..., :3], -1), x)
+    check_grads(lambda a: np.resize(a, (2, 5)) + np.choose(index % 3, [a, -a, 2.0]).sum(),
+                (x,), order=1)
+
+
+def test_ellipsis_then_newaxis_keeps_numpy_layout():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    for index in [(Ellipsis, None, slice(None)), (0, Ellipsis, None, slice(None)),
+                  (Ellipsis, [0, 1], slice(None)), (Ellipsis, slice(1, None), slice(None))]:
+        np.testing.assert_array_equal(xform.jit(lambda a: a[index])(x), x[index])
+
+
+def test_data_dependent_sizes_name_the_fix():
+    x = np.ones(3)
+    for fn in (np.nonzero, np.flatnonzero, np.argwhere,
+               lambda a: np.compress(a > 0, a), lambda a: np.extract(a > 0, a)):
+        with pytest.raises(xform.ConcretizationError, match=THIS_FILE) as info:
+            xform.jit(fn)(x)
+        assert "np.where" in info.value.hint

@@ -223,3 +223,20 @@ def test_data_dependent_sizes_name_the_fix_and_the_line():
         xform.jit(lambda a: np.quantile(a, 1.5))(np.ones(3))
     with pytest.raises(xform.ShapeError, match=THIS_FILE):
         xform.jit(lambda a: np.digitize(a, [1.0, 0.0, 2.0]))(np.ones(3))
+
+
+@given(x=distinct_matrices())
+def test_count_nonzero_and_histogram_bin_edges(x):
+    assert_matches_numpy(lambda a: np.count_nonzero(a > 0.5), x)
+    assert_matches_numpy(lambda a: np.count_nonzero(a > 0.5, axis=0, keepdims=True), x)
+    assert_matches_numpy(np.histogram_bin_edges, x)
+    assert_matches_numpy(lambda a: np.histogram_bin_edges(a, 4, range=(0.0, 1.0)), x)
+    check_grads(lambda a: np.histogram_bin_edges(a, 3), (x,), order=1)
+
+
+@pytest.mark.parametrize("name", ["unique", "unique_values", "unique_counts",
+                                  "unique_inverse", "unique_all"])
+def test_unique_family_needs_concrete_values(name):
+    with pytest.raises(xform.ConcretizationError, match=THIS_FILE) as info:
+        xform.jit(getattr(np, name))(np.ones(3))
+    assert f"np.{name}" in info.value.hint

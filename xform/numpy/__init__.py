@@ -3,7 +3,7 @@ function, built on the primitive families in xform.rules. Importing this package
 tables and installs the Tracer's dispatch hooks."""
 from xform.numpy import (axes, contract, index, join, linalg, reduce, shape,  # noqa: F401
                          ufuncs)
-from xform.numpy import math, rearrange, sequences, statistics  # noqa: F401
+from xform.numpy import math, polynomial, rearrange, sequences, statistics  # noqa: F401
 from xform.numpy.index import index_add
 from xform.numpy.protocol import FUNCTIONS, UFUNCS, implements, numpy_name
 from xform.numpy.rearrange import put_along_axis

@@ -1,7 +1,9 @@
 """numpy's miscellaneous math on tracers, each a composition of existing primitives written as
-numpy writes it (so values agree with numpy's): sinc, round, nan_to_num, differences (diff,
-ediff1d, gradient, trapezoid), cross, interp, convolve/correlate, polyval, select, piecewise,
-isclose/allclose."""
+numpy writes it (so values agree with numpy's): sinc, round, fix, nan_to_num, the ufuncs
+heaviside/ldexp/divmod/vecdot/matvec/vecmat, differences (diff, ediff1d, gradient, trapezoid,
+unwrap, cumulative_sum/prod), cross, interp, convolve/correlate, select, piecewise, and the
+boolean tests (isclose, allclose, array_equal, array_equiv, isin, isposinf, isneginf,
+isreal, iscomplex)."""
 import numpy as np
 
 from xform.errors import TypeCheckError, shape_error, unsupported_error
@@ -61,6 +63,61 @@ def round_(a, decimals=0, out=None):
     else:
         result = np.rint(a / scale) * scale
     return result.astype(dtype) if aval(result).dtype != dtype else result
+
+
+@implements(np.fix)
+def fix(x, out=None):
+    """`np.fix`: rounded towards zero (floor of the non-negative, ceil of the rest)."""
+    if out is not None:
+        raise unsupported_error("numpy.fix(..., out=...)")
+    x = as_array(x)
+    return scalar_result(np.where(np.greater_equal(x, 0), np.floor(x), np.ceil(x)))
+
+
+_PYTHON_TYPES = {"b": bool, "i": int, "u": int, "f": float, "c": complex}
+
+
+def _ufunc_loop(ufunc, *args):
+    """The dtypes of the loop numpy picks for `ufunc` on `args` (Python scalars and weak
+    tracers weakly typed, as NEP 50 says): (input dtypes..., output dtype)."""
+    operands = []
+    for x in args:
+        if type(x) in (bool, int, float, complex):
+            operands.append(type(x))
+        elif type(x) is Tracer and x.aval.weak_type:
+            operands.append(_PYTHON_TYPES[x.dtype.kind])
+        else:
+            operands.append(aval(as_array(x)).dtype)
+    try:
+        return ufunc.resolve_dtypes((*operands, None))
+    except TypeError as err:
+        raise TypeCheckError(str(err), user_frame_info()) from None
+
+
+@implements(np.heaviside)
+def heaviside(x1, x2):
+    """The ufunc `np.heaviside`: 0 below zero, `x2` at zero, 1 above (NaN stays NaN), in the
+    dtype of numpy's loop; differentiable in `x2`."""
+    dtype = _ufunc_loop(np.heaviside, x1, x2)[-1]
+    x1, x2 = as_array(x1).astype(dtype), as_array(x2).astype(dtype)
+    out = np.where(x1 > 0, np.ones((), dtype), x2)
+    out = np.where(x1 < 0, np.zeros((), dtype), out)
+    return scalar_result(np.where(np.isnan(x1), x1, out))
+
+
+@implements(np.ldexp)
+def ldexp(x1, x2):
+    """The ufunc `np.ldexp`: x1 * 2**x2, one exact scaling in the dtype of numpy's loop
+    (results below the smallest normal number may round differently from numpy's ldexp)."""
+    mantissa_dtype, exponent_dtype, dtype = _ufunc_loop(np.ldexp, x1, x2)
+    x1, x2 = as_array(x1).astype(dtype), as_array(x2).astype(exponent_dtype)
+    return np.multiply(x1, np.exp2(x2.astype(np.float64)).astype(dtype))
+
+
+@implements(np.divmod)
+def divmod_(x1, x2):
+    """The ufunc `np.divmod`: (floor_divide, remainder)."""
+    return np.floor_divide(x1, x2), np.remainder(x1, x2)
 
 
 @implements(np.nan_to_num)
@@ -367,16 +424,6 @@ def convolve(a, v, mode="full"):
     return _correlate_1d(a, np.flip(v) if ndim(v) == 1 else v, mode, "convolve")
 
 
-@implements(np.polyval)
-def polyval(p, x):
-    """`np.polyval` by Horner's rule, as numpy: y = y * x + p[i]."""
-    p, x = as_array(p), as_array(x)
-    y = np.zeros_like(x)
-    for i in range(aval(p).shape[0] if ndim(p) else 1):
-        y = y * x + (p[i] if ndim(p) else p)
-    return y
-
-
 # -- selection ---------------------------------------------------------------------------------
 
 @implements(np.select)
@@ -438,6 +485,95 @@ def piecewise(x, condlist, funclist, *args, **kw):
     return y
 
 
+# -- cumulative sums, unwrap, products of vectors ---------------------------------------------
+
+def _cumulative(scan, fill, x, axis, dtype, include_initial):
+    x = as_array(x)
+    if axis is None:
+        if ndim(x) != 1:
+            raise shape_error("For arrays which have more than one dimension ``axis`` "
+                              "argument is required.")
+        axis = 0
+    axis = normalize_axis(axis, ndim(x))
+    result = scan(x, axis=axis, dtype=dtype)
+    if include_initial:
+        shape = list(aval(result).shape)
+        shape[axis] = 1
+        result = np.concatenate([np.full(shape, fill, aval(result).dtype), result], axis)
+    return result
+
+
+@implements(np.cumulative_sum)
+def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    """`np.cumulative_sum`: cumsum, with an initial zero if asked."""
+    if out is not None:
+        raise unsupported_error("numpy.cumulative_sum(..., out=...)")
+    return _cumulative(np.cumsum, 0, x, axis, dtype, include_initial)
+
+
+@implements(np.cumulative_prod)
+def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    """`np.cumulative_prod`: cumprod, with an initial one if asked."""
+    if out is not None:
+        raise unsupported_error("numpy.cumulative_prod(..., out=...)")
+    return _cumulative(np.cumprod, 1, x, axis, dtype, include_initial)
+
+
+@implements(np.unwrap)
+def unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    """`np.unwrap` of real phases, as numpy: jumps larger than `discont` corrected by
+    multiples of `period`, accumulated along `axis`."""
+    p = as_array(p)
+    rank = ndim(p)
+    axis = normalize_axis(axis, rank)
+    dd = diff(p, axis=axis)
+    if discont is None:
+        discont = period / 2
+    dtype = np.result_type(aval(dd).dtype, period)
+    if dtype.kind in "iu":
+        interval_high, rem = divmod(period, 2)
+        boundary_ambiguous = rem == 0
+    else:
+        interval_high = period / 2
+        boundary_ambiguous = True
+    interval_low = -interval_high
+    ddmod = np.mod(dd - interval_low, period) + interval_low
+    if boundary_ambiguous:
+        ddmod = np.where((ddmod == interval_low) & (dd > 0),
+                         np.asarray(interval_high, aval(ddmod).dtype), ddmod)
+    correction = ddmod - dd
+    correction = np.where(np.abs(dd) < discont, np.zeros((), aval(correction).dtype),
+                          correction)
+    head = p[along(axis, slice(0, 1), rank)].astype(dtype)
+    tail = (p[along(axis, slice(1, None), rank)] + np.cumsum(correction, axis)).astype(dtype)
+    return np.concatenate([head, tail], axis)
+
+
+@implements(np.vecdot)
+def vecdot(x1, x2):
+    """The gufunc `np.vecdot` (over the last axis; the first operand conjugated)."""
+    x1, x2 = as_array(x1), as_array(x2)
+    if aval(x1).dtype.kind == "c":
+        x1 = np.conjugate(x1)
+    return np.matmul(x1[..., None, :], x2[..., :, None])[..., 0, 0]
+
+
+@implements(np.matvec)
+def matvec(x1, x2):
+    """The gufunc `np.matvec`: matrices times vectors over the last axes."""
+    x1, x2 = as_array(x1), as_array(x2)
+    return np.matmul(x1, x2[..., :, None])[..., 0]
+
+
+@implements(np.vecmat)
+def vecmat(x1, x2):
+    """The gufunc `np.vecmat`: (conjugated) vectors times matrices over the last axes."""
+    x1, x2 = as_array(x1), as_array(x2)
+    if aval(x1).dtype.kind == "c":
+        x1 = np.conjugate(x1)
+    return np.matmul(x1[..., None, :], x2)[..., 0, :]
+
+
 # -- closeness ---------------------------------------------------------------------------------
 
 @implements(np.isclose)
@@ -463,3 +599,70 @@ def allclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):
     """`np.allclose` staged as all(isclose(...)): a traced boolean (deciding a Python `if` on
     it needs a concrete value)."""
     return np.all(isclose(a, b, rtol, atol, equal_nan))
+
+
+@implements(np.array_equal)
+def array_equal(a1, a2, equal_nan=False):
+    """`np.array_equal`: False for different shapes, else a traced all(a1 == a2)."""
+    a1, a2 = as_array(a1), as_array(a2)
+    if aval(a1).shape != aval(a2).shape:
+        return False
+    same = a1 == a2
+    if equal_nan and np.result_type(aval(a1).dtype, aval(a2).dtype).kind in "fc":
+        both_nan = np.isnan(a1) & np.isnan(a2)
+        return np.all(np.isnan(a1) == np.isnan(a2)) & np.all(same | both_nan)
+    return np.all(same)
+
+
+@implements(np.array_equiv)
+def array_equiv(a1, a2):
+    """`np.array_equiv`: False for shapes that do not broadcast, else all(a1 == a2)."""
+    a1, a2 = as_array(a1), as_array(a2)
+    try:
+        np.broadcast_shapes(aval(a1).shape, aval(a2).shape)
+    except ValueError:
+        return False
+    return np.all(a1 == a2)
+
+
+@implements(np.isin)
+def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
+    """`np.isin`: whether each element equals one of `test_elements` (one comparison of every
+    pair)."""
+    element, test_elements = as_array(element), ravel(as_array(test_elements))
+    found = np.any(element[..., None] == test_elements, axis=-1)
+    return np.logical_not(found) if invert else found
+
+
+def _real_infinity(x, name):
+    x = as_array(x)
+    if aval(x).dtype.kind == "c":
+        raise TypeCheckError(f"numpy.{name} is not supported for complex values because it "
+                             "would be ambiguous.", user_frame_info())
+    return x
+
+
+@implements(np.isposinf)
+def isposinf(x, out=None):
+    """`np.isposinf`: +inf."""
+    x = _real_infinity(x, "isposinf")
+    return np.logical_and(np.isinf(x), np.logical_not(np.signbit(x)))
+
+
+@implements(np.isneginf)
+def isneginf(x, out=None):
+    """`np.isneginf`: -inf."""
+    x = _real_infinity(x, "isneginf")
+    return np.logical_and(np.isinf(x), np.signbit(x))
+
+
+@implements(np.isreal)
+def isreal(x):
+    """`np.isreal`: a zero imaginary part."""
+    return scalar_result(np.imag(as_array(x)) == 0)
+
+
+@implements(np.iscomplex)
+def iscomplex(x):
+    """`np.iscomplex`: a nonzero imaginary part."""
+    return scalar_result(np.imag(as_array(x)) != 0)

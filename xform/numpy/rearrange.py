@@ -1,13 +1,14 @@
-"""numpy's rearranging functions on tracers: rot90, rollaxis, broadcast_arrays, append,
-insert/delete (static indices), partition/argpartition, and put_along_axis (functional: numpy
-writes into its argument, a traced array is immutable)."""
+"""numpy's rearranging functions on tracers: rot90, rollaxis, broadcast_arrays, append, resize,
+insert/delete (static indices), compress/extract (concrete conditions), choose, diagflat,
+partition/argpartition, put_along_axis (functional: numpy writes into its argument, a traced
+array is immutable), and the errors of nonzero/flatnonzero/argwhere (data-dependent sizes)."""
 import numpy as np
 
-from xform.errors import TypeCheckError, shape_error
+from xform.errors import ConcretizationError, TypeCheckError, shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axis
-from xform.numpy.index import index_add, take
+from xform.numpy.index import index_add, take, take_along_axis
 from xform.numpy.protocol import implements
 from xform.numpy.shape import as_array, broadcast_to, flip, ravel, reshape, transpose
 from xform.rules.linalg import sort_gather_p
@@ -107,6 +108,100 @@ def delete(arr, obj, axis=None):
     arr = as_array(arr)
     numbers = np.arange(aval(arr).size).reshape(aval(arr).shape)
     return take(ravel(arr), np.delete(numbers, obj, axis=axis))
+
+
+@implements(np.resize)
+def resize(a, new_shape):
+    """`np.resize`: the flattened array repeated (or cut) to fill `new_shape`."""
+    a = ravel(as_array(a))
+    new_shape = tuple(new_shape) if isinstance(new_shape, (tuple, list)) else (new_shape,)
+    new_shape = tuple(int(d) for d in new_shape)
+    if any(d < 0 for d in new_shape):
+        raise shape_error("all elements of `new_shape` must be non-negative")
+    size, new_size = aval(a).size, int(np.prod(new_shape, dtype=np.int64))
+    if size == 0 or new_size == 0:
+        return np.zeros(new_shape, aval(a).dtype)
+    repeats = -(-new_size // size)
+    return reshape(np.concatenate([a] * repeats)[:new_size], new_shape)
+
+
+def _concrete_condition(condition, name):
+    if type(condition) is Tracer:
+        raise ConcretizationError(
+            f"numpy.{name} with a traced condition: the result's size depends on the values",
+            user_frame_info(), "use np.where(condition, a, 0) to keep the shape, or pass the "
+            "condition as a concrete array (a closure constant or static argument)")
+    return np.asarray(condition)
+
+
+@implements(np.compress)
+def compress(condition, a, axis=None, out=None):
+    """`np.compress` with a concrete condition: the selected slices, one gather."""
+    condition = _concrete_condition(condition, "compress")
+    if out is not None:
+        raise unsupported_error("numpy.compress(..., out=...)")
+    a = as_array(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = normalize_axis(axis, ndim(a))
+    if condition.ndim != 1:
+        raise shape_error("condition must be a 1-d array")
+    if condition.size > aval(a).shape[axis]:
+        raise shape_error(f"condition of length {condition.size} is longer than axis {axis} "
+                          f"of length {aval(a).shape[axis]}")
+    return take(a, np.flatnonzero(condition), axis=axis)
+
+
+@implements(np.extract)
+def extract(condition, arr):
+    """`np.extract` with a concrete condition: the flattened elements where it holds."""
+    condition = _concrete_condition(condition, "extract")
+    return take(ravel(as_array(arr)), np.flatnonzero(condition))
+
+
+def _data_dependent(name):
+    def refuse(a, *args, **kwargs):
+        raise ConcretizationError(
+            f"numpy.{name} of a traced array: the result's size depends on the values",
+            user_frame_info(), "use np.where(condition, x, y) to keep the shape, or call "
+            f"np.{name} on a concrete array (a closure constant or static argument)")
+    refuse.__doc__ = f"`np.{name}` needs concrete values: the result's size depends on them."
+    return refuse
+
+
+for _name in ("nonzero", "flatnonzero", "argwhere"):
+    implements(getattr(np, _name))(_data_dependent(_name))
+
+
+@implements(np.choose)
+def choose(a, choices, out=None, mode="raise"):
+    """`np.choose`: `choices[a[i]][i]`, all broadcast together (modes raise, wrap, clip;
+    traced indices out of range under 'raise' are not checked)."""
+    if out is not None:
+        raise unsupported_error("numpy.choose(..., out=...)")
+    index = as_array(a)
+    if aval(index).dtype.kind not in "iub":
+        raise TypeCheckError("Cannot cast array data to int64 according to the rule 'safe'",
+                             user_frame_info())
+    choices = broadcast_arrays(index, *choices)[1:]
+    n = len(choices)
+    if mode == "wrap":
+        index = np.mod(index, n)
+    elif mode == "clip":
+        index = np.clip(index, 0, n - 1)
+    elif mode != "raise":
+        raise shape_error(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
+    elif type(index) is not Tracer and np.any((index < 0) | (index >= n)):
+        raise shape_error("invalid entry in choice array")
+    stacked = np.stack(choices)
+    index = broadcast_to(index.astype(np.intp), aval(stacked).shape[1:])
+    return take_along_axis(stacked, reshape(index, (1,) + aval(index).shape), 0)[0]
+
+
+@implements(np.diagflat)
+def diagflat(v, k=0):
+    """`np.diagflat`: the flattened input on the k-th diagonal of a square matrix."""
+    return np.diag(ravel(as_array(v)), k)
 
 
 def _kth(kth, n):

@@ -526,12 +526,23 @@ def bincount(x, weights=None, minlength=0):
     return index_add(np.zeros(length), x, weights.astype(np.float64))
 
 
-@implements(np.unique)
-def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
-           equal_nan=True, sorted=True):
-    """`np.unique` needs concrete values: the number of distinct values sizes the result."""
-    raise _data_dependent_size("unique", "call np.unique on concrete values (a closure "
-                               "constant or static argument), outside the staged function")
+def _unique_refusal(name):
+    def refuse(ar, *args, **kwargs):
+        raise _data_dependent_size(name, f"call np.{name} on concrete values (a closure "
+                                   "constant or static argument), outside the staged function")
+    refuse.__doc__ = f"`np.{name}` needs concrete values: the number of distinct values " \
+                     "sizes the result."
+    return refuse
+
+
+for _name in ("unique", "unique_values", "unique_counts", "unique_inverse", "unique_all"):
+    implements(getattr(np, _name))(_unique_refusal(_name))
+
+
+@implements(np.count_nonzero)
+def count_nonzero(a, axis=None, *, keepdims=False):
+    """`np.count_nonzero`: the number of nonzero entries (an integer, zero derivative)."""
+    return np.sum(as_array(a) != 0, axis=axis, dtype=np.intp, keepdims=keepdims)
 
 
 @implements(np.histogram)
@@ -586,3 +597,10 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
         widths = np.diff(edges)
         return hist / widths / np.sum(hist), edges
     return hist, edges
+
+
+@implements(np.histogram_bin_edges)
+def histogram_bin_edges(a, bins=10, range=None, weights=None):
+    """`np.histogram_bin_edges`: the edges `np.histogram` uses (differentiable in the data
+    when they come from its minimum and maximum)."""
+    return histogram(a, bins, range, weights=weights)[1]
