@@ -1,6 +1,7 @@
-"""xform.numpy.rearrange: rot90, rollaxis, broadcast_arrays, append, insert/delete,
-partition/argpartition and the functional put_along_axis, against numpy bit for bit, with
-derivatives, vmap and the error of numpy's in-place put_along_axis."""
+"""xform.numpy.rearrange: rot90, rollaxis, broadcast_arrays, append, resize, insert/delete,
+compress/extract, choose, diagflat, apply_along_axis/apply_over_axes, partition/argpartition
+and the functional put_along_axis, against numpy bit for bit, with derivatives, vmap and the
+errors (numpy's in-place put_along_axis, data-dependent sizes)."""
 import autograd
 import autograd.numpy as anp
 import numpy as np
@@ -204,3 +205,15 @@ def test_data_dependent_sizes_name_the_fix():
         with pytest.raises(xform.ConcretizationError, match=THIS_FILE) as info:
             xform.jit(fn)(x)
         assert "np.where" in info.value.hint
+
+
+@given(x=arrays_with_rank(min_dims=2), data=st.data())
+def test_apply_along_and_over_axes_match_numpy(x, data):
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    assert_matches_numpy(lambda a: np.apply_along_axis(np.cumsum, axis, a), x)
+    assert_matches_numpy(lambda a: np.apply_along_axis(lambda v: np.sum(v ** 2), axis, a), x)
+    assert_matches_numpy(lambda a: np.apply_along_axis(lambda v: np.outer(v, v), axis, a), x)
+    assert_matches_numpy(lambda a: np.apply_along_axis(np.percentile, axis, a, 30.0), x)
+    assert_matches_numpy(lambda a: np.apply_over_axes(np.sum, a, [0, -1]), x)
+    check_grads(lambda a: np.apply_along_axis(lambda v: np.outer(v, v), axis, a), (x,),
+                order=1)

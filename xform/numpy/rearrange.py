@@ -1,7 +1,7 @@
 """numpy's rearranging functions on tracers: rot90, rollaxis, broadcast_arrays, append, resize,
 insert/delete (static indices), compress/extract (concrete conditions), choose, diagflat,
-partition/argpartition, put_along_axis (functional: numpy writes into its argument, a traced
-array is immutable), and the errors of nonzero/flatnonzero/argwhere (data-dependent sizes)."""
+apply_along_axis/apply_over_axes, partition/argpartition, put_along_axis (functional: a traced
+array is immutable) and the errors of nonzero/flatnonzero/argwhere (data-dependent sizes)."""
 import numpy as np
 
 from xform.errors import ConcretizationError, TypeCheckError, shape_error, unsupported_error
@@ -202,6 +202,43 @@ def choose(a, choices, out=None, mode="raise"):
 def diagflat(v, k=0):
     """`np.diagflat`: the flattened input on the k-th diagonal of a square matrix."""
     return np.diag(ravel(as_array(v)), k)
+
+
+@implements(np.apply_along_axis)
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """`np.apply_along_axis`: `func1d` on each 1-d slice along `axis`, as numpy runs it (one
+    call per slice, so one staged copy of `func1d` per slice), results stacked in place of
+    the axis."""
+    arr = as_array(arr)
+    rank = ndim(arr)
+    axis = normalize_axis(axis, rank)
+    moved = transpose(arr, [d for d in range(rank) if d != axis] + [axis])
+    outer = aval(moved).shape[:-1]
+    if 0 in outer:
+        raise shape_error("Cannot apply_along_axis when any iteration dimensions are 0")
+    results = [as_array(func1d(moved[index], *args, **kwargs)) for index in np.ndindex(outer)]
+    inner = aval(results[0]).shape
+    stacked = reshape(np.stack(results), outer + inner)
+    # numpy puts the function's output axes where `axis` was
+    order = list(range(len(outer)))
+    return transpose(stacked, order[:axis] + [len(outer) + i for i in range(len(inner))]
+                     + order[axis:])
+
+
+@implements(np.apply_over_axes)
+def apply_over_axes(func, a, axes):
+    """`np.apply_over_axes`: `func(a, axis)` for each axis in turn, keeping the dimensions."""
+    value = as_array(a)
+    rank = ndim(value)
+    for axis in (axes,) if np.ndim(axes) == 0 else axes:
+        axis = rank + axis if axis < 0 else axis
+        result = as_array(func(value, axis))
+        if ndim(result) != ndim(value):
+            result = np.expand_dims(result, axis)
+            if ndim(result) != ndim(value):
+                raise shape_error("function is not returning an array of the correct shape")
+        value = result
+    return value
 
 
 def _kth(kth, n):
