@@ -16,6 +16,7 @@ from xform.rules import binary as B
 from xform.rules.compare import COMPARE_PRIMITIVES
 from xform.testing import check_primitive
 from xform.testing import strategies as xst
+from tests.numpy.test_math import COMPOSED_UFUNCS
 from tests.rules.elementwise_checks import (DTYPE_GRID, operand_grid, aval_mismatch, equation_names,
                                             staging_mismatch)
 
@@ -111,10 +112,12 @@ NUMPY_UFUNCS = [getattr(np, name) for name in B.BINARY_PRIMITIVES]
 
 
 def test_every_staged_two_input_ufunc_is_tested():
-    # here or, for comparisons and bitwise ops, in test_compare.py (SciPy's: tests/scipy)
+    # here, for comparisons and bitwise ops in test_compare.py, for compositions in
+    # tests/numpy/test_math.py (SciPy's: tests/scipy)
     staged = {ufunc for ufunc in UFUNCS if ufunc.nin == 2 and ufunc.signature is None
               and getattr(np, ufunc.__name__, None) is ufunc}
-    assert staged <= set(NUMPY_UFUNCS) | {getattr(np, name) for name in COMPARE_PRIMITIVES}
+    assert staged <= set(NUMPY_UFUNCS) | {getattr(np, name) for name in COMPARE_PRIMITIVES} \
+        | set(COMPOSED_UFUNCS)
 
 
 @pytest.mark.parametrize("ufunc", NUMPY_UFUNCS, ids=lambda u: u.__name__)

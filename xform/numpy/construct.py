@@ -128,7 +128,8 @@ for _name, _replacement in [("array", _array), ("asarray", _asarray),
                             ("asfortranarray", _ascontiguousarray)]:
     stand_in((np, _name), _replacement)
 stand_in(np.full, _full)
-stand_in(np.append, lambda arr, values, axis=None: append(arr, values, axis))
+stand_in(np.append, lambda arr, values, axis=None: np.append(staged_array(arr),
+                                                            staged_array(values), axis))
 stand_in(type(np.r_).__mro__[1].__getitem__, _axis_concatenate)
 for _function in (np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
     stand_in(_function, _staged_items(_function))
@@ -143,11 +144,3 @@ def _needs_a_concrete_shape(name):
 # numpy reads their shape with __index__ and replaces our error by its own TypeError
 for _name in ("zeros", "ones", "empty", "arange", "eye", "identity", "tri"):
     stand_in((np, _name), _needs_a_concrete_shape(_name))
-
-
-@implements(np.append)
-def append(arr, values, axis=None):
-    arr, values = staged_array(arr), staged_array(values)
-    if axis is None:
-        return concatenate([arr.ravel(), values.ravel()])
-    return concatenate([arr, values], axis=axis)

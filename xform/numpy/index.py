@@ -110,7 +110,7 @@ def parse_index(shape, index):
         else:
             entries.append(item)
             axis += 1
-    # trailing full slices are implied, except after an ellipsis, which would then span them
+    # trailing full slices are implied, unless an Ellipsis before them would take their axes
     while entries and entries[-1] == FULL and Ellipsis not in entries:
         entries.pop()
     return tuple(entries), arrays

@@ -1,5 +1,5 @@
 """In-place numpy on traced arrays: augmented operators (`x += v`), ufuncs with `out=` (and
-`where=` with it), `np.add.at`/`np.subtract.at`, np.copyto, np.fill_diagonal, np.put, x.fill,
+`where=` with it), `np.add.at`/`np.subtract.at`, np.copyto, np.fill_diagonal, np.put, np.put_along_axis, x.fill,
 x.sort, staged as functional updates that the written tracer is rebound to
 (xform.numpy.views keeps its views and bases current)."""
 import numpy as np
@@ -10,6 +10,7 @@ from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.index import fit_values, index_add, set_item
 from xform.numpy.protocol import FUNCTIONS, array_ufunc, implements, numpy_name
+from xform.numpy.rearrange import put_along_axis
 from xform.numpy.views import assign, base_of, writable_builder
 from xform.source_info import user_frame_info
 
@@ -162,6 +163,14 @@ def fill_diagonal(a, val, wrap=False):
     val = np.resize(val, n) if type(val) is not Tracer else \
         val.ravel()[np.arange(n) % val.size]
     a[(positions,) * a.ndim] = val
+
+
+@implements(np.put_along_axis)
+def put_along_axis_in_place(arr, indices, values, axis):
+    """`np.put_along_axis`: writes into `arr` (`xform.numpy.put_along_axis` returns the
+    updated array instead)."""
+    _traced_destination(arr, "put_along_axis")
+    assign(arr, put_along_axis(arr, indices, values, axis).astype(arr.dtype))
 
 
 @implements(np.put)

@@ -26,13 +26,13 @@ FUNCTIONS: dict = {}  # np.sum -> xform function with numpy's signature
 def implements(numpy_function):
     """Decorator: the wrapped xform function handles `numpy_function` on tracers.
 
-    >>> sinc_p = xform.Primitive("sinc"); _ = sinc_p.def_abstract_eval(lambda x: x)
-    >>> @xform.implements(np.sinc)
-    ... def sinc(x):
-    ...     return sinc_p.bind(x)
-    >>> xform.make_graph(np.sinc)(1.0).equations[0].primitive    # np.sinc(tracer) stages `sinc`
-    sinc
-    >>> from xform.numpy import FUNCTIONS; del FUNCTIONS[np.sinc]    # undo: tables are global
+    >>> i0_p = xform.Primitive("i0"); _ = i0_p.def_abstract_eval(lambda x: x)
+    >>> @xform.implements(np.i0)
+    ... def i0(x):
+    ...     return i0_p.bind(x)
+    >>> xform.make_graph(np.i0)(1.0).equations[0].primitive    # np.i0(tracer) stages `i0`
+    i0
+    >>> from xform.numpy import FUNCTIONS; del FUNCTIONS[np.i0]    # undo: tables are global
     """
     def register(fn):
         # a ufunc's __call__ goes to UFUNCS; (ufunc, "reduce") and numpy functions to FUNCTIONS

@@ -1,0 +1,100 @@
+"""numpy's polynomial functions on tracers (coefficients highest power first, as np.polyval):
+polyval, polyadd, polysub, polymul, polyder, polyint and vander, computed as numpy does."""
+import numpy as np
+
+from xform.errors import shape_error
+from xform.ir.ad import aval, ndim
+from xform.numpy.protocol import implements
+from xform.numpy.shape import as_array, atleast_1d
+
+
+@implements(np.polyval)
+def polyval(p, x):
+    """`np.polyval` by Horner's rule, as numpy: y = y * x + p[i]."""
+    p, x = as_array(p), as_array(x)
+    y = np.zeros_like(x)
+    for i in range(aval(p).shape[0] if ndim(p) else 1):
+        y = y * x + (p[i] if ndim(p) else p)
+    return y
+
+
+def _aligned(a1, a2):
+    """Both coefficient vectors, the shorter padded with leading zeros (numpy's polyadd)."""
+    a1, a2 = atleast_1d(as_array(a1)), atleast_1d(as_array(a2))
+    difference = aval(a2).shape[0] - aval(a1).shape[0]
+    if difference > 0:
+        a1 = np.concatenate((np.zeros(difference, aval(a1).dtype), a1))
+    elif difference < 0:
+        a2 = np.concatenate((np.zeros(-difference, aval(a2).dtype), a2))
+    return a1, a2
+
+
+@implements(np.polyadd)
+def polyadd(a1, a2):
+    """`np.polyadd`: the sum of two polynomials."""
+    a1, a2 = _aligned(a1, a2)
+    return a1 + a2
+
+
+@implements(np.polysub)
+def polysub(a1, a2):
+    """`np.polysub`: the difference of two polynomials."""
+    a1, a2 = _aligned(a1, a2)
+    return a1 - a2
+
+
+@implements(np.polymul)
+def polymul(a1, a2):
+    """`np.polymul`: the product of two polynomials, numpy's convolution of coefficients.
+    numpy first trims leading zero coefficients, which makes the result's length depend on
+    the values; traced coefficients are kept (as jax.numpy.polymul does by default)."""
+    return np.convolve(atleast_1d(as_array(a1)), atleast_1d(as_array(a2)))
+
+
+@implements(np.polyder)
+def polyder(p, m=1):
+    """`np.polyder`: the m-th derivative (coefficients times their powers, m times)."""
+    m = int(m)
+    if m < 0:
+        raise shape_error("Order of derivative must be positive (see polyint)")
+    p = as_array(p)
+    for _ in range(m):
+        n = aval(p).shape[0] - 1
+        p = p[:-1] * np.arange(n, 0, -1)
+    return p
+
+
+@implements(np.polyint)
+def polyint(p, m=1, k=None):
+    """`np.polyint`: the m-th antiderivative with integration constants `k` (may be
+    traced)."""
+    m = int(m)
+    if m < 0:
+        raise shape_error("Order of integral must be positive (see polyder)")
+    k = np.zeros(m, float) if k is None else atleast_1d(as_array(k))
+    if aval(k).shape[0] == 1 and m > 1:
+        k = k[0] * np.ones(m, float)
+    if aval(k).shape[0] < m:
+        raise shape_error("k must be a scalar or a rank-1 array of length 1 or >m.")
+    p = as_array(p)
+    for i in range(m):
+        n = aval(p).shape[0]
+        p = np.concatenate((p / np.arange(n, 0, -1), np.reshape(k[i], (1,))))
+    return p
+
+
+@implements(np.vander)
+def vander(x, N=None, increasing=False):
+    """`np.vander`: columns of powers of `x`, as numpy builds them: a running product."""
+    x = as_array(x)
+    if ndim(x) != 1:
+        raise shape_error("x must be a one-dimensional array or sequence.")
+    n = aval(x).shape[0]
+    N = n if N is None else int(N)
+    dtype = np.promote_types(aval(x).dtype, int)
+    columns = [np.ones((n, min(N, 1)), dtype)]
+    if N > 1:
+        columns.append(np.cumprod(np.broadcast_to(x.astype(dtype)[:, None], (n, N - 1)),
+                                  axis=1))
+    powers = np.concatenate(columns, axis=1)
+    return powers if increasing else np.flip(powers, 1)
