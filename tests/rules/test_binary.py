@@ -16,7 +16,7 @@ from xform.rules import binary as B
 from xform.rules.compare import COMPARE_PRIMITIVES
 from xform.testing import check_primitive
 from xform.testing import strategies as xst
-from tests.numpy.test_math import COMPOSED_UFUNCS
+from tests.numpy_functions.test_math import COMPOSED_UFUNCS
 from tests.rules.elementwise_checks import (DTYPE_GRID, operand_grid, aval_mismatch, equation_names,
                                             staging_mismatch)
 
@@ -113,7 +113,7 @@ NUMPY_UFUNCS = [getattr(np, name) for name in B.BINARY_PRIMITIVES]
 
 def test_every_staged_two_input_ufunc_is_tested():
     # here, for comparisons and bitwise ops in test_compare.py, for compositions in
-    # tests/numpy/test_math.py (SciPy's: tests/scipy)
+    # tests/numpy_functions/test_math.py (SciPy's: tests/scipy_functions)
     staged = {ufunc for ufunc in UFUNCS if ufunc.nin == 2 and ufunc.signature is None
               and getattr(np, ufunc.__name__, None) is ufunc}
     assert staged <= set(NUMPY_UFUNCS) | {getattr(np, name) for name in COMPARE_PRIMITIVES} \

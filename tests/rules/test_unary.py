@@ -139,7 +139,7 @@ NUMPY_UFUNCS = [getattr(np, name) for name in U.UNARY_PRIMITIVES] + [np.radians,
 
 def test_every_staged_one_input_ufunc_is_tested():
     staged = {ufunc for ufunc in UFUNCS if ufunc.nin == 1 and ufunc.signature is None
-              and getattr(np, ufunc.__name__, None) is ufunc}    # SciPy's: tests/scipy
+              and getattr(np, ufunc.__name__, None) is ufunc}    # SciPy's: tests/scipy_functions
     assert staged <= set(NUMPY_UFUNCS)
 
 

@@ -12,7 +12,7 @@ import xform
 from xform.testing import check_grads
 from xform.testing import strategies as xst
 
-from tests.numpy.support import assert_matches_numpy, assert_vmap_matches_loop
+from tests.numpy_functions.support import assert_matches_numpy, assert_vmap_matches_loop
 from tests.rules.elementwise_checks import operand_grid, staging_mismatch
 
 THIS_FILE = "test_math.py"

@@ -121,7 +121,14 @@ def test_gradient_agrees_with_autograd(name, data):
     ours = xform.grad(lambda *xs: np.sum(getattr(sp, name)(*xs)), argnums=floats)(*args)
     theirs = autograd.grad(lambda *xs: anp.sum(AUTOGRAD[name](*xs)), floats)(*args)
     for o, t in zip(ours, theirs):
-        np.testing.assert_allclose(o, t, rtol=1e-7, atol=1e-10)
+        # autograd's formulas are 0/0 where a limit exists (i1'(0) = 1/2): compared elsewhere
+        known = np.isfinite(t)
+        np.testing.assert_allclose(np.where(known, o, 0.0), np.where(known, t, 0.0),
+                                   rtol=1e-7, atol=1e-10)
+
+
+def test_i1_derivative_at_zero_is_its_limit():
+    assert xform.grad(sp.i1)(0.0) == 0.5
 
 
 def test_multigammaln_against_autograd_and_scipy():

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from xform.testing import check_grads
 from xform.testing import strategies as xst
 
-from tests.numpy.support import assert_matches_numpy
+from tests.numpy_functions.support import assert_matches_numpy
 
 
 @given(p=xst.arrays((4,)), q=xst.arrays((2,)), x=xst.arrays((3, 2)), m=st.integers(0, 3))

@@ -6,7 +6,7 @@ import pytest
 
 import xform
 
-from tests.numpy.support import assert_vmap_matches_loop
+from tests.numpy_functions.support import assert_vmap_matches_loop
 
 _RNG = np.random.default_rng(0)
 Y = _RNG.standard_normal((3, 6))

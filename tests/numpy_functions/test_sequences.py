@@ -9,7 +9,7 @@ import xform
 from xform.testing import check_grads
 from xform.testing import strategies as xst
 
-from tests.numpy.support import assert_matches_numpy, assert_vmap_matches_loop
+from tests.numpy_functions.support import assert_matches_numpy, assert_vmap_matches_loop
 
 THIS_FILE = "test_sequences.py"
 
