@@ -157,3 +157,40 @@ scaled_jvp = xform.custom_jvp(lambda ct, x: ct * np.cos(x))
 def _scaled_jvp_rule(primals, tangents):
     (ct, x), (t_ct, t_x) = primals, tangents
     return scaled_jvp(ct, x), t_ct * np.cos(x) - ct * np.sin(x) * t_x
+
+
+def counted(x, w):
+    """Five iterations whatever x is: the predicate reads only the counter."""
+    state = xform.while_loop(lambda s: s[0] < 5, lambda s: (s[0] + 1, np.sin(s[1]) * w + s[1]),
+                             (0, x))
+    return np.sum(state[1] * state[1])
+
+
+def counted_autograd(x, w):
+    for _ in range(5):
+        x = anp.sin(x) * w + x
+    return anp.sum(x * x)
+
+
+def _loop_bodies(graph):
+    return [e.params["body_graph"] for e in graph.equations
+            if e.primitive.name in ("while_loop", "while_loop_grad")]
+
+
+def test_a_trip_count_shared_by_every_lane_needs_no_masks():
+    xs = np.array([[0.3, 0.4], [1.0, -1.1], [0.2, 0.9]])
+    grad = xform.grad(counted)
+    np.testing.assert_allclose(xform.vmap(grad, in_axes=(0, None))(xs, 0.7),
+                               [autograd.grad(counted_autograd)(x, 0.7) for x in xs])
+    np.testing.assert_allclose(xform.vmap(counted, in_axes=(0, None))(xs, 0.7),
+                               [counted_autograd(x, 0.7) for x in xs])
+    hess = xform.hessian(counted)
+    np.testing.assert_allclose(hess(xs[1], 0.7), autograd.hessian(counted_autograd)(xs[1], 0.7))
+    for fun, args in ((xform.vmap(counted, in_axes=(0, None)), (xs, 0.7)),
+                      (xform.vmap(grad, in_axes=(0, None)), (xs, 0.7)), (hess, (xs[1], 0.7))):
+        bodies = _loop_bodies(xform.make_graph(fun)(*args))
+        assert bodies and all(e.primitive.name != "where" for b in bodies
+                              for e in b.equations)
+    # The counter is not batched: it stays a scalar in the batched loop.
+    (body,) = _loop_bodies(xform.make_graph(xform.vmap(counted, in_axes=(0, None)))(xs, 0.7))
+    assert body.inputs[0].aval.shape == ()

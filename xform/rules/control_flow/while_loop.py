@@ -1,12 +1,14 @@
 """while_loop: a primitive holding a closed condition and body graph. Reverse mode, for a trip
 count known only at run time, is the `while_loop_grad` primitive: a forward loop keeping each
-iteration's residuals, then a backward loop over them."""
+iteration's residuals, then a backward loop over them. Its own jvp and vjp are
+while_loop_grads of the loop carrying tangents, and its batch rule one masked loop, so every
+order costs one loop pair."""
 from __future__ import annotations
 
 import numpy as np
 
 from xform.errors import ShapeError, TypeCheckError, UnsupportedError
-from xform.ir.ad import Undefined, Zero, aval, instantiate, move_to_front
+from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front
 from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import stage_function
 from xform.ir.core import Graph, Primitive, Var, rewire
@@ -16,7 +18,7 @@ from xform.ir.rules import register
 from xform.rules.subgraphs import (describe_types, lane_mask, out_avals, same_types, stage_flat,
                                    transpose_from_vjp)
 from xform.source_info import user_frame_info
-from xform.transforms.derived import batch_of, jvp_of, vjp_parts_of
+from xform.transforms.derived import batch_of, batched_outputs, jvp_of, vjp_parts_of
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -89,22 +91,45 @@ def _while_vjp(primals, outs, cts, *, cond_graph, body_graph, n_carry, n_cond_co
             + [next(grads) if is_differentiable(aval(x)) else None for x in body_consts])
 
 
+def _carries_batched(cond_graph, body_graph, n_carry, carry_dims, cond_dims, body_dims,
+                     size):
+    """(which carries the batch reaches, whether the predicate is the same in every lane):
+    a carry is batched if it enters batched or the body makes it so (a fixpoint)."""
+    batched = [d is not NOT_MAPPED for d in carry_dims]
+    while True:
+        outs = batched_outputs(body_graph, _dims_of(batched) + list(body_dims), size)
+        grown = [a or b for a, b in zip(batched, outs)]
+        if grown == batched:
+            break
+        batched = grown
+    predicate = batched_outputs(cond_graph, _dims_of(batched) + list(cond_dims), size)[0]
+    return batched, not predicate
+
+
+def _dims_of(batched):
+    return [0 if b else NOT_MAPPED for b in batched]
+
+
 def _masked_loop(cond_graph, body_graph, n_carry, n_cond_consts, carry_avals, cond_dims,
-                 body_dims, size):
+                 body_dims, size, shared_predicate=False):
     """(cond, body) of the loop over batched carries: it runs while any lane's predicate
-    holds, and lanes whose predicate is false keep their carry. The new body's consts are
-    the condition's consts, then the body's."""
+    holds, and lanes whose predicate is false keep their carry (with a `shared_predicate`,
+    lane 0's decides and no lane is masked). The new body's consts are the condition's
+    consts, then the body's."""
     batched_cond = batch_of(cond_graph, [0] * n_carry + list(cond_dims), size)
     batched_body = batch_of(body_graph, [0] * n_carry + list(body_dims), size)
 
     def any_lane(*args):
-        return np.sum(eval_graph(batched_cond, *args[:n_carry], *args[n_carry:])[0]) > 0
+        running = eval_graph(batched_cond, *args[:n_carry], *args[n_carry:])[0]
+        return running[0] if shared_predicate else np.sum(running) > 0
 
     def step(*args):
         lanes, consts_cond = args[:n_carry], args[n_carry:n_carry + n_cond_consts]
         consts_body = args[n_carry + n_cond_consts:]
-        running = eval_graph(batched_cond, *lanes, *consts_cond)[0]
         new = eval_graph(batched_body, *lanes, *consts_body)
+        if shared_predicate:
+            return new
+        running = eval_graph(batched_cond, *lanes, *consts_cond)[0]
         return [np.where(lane_mask(running, n, size), n, old) for n, old in zip(new, lanes)]
 
     cond_avals = [v.aval for v in batched_cond.inputs[n_carry:]]
@@ -115,9 +140,22 @@ def _masked_loop(cond_graph, body_graph, n_carry, n_cond_consts, carry_avals, co
 
 def _while_batch(size, args, dims, *, cond_graph, body_graph, n_carry, n_cond_consts):
     carry, cond_consts, body_consts = _while_split(args, n_carry, n_cond_consts)
-    _, cond_dims, body_dims = _while_split(dims, n_carry, n_cond_consts)
+    carry_dims, cond_dims, body_dims = _while_split(dims, n_carry, n_cond_consts)
+    batched, shared = _carries_batched(cond_graph, body_graph, n_carry, carry_dims, cond_dims,
+                                       body_dims, size)
+    if shared:
+        # Every lane runs as many iterations: one loop over the batched body, and carries the
+        # batch never reaches stay unbatched.
+        carry_axes = _dims_of(batched)
+        carry = [move_to_front(x, d, size) if b else x
+                 for x, d, b in zip(carry, carry_dims, batched)]
+        body = batch_of(body_graph, carry_axes + list(body_dims), size, carry_axes)
+        cond = batch_of(cond_graph, carry_axes + list(cond_dims), size, [None])
+        outs = while_p.bind(*carry, *cond_consts, *body_consts, cond_graph=cond,
+                            body_graph=body, n_carry=n_carry, n_cond_consts=n_cond_consts)
+        return outs, carry_axes
     # Carries are batched throughout (the body may mix in batched values).
-    carry = [move_to_front(x, d, size) for x, d in zip(carry, dims[:n_carry])]
+    carry = [move_to_front(x, d, size) for x, d in zip(carry, carry_dims)]
     new_cond, new_body = _masked_loop(cond_graph, body_graph, n_carry, n_cond_consts,
                                       [aval(x) for x in carry], cond_dims, body_dims, size)
     outs = while_p.bind(*carry, *cond_consts, *cond_consts, *body_consts,
@@ -297,9 +335,11 @@ def _while_grad_batch(size, args, dims, *, cond_graph, body_graph, n_carry, n_co
     body_consts = [move_to_front(x, d, size)
                    for x, d in zip(body_consts, dims[n_carry + n_cond_consts:n_primal])]
     cts = [move_to_front(x, d, size) for x, d in zip(cts, cts_dims)]
+    _, shared = _carries_batched(cond_graph, body_graph, n_carry, dims[:n_carry], cond_dims,
+                                 dims[n_carry + n_cond_consts:n_primal], size)
     new_cond, new_body = _masked_loop(cond_graph, body_graph, n_carry, n_cond_consts,
                                       [aval(x) for x in carry], cond_dims,
-                                      [0] * len(body_consts), size)
+                                      [0] * len(body_consts), size, shared)
     outs = while_grad_p.bind(*carry, *cond_consts, *cond_consts, *body_consts, *cts,
                              cond_graph=new_cond, body_graph=new_body, n_carry=n_carry,
                              n_cond_consts=n_cond_consts)
