@@ -129,3 +129,13 @@ def test_errors_name_the_cause():
         xform.checkpoint(3)
     with pytest.raises(xform.TypeCheckError, match="policy must be None or a function"):
         xform.checkpoint(np.sin, policy="dots")
+
+
+def test_a_policy_on_a_function_reverse_mode_cannot_differentiate_stages_and_runs():
+    no_rules = xform.Primitive("no_derivative_rules")
+    no_rules.def_impl(np.sin)
+    no_rules.def_abstract_eval(lambda a: a)
+    f = xform.checkpoint(lambda x: no_rules.bind(x) * 2.0, policy=policies.dots_saveable)
+    assert xform.jit(f)(1.0) == pytest.approx(2.0 * np.sin(1.0))
+    with pytest.raises(xform.MissingRuleError):
+        xform.grad(f)(1.0)

@@ -342,19 +342,24 @@ def matrix_counts(verbose=False):
     """(passed, total, failures): every cell not excluded run once; `verbose` prints a table
     of failures and the line "cells passed / total"."""
     passed, failures = 0, []
-    total = 0
+    total, row_totals = 0, {}
     for chain, name in cells():
         if (chain, name) in EXCLUDED:
             continue
         total += 1
+        row_totals[name] = row_totals.get(name, 0) + 1
         try:
             check_cell(chain, name)
             passed += 1
         except Exception as err:     # a failing cell is reported, not raised
             failures.append((chain, name, f"{type(err).__name__}: {str(err)[:200]}"))
     if verbose:
+        failed_by_row = {}
         for chain, name, why in failures:
+            failed_by_row[name] = failed_by_row.get(name, 0) + 1
             print(f"FAIL {' o '.join(chain):35s} {name:14s} {why}")
+        for name, row_total in row_totals.items():
+            print(f"{name:14s} {row_total - failed_by_row.get(name, 0)} / {row_total}")
         print(f"cells passed / total: {passed} / {total} "
               f"({len(EXCLUDED)} excluded with reasons)")
     return passed, total, failures

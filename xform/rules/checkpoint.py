@@ -11,12 +11,12 @@ forward part of the vjp, `vjp_parts_of`), which DCE drops when nothing different
 from __future__ import annotations
 
 import attrs
-import numpy as np
 
+from xform.errors import XformError
 from xform.ir.ad import Zero, aval, instantiate
 from xform.ir.avals import is_differentiable
 from xform.ir.builder import GraphBuilder, current_builder, stage_function, using_builder
-from xform.ir.core import Graph, Params, Primitive, Var, rewire
+from xform.ir.core import Graph, Params, Primitive, Var
 from xform.ir.execute import compiled, pruned
 from xform.ir.interpret import eval_graph
 from xform.ir.rules import register
@@ -227,10 +227,17 @@ def checkpoint_call(fun, args, policy=None):
         return tree_unflatten(out_tree, compiled(graph)(*leaves))
     parts, saved, forward = None, (), graph
     if policy is not None and policy is not nothing_saveable:
-        parts = vjp_parts_of(graph)
-        saved = _saved_residuals(parts[0], len(graph.outputs), policy)
+        try:
+            parts = vjp_parts_of(graph)
+        except XformError:
+            # Not differentiable in reverse mode (a primitive without rules): nothing to save;
+            # the error comes back if reverse mode is asked for.
+            parts = None
+        saved = _saved_residuals(parts[0], len(graph.outputs), policy) if parts else ()
         if saved:
             forward = _forward_saving(parts, len(graph.outputs), saved)
+        else:
+            parts = None
     outs = remat_p.bind(*leaves, *captured, graph=forward, base=graph, parts=parts,
                         saved=saved, policy=policy)
     return tree_unflatten(out_tree, outs[:len(graph.outputs)])
