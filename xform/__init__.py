@@ -23,6 +23,7 @@ from xform.rules.custom import custom_jvp, custom_vjp
 from xform.rules.threaded_map import threaded_map
 from xform.rules.control_flow import cond, fori_loop, scan, switch, while_loop
 from xform.rules.unary import stop_gradient
+from xform.api.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat
 from xform.transforms import batch_graph, jvp_graph, vjp_graph
 
 tree_util = tree  # JAX's module name, for code pasted from JAX

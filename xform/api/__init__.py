@@ -5,6 +5,7 @@ on a miss, stage the function to a graph, transform it, optimize and compile it 
 then run the compiled code, or, when called while another function is being staged, re-emit
 the transformed graph into that staging (which is how transforms nest).
 """
+from xform.api.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat
 from xform.api.forward import jvp, linearize
 from xform.api.jacobians import hessian, jacfwd, jacrev
 from xform.api.mapping import vmap

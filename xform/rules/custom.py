@@ -26,8 +26,8 @@ from xform.ir.interpret import eval_graph
 from xform.source_info import SourceInfo, user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import FunctionRef
-from xform.rules.subgraphs import describe_types
-from xform.ir.ad import aval, instantiate, zero_tangent
+from xform.rules.subgraphs import describe_types, transpose_from_vjp
+from xform.ir.ad import Undefined, aval, instantiate, zero_tangent, zeros
 from xform.ir.rules import register
 from xform.transforms.derived import batch_of, derived_graph
 from xform.tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
@@ -356,9 +356,25 @@ def _custom_jvp_call_jvp(primals, tangents, *, callee, key):
     return outs[:n_out], outs[n_out:]
 
 
+def _custom_jvp_call_transpose(cts, *args, callee, key):
+    """Used linearly (in a bwd that forward mode transposes): the jvp rule at zero for the
+    undefined inputs, transposed in its tangents."""
+    from xform.transforms.transpose import backward_pass
+    primals = [zeros(x.aval) if type(x) is Undefined else x for x in args]
+    linear = [d and type(x) is Undefined for d, x in zip(_diff_mask(key), args)]
+    n_tangents = sum(_diff_mask(key))
+    n_out = len(callee.out_avals(key))
+    cts_linear = iter(backward_pass(callee.jvp_graph(key), primals + [None] * n_tangents,
+                                    [False] * len(primals) + [True] * n_tangents,
+                                    [None] * n_out + list(cts)))
+    per_tangent = [next(cts_linear) if d else None for d in _diff_mask(key)]
+    return [ct if is_linear else None for ct, is_linear in zip(per_tangent, linear)]
+
+
 # No vjp rule: reverse mode linearizes the emitted jvp rule and transposes it (JAX's way).
 register(custom_jvp_call_p, impl=_custom_impl, abstract_eval=_custom_abstract_eval,
-         jvp=_custom_jvp_call_jvp, batch=_custom_batch(custom_jvp_call_p), symbolic_zeros=True,
+         jvp=_custom_jvp_call_jvp, transpose=_custom_jvp_call_transpose,
+         batch=_custom_batch(custom_jvp_call_p), symbolic_zeros=True,
          construct="an xform.custom_jvp function")
 
 
@@ -394,6 +410,7 @@ def _custom_vjp_call_vjp(primals, outs, cts, *, callee, key):
 
 register(custom_vjp_call_p, impl=_custom_impl, abstract_eval=_custom_abstract_eval,
          jvp=_custom_vjp_call_jvp, vjp=_custom_vjp_call_vjp,
+         transpose=transpose_from_vjp(_custom_vjp_call_vjp, _custom_abstract_eval),
          batch=_custom_batch(custom_vjp_call_p), symbolic_zeros=True,
          construct="an xform.custom_vjp function")
 

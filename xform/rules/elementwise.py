@@ -14,8 +14,8 @@ from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
-from xform.ir.rules import register, rule_for
-from xform.transforms.derived import memo
+from xform.ir.rules import is_elementwise, register, rule_for
+from xform.transforms.derived import batch_of, memo
 from xform.transforms.jvp import fit_tangent, jvp_eval
 from xform.transforms.vjp import vjp_eval
 
@@ -281,6 +281,11 @@ def _retyped(region, avals):
 
 
 def _elementwise_batch(size, args, dims, *, max_width, region):
+    if not all(is_elementwise(e.primitive) for e in region.equations):
+        # A broadcast_to in the region fixes a shape that retyping cannot batch: batch the
+        # region's equations one by one instead.
+        outs = eval_graph(batch_of(region, dims, size), *args)
+        return outs, [0] * len(outs)
     rank = max((a.ndim for a in region.in_avals + region.out_avals), default=0)
     aligned = []
     for x, d, v in zip(args, dims, region.inputs):

@@ -1,10 +1,11 @@
 """Common machinery of the higher-order rules (control flow, custom rules): the types of closed
-sub-graphs and how to describe them in errors, staging a flat function, per-lane masks."""
+sub-graphs and how to describe them in errors, staging a flat function, per-lane masks, and
+transpose rules from vjp rules."""
 from __future__ import annotations
 
 import numpy as np
 
-from xform.ir.ad import aval
+from xform.ir.ad import Undefined, Zero, aval, instantiate, zeros
 from xform.ir.builder import stage_function
 from xform.ir.core import Graph
 from xform.ir.tracer import Tracer
@@ -40,3 +41,17 @@ def stage_flat(fun, avals) -> Graph:
 def lane_mask(mask, like, size):
     """`mask` of shape (size,) shaped to broadcast against batched `like`."""
     return np.reshape(mask, (size,) + (1,) * (len(aval(like).shape) - 1))
+
+
+def transpose_from_vjp(vjp, abstract_eval):
+    """The transpose rule of a higher-order primitive used linearly (a call, loop or custom
+    function inside a linear graph being transposed, such as a custom_vjp bwd that forward
+    mode transposes), from its vjp rule: a map linear in the undefined inputs is its own
+    vjp at any point, so the vjp is taken where they are zero."""
+    def transpose(cts, *args, **params):
+        primals = [zeros(x.aval) if type(x) is Undefined else x for x in args]
+        outs = [Zero(a) for a in abstract_eval(*[aval(x) for x in primals], **params)]
+        cts = [instantiate(ct) if ct is not None else ct for ct in cts]
+        cts_in = vjp(primals, outs, cts, **params)
+        return [ct if type(x) is Undefined else None for ct, x in zip(cts_in, args)]
+    return transpose

@@ -11,7 +11,9 @@ import threading
 from xform.ir.avals import is_differentiable
 from xform.ir.core import Graph, Var
 from xform.ir.execute import build, optimized
-from xform.transforms.batch import batch_graph
+from xform.ir.ad import NOT_MAPPED
+from xform.ir.builder import GraphBuilder, using_builder
+from xform.transforms.batch import batch_eval, batch_graph, batched_aval
 from xform.transforms.jvp import jvp_graph
 from xform.transforms.vjp import split_graph, vjp_graph
 
@@ -124,12 +126,32 @@ def jvp_split(graph: Graph, nonzeros) -> tuple[Graph | None, Graph]:
                        combined.outputs[n_outs:])
 
 
-def batch_of(graph: Graph, dims, size: int) -> Graph:
-    """`xform.transforms.batch_graph(graph, dims, size)`, optimized and memoized."""
+def batch_of(graph: Graph, dims, size: int, out_axes=None) -> Graph:
+    """`xform.transforms.batch_graph(graph, dims, size, out_axes)`, optimized and memoized."""
     dims = tuple(dims)
-    return derived_graph(graph, ("batch", dims, size), lambda: batch_graph(graph, dims, size))
+    if out_axes is None:
+        return derived_graph(graph, ("batch", dims, size),
+                             lambda: batch_graph(graph, dims, size))
+    out_axes = tuple(out_axes)
+    return derived_graph(graph, ("batch", dims, size, out_axes),
+                         lambda: batch_graph(graph, dims, size, out_axes))
 
 
-__all__ = ["DerivationCycle", "batch_of", "derived_graph",
+def batched_outputs(graph: Graph, dims, size: int) -> tuple:
+    """Per output of `graph` batched along `dims`: whether it depends on the batch (memoized;
+    no graph is kept)."""
+    dims = tuple(dims)
+
+    def make():
+        builder = GraphBuilder()
+        with using_builder(builder):
+            args = [builder.new_input(batched_aval(v.aval, d, size))
+                    for v, d in zip(graph.inputs, dims)]
+            _, out_dims = batch_eval(graph, args, dims, size)
+        return tuple(d is not NOT_MAPPED for d in out_dims)
+    return memo(graph, ("batched outputs", dims, size), make)
+
+
+__all__ = ["DerivationCycle", "batch_of", "batched_outputs", "derived_graph",
            "jvp_of", "jvp_split", "memo", "tangent_graph", "vjp_of", "vjp_parts_of",
            "vjp_split"]

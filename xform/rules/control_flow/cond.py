@@ -13,7 +13,8 @@ from xform.ir.execute import compiled
 from xform.ir.interpret import eval_graph
 from xform.ir.rules import register
 from xform.rules.call import PendingRecursion
-from xform.rules.subgraphs import describe_types, is_concrete, lane_mask, out_avals, same_types
+from xform.rules.subgraphs import (describe_types, is_concrete, lane_mask, out_avals,
+                                   same_types, transpose_from_vjp)
 from xform.rules.unary import astype
 from xform.source_info import user_frame_info
 from xform.transforms.derived import batch_of, jvp_of, vjp_of
@@ -81,7 +82,8 @@ def _cond_fold(eqn, known):
 
 
 register(cond_p, impl=_cond_impl, abstract_eval=_cond_abstract_eval, jvp=_cond_jvp,
-         vjp=_cond_vjp, batch=_cond_batch, fold=_cond_fold, symbolic_zeros=True,
+         vjp=_cond_vjp, transpose=transpose_from_vjp(_cond_vjp, _cond_abstract_eval),
+         batch=_cond_batch, fold=_cond_fold, symbolic_zeros=True,
          construct="xform.cond (or xform.switch)")
 
 

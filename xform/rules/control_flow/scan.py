@@ -12,7 +12,8 @@ from xform.ir.core import Primitive, rewire
 from xform.ir.execute import compiled
 from xform.ir.interpret import eval_graph
 from xform.ir.rules import register
-from xform.rules.subgraphs import describe_types, out_avals, same_types, stage_flat
+from xform.rules.subgraphs import (describe_types, out_avals, same_types, stage_flat,
+                                   transpose_from_vjp)
 from xform.source_info import user_frame_info
 from xform.transforms.derived import batch_of, jvp_of, vjp_parts_of
 from xform.tree import tree_flatten, tree_unflatten
@@ -165,8 +166,8 @@ def _scan_batch(size, args, dims, *, body, n_carry, n_xs, length, reverse):
 
 
 register(scan_p, impl=_scan_impl, abstract_eval=_scan_abstract_eval, jvp=_scan_jvp,
-         vjp=_scan_vjp, batch=_scan_batch, symbolic_zeros=True,
-         construct="xform.scan (or xform.fori_loop)")
+         vjp=_scan_vjp, transpose=transpose_from_vjp(_scan_vjp, _scan_abstract_eval),
+         batch=_scan_batch, symbolic_zeros=True, construct="xform.scan (or xform.fori_loop)")
 
 
 def scan(f, init, xs=None, length=None, reverse=False):
