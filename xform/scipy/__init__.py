@@ -4,4 +4,4 @@ jax.scipy sits over jax.numpy), stood in for the originals while staging
 registers its stand-ins the first time something is staged after the user imported the SciPy
 module it covers (`stand_in_when_imported`), so `import xform` stays as fast as before.
 """
-from xform.scipy import fft, linalg, signal  # noqa: F401,E402
+from xform.scipy import fft, integrate, linalg, signal  # noqa: F401,E402
