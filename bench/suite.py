@@ -89,18 +89,23 @@ def _gp_cholesky(xp, x, noise):
     return xp.linalg.cholesky(k)
 
 
+def _log_det_half(xp, chol):
+    # diagonal over axes (-1, -2), the one form autograd differentiates
+    return xp.sum(xp.log(xp.diagonal(chol, 0, -1, -2)))
+
+
 def gp_lml_chol(xp, x, y, noise):
     """The GP row as people write it with a Cholesky factor: alpha = L^-1 y."""
     chol = _gp_cholesky(xp, x, noise)
     alpha = xp.linalg.solve(chol, y)
-    return -0.5 * xp.sum(alpha * alpha) - xp.sum(xp.log(xp.diagonal(chol, 0, -2, -1)))
+    return -0.5 * xp.sum(alpha * alpha) - _log_det_half(xp, chol)
 
 
 def gp_lml_trsm(xp, x, y, noise):
     """gp_lml_chol with SciPy's triangular solve (each system's own scipy.linalg)."""
     chol = _gp_cholesky(xp, x, noise)
     alpha = _scipy_linalg(xp).solve_triangular(chol, y, lower=True)
-    return -0.5 * xp.sum(alpha * alpha) - xp.sum(xp.log(xp.diagonal(chol, 0, -2, -1)))
+    return -0.5 * xp.sum(alpha * alpha) - _log_det_half(xp, chol)
 
 
 def _scipy_linalg(xp):

@@ -65,18 +65,22 @@ triangular_solve_p = Primitive("triangular_solve")
 
 
 def _triangular_solve_2d(a, b, *, lower, trans, unit_diagonal):
-    # BLAS trsm on the transposed (Fortran-order) views of C-order arrays, so nothing is
-    # copied: op(A) X = B is X^T op(A)^T = B^T, a right-side solve with A^T.
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    trsm, = _scipy_linalg().get_blas_funcs(("trsm",), (a, b))
+    # BLAS trsm on Fortran-order views, so nothing is copied: a C-order `a` is the Fortran
+    # matrix a^T (the other triangle, the other transpose flag); a C-order `b` is solved
+    # from the right (X^T op(A)^T = B^T), a Fortran-order `b` (a transposed view) directly.
+    a = np.ascontiguousarray(a)
     if a.dtype != b.dtype or b.size == 0:
         dtype = np.result_type(a, b, np.float32)
         if b.size == 0:
             return np.zeros(b.shape, dtype)
         a, b = a.astype(dtype), b.astype(dtype)
-    solved = trsm(1.0, a.T, b.T, side=1, lower=not lower, trans_a=trans,
-                  diag=int(unit_diagonal))
-    return solved.T
+    trsm, = _scipy_linalg().get_blas_funcs(("trsm",), (a, b))
+    if b.flags.f_contiguous and not b.flags.c_contiguous:
+        return trsm(1.0, a.T, b, side=0, lower=not lower, trans_a=1 - trans,
+                    diag=int(unit_diagonal))
+    b = np.ascontiguousarray(b)
+    return trsm(1.0, a.T, b.T, side=1, lower=not lower, trans_a=trans,
+                diag=int(unit_diagonal)).T
 
 
 def _triangular_solve_abstract_eval(a, b, **params):
