@@ -226,3 +226,22 @@ def test_helper_functions_and_late_imports():
     a = np.array([[2.0, 0.0], [1.0, 3.0]])
     np.testing.assert_allclose(xform.jit(f)(a), f(a))
     check_grads(f, (a,), order=1)
+
+
+@pytest.mark.parametrize("form", ["L", "L.T", "U", "U.T"])
+def test_solve_with_a_cholesky_factor_differentiates_by_triangular_solves(form):
+    """np.linalg.solve(L, b) with L from cholesky (or its transpose, or the upper factor):
+    right gradients, and the only general solve in the gradient is the forward one."""
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal((5, 5))
+    k, b = m @ m.T + 5 * np.eye(5), rng.standard_normal(5)
+
+    def f(k, b):
+        factor = np.linalg.cholesky(k, upper=form.startswith("U"))
+        factor = factor.T if form.endswith(".T") else factor
+        return np.sum(np.sin(np.linalg.solve(factor, b)))
+    check_grads(f, (k, b), order=2, rtol=1e-5, atol=1e-6)
+    # optimized, as it runs (the jvp rule's repeated forward solve is merged by cse)
+    graph = xform.passes.optimize(xform.make_graph(xform.grad(f, (0, 1)))(k, b))
+    names = [str(eqn.primitive) for eqn in graph.equations]
+    assert names.count("solve") == 1 and "triangular_solve" in names

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import scipy.optimize
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 import xform

@@ -4,7 +4,7 @@ every axis); its transposes are convolutions of the cotangent with a flipped ope
 """
 import numpy as np
 
-from xform.ir.ad import NOT_MAPPED, Undefined, aval, move_to_front
+from xform.ir.ad import NOT_MAPPED, Undefined, move_to_front
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.rules import register

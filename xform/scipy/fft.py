@@ -21,7 +21,7 @@ def _as_numpy(name):
     numpy_function = getattr(np.fft, name)
 
     def staged(*args, **kwargs):
-        if any(kwargs.pop(key, None) not in (None, False) for key in ("plan",)):
+        if kwargs.get("plan") is not None:
             raise unsupported_error(f"scipy.fft.{name}(..., plan=...)")
         for key in _DROPPED:
             kwargs.pop(key, None)
