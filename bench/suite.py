@@ -83,6 +83,46 @@ def gp_lml(xp, x, y, noise):
             - 0.5 * n * math.log(2 * math.pi))
 
 
+def _gp_cholesky(xp, x, noise):
+    n = x.shape[0]
+    k = xp.exp(-0.5 * (x[:, None] - x[None, :]) ** 2) + (noise * noise + 1e-3) * xp.eye(n)
+    return xp.linalg.cholesky(k)
+
+
+def _log_det_half(xp, chol):
+    # diagonal over axes (-1, -2), the one form autograd differentiates
+    return xp.sum(xp.log(xp.diagonal(chol, 0, -1, -2)))
+
+
+def gp_lml_chol(xp, x, y, noise):
+    """The GP row as people write it with a Cholesky factor: alpha = L^-1 y."""
+    chol = _gp_cholesky(xp, x, noise)
+    alpha = xp.linalg.solve(chol, y)
+    return -0.5 * xp.sum(alpha * alpha) - _log_det_half(xp, chol)
+
+
+def gp_lml_trsm(xp, x, y, noise):
+    """gp_lml_chol with SciPy's triangular solve (each system's own scipy.linalg)."""
+    chol = _gp_cholesky(xp, x, noise)
+    alpha = _scipy_linalg(xp).solve_triangular(chol, y, lower=True)
+    return -0.5 * xp.sum(alpha * alpha) - _log_det_half(xp, chol)
+
+
+def _scipy_linalg(xp):
+    """The scipy.linalg of the system behind `xp`."""
+    name = getattr(xp, "__name__", "")
+    if name == "numpy":
+        import scipy.linalg
+        return scipy.linalg
+    if name.startswith("autograd"):
+        import autograd.scipy.linalg
+        return autograd.scipy.linalg
+    if name.startswith("jax"):
+        import jax.scipy.linalg
+        return jax.scipy.linalg
+    return _TorchScipyLinalg(xp.torch)
+
+
 def large_single_block(xp, x):
     y = x[0]
     for _ in range(400):
@@ -116,6 +156,10 @@ def _rows(rng):
                                     rng.standard_normal((128, 70))), (0, 1, 2, 3), 3.5),
         "gp_lml": (gp_lml, (np.linspace(-3, 3, 128), np.sin(np.linspace(-3, 3, 128)), 0.3),
                    (0, 1, 2), 3.5),
+        "gp_lml_chol": (gp_lml_chol, (np.linspace(-3, 3, 128), np.sin(np.linspace(-3, 3, 128)),
+                                      0.3), (0, 1, 2), 3.0),
+        "gp_lml_trsm": (gp_lml_trsm, (np.linspace(-3, 3, 128), np.sin(np.linspace(-3, 3, 128)),
+                                      0.3), (0, 1, 2), 2.5),
         "large_single_block": (large_single_block, (np.array([0.9, 1.0001]),), 0, 10),
         "tiny_scalar": (tiny_scalar, (0.7,), 0, 5),
     }
@@ -138,6 +182,14 @@ class _TorchNumpy:
 
     def reshape(self, x, shape):
         return self.torch.reshape(x, shape)
+
+
+class _TorchScipyLinalg:
+    def __init__(self, torch):
+        self.torch = torch
+
+    def solve_triangular(self, a, b, lower=False):
+        return self.torch.linalg.solve_triangular(a, b[:, None], upper=not lower)[:, 0]
 
 
 def _systems():

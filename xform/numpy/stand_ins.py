@@ -41,12 +41,16 @@ def contains_tracer(obj, depth: int = 0) -> bool:
     return False
 
 
-def _routed(original, replacement):
+def _has_tracer(args, kwargs) -> bool:
+    return contains_tracer(args) or contains_tracer(kwargs)
+
+
+def _routed(original, replacement, when=_has_tracer):
     inside = contextvars.ContextVar("xform_stand_in_inside", default=False)
 
     def route(args, kwargs):
         # Inside its own replacement, the function is its original (as a method calls super())
-        if inside.get() or not (contains_tracer(args) or contains_tracer(kwargs)):
+        if inside.get() or not when(args, kwargs):
             return original(*args, **kwargs)
         token = inside.set(True)
         try:
@@ -84,13 +88,13 @@ def _trampoline_code(code: types.CodeType, route) -> types.CodeType:
 
 
 class _CodeSwap:
-    def __init__(self, function, replacement):
+    def __init__(self, function, replacement, when):
         code = function.__code__
         original = types.FunctionType(code, function.__globals__, function.__name__,
                                       function.__defaults__, function.__closure__)
         original.__kwdefaults__ = function.__kwdefaults__
         self.function, self.code, self.target = function, code, function
-        self.trampoline = _trampoline_code(code, _routed(original, replacement))
+        self.trampoline = _trampoline_code(code, _routed(original, replacement, when))
 
     def apply(self):
         self.function.__code__ = self.trampoline
@@ -100,10 +104,10 @@ class _CodeSwap:
 
 
 class _AttributeSwap:
-    def __init__(self, owner, name, replacement):
+    def __init__(self, owner, name, replacement, when):
         self.owner, self.name, self.target = owner, name, (owner, name)
         self.original = getattr(owner, name)
-        route = _routed(self.original, replacement)
+        route = _routed(self.original, replacement, when)
 
         def stand_in(*args, **kwargs):
             return route(args, kwargs)
@@ -124,9 +128,11 @@ _lock = threading.RLock()  # re-entered: installers call stand_in
 _depth = 0                 # stagings in progress, over all threads
 
 
-def stand_in(function, replacement) -> None:
+def stand_in(function, replacement, when=_has_tracer) -> None:
     """While staging, calls of `function` (a Python function, or a builtin given as
-    `(owner, "name")`) with a Tracer among their arguments run `replacement` instead.
+    `(owner, "name")`) with a Tracer among their arguments run `replacement` instead
+    (`when(args, kwargs)` decides instead, for callables taking functions that close over
+    traced values).
 
     >>> from xform.numpy.stand_ins import stand_in, remove_stand_in
     >>> def halve(x): return x / 2
@@ -136,9 +142,9 @@ def stand_in(function, replacement) -> None:
     >>> remove_stand_in(halve)
     """
     if isinstance(function, tuple):
-        swap = _AttributeSwap(*function, replacement)
+        swap = _AttributeSwap(*function, replacement, when)
     else:
-        swap = _CodeSwap(getattr(function, "_implementation", function), replacement)
+        swap = _CodeSwap(getattr(function, "_implementation", function), replacement, when)
     with _lock:
         _swaps.append(swap)
         if _depth:

@@ -11,6 +11,9 @@ from xform.ir.core import Primitive
 from xform.errors import unsupported_error
 from xform.ir.ad import Undefined, Zero, add_tangents, aval, move_to_front, zero_tangent
 from xform.rules.helpers import elementwise_batch, linear_jvp, unbroadcast, zero_derivative
+from xform.rules.linalg_scipy import triangular_solve
+from xform.rules import shape
+from xform.ir.tracer import Tracer
 from xform.ir.rules import register
 
 _DTYPE_CACHE: dict = {}
@@ -136,6 +139,28 @@ def _solve_abstract_eval(a, b):
     return ShapedArray(batch + b.shape[-2:], _result_dtypes(np.linalg.solve, a.dtype, b.dtype)[0])
 
 
+def _known_triangle(a):
+    """"lower" or "upper" when traced `a` is a Cholesky factor (or its transpose), else None:
+    the derivatives of solve(L, b) then need triangular solves only."""
+    if type(a) is not Tracer:
+        return None
+    var, swapped = a.graph_var, False
+    for eqn in reversed(a.builder.equations):
+        if var not in eqn.outputs:
+            continue
+        if eqn.primitive is shape.transpose_p and not swapped:
+            axes = eqn.params["axes"]
+            if tuple(axes[-2:]) != (len(axes) - 1, len(axes) - 2) or \
+                    tuple(axes[:-2]) != tuple(range(len(axes) - 2)):
+                return None
+            var, swapped = eqn.inputs[0], True
+            continue
+        if eqn.primitive is cholesky_p:
+            return "lower" if eqn.params["upper"] == swapped else "upper"
+        return None
+    return None
+
+
 def _solve_jvp(primals, tangents):
     a, b = primals
     t_a, t_b = tangents
@@ -149,6 +174,9 @@ def _solve_jvp(primals, tangents):
         rhs = -np.matmul(t_a, ans)
     else:
         rhs = t_b - np.matmul(t_a, ans)
+    triangle = _known_triangle(a)
+    if triangle is not None:
+        return ans, triangular_solve(a, rhs, lower=triangle == "lower")
     return ans, solve_p.bind(a, rhs)
 
 
@@ -213,8 +241,8 @@ def _cholesky_jvp(primals, tangents, *, upper):
     lower = _mH(ans) if upper else ans
     n, dtype = aval(ans).shape[-1], aval(ans).dtype
     sym = _symmetrize(tangents[0], "U" if upper else "L")
-    # L^-1 (L^-1 dA)^H = L^-1 dA L^-H because dA is Hermitian
-    x = solve_p.bind(lower, _mH(solve_p.bind(lower, sym)))
+    # L^-1 (L^-1 dA)^H = L^-1 dA L^-H because dA is Hermitian; triangular solves, no LU
+    x = triangular_solve(lower, _mH(triangular_solve(lower, sym, lower=True)), lower=True)
     phi = np.tril(np.ones((n, n), dtype)) - 0.5 * np.eye(n, dtype=dtype)
     t_lower = np.matmul(lower, x * phi)
     return ans, _mH(t_lower) if upper else t_lower

@@ -1,0 +1,133 @@
+"""Factored linear algebra (xform/rules/linalg_scipy.py): the rule battery on well-conditioned
+stacked matrices for triangular solves, LU factors, expm, sqrtm and Sylvester equations;
+values against SciPy."""
+from collections import namedtuple
+
+import numpy as np
+import pytest
+import scipy.linalg
+from hypothesis import given
+from hypothesis import strategies as st
+
+import xform
+from xform.rules import linalg_scipy
+from xform.testing import check_primitive
+from xform.testing import strategies as xst
+
+batch_shapes = xst.shapes(min_dims=0, max_dims=1, max_side=2)
+sizes = st.integers(1, 4)
+
+
+@st.composite
+def triangular_args(draw):
+    """A well-conditioned matrix (both triangles filled: only one may be read) and a stack of
+    right-hand sides."""
+    batch, n = draw(batch_shapes), draw(sizes)
+    a = draw(xst.arrays(batch + (n, n), np.float64, -1, 1)) + 2 * np.eye(n)
+    b_batch = draw(st.sampled_from([batch, (2,) + batch if batch else ()]))
+    b = draw(xst.arrays(b_batch + (n, draw(st.integers(1, 3))), np.float64, -2, 2))
+    return a, b
+
+
+@st.composite
+def general(draw):
+    batch, n = draw(batch_shapes), draw(sizes)
+    return (draw(xst.arrays(batch + (n, n), np.float64, -1, 1)) + (n + 1) * np.eye(n),)
+
+
+@st.composite
+def small(draw):
+    batch, n = draw(batch_shapes), draw(sizes)
+    return (draw(xst.arrays(batch + (n, n), np.float64, -1, 1)),)
+
+
+@st.composite
+def spd(draw):
+    batch, n = draw(batch_shapes), draw(sizes)
+    b = draw(xst.arrays(batch + (n, n), np.float64, -1, 1))
+    return (b @ np.swapaxes(b, -1, -2) + n * np.eye(n),)
+
+
+@st.composite
+def sylvester_args(draw):
+    """A, B with positive spectra (A X + X B = Q is then well posed) and Q."""
+    n, m = draw(sizes), draw(sizes)
+    a = draw(xst.arrays((n, n), np.float64, -0.5, 0.5)) + n * np.eye(n)
+    b = draw(xst.arrays((m, m), np.float64, -0.5, 0.5)) + m * np.eye(m)
+    return a, b, draw(xst.arrays((n, m), np.float64, -2, 2))
+
+
+@st.composite
+def pivots(draw):
+    n = draw(sizes)
+    return (np.array([draw(st.integers(i, n - 1)) for i in range(n)], np.int32),)
+
+
+OpCase = namedtuple("OpCase", "name prim args params linear_argnums order")
+
+TRIANGULAR = [OpCase(f"triangular_solve_{'L' if lower else 'U'}{trans}{'u' if unit else ''}",
+                     linalg_scipy.triangular_solve_p, triangular_args(),
+                     {"lower": lower, "trans": trans, "unit_diagonal": unit}, (1,), 2)
+              for lower in (True, False) for trans in (0, 1) for unit in (False, True)]
+
+CASES = TRIANGULAR + [
+    OpCase("lu_factor", linalg_scipy.lu_factor_p, general(), {}, None, 2),
+    OpCase("lu_pivots_to_permutation", linalg_scipy.lu_pivots_to_permutation_p, pivots(), {},
+           None, 1),
+    OpCase("expm", linalg_scipy.expm_p, small(), {}, None, 2),
+    OpCase("sqrtm", linalg_scipy.sqrtm_p, spd(), {}, None, 2),
+    OpCase("sylvester", linalg_scipy.sylvester_p, sylvester_args(), {}, (2,), 2),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@given(data=st.data())
+def test_primitive_battery(case, data):
+    check_primitive(case.prim, *data.draw(case.args), params=case.params, order=case.order,
+                    linear_argnums=case.linear_argnums)
+
+
+def test_every_primitive_has_a_case():
+    prims = {v for v in vars(linalg_scipy).values() if isinstance(v, xform.Primitive)}
+    assert prims == {case.prim for case in CASES}
+
+
+# -- values against SciPy ------------------------------------------------------------------
+
+@given(triangular_args(), st.booleans(), st.sampled_from([0, 1]), st.booleans())
+def test_triangular_solve_matches_scipy(args, lower, trans, unit):
+    a, b = args
+    got = linalg_scipy.triangular_solve(a, b, lower=lower, trans=trans, unit_diagonal=unit)
+    a_b = np.broadcast_to(a, got.shape[:-2] + a.shape[-2:])
+    b_b = np.broadcast_to(b, got.shape)
+    for index in np.ndindex(got.shape[:-2]):
+        want = scipy.linalg.solve_triangular(a_b[index], b_b[index], lower=lower, trans=trans,
+                                             unit_diagonal=unit)
+        np.testing.assert_allclose(got[index], want, rtol=1e-12, atol=1e-12)
+
+
+@given(general())
+def test_lu_solve_matches_numpy(args):
+    a, = args
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal(a.shape[:-1] + (2,))
+    lu, piv = linalg_scipy.lu_factor_p.bind(a)
+    perm = linalg_scipy.lu_pivots_to_permutation_p.bind(piv)
+    for trans in (0, 1):
+        want = np.linalg.solve(np.swapaxes(a, -1, -2) if trans else a, b)
+        np.testing.assert_allclose(linalg_scipy.lu_solve(lu, perm, b, trans), want,
+                                   rtol=1e-10, atol=1e-10)
+    if a.ndim == 2:
+        want_lu, want_piv = scipy.linalg.lu_factor(a)
+        np.testing.assert_array_equal(lu, want_lu)
+        np.testing.assert_array_equal(piv, want_piv)
+
+
+@given(spd())
+def test_sqrtm_and_expm_match_scipy(args):
+    a, = args
+    root = linalg_scipy.sqrtm_p.bind(a)
+    np.testing.assert_allclose(root @ root, a, rtol=1e-9, atol=1e-9)
+    scaled = a / (2 * a.shape[-1])
+    np.testing.assert_allclose(linalg_scipy.expm_p.bind(scaled), scipy.linalg.expm(scaled),
+                               rtol=1e-12, atol=1e-12)

@@ -1,0 +1,32 @@
+"""Convolution (xform/rules/signal.py): the rule battery in both modes, n-d, both methods."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import xform
+from xform.rules import signal
+from xform.testing import check_primitive
+from xform.testing import strategies as xst
+
+
+@st.composite
+def operands(draw, valid):
+    ndim = draw(st.integers(1, 2))
+    big = tuple(draw(st.integers(1, 4)) for _ in range(ndim))
+    small = tuple(draw(st.integers(1, side)) for side in big) if valid else \
+        tuple(draw(st.integers(1, 4)) for _ in range(ndim))
+    return (draw(xst.arrays(big, np.float64, -2, 2)), draw(xst.arrays(small, np.float64, -2, 2)))
+
+
+@pytest.mark.parametrize("mode", ["full", "valid"])
+@pytest.mark.parametrize("method", ["direct", "fft"])
+@given(data=st.data())
+def test_primitive_battery(mode, method, data):
+    check_primitive(signal.convolve_p, *data.draw(operands(mode == "valid")),
+                    params={"mode": mode, "method": method}, order=2)
+
+
+def test_every_primitive_has_a_case():
+    prims = {v for v in vars(signal).values() if isinstance(v, xform.Primitive)}
+    assert prims == {signal.convolve_p}

@@ -1,0 +1,343 @@
+"""Factored linear algebra, SciPy's LAPACK underneath: triangular solves, LU factors (and the
+solves that reuse them), the matrix exponential and Sylvester equations. Matrix primitives act
+on the last two axes; leading axes are a stack. SciPy is imported by the impls, on first use.
+"""
+import numpy as np
+
+from xform.ir.ad import Undefined, Zero, aval, zero_tangent
+from xform.ir.avals import ShapedArray
+from xform.ir.core import Primitive
+from xform.ir.rules import register
+from xform.rules.helpers import elementwise_batch, unbroadcast, zero_derivative
+
+
+def _scipy_linalg():
+    import scipy.linalg
+    return scipy.linalg
+
+
+def _mT(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _stacked(fn, n_matrices):
+    """`fn` on 2-d matrices, looped over the broadcast leading axes of its first arguments."""
+    def impl(*args, **params):
+        mats, rest = args[:n_matrices], args[n_matrices:]
+        if all(np.ndim(m) == 2 for m in mats):
+            return fn(*mats, *rest, **params)
+        lead = np.broadcast_shapes(*(np.shape(m)[:-2] for m in mats))
+        if not lead:
+            return fn(*mats, *rest, **params)
+        mats = [np.broadcast_to(m, lead + np.shape(m)[-2:]) for m in mats]
+        results = [fn(*(m[index] for m in mats), *rest, **params) for index in np.ndindex(lead)]
+        if isinstance(results[0], tuple):
+            return [np.stack(r).reshape(lead + np.shape(r[0])) for r in zip(*results)]
+        return np.stack(results).reshape(lead + np.shape(results[0]))
+    return impl
+
+
+_DTYPES: dict = {}
+
+
+def _float_dtype(*dtypes):
+    """The floating dtype LAPACK computes in for inputs of `dtypes` (float32 stays float32)."""
+    key = dtypes
+    if key not in _DTYPES:
+        dtype = np.result_type(*dtypes)
+        _DTYPES[key] = dtype if dtype.kind in "fc" else np.dtype(np.float64)
+    return _DTYPES[key]
+
+
+def _check_square(a, name):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{name}: expected square matrices in the last two axes, got shape "
+                         f"{a.shape}")
+
+
+def _tri(n, dtype, k=0):
+    return np.tril(np.ones((n, n), dtype), k)
+
+
+# -- triangular_solve: op(A) X = B, op = identity (trans=0) or transpose (trans=1) --------
+
+triangular_solve_p = Primitive("triangular_solve")
+
+
+def _triangular_solve_2d(a, b, *, lower, trans, unit_diagonal):
+    # BLAS trsm on Fortran-order views, so nothing is copied: a C-order `a` is the Fortran
+    # matrix a^T (the other triangle, the other transpose flag); a C-order `b` is solved
+    # from the right (X^T op(A)^T = B^T), a Fortran-order `b` (a transposed view) directly.
+    a = np.ascontiguousarray(a)
+    if a.dtype != b.dtype or b.size == 0:
+        dtype = np.result_type(a, b, np.float32)
+        if b.size == 0:
+            return np.zeros(b.shape, dtype)
+        a, b = a.astype(dtype), b.astype(dtype)
+    trsm, = _scipy_linalg().get_blas_funcs(("trsm",), (a, b))
+    if b.flags.f_contiguous and not b.flags.c_contiguous:
+        return trsm(1.0, a.T, b, side=0, lower=not lower, trans_a=1 - trans,
+                    diag=int(unit_diagonal))
+    b = np.ascontiguousarray(b)
+    return trsm(1.0, a.T, b.T, side=1, lower=not lower, trans_a=trans,
+                diag=int(unit_diagonal)).T
+
+
+def _triangular_solve_abstract_eval(a, b, **params):
+    _check_square(a, "triangular_solve")
+    if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
+        raise ValueError(f"triangular_solve: b of shape {b.shape} does not fit a of shape "
+                         f"{a.shape}")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return ShapedArray(batch + b.shape[-2:], _float_dtype(a.dtype, b.dtype))
+
+
+def triangle_of(a, *, lower, unit_diagonal):
+    """The part of `a` a triangular solve reads (a tangent or cotangent of its matrix)."""
+    n = aval(a).shape[-1]
+    offset = -1 if unit_diagonal else 0
+    mask = _tri(n, aval(a).dtype, offset)
+    return a * (mask if lower else _mT(mask))
+
+
+def _triangular_solve_jvp(primals, tangents, *, lower, trans, unit_diagonal):
+    a, b = primals
+    t_a, t_b = tangents
+    params = dict(lower=lower, trans=trans, unit_diagonal=unit_diagonal)
+    ans = triangular_solve_p.bind(a, b, **params)
+    if type(t_a) is Zero and type(t_b) is Zero:
+        return ans, Zero(aval(ans))
+    # op(A) X = B: op(A) dX = dB - op(dA) X
+    rhs = None if type(t_b) is Zero else t_b
+    if type(t_a) is not Zero:
+        t_a = triangle_of(t_a, lower=lower, unit_diagonal=unit_diagonal)
+        term = -np.matmul(_mT(t_a) if trans else t_a, ans)
+        rhs = term if rhs is None else rhs + term
+    return ans, triangular_solve_p.bind(a, rhs, **params)
+
+
+def _triangular_solve_transpose(ct, a, b, *, lower, trans, unit_diagonal):
+    assert type(a) is not Undefined, "triangular_solve is linear in b only"
+    ct_b = triangular_solve_p.bind(a, ct, lower=lower, trans=1 - trans,
+                                   unit_diagonal=unit_diagonal)
+    return None, unbroadcast(ct_b, b.aval)
+
+
+register(triangular_solve_p, impl=_stacked(_triangular_solve_2d, 2),
+         abstract_eval=_triangular_solve_abstract_eval, jvp=_triangular_solve_jvp,
+         transpose=_triangular_solve_transpose, batch=elementwise_batch(triangular_solve_p),
+         symbolic_zeros=True)
+
+
+def triangular_solve(a, b, *, lower, trans=0, unit_diagonal=False):
+    """op(a)^-1 b for triangular `a` (only its `lower` or upper triangle is read; op is the
+    transpose when `trans`); `b` is a matrix or stack of matrices.
+
+    >>> from xform.rules.linalg_scipy import triangular_solve
+    >>> triangular_solve(np.array([[2.0, 0.0], [1.0, 1.0]]), np.array([[2.0], [3.0]]),
+    ...                  lower=True).ravel()
+    array([1., 2.])
+    """
+    return triangular_solve_p.bind(a, b, lower=bool(lower), trans=int(trans),
+                                   unit_diagonal=bool(unit_diagonal))
+
+
+# -- lu_factor: A = P L U, packed as SciPy's (lu, piv) -----------------------------------
+
+lu_factor_p = Primitive("lu_factor", multiple_results=True)
+lu_pivots_to_permutation_p = Primitive("lu_pivots_to_permutation")
+
+
+def _lu_factor_2d(a):
+    return _scipy_linalg().lu_factor(a, check_finite=False)
+
+
+def _lu_factor_abstract_eval(a):
+    _check_square(a, "lu_factor")
+    return [ShapedArray(a.shape, _float_dtype(a.dtype)),
+            ShapedArray(a.shape[:-1], np.dtype(np.int32))]
+
+
+def _pivots_to_permutation(piv):
+    """LAPACK's row swaps (row i was swapped with row piv[i], in order) as a permutation:
+    P^T A = A[perm]."""
+    perm = np.empty(piv.shape, np.intp)
+    for index in np.ndindex(piv.shape[:-1]):
+        row = list(range(piv.shape[-1]))
+        for i, p in enumerate(piv[index].tolist()):
+            row[i], row[p] = row[p], row[i]
+        perm[index] = row
+    return perm
+
+
+register(lu_pivots_to_permutation_p, impl=_pivots_to_permutation,
+         abstract_eval=lambda piv: ShapedArray(piv.shape, np.dtype(np.intp)),
+         **zero_derivative(lu_pivots_to_permutation_p),
+         batch=lambda size, args, dims: (lu_pivots_to_permutation_p.bind(
+             np.moveaxis(args[0], dims[0], 0)), 0))
+
+
+def permute_rows(x, perm):
+    """x[..., perm, :] for a (stacked) permutation `perm`; differentiable in `x`."""
+    lead = np.broadcast_shapes(aval(perm).shape[:-1], aval(x).shape[:-2])
+    if aval(x).shape[:-2] != lead:
+        x = np.broadcast_to(x, lead + aval(x).shape[-2:])
+    index = np.broadcast_to(np.expand_dims(perm, -1), aval(x).shape)
+    return np.take_along_axis(x, index, axis=-2)
+
+
+def lu_solve(lu, perm, b, trans=0):
+    """op(A)^-1 b from A's packed LU factors and row permutation (`perm` of
+    `lu_pivots_to_permutation`): two triangular solves, no new factorization.
+
+    >>> from xform.rules.linalg_scipy import lu_factor_p, lu_pivots_to_permutation_p, lu_solve
+    >>> a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> lu, piv = lu_factor_p.bind(a)
+    >>> lu_solve(lu, lu_pivots_to_permutation_p.bind(piv), np.array([[5.0], [6.0]])).ravel()
+    array([-4. ,  4.5])
+    """
+    if trans:
+        # A^T x = b with P^T A = L U: U^T L^T P^T x = b
+        z = triangular_solve(lu, b, lower=False, trans=1)
+        w = triangular_solve(lu, z, lower=True, trans=1, unit_diagonal=True)
+        return permute_rows(w, np.argsort(perm, axis=-1))
+    z = triangular_solve(lu, permute_rows(b, perm), lower=True, unit_diagonal=True)
+    return triangular_solve(lu, z, lower=False)
+
+
+def _lu_factor_jvp(primals, tangents):
+    lu, piv = lu_factor_p.bind(primals[0])
+    t_a = tangents[0]
+    if type(t_a) is Zero:
+        return [lu, piv], [Zero(aval(lu)), zero_tangent(aval(piv))]
+    n, dtype = aval(lu).shape[-1], aval(lu).dtype
+    perm = lu_pivots_to_permutation_p.bind(piv)
+    # M = L^-1 P^T dA U^-1; dL = L strict_lower(M), dU = upper(M) U
+    x = triangular_solve(lu, permute_rows(t_a, perm), lower=True, unit_diagonal=True)
+    m = _mT(triangular_solve(lu, _mT(x), lower=False, trans=1))
+    strict = _tri(n, dtype, -1)
+    l_factor = lu * strict + np.eye(n, dtype=dtype)
+    u_factor = lu * _mT(_tri(n, dtype))
+    t_lu = np.matmul(l_factor, m * strict) + np.matmul(m * _mT(_tri(n, dtype)), u_factor)
+    return [lu, piv], [t_lu, zero_tangent(aval(piv))]
+
+
+def _lu_factor_batch(size, args, dims):
+    x = np.moveaxis(args[0], dims[0], 0)
+    return lu_factor_p.bind(x), [0, 0]
+
+
+register(lu_factor_p, impl=_stacked(_lu_factor_2d, 1), abstract_eval=_lu_factor_abstract_eval,
+         jvp=_lu_factor_jvp, batch=_lu_factor_batch, symbolic_zeros=True)
+
+
+# -- expm: the Frechet derivative is the upper-right block of expm([[A, E], [0, A]]) -------
+
+expm_p = Primitive("expm")
+
+
+def _frechet(a, e):
+    """L(A, E), the Frechet derivative of expm at A in direction E (Higham's block form)."""
+    n = aval(a).shape[-1]
+    zeros = np.zeros_like(a)
+    block = np.concatenate([np.concatenate([a, e], axis=-1),
+                            np.concatenate([zeros, a], axis=-1)], axis=-2)
+    return expm_p.bind(block)[..., :n, n:]
+
+
+def _expm_jvp(primals, tangents):
+    a, = primals
+    ans = expm_p.bind(a)
+    if type(tangents[0]) is Zero:
+        return ans, Zero(aval(ans))
+    return ans, _frechet(a, tangents[0])
+
+
+def _expm_vjp(primals, ans, ct):
+    a, = primals
+    if type(ct) is Zero:
+        return (None,)
+    # <ct, L(A, E)> = <L(A^T, ct), E>
+    return (_frechet(_mT(a), ct),)
+
+
+def _expm_abstract_eval(a):
+    _check_square(a, "expm")
+    return ShapedArray(a.shape, _float_dtype(a.dtype))
+
+
+register(expm_p, impl=lambda a: _scipy_linalg().expm(a), abstract_eval=_expm_abstract_eval,
+         jvp=_expm_jvp, vjp=_expm_vjp, batch=lambda size, args, dims: (
+             expm_p.bind(np.moveaxis(args[0], dims[0], 0)), 0), symbolic_zeros=True)
+
+
+# -- sylvester: A X + X B = Q ------------------------------------------------------------
+
+sylvester_p = Primitive("sylvester")
+
+
+def _sylvester_abstract_eval(a, b, q):
+    _check_square(a, "solve_sylvester")
+    _check_square(b, "solve_sylvester")
+    if q.ndim < 2 or q.shape[-2:] != (a.shape[-1], b.shape[-1]):
+        raise ValueError(f"solve_sylvester: q of shape {q.shape} does not fit a {a.shape} "
+                         f"and b {b.shape}")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], q.shape[:-2])
+    return ShapedArray(batch + q.shape[-2:], _float_dtype(a.dtype, b.dtype, q.dtype))
+
+
+def _sylvester_jvp(primals, tangents):
+    a, b, q = primals
+    t_a, t_b, t_q = tangents
+    ans = sylvester_p.bind(a, b, q)
+    # A dX + dX B = dQ - dA X - X dB
+    rhs = Zero(aval(ans))
+    for term in ([] if type(t_q) is Zero else [t_q]) + \
+            ([] if type(t_a) is Zero else [-np.matmul(t_a, ans)]) + \
+            ([] if type(t_b) is Zero else [-np.matmul(ans, t_b)]):
+        rhs = term if type(rhs) is Zero else rhs + term
+    if type(rhs) is Zero:
+        return ans, rhs
+    return ans, sylvester_p.bind(a, b, rhs)
+
+
+def _sylvester_transpose(ct, a, b, q):
+    assert type(a) is not Undefined and type(b) is not Undefined, "linear in q only"
+    return None, None, unbroadcast(sylvester_p.bind(_mT(a), _mT(b), ct), q.aval)
+
+
+register(sylvester_p, impl=_stacked(lambda a, b, q: _scipy_linalg().solve_sylvester(a, b, q),
+                                     3),
+         abstract_eval=_sylvester_abstract_eval, jvp=_sylvester_jvp,
+         transpose=_sylvester_transpose, batch=elementwise_batch(sylvester_p),
+         symbolic_zeros=True)
+
+
+# -- sqrtm: X X = A, so X dX + dX X = dA: a Sylvester equation -------------------------------
+
+sqrtm_p = Primitive("sqrtm")
+
+
+def _sqrtm_2d(a):
+    root = _scipy_linalg().sqrtm(a)
+    if np.iscomplexobj(root) and not np.iscomplexobj(a):
+        if np.any(np.abs(root.imag) > 1e-10 * max(1.0, float(np.max(np.abs(root.real))))):
+            raise ValueError("sqrtm: the matrix has no real square root (use a complex input)")
+        root = root.real
+    return root
+
+
+def _sqrtm_jvp(primals, tangents):
+    ans = sqrtm_p.bind(primals[0])
+    if type(tangents[0]) is Zero:
+        return ans, Zero(aval(ans))
+    return ans, sylvester_p.bind(ans, ans, tangents[0])
+
+
+register(sqrtm_p, impl=_stacked(_sqrtm_2d, 1), abstract_eval=_expm_abstract_eval,
+         jvp=_sqrtm_jvp, batch=lambda size, args, dims: (
+             sqrtm_p.bind(np.moveaxis(args[0], dims[0], 0)), 0), symbolic_zeros=True)
+
+
+__all__ = ["expm_p", "lu_factor_p", "lu_pivots_to_permutation_p", "lu_solve", "permute_rows",
+           "sqrtm_p", "sylvester_p", "triangle_of", "triangular_solve", "triangular_solve_p"]

@@ -1,0 +1,81 @@
+"""N-dimensional convolution (SciPy's `scipy.signal.convolve` underneath): one bilinear
+primitive in modes "full" and "valid" (the first operand at least as large as the second in
+every axis); its transposes are convolutions of the cotangent with a flipped operand.
+"""
+import numpy as np
+
+from xform.ir.ad import NOT_MAPPED, Undefined, move_to_front
+from xform.ir.avals import ShapedArray
+from xform.ir.core import Primitive
+from xform.ir.rules import register
+from xform.rules.helpers import defjvp
+
+convolve_p = Primitive("convolve")
+
+
+def _convolve_impl(x, k, *, mode, method):
+    import scipy.signal
+    return scipy.signal.convolve(x, k, mode=mode, method=method)
+
+
+def _convolve_abstract_eval(x, k, *, mode, method):
+    if x.ndim != k.ndim:
+        raise ValueError(f"convolve: inputs must have the same number of dimensions, got "
+                         f"{x.shape} and {k.shape}")
+    if mode == "full":
+        shape = tuple(a + b - 1 for a, b in zip(x.shape, k.shape))
+    elif mode == "valid":
+        if any(a < b for a, b in zip(x.shape, k.shape)):
+            raise ValueError(f"convolve: in 'valid' mode the first input {x.shape} must be at "
+                             f"least as large as the second {k.shape} in every dimension")
+        shape = tuple(a - b + 1 for a, b in zip(x.shape, k.shape))
+    else:
+        raise ValueError(f"convolve: mode must be 'full' or 'valid', got {mode!r}")
+    return ShapedArray(shape, np.result_type(x.dtype, k.dtype))
+
+
+def _convolve_transpose(ct, x, k, *, mode, method):
+    flip = np.flip
+    if type(x) is Undefined:
+        # full: x-bar = valid(ct, flip(k)); valid: x-bar = full(ct, flip(k))
+        other = "valid" if mode == "full" else "full"
+        return convolve_p.bind(ct, flip(k), mode=other, method=method), None
+    if mode == "full":
+        return None, convolve_p.bind(ct, flip(x), mode="valid", method=method)
+    return None, convolve_p.bind(flip(x), ct, mode="valid", method=method)
+
+
+def _convolve_batch(size, args, dims, *, mode, method):
+    (x, k), (x_dim, k_dim) = args, dims
+    if k_dim is NOT_MAPPED:
+        # the batch axis is one more axis the kernel (of length 1 there) slides along
+        x = move_to_front(x, x_dim, size)
+        return convolve_p.bind(x, np.expand_dims(k, 0), mode=mode, method=method), 0
+    if x_dim is NOT_MAPPED and mode == "full":
+        k = move_to_front(k, k_dim, size)
+        return convolve_p.bind(np.expand_dims(x, 0), k, mode=mode, method=method), 0
+    x = move_to_front(x, x_dim, size) if x_dim is not NOT_MAPPED else None
+    k = move_to_front(k, k_dim, size)
+    outs = [convolve_p.bind(args[0] if x is None else x[i], k[i], mode=mode, method=method)
+            for i in range(size)]
+    return np.stack(outs), 0
+
+
+register(convolve_p, impl=_convolve_impl, abstract_eval=_convolve_abstract_eval,
+         jvp=defjvp(convolve_p,
+                    lambda t, x, k, ans, **params: convolve_p.bind(t, k, **params),
+                    lambda t, x, k, ans, **params: convolve_p.bind(x, t, **params)),
+         transpose=_convolve_transpose, batch=_convolve_batch, symbolic_zeros=True)
+
+
+def convolve(x, k, *, mode="full", method="auto"):
+    """The n-d convolution of `x` and `k` ("full" or "valid", x the larger in "valid").
+
+    >>> from xform.rules.signal import convolve
+    >>> convolve(np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0]))
+    array([0., 1., 2., 3.])
+    """
+    return convolve_p.bind(x, k, mode=mode, method=method)
+
+
+__all__ = ["convolve", "convolve_p"]
