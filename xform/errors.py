@@ -4,7 +4,7 @@ Messages read: the cause, then `file:line (function): source text`, then a hint.
 """
 from __future__ import annotations
 
-from xform.source_info import user_frame_info
+from xform.source_info import scipy_callee, user_frame, user_frame_info
 
 
 class XformError(Exception):
@@ -147,7 +147,12 @@ class TypeCheckError(XformError, TypeError):
 # -- errors raised while staging, located at the user's line -------------------------------------
 
 def unsupported_error(what: str) -> UnsupportedError:
-    """`what` (e.g. "numpy.fft.fft") has no staged form; the hint says how to add one."""
+    """`what` (e.g. "numpy.fft.fft") has no staged form; the hint says how to add one. Reached
+    inside a SciPy function the user called, the message names that function too."""
+    frame = user_frame()
+    callee = scipy_callee(frame) if frame is not None else None
+    if callee is not None and not what.startswith(callee):
+        what = f"{callee} (which uses {what})"
     return UnsupportedError(
         f"{what} is not supported on traced values", user_frame_info(),
         "write it with supported operations, or register a primitive: "

@@ -58,6 +58,23 @@ def user_frame():
     return frame
 
 
+def scipy_callee(user) -> str | None:
+    """The SciPy function the user's frame `user` called, as "scipy.stats.foo.logpdf", when the
+    current call stack passes through SciPy below it; else None."""
+    if _SCIPY_SPEC is None:
+        return None
+    frame, called = sys._getframe(1), None
+    while frame is not None and frame is not user:
+        if frame.f_code.co_filename.startswith(_SCIPY_DIR + os.sep):
+            called = frame          # the outermost SciPy frame seen so far
+        frame = frame.f_back
+    if called is None or frame is None:
+        return None
+    module = called.f_globals.get("__name__", "scipy")
+    public = ".".join(part for part in module.split(".") if not part.startswith("_"))
+    return f"{public}.{called.f_code.co_qualname}"
+
+
 def user_frame_info() -> SourceInfo | None:
     """Where the innermost frame that belongs to the user is; None when there is none."""
     frame = user_frame()

@@ -9,7 +9,7 @@ import dis
 import linecache
 
 from xform.errors import ConcretizationError
-from xform.source_info import SourceInfo, user_frame
+from xform.source_info import SourceInfo, scipy_callee, user_frame
 
 _CONTROL_FLOW = "stage the choice: np.where(c, a, b), xform.cond(pred, true_fn, false_fn, x) " \
                 "or xform.switch; if the value is a setting rather than data, make the " \
@@ -80,6 +80,12 @@ def concretization(kind: str) -> ConcretizationError:
                             if i.offset == frame.f_lasti), None)
         expression = _expression(code.co_filename, instruction)
     what, fix = _construct(kind, instruction, line, expression)
+    callee = scipy_callee(frame) if frame is not None else None
+    if callee is not None:
+        # the conversion happened inside SciPy: name the SciPy function the user called
+        what, fix = (f"{callee} (which has no xform version) on a traced value: inside it, "
+                     f"{what}", "compute it with numpy or scipy functions that xform stages "
+                     "(docs: 'Plain numpy: what works'), or call it on concrete values")
     return ConcretizationError(f"{what} needs a concrete value, but this value is traced",
                                source, fix)
 
