@@ -26,6 +26,7 @@ from xform.passes.dce import eliminate_dead_code
 from xform.passes.fold import fold_constants
 from xform.passes.fuse import clean_region, fuse_elementwise
 from xform.passes.inline import inline_calls
+from xform.passes.nested import optimize_subgraphs
 
 PIPELINE = (inline_calls, fold_constants, eliminate_common_subexpressions, accumulate_pads,
             eliminate_dead_code)
@@ -41,9 +42,11 @@ inline = inline_calls
 accumulate = accumulate_pads
 
 
-def optimize(graph, passes=PIPELINE, *, checks: bool = False):
-    """Run `passes` (default: PIPELINE) on `graph` and return the new graph. With `checks`
-    (callers pass `xform.config.checks`) the graph checker runs after every pass.
+def optimize(graph, passes=PIPELINE, *, checks: bool = False, _done=None):
+    """Run `passes` (default: PIPELINE) on every sub-graph of `graph` (fused regions,
+    branches, loop bodies, calls, custom rule graphs; xform.passes.nested), then on `graph`
+    itself, and return the new graph. With `checks` (callers pass `xform.config.checks`)
+    the graph checker runs after every pass.
 
     >>> graph = xform.make_graph(lambda x: np.sin(x) + np.sin(x) * 1.0)(np.float64(1.0))
     >>> print(xform.passes.optimize(graph))    # `* 1.0` folded away, then one `sin`
@@ -52,6 +55,9 @@ def optimize(graph, passes=PIPELINE, *, checks: bool = False):
         c:f64[] = add b b
       in (c) }
     """
+    done = {} if _done is None else _done
+    graph = optimize_subgraphs(
+        graph, lambda sub: optimize(sub, passes, checks=checks, _done=done), done)
     for run_pass in passes:
         graph = run_pass(graph)
         if checks:
