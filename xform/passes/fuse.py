@@ -154,6 +154,10 @@ class _Groups:
 
     def _try_merge(self, reps, predecessors) -> bool:
         """Merge the groups `reps` into one if it is fusible; returns whether it did."""
+        # A group read from many places (an early value read all along a loop) is left
+        # alone: merging it would copy and walk its readers on every attempt (quadratic).
+        if sum(len(self.groups[rep].successors) for rep in reps) > CYCLE_CHECK_BUDGET:
+            return False
         merged = self.groups[reps[0]]
         for rep in reps[1:]:
             merged = merged.merged(self.groups[rep])
