@@ -73,7 +73,8 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
 
 
 def _fuse_regions(graph, max_width, fusible):
-    if not _has_fusible_pair(graph, fusible):
+    if not _has_fusible_pair(graph, fusible) or not _pays(
+            [eqn for eqn in graph.equations if fusible(eqn)], fusible):
         return graph
     dag = dataflow_graph(graph)
     groups = _Groups(graph, max_width, fusible)
@@ -232,14 +233,14 @@ class _Group:
 
 
 def _pays(members, fusible) -> bool:
-    """Whether fusing the equations `members` should be faster than leaving them alone: an
-    `elementwise` member (fused already), or arrays of FUSION_MIN_SIZE elements or more and
-    a transcendental equation (see FUSION_MIN_SIZE)."""
-    if any(eqn.primitive is fusible.fusion_p for eqn in members):
-        return True
-    size = max(v.aval.size for eqn in members for v in eqn.outputs)
-    return size >= FUSION_MIN_SIZE and any(eqn.primitive.name not in _ARITHMETIC
-                                           for eqn in members)
+    """Whether fusing the equations `members` should be faster than leaving them alone: one
+    is an `elementwise` member (fused already) or a transcendental equation with outputs
+    of FUSION_MIN_SIZE elements or more (see FUSION_MIN_SIZE). A region pays only if one of
+    its equations does, so a graph with no such equation is not grouped at all."""
+    return any(eqn.primitive is fusible.fusion_p
+               or (eqn.primitive.name not in _ARITHMETIC
+                   and max(v.aval.size for v in eqn.outputs) >= FUSION_MIN_SIZE)
+               for eqn in members)
 
 
 def _has_fusible_pair(graph, fusible) -> bool:
