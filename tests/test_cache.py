@@ -389,8 +389,9 @@ def test_one_cache_holds_callee_and_sub_graphs_too():
     assert callee.ref.stage_count == 2  # cleared with everything else, staged again
 
 
-def test_a_fused_region_runs_code_of_the_current_debug_mode():
+def test_a_fused_region_runs_code_of_the_current_debug_mode(monkeypatch):
     from xform.rules.elementwise import _RUNNERS, elementwise_p
+    monkeypatch.setattr(sys.modules["xform.passes.fuse"], "FUSION_MIN_SIZE", 0)  # small too
     f = xform.jit(xform.grad(lambda x: np.sum(np.sin(x) * np.exp(x) + x)))
     graph = xform.make_graph(f)(np.ones(3))
     assert any(e.primitive is elementwise_p for e in graph.equations)

@@ -3,6 +3,7 @@ alone, the loop-batch fallback, non_differentiable, overlays, the minimal and de
 (every primitive with a decomposition agrees with it), and check_primitive's reports."""
 import contextlib
 import re
+import sys
 import warnings
 from collections import namedtuple
 
@@ -201,7 +202,8 @@ def _twice_rules(p, **traits):
                 batch=vectorized_batch(p), **traits)
 
 
-def test_a_library_elementwise_primitive_is_fused():
+def test_a_library_elementwise_primitive_is_fused(monkeypatch):
+    monkeypatch.setattr(sys.modules["xform.passes.fuse"], "FUSION_MIN_SIZE", 0)  # small too
     cube_p = xform.Primitive("library_cube")
     with registered(cube_p, **_cube_rules(cube_p, elementwise=True)):
         graph = xform.make_graph(lambda x: np.sum(np.sin(cube_p.bind(x)) * x))(X)
@@ -248,7 +250,8 @@ def test_a_library_primitive_with_scalar_math_takes_the_scalar_path():
         assert "m0(" in source and namespace["m0"] is fast.function
 
 
-def test_softplus_is_elementwise():
+def test_softplus_is_elementwise(monkeypatch):
+    monkeypatch.setattr(sys.modules["xform.passes.fuse"], "FUSION_MIN_SIZE", 0)  # small too
     assert xform.ir.rules.is_elementwise(xform.extend.softplus_p)
     graph = xform.make_graph(lambda x: np.sum(softplus(np.sin(x))))(X)
     assert [e.primitive.name for e in fuse_elementwise(graph).equations] == ["elementwise",

@@ -23,6 +23,13 @@ from tests.passes.support import primitives, run_pass
 THIS_FILE = "test_fuse.py"
 
 
+@pytest.fixture(autouse=True)
+def fuse_every_region(monkeypatch):
+    """These tests are about regions, not the cost model (tested below with it restored):
+    every region is fused, whatever its size and primitives."""
+    monkeypatch.setattr(sys.modules["xform.passes.fuse"], "_pays", lambda members, fusible: True)
+
+
 def chain(x):
     return np.sum(np.sin(np.cos(np.exp(x))) * x)
 
@@ -408,3 +415,24 @@ def test_the_cycle_checks_budget_only_refuses_merges(monkeypatch):
         fused[budget] = sum(len(region) for region in regions(after))
     # every budget gives a correct graph (run_pass); a small one changes the regions chosen
     assert all(count > 0 for count in fused.values()) and fused[0] != fused[10_000]
+
+
+# -- the cost model: fuse only where it pays (bench/fusion_breakeven.py) ----------------------
+
+def _fused_primitives(fun, *args):
+    graph = xform.make_graph(fun)(*args)
+    return [e.primitive.name for e in fuse_elementwise(graph).equations]
+
+
+@pytest.mark.parametrize("name, fun, size, fused", [
+    ("transcendental, large", chain, 4096, True),
+    ("transcendental, small", chain, 16, False),
+    ("arithmetic only, large", lambda x: np.sum((x * 2.0 + 1.0) / (x - 3.0)), 4096, False),
+    ("arithmetic and one exp, large", lambda x: np.sum(np.exp(x) * 2.0 + x), 4096, True),
+])
+def test_regions_are_fused_only_where_they_pay(monkeypatch, name, fun, size, fused):
+    monkeypatch.undo()  # the real cost model
+    fuse = sys.modules["xform.passes.fuse"]
+    assert size >= fuse.FUSION_MIN_SIZE if "large" in name else size < fuse.FUSION_MIN_SIZE
+    x = np.linspace(0.1, 0.9, size)
+    assert ("elementwise" in _fused_primitives(fun, x)) is fused

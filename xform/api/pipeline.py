@@ -2,17 +2,43 @@
 fusion, the default pipeline, and copies of outputs callers must own."""
 from __future__ import annotations
 
+import contextlib
+import gc
+
 from xform.ir.core import Equation, Graph, Var
 from xform.ir.rules import primitive_for
-from xform.passes import optimize
+from xform.passes import EXACT_PIPELINE, PIPELINE, optimize
+from xform.passes.simplify import simplify
 from xform.passes.fuse import fuse_elementwise
 from xform.runtime.config import config
 
 
+@contextlib.contextmanager
+def _collection_paused():
+    """Python's cyclic collector paused while passes build and drop many small objects: its
+    full collections walk every live object, so on large graphs they made the passes
+    quadratic (bench/SPEED2.md). Re-enabled only if it was enabled, so that nested or
+    concurrent pauses never leave it off."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _passes():
+    return EXACT_PIPELINE if config.algebra == "exact" else PIPELINE
+
+
 def fuse_if_enabled(graph):
-    """Element-wise regions as `elementwise` equations (xform.config.fusion): before reverse
-    mode so that their vjp keeps only partial derivatives, after it to merge each region
-    with its NDual form (bench/NDUAL.md)."""
+    """Before reverse mode: algebraic simplification (xform.config.algebra), so that the
+    gradient differentiates sum(a) * sum(b) rather than sum(kron(a, b)); then element-wise
+    regions as `elementwise` equations (xform.config.fusion), so that their vjp keeps only
+    partial derivatives. After reverse mode, fusion merges each region with its NDual form
+    (bench/NDUAL.md)."""
+    graph = simplify(graph, exact=config.algebra == "exact")
     return fuse_elementwise(graph) if config.fusion else graph
 
 
@@ -21,9 +47,10 @@ def finish_graph(graph, fuse=False, own_outputs=True):
     that would be a constant or a read-only broadcast view copied, so callers get their own
     writable arrays as numpy would give them (e.g. the gradient of np.sum). Residuals, which
     only xform reads, are left as they are."""
-    graph = optimize(graph, checks=config.checks)
-    if fuse:
-        graph = fuse_if_enabled(graph)
+    with _collection_paused():
+        graph = optimize(graph, _passes(), checks=config.checks)
+        if fuse and config.fusion:
+            graph = fuse_elementwise(graph)
     if not own_outputs:
         return graph
     const_vars = {var for var, _ in graph.consts}

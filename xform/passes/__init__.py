@@ -8,14 +8,17 @@ PIPELINE, in order (what each step does; its precondition):
   2. fold_constants: evaluate what is known, take known branches, drop loops that never run,
      simplify x*1, x+0, identity reshapes/transposes. Precondition: 1, so that constants
      passed into calls meet the callee's equations.
-  3. eliminate_common_subexpressions: merge repeated equations. Precondition: 2, so that
+  3. simplify: algebraic rewrites from a table of rules (xform.passes.simplify.RULES):
+     sum(kron(a, b)) -> sum(a) * sum(b), ... Precondition: 2 (constants known).
+     EXACT_PIPELINE holds simplify_exactly instead (xform.config.algebra "exact").
+  4. eliminate_common_subexpressions: merge repeated equations. Precondition: 2, so that
      equations differing only by a foldable input have become identical.
-  4. accumulate_pads: replace each tree of `add`s over zero-valued `pad`s (the cotangents
+  5. accumulate_pads: replace each tree of `add`s over zero-valued `pad`s (the cotangents
      of `x[i]` in a Python loop) by one `pad_sum`, one array instead of one per use.
-     Precondition: 2-3, which fold and merge the pads first (a pad that 3 merged, read by
+     Precondition: 2-4, which fold and merge the pads first (a pad that 4 merged, read by
      several sums, joins each of them).
-  5. eliminate_dead_code: drop what no output needs, and unused outputs of loops and calls
-     (Rules.dce). Precondition: 1-4, which leave dead equations and constants behind (4:
+  6. eliminate_dead_code: drop what no output needs, and unused outputs of loops and calls
+     (Rules.dce). Precondition: 1-5, which leave dead equations and constants behind (5:
      the reshapes that fed the pads it replaced).
 """
 from __future__ import annotations
@@ -26,9 +29,12 @@ from xform.passes.dce import eliminate_dead_code
 from xform.passes.fold import fold_constants
 from xform.passes.fuse import clean_region, fuse_elementwise
 from xform.passes.inline import inline_calls
+from xform.passes.nested import optimize_subgraphs
+from xform.passes.simplify import simplify, simplify_exactly
 
-PIPELINE = (inline_calls, fold_constants, eliminate_common_subexpressions, accumulate_pads,
-            eliminate_dead_code)
+PIPELINE = (inline_calls, fold_constants, simplify, eliminate_common_subexpressions,
+            accumulate_pads, eliminate_dead_code)
+EXACT_PIPELINE = tuple(simplify_exactly if p is simplify else p for p in PIPELINE)
 
 # Short names. (They shadow the submodules as attributes: reach a module itself with
 # `from xform.passes.fold import ...`, which goes through sys.modules.)
@@ -41,9 +47,11 @@ inline = inline_calls
 accumulate = accumulate_pads
 
 
-def optimize(graph, passes=PIPELINE, *, checks: bool = False):
-    """Run `passes` (default: PIPELINE) on `graph` and return the new graph. With `checks`
-    (callers pass `xform.config.checks`) the graph checker runs after every pass.
+def optimize(graph, passes=PIPELINE, *, checks: bool = False, _done=None):
+    """Run `passes` (default: PIPELINE) on every sub-graph of `graph` (fused regions,
+    branches, loop bodies, calls, custom rule graphs; xform.passes.nested), then on `graph`
+    itself, and return the new graph. With `checks` (callers pass `xform.config.checks`)
+    the graph checker runs after every pass.
 
     >>> graph = xform.make_graph(lambda x: np.sin(x) + np.sin(x) * 1.0)(np.float64(1.0))
     >>> print(xform.passes.optimize(graph))    # `* 1.0` folded away, then one `sin`
@@ -52,6 +60,9 @@ def optimize(graph, passes=PIPELINE, *, checks: bool = False):
         c:f64[] = add b b
       in (c) }
     """
+    done = {} if _done is None else _done
+    graph = optimize_subgraphs(
+        graph, lambda sub: optimize(sub, passes, checks=checks, _done=done), done)
     for run_pass in passes:
         graph = run_pass(graph)
         if checks:
@@ -68,8 +79,8 @@ def trace_passes(graph, passes=PIPELINE) -> list:
     >>> graph = xform.make_graph(lambda x: square(x) * 1.0 + square(x))(1.0)
     >>> [(name, len(after.equations)) for name, _, after in xform.passes.trace_passes(graph)]
     ... # doctest: +NORMALIZE_WHITESPACE
-    [('inline_calls', 4), ('fold_constants', 3), ('eliminate_common_subexpressions', 2),
-     ('accumulate_pads', 2), ('eliminate_dead_code', 2)]
+    [('inline_calls', 4), ('fold_constants', 3), ('simplify', 3),
+     ('eliminate_common_subexpressions', 2), ('accumulate_pads', 2), ('eliminate_dead_code', 2)]
     """
     steps = []
     for run_pass in passes:
@@ -79,7 +90,7 @@ def trace_passes(graph, passes=PIPELINE) -> list:
     return steps
 
 
-__all__ = ["PIPELINE", "accumulate", "accumulate_pads", "clean_region", "cse", "dce",
+__all__ = ["EXACT_PIPELINE", "PIPELINE", "simplify", "simplify_exactly", "accumulate", "accumulate_pads", "clean_region", "cse", "dce",
            "eliminate_common_subexpressions", "fuse", "fuse_elementwise",
            "eliminate_dead_code", "fold", "fold_constants", "inline", "inline_calls",
            "optimize", "trace_passes"]

@@ -20,6 +20,19 @@ NDUAL_MAX_WIDTH = 3
 # Groups the cycle check may visit per merge attempt; past it the merge is refused, so that
 # fusion stays linear in the graph's size (a refused merge only leaves two regions apart).
 CYCLE_CHECK_BUDGET = 64
+# Fusion pays on numpy only where NDual saves the tape work: a region needs arrays of at least
+# FUSION_MIN_SIZE elements and an equation whose vjp needs more than its inputs (a
+# transcendental function). Regions of + - * / only, or of small arrays, run slower fused
+# (more calls, partials computed and kept): bench/fusion_breakeven.py, bench/SPEED2.md.
+FUSION_MIN_SIZE = 1024
+# Element-wise primitives whose vjp reads only its inputs: NDual gains nothing on them.
+_ARITHMETIC = frozenset({
+    "add", "subtract", "multiply", "divide", "negative", "positive", "square", "reciprocal",
+    "power", "float_power", "where", "maximum", "minimum", "fmax", "fmin", "clip", "absolute",
+    "fabs", "sign", "convert", "real", "imag", "conjugate", "stop_gradient", "copysign",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+    "logical_or", "logical_xor", "logical_not", "isfinite", "isinf", "isnan", "signbit",
+    "floor", "ceil", "rint", "trunc", "deg2rad", "rad2deg"})
 
 
 def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
@@ -28,24 +41,29 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     Its inputs are the region's distinct array inputs, its outputs the region's values read
     outside it. A region has at least two equations, at most `max_width`
     differentiable inputs (so that its vjp takes the NDual path, see bench/NDUAL.md), outputs
-    whose shapes broadcast together, and no path leaving it and coming back.
+    whose shapes broadcast together, and no path leaving it and coming back. A region is
+    fused only where it pays (arrays of FUSION_MIN_SIZE elements or more, and a
+    transcendental equation: see `_pays`); elsewhere its equations are left alone.
 
     `elementwise` equations over the same inputs whose regions share work are merged into the
     earlier one: in reverse mode these are a region and its NDual form, which then evaluate
     the region once.
 
     >>> from xform.passes import fuse_elementwise
-    >>> graph = xform.make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.ones(3))
+    >>> graph = xform.make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.ones(2000))
     >>> print(fuse_elementwise(graph))
-    { lambda a:f64[3] . let
-        b:f64[3] = elementwise[max_width=3, region=
-            { lambda c:f64[3] . let
-                d:f64[3] = cos c
-                e:f64[3] = sin d
-                f:f64[3] = multiply e c
+    { lambda a:f64[2000] . let
+        b:f64[2000] = elementwise[max_width=3, region=
+            { lambda c:f64[2000] . let
+                d:f64[2000] = cos c
+                e:f64[2000] = sin d
+                f:f64[2000] = multiply e c
               in (f) }] a
         g:f64[] = sum[axes=(0,), dtype=None] b
       in (g) }
+    >>> small = xform.make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.ones(3))
+    >>> fuse_elementwise(small) is small        # too small to pay
+    True
     """
     fusion_p = primitive_for("fusion")
     graph = _merge_siblings(graph, fusion_p)
@@ -55,13 +73,19 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
 
 
 def _fuse_regions(graph, max_width, fusible):
-    if not _has_fusible_pair(graph, fusible):
+    if not _has_fusible_pair(graph, fusible) or not _pays(
+            [eqn for eqn in graph.equations if fusible(eqn)], fusible):
         return graph
     dag = dataflow_graph(graph)
     groups = _Groups(graph, max_width, fusible)
     for index in range(len(graph.equations)):  # equations are in topological order
         groups.add(index, list(dag.predecessors(index)))
-    blocks = groups.blocks()
+    blocks = {}
+    for rep, members in groups.blocks().items():
+        if len(members) > 1 and not _pays([graph.equations[i] for i in members], fusible):
+            blocks.update((i, [i]) for i in members)
+        else:
+            blocks[rep] = members
     if all(len(members) == 1 for members in blocks.values()):
         return graph
     block_of = {i: rep for rep, members in blocks.items() for i in members}
@@ -131,6 +155,10 @@ class _Groups:
 
     def _try_merge(self, reps, predecessors) -> bool:
         """Merge the groups `reps` into one if it is fusible; returns whether it did."""
+        # A group read from many places (an early value read all along a loop) is left
+        # alone: merging it would copy and walk its readers on every attempt (quadratic).
+        if sum(len(self.groups[rep].successors) for rep in reps) > CYCLE_CHECK_BUDGET:
+            return False
         merged = self.groups[reps[0]]
         for rep in reps[1:]:
             merged = merged.merged(self.groups[rep])
@@ -202,6 +230,17 @@ class _Group:
     def width(self, consts) -> int:
         """N: the inputs that can have a cotangent (differentiable, not constants)."""
         return sum(is_differentiable(v.aval) for v in self.inputs if v not in consts)
+
+
+def _pays(members, fusible) -> bool:
+    """Whether fusing the equations `members` should be faster than leaving them alone: one
+    is an `elementwise` member (fused already) or a transcendental equation with outputs
+    of FUSION_MIN_SIZE elements or more (see FUSION_MIN_SIZE). A region pays only if one of
+    its equations does, so a graph with no such equation is not grouped at all."""
+    return any(eqn.primitive is fusible.fusion_p
+               or (eqn.primitive.name not in _ARITHMETIC
+                   and max(v.aval.size for v in eqn.outputs) >= FUSION_MIN_SIZE)
+               for eqn in members)
 
 
 def _has_fusible_pair(graph, fusible) -> bool:
@@ -372,4 +411,4 @@ def _merged(first, second):
                                        "region": union}))
 
 
-__all__ = ["NDUAL_MAX_WIDTH", "clean_region", "fuse_elementwise"]
+__all__ = ["FUSION_MIN_SIZE", "NDUAL_MAX_WIDTH", "clean_region", "fuse_elementwise"]

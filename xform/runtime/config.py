@@ -2,7 +2,9 @@
 every rule's output), `checks` (check_graph after every pass), `fusion` (element-wise regions
 fused before reverse mode) and `scalar_math` (what 0-d float64 work in generated code may use:
 "exact", the default, keeps results numpy's bit for bit; "fast" adds Python's `math`
-functions, each within a few ulp of numpy; see xform.codegen.scalar). A leaf: whatever
+functions, each within a few ulp of numpy; see xform.codegen.scalar) and `algebra` (which
+rewrites of xform.passes.simplify run: "reassociate", the default, also those that change
+rounding, as sum(kron(a, b)) -> sum(a) * sum(b); "exact" only those keeping numpy's bits). A leaf: whatever
 depends on an option (the cache of compiled code) registers with `on_change`.
 """
 from __future__ import annotations
@@ -23,13 +25,14 @@ class Config:
     """
 
     _SWITCHES = ("debug", "checks", "fusion")
-    _CHOICES = {"scalar_math": ("exact", "fast")}
+    _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("reassociate", "exact")}
 
     def __init__(self):
         self.debug = False
         self.checks = False
         self.fusion = True
         self.scalar_math = "exact"
+        self.algebra = "reassociate"
         self._observers = []
 
     def on_change(self, callback) -> None:
