@@ -15,6 +15,14 @@ from xform.passes.simplify import RULES, simplify
 from xform.testing import strategies as xst
 
 
+@pytest.fixture(autouse=True)
+def reassociating():
+    """The rules that change rounding run only under config.algebra = "reassociate"."""
+    xform.config.update("algebra", "reassociate")
+    yield
+    xform.config.update("algebra", "exact")
+
+
 def kron_sum(a, b):
     return np.sum(np.kron(a, b))
 
@@ -117,7 +125,7 @@ def test_config_algebra_exact_keeps_numpys_bits():
         assert xform.jit(kron_sum)(a, b) == kron_sum(a, b)  # bit for bit
         graph = xform.make_graph(xform.grad(kron_sum))(a, b)
     finally:
-        xform.config.update("algebra", "reassociate")
+        xform.config.update("algebra", "reassociate")    # the fixture restores the default
     assert "kron" not in str(graph) and any(
         e.primitive.name == "multiply" and e.outputs[0].aval.ndim == 4 for e in graph.equations)
     with pytest.raises(ValueError, match="algebra"):

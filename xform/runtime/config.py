@@ -3,8 +3,9 @@ every rule's output), `checks` (check_graph after every pass), `fusion` (element
 fused before reverse mode) and `scalar_math` (what 0-d float64 work in generated code may use:
 "exact", the default, keeps results numpy's bit for bit; "fast" adds Python's `math`
 functions, each within a few ulp of numpy; see xform.codegen.scalar) and `algebra` (which
-rewrites of xform.passes.simplify run: "reassociate", the default, also those that change
-rounding, as sum(kron(a, b)) -> sum(a) * sum(b); "exact" only those keeping numpy's bits). A leaf: whatever
+rewrites of xform.passes.simplify run: "exact", the default, only those keeping numpy's bits;
+"reassociate" also those that change rounding, as sum(kron(a, b)) -> sum(a) * sum(b), as XLA
+does). A leaf: whatever
 depends on an option (the cache of compiled code) registers with `on_change`.
 """
 from __future__ import annotations
@@ -25,14 +26,15 @@ class Config:
     """
 
     _SWITCHES = ("debug", "checks", "fusion")
-    _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("reassociate", "exact")}
+    _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("exact", "reassociate")}
 
     def __init__(self):
         self.debug = False
         self.checks = False
         self.fusion = True
         self.scalar_math = "exact"
-        self.algebra = "reassociate"
+        # bit for bit by default, as scalar_math: reassociating is the user's choice
+        self.algebra = "exact"
         self._observers = []
 
     def on_change(self, callback) -> None:
