@@ -57,8 +57,11 @@ def test_gradient_matches_numpy(xs, edge_order, data):
     assert_matches_numpy(lambda f: np.gradient(f, edge_order=edge_order), x)
     assert_matches_numpy(lambda f: np.gradient(f, 0.5, axis=axis, edge_order=edge_order), x)
     assert_matches_numpy(lambda f: np.gradient(f, coords, axis=axis, edge_order=edge_order), x)
+    # numpy takes its uniform-spacing formula when the coordinates happen to be evenly
+    # spaced, a choice by value that traced coordinates cannot make: equal to rounding then
+    uniform = np.all(np.diff(coords) == np.diff(coords)[0])
     assert_matches_numpy(lambda f, c: np.gradient(f, c, axis=axis, edge_order=edge_order),
-                         x, coords)
+                         x, coords, exact=not uniform)
     assert_matches_numpy(lambda f: np.gradient(f.astype(np.int64), axis=axis), x * 10)
 
 
@@ -217,6 +220,8 @@ def test_sinc_select_piecewise_derivatives(xs):
                 order=1)
     check_grads(lambda a: np.piecewise(a, [a < -0.5, a > 0.5], [np.sin, np.exp, 2.0]), (x,),
                 order=1)
+    # away from round's jumps (x * 10 half-way between integers), where differences blow up
+    x = np.where(np.abs(np.abs(x * 10) % 1 - 0.5) < 0.1, x + 0.03, x)
     check_grads(lambda a: np.nan_to_num(a) * np.round(a, 1), (x,), order=1)
 
 

@@ -258,7 +258,8 @@ def _gradient_axis(f, axis, dx, edge_order):
 def gradient(f, *varargs, axis=None, edge_order=1):
     """`np.gradient`: second-order central differences inside, first- or second-order
     one-sided differences at the ends; spacings are scalars or (possibly traced)
-    coordinates."""
+    coordinates. Traced coordinates always take the uneven-spacing formula: numpy picks the
+    even one when the values happen to be evenly spaced (equal to rounding)."""
     f = as_array(f)
     shape = aval(f).shape
     axes = normalize_axes(axis, len(shape)) if axis is not None else tuple(range(len(shape)))
