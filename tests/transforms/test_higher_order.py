@@ -95,6 +95,24 @@ def test_hessian_of_a_while_loop_is_one_loop_pair_not_one_per_direction():
     assert _count(graph, while_grad_p) == 1
 
 
+def test_jacfwd_stages_the_primal_once():
+    """jacfwd reads its outputs' structure off the jvp it batches: a call of the function of
+    its own would stage the gradient's loop pair a second time."""
+    x = np.linspace(0.2, 0.6, 5)
+    graph = xform.make_graph(xform.jacfwd(xform.grad(lambda x: loop(x, 0.1))))(x)
+    assert _count(graph, while_grad_p) == 1
+
+
+def test_jacrev_of_a_scalar_output_runs_the_loop_unbatched():
+    """A scalar output's basis has one row: the pullback is called once, not vmapped over a
+    single lane (which would batch the loop's carries)."""
+    x = np.linspace(0.2, 0.6, 5)
+    graph = xform.make_graph(xform.jacrev(lambda x: loop(x, 0.1)))(x)
+    grads = [e for e in graph.equations if e.primitive is while_grad_p]
+    assert len(grads) == 1
+    assert grads[0].inputs[0].aval.shape == x.shape
+
+
 def test_custom_vjp_whose_bwd_calls_a_custom_vjp_function_in_forward_mode():
     scale = xform.custom_vjp(lambda ct, x: ct * np.cos(x))
     scale.defvjp(lambda ct, x: (ct * np.cos(x), (ct, x)),

@@ -75,8 +75,8 @@ def _jacobian_transform(fun, name, body, argnums, has_aux, holomorphic, allow_in
         offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
         wanted = [avals[i] for n in nums for i in range(offsets[n], offsets[n + 1])]
         check_input_dtypes(name, wanted, holomorphic, allow_int)
-        if name == "jacfwd" and not holomorphic and any(a.dtype.kind == "c" for a in wanted):
-            raise TypeCheckError("jacfwd needs real inputs (complex ones: pass "
+        if name != "jacrev" and not holomorphic and any(a.dtype.kind == "c" for a in wanted):
+            raise TypeCheckError(f"{name} needs real inputs (complex ones: pass "
                                  "holomorphic=True, or use xform.jvp)", user_frame_info())
 
         def staged(*args):
@@ -103,6 +103,51 @@ def _check_outputs(name, out_leaves, holomorphic):
         check_output_dtype(name, _aval(leaf), holomorphic)
 
 
+def _stacked(fun, basis, total):
+    """`vmap(fun)(*basis)`; a one-row basis (a scalar output or input) is one call of `fun`
+    given a leading axis, so that nothing is batched over a single lane."""
+    if total == 1:
+        return [np.expand_dims(r, 0) for r in fun(*[b[0] for b in basis])]
+    return vmap(fun)(*basis)
+
+
+def _jacfwd_body(fun, args, nums, argnums, has_aux, holomorphic):
+    """jacfwd of `fun` at `args`, staged: vmap of jvp over a basis of the inputs."""
+    dyn_leaves, dyn_tree, with_leaves = _split_arguments(args, nums)
+    main = with_leaves(fun)
+    if has_aux:
+        main = with_leaves(lambda *a: fun(*a)[0])
+    basis, in_offsets = _basis(dyn_leaves, [_aval(x).dtype for x in dyn_leaves])
+    outputs = []
+
+    def push(*tangents):
+        # The outputs' structure and types come from this jvp: a call of `main` of their own
+        # would stage the primal computation a second time (kept when it is a primitive whose
+        # jvp recomputes it, e.g. a while_loop_grad).
+        primal, tangent = jvp(main, dyn_leaves, tangents)
+        out_leaves, out_tree = tree_flatten(primal)
+        _check_outputs("jacfwd", out_leaves, holomorphic)
+        outputs[:] = [[_aval(o) for o in out_leaves], out_tree]
+        return tree_flatten(tangent)[0]
+    if in_offsets[-1]:
+        columns = _stacked(push, basis, in_offsets[-1])
+        out_avals, out_tree = outputs
+    else:
+        out_leaves, out_tree = tree_flatten(main(*dyn_leaves))
+        _check_outputs("jacfwd", out_leaves, holomorphic)
+        out_avals = [_aval(o) for o in out_leaves]
+        columns = [np.zeros((0,) + a.shape) for a in out_avals]
+    jacobian = tree_unflatten(out_tree, [
+        _as_argnums_tree(argnums, dyn_tree, [
+            _block(col, in_offsets[k], in_offsets[k + 1], out.shape, np.shape(x),
+                   stacked_out=True)
+            for k, x in enumerate(dyn_leaves)])
+        for out, col in zip(out_avals, columns)])
+    if has_aux:
+        return jacobian, with_leaves(fun)(*dyn_leaves)[1]
+    return jacobian
+
+
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False, *, static_argnums=(),
            static_argnames=()):
     """The Jacobian by forward mode, laid out as in JAX: the output pytree with each leaf
@@ -117,30 +162,38 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False, *, static_argnums=(
     [{'a': np.float64(3.0), 'b': np.float64(2.0)}]
     """
     def body(fun, args, nums):
-        dyn_leaves, dyn_tree, with_leaves = _split_arguments(args, nums)
-        main = with_leaves(fun)
-        if has_aux:
-            main = with_leaves(lambda *a: fun(*a)[0])
-        out_leaves, out_tree = tree_flatten(main(*dyn_leaves))
-        _check_outputs("jacfwd", out_leaves, holomorphic)
-        basis, in_offsets = _basis(dyn_leaves, [_aval(x).dtype for x in dyn_leaves])
-
-        def push(*tangents):
-            return tree_flatten(jvp(main, dyn_leaves, tangents)[1])[0]
-        columns = vmap(push)(*basis) if in_offsets[-1] else [np.zeros((0,) + np.shape(o))
-                                                             for o in out_leaves]
-        jacobian = tree_unflatten(out_tree, [
-            _as_argnums_tree(argnums, dyn_tree, [
-                _block(col, in_offsets[k], in_offsets[k + 1], np.shape(out), np.shape(x),
-                       stacked_out=True)
-                for k, x in enumerate(dyn_leaves)])
-            for out, col in zip(out_leaves, columns)])
-        if has_aux:
-            return jacobian, with_leaves(fun)(*dyn_leaves)[1]
-        return jacobian
-
+        return _jacfwd_body(fun, args, nums, argnums, has_aux, holomorphic)
     return _jacobian_transform(fun, "jacfwd", body, argnums, has_aux, holomorphic, False,
                                static_argnums, static_argnames)
+
+
+def _jacrev_body(fun, args, nums, argnums, has_aux, holomorphic):
+    """jacrev of `fun` at `args`, staged: vmap of the pullback over a basis of the outputs."""
+    dyn_leaves, dyn_tree, with_leaves = _split_arguments(args, nums)
+    if has_aux:
+        out, pullback, aux = vjp(with_leaves(fun), *dyn_leaves, has_aux=True)
+    else:
+        out, pullback = vjp(with_leaves(fun), *dyn_leaves)
+    out_leaves, out_tree = tree_flatten(out)
+    _check_outputs("jacrev", out_leaves, holomorphic)
+    dtypes = [_aval(o).dtype if is_differentiable(_aval(o)) else np.float64
+              for o in out_leaves]
+    basis, out_offsets = _basis(out_leaves, dtypes)
+
+    def pull(*cotangents):
+        grads = pullback(tree_unflatten(out_tree, cotangents))
+        return [g if is_differentiable(_aval(x)) else np.zeros(np.shape(x))
+                for g, x in zip(grads, dyn_leaves)]
+    rows = (_stacked(pull, basis, out_offsets[-1]) if out_offsets[-1]
+            else [np.zeros((0,) + np.shape(x)) for x in dyn_leaves])
+    jacobian = tree_unflatten(out_tree, [
+        _as_argnums_tree(argnums, dyn_tree, [
+            _block(row, out_offsets[o], out_offsets[o + 1], np.shape(out), np.shape(x),
+                   stacked_out=False) if is_differentiable(_aval(x))
+            else np.zeros(np.shape(out) + np.shape(x), float0)   # allow_int, as JAX
+            for x, row in zip(dyn_leaves, rows)])
+        for o, out in enumerate(out_leaves)])
+    return (jacobian, aux) if has_aux else jacobian
 
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
@@ -155,32 +208,7 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
     [np.float64(3.0), np.float64(2.0)]
     """
     def body(fun, args, nums):
-        dyn_leaves, dyn_tree, with_leaves = _split_arguments(args, nums)
-        if has_aux:
-            out, pullback, aux = vjp(with_leaves(fun), *dyn_leaves, has_aux=True)
-        else:
-            out, pullback = vjp(with_leaves(fun), *dyn_leaves)
-        out_leaves, out_tree = tree_flatten(out)
-        _check_outputs("jacrev", out_leaves, holomorphic)
-        dtypes = [_aval(o).dtype if is_differentiable(_aval(o)) else np.float64
-                  for o in out_leaves]
-        basis, out_offsets = _basis(out_leaves, dtypes)
-
-        def pull(*cotangents):
-            grads = pullback(tree_unflatten(out_tree, cotangents))
-            return [g if is_differentiable(_aval(x)) else np.zeros(np.shape(x))
-                    for g, x in zip(grads, dyn_leaves)]
-        rows = vmap(pull)(*basis) if out_offsets[-1] else [np.zeros((0,) + np.shape(x))
-                                                           for x in dyn_leaves]
-        jacobian = tree_unflatten(out_tree, [
-            _as_argnums_tree(argnums, dyn_tree, [
-                _block(row, out_offsets[o], out_offsets[o + 1], np.shape(out), np.shape(x),
-                       stacked_out=False) if is_differentiable(_aval(x))
-                else np.zeros(np.shape(out) + np.shape(x), float0)   # allow_int, as JAX
-                for x, row in zip(dyn_leaves, rows)])
-            for o, out in enumerate(out_leaves)])
-        return (jacobian, aux) if has_aux else jacobian
-
+        return _jacrev_body(fun, args, nums, argnums, has_aux, holomorphic)
     return _jacobian_transform(fun, "jacrev", body, argnums, has_aux, holomorphic, allow_int,
                                static_argnums, static_argnames)
 
@@ -194,10 +222,14 @@ def hessian(fun, argnums=0, has_aux=False, holomorphic=False, *, static_argnums=
     array([[ 6.,  0.],
            [ 0., 12.]])
     """
-    inner = jacrev(fun, argnums, has_aux, holomorphic, static_argnums=static_argnums,
-                   static_argnames=static_argnames)
-    return jacfwd(inner, argnums, has_aux, holomorphic, static_argnums=static_argnums,
-                  static_argnames=static_argnames)
+    # One transform of `fun` (not jacfwd of a jacrev object): its cache entries belong to
+    # `fun`, so `hessian(f)(x)`, the transform made anew at each call, finds them.
+    def body(fun, args, nums):
+        def gradient(*args):
+            return _jacrev_body(fun, args, nums, argnums, has_aux, holomorphic)
+        return _jacfwd_body(gradient, args, nums, argnums, has_aux, holomorphic)
+    return _jacobian_transform(fun, "hessian", body, argnums, has_aux, holomorphic, False,
+                               static_argnums, static_argnames)
 
 
 __all__ = ["hessian", "jacfwd", "jacrev"]
