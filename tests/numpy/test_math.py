@@ -217,6 +217,7 @@ def test_sinc_select_piecewise_derivatives(xs):
                 order=1)
     check_grads(lambda a: np.piecewise(a, [a < -0.5, a > 0.5], [np.sin, np.exp, 2.0]), (x,),
                 order=1)
+    x = np.where(np.abs(x * 10 % 1 - 0.5) < 0.05, x + 0.03, x)    # away from round's ties
     check_grads(lambda a: np.nan_to_num(a) * np.round(a, 1), (x,), order=1)
 
 
