@@ -346,6 +346,13 @@ def test_check_primitive_names_the_broken_property(kind, prop):
         check_primitive(p, X, params={"k": 2.0})
 
 
+def test_check_primitive_order_0_skips_only_the_derivative_properties():
+    check_primitive(broken("broken_jvp_order_0", jvp=True), X, params={"k": 2.0}, order=0)
+    with pytest.raises(CheckFailure, match="batch vs loop"):
+        check_primitive(broken("broken_batch_order_0", batch=True), X, params={"k": 2.0},
+                        order=0)
+
+
 def test_check_primitive_insists_on_registered_rules():
     p = make_sin_primitive("sink_no_batch", batch=False)
     with pytest.raises(CheckFailure, match="registered rules failed\nno batch rule"):

@@ -116,6 +116,9 @@ def distinct_matrices(draw):
 
 @given(x=distinct_matrices(), q=xst.arrays((2,), np.float64, 0.05, 0.95))
 def test_order_statistic_derivatives(x, q):
+    # q (n - 1) at least 0.1 from an integer: the interpolation's kinks in q
+    position = q * (x.shape[0] - 1)
+    q = (np.floor(position) + 0.1 + 0.8 * (position - np.floor(position))) / (x.shape[0] - 1)
     check_grads(lambda a: np.quantile(a, 0.3, axis=1), (x,), order=2)
     check_grads(lambda a, p: np.quantile(a, p, axis=0), (x, q), order=1)
     check_grads(lambda a: np.percentile(a, [20.0, 70.0]), (x,), order=1)
