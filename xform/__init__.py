@@ -23,6 +23,7 @@ from xform.rules.custom import custom_jvp, custom_vjp
 from xform.rules.threaded_map import threaded_map
 from xform.rules.control_flow import cond, fori_loop, scan, switch, while_loop
 from xform.rules.unary import stop_gradient
+from xform.api.maps import associative_scan, map  # noqa: A004  (JAX's lax.map)
 from xform.api.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat
 from xform.transforms import batch_graph, jvp_graph, vjp_graph
 
@@ -41,3 +42,4 @@ __all__ = [
     "switch", "threaded_map", "tree", "tree_util", "value_and_grad", "vjp", "vjp_graph", "vmap",
     "while_loop",
 ]
+__all__ += ["associative_scan", "map"]

@@ -297,8 +297,28 @@ CONSTRUCTS = [
     Construct("fused_region", _fused, _fused_ref),
 ]
 
-# Hook for constructs built elsewhere (in-place update, random draw): one Construct per row.
-EXTRA_CONSTRUCTS: list[Construct] = []
+def _inplace(x):
+    y = x.copy()
+    y[1:] += np.sin(x[:-1])
+    y[0] *= 2
+    return y
+
+
+def _random_draw(x):
+    # A fresh seeded generator per call: every evaluation (each finite-difference point, each
+    # row of a vmap's Python loop) sees the same draws, yet each call really draws, so a
+    # cached graph must not freeze the draw as a constant.
+    rng = np.random.default_rng(0)
+    eps = rng.standard_normal(3)
+    return x * eps + np.sin(x)
+
+
+# Hook for constructs built elsewhere: one Construct per row. The references are the same
+# code run on numpy arrays.
+EXTRA_CONSTRUCTS: list[Construct] = [
+    Construct("inplace", _inplace, _inplace),
+    Construct("random_draw", _random_draw, _random_draw),
+]
 
 # Hessian-vector products (jvp of grad, grad of jvp, vjp of grad) under a third transform.
 HVP_TRIPLES = [(outer, "jvp", "grad") for outer in TRANSFORMS] + [
