@@ -24,6 +24,7 @@ from xform.rules.threaded_map import threaded_map
 from xform.rules.control_flow import cond, fori_loop, scan, switch, while_loop
 from xform.rules.unary import stop_gradient
 from xform.api.maps import associative_scan, map  # noqa: A004  (JAX's lax.map)
+from xform.api.collectives import all_gather, pmax, pmean, pmin, psum
 from xform.api.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat
 from xform.transforms import batch_graph, jvp_graph, vjp_graph
 
@@ -43,3 +44,5 @@ __all__ = [
     "while_loop",
 ]
 __all__ += ["associative_scan", "map"]
+__all__ += ["all_gather", "checkpoint", "checkpoint_name", "checkpoint_policies", "pmax",
+            "pmean", "pmin", "psum", "remat"]

@@ -6,6 +6,7 @@ then run the compiled code, or, when called while another function is being stag
 the transformed graph into that staging (which is how transforms nest).
 """
 from xform.api.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat
+from xform.api.collectives import all_gather, pmax, pmean, pmin, psum
 from xform.api.forward import jvp, linearize
 from xform.api.jacobians import hessian, jacfwd, jacrev
 from xform.api.mapping import vmap
@@ -17,3 +18,4 @@ __all__ = ["closure_convert", "eval_shape", "grad", "hessian", "jacfwd", "jacrev
            "jvp", "linear_transpose", "linearize", "make_graph", "value_and_grad", "vjp",
            "vmap"]
 __all__ += ["associative_scan", "map"]
+__all__ += ["all_gather", "pmax", "pmean", "pmin", "psum"]

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from xform.api.collectives import bound_axis
 from xform.api.dispatch import transformed
 from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import stage_function
+from xform.ir.core import Graph
 from xform.runtime.effects import Watch
 from xform.source_info import user_frame_info
 from xform.transforms.batch import batch_graph
-from xform.tree import broadcast_prefix, tree_flatten, tree_unflatten
+from xform.tree import broadcast_prefix, tree_flatten, tree_structure, tree_unflatten
 
 
-def vmap(fun, in_axes=0, out_axes=0):
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None):
     """Map `fun` over axis `in_axes` of its arguments (None: not mapped; a pytree prefix of the
     arguments), stacking results along `out_axes`. As in JAX, an argument whose `in_axes` is
     None reaches `fun` as it is when it is a Python int or bool or not an array (a function,
@@ -53,6 +55,9 @@ def vmap(fun, in_axes=0, out_axes=0):
                                      aval.weak_type)
                          for aval, d in zip(avals, dims)]
         watch = Watch(fun).keep_states()
+        if axis_name is not None:
+            return _staged_with_axis_name(fun, args_tree, example_avals, dims, size, axis_name,
+                                          out_axes)
         graph, captured, out_tree = stage_function(fun, args_tree, example_avals)
         out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
         if watch.drew():
@@ -69,8 +74,31 @@ def vmap(fun, in_axes=0, out_axes=0):
             return (), tuple(i for i, axis in enumerate(in_axes) if axis is None)
         return (), ()
 
-    return transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes)),
+    return transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes), axis_name),
                        static=static, keywords_automatic=False)
+
+
+def _staged_with_axis_name(fun, args_tree, example_avals, dims, size, axis_name, out_axes):
+    """vmap with a named axis: `fun` is staged with the axis's lane index as one more input,
+    bound to `axis_name` for the collectives (xform.api.collectives); batched, that input is
+    the constant arange(size)."""
+    n = len(example_avals)
+
+    def with_index(*leaves):
+        with bound_axis(axis_name, leaves[n], size):
+            return fun(*tree_unflatten(args_tree, leaves[:n]))
+
+    flat = tree_structure(tuple(range(n + 1)))
+    graph, captured, out_tree = stage_function(
+        with_index, flat, list(example_avals) + [ShapedArray((), np.dtype(np.int64))])
+    out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
+    batched = batch_graph(graph, list(dims) + [0] + [NOT_MAPPED] * len(captured), size,
+                          out_axes_leaves)
+    lanes = batched.inputs[n]
+    batched = Graph(batched.inputs[:n] + batched.inputs[n + 1:],
+                    batched.consts + ((lanes, np.arange(size, dtype=np.int64)),),
+                    batched.equations, batched.outputs)
+    return batched, captured, lambda outs: tree_unflatten(out_tree, outs)
 
 
 def _staged_per_element(fun, args_tree, avals, dims, size, out_tree, out_axes_leaves):
