@@ -115,3 +115,37 @@ def test_a_closure_function_keeps_its_cells():
         assert xform.jit(scaled)(1.0) == 5.0 and scaled(1.0) == 4.0
     finally:
         stand_ins.remove_stand_in(scaled)
+
+
+def _halve(x):
+    return x / 2
+
+
+def test_a_function_calling_a_stand_in_stays_cached():
+    # Staging records the code of every function the staged one names; it must record the
+    # code the function has between stagings, not the trampoline swapped in during staging.
+    stand_ins.stand_in(_halve, lambda x: x * 0.5)
+    try:
+        grad = xform.grad(lambda x: _halve(x) * x)
+        before = xform.cache_info()
+        assert [float(grad(3.0)) for _ in range(3)] == [3.0, 3.0, 3.0]
+        after = xform.cache_info()
+        assert after["invalidations"] == before["invalidations"]
+        assert after["hits"] - before["hits"] >= 2
+    finally:
+        stand_ins.remove_stand_in(_halve)
+
+
+def test_odeint_gradients_are_cached():
+    from scipy.integrate import odeint
+
+    def final_state(rate):
+        return odeint(lambda y, t, k: -k * y, np.array([1.0]), np.array([0.0, 1.0]),
+                      args=(rate,))[-1, 0]
+
+    grad = xform.grad(final_state)
+    before = xform.cache_info()
+    values = [float(grad(0.5)) for _ in range(3)]
+    after = xform.cache_info()
+    np.testing.assert_allclose(values, -np.exp(-0.5), rtol=1e-6)
+    assert after["invalidations"] == before["invalidations"]

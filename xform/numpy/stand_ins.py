@@ -95,6 +95,7 @@ class _CodeSwap:
         original.__kwdefaults__ = function.__kwdefaults__
         self.function, self.code, self.target = function, code, function
         self.trampoline = _trampoline_code(code, _routed(original, replacement, when))
+        _original_codes[self.trampoline] = _original_codes.get(code, code)
 
     def apply(self):
         self.function.__code__ = self.trampoline
@@ -123,6 +124,7 @@ class _AttributeSwap:
 
 
 _swaps: list = []          # every registered swap, applied while anything is staged
+_original_codes: dict = {} # trampoline code -> the code it stands in for
 _pending: dict = {}        # module name -> installers waiting for the module's import
 _lock = threading.RLock()  # re-entered: installers call stand_in
 _depth = 0                 # stagings in progress, over all threads
@@ -149,6 +151,21 @@ def stand_in(function, replacement, when=_has_tracer) -> None:
         _swaps.append(swap)
         if _depth:
             swap.apply()
+
+
+def code_outside_staging(function) -> types.CodeType:
+    """`function.__code__` as it is while nothing is staged: what a cache entry staged now
+    must compare with later (a stand-in's trampoline is in place only during staging).
+
+    >>> from xform.numpy.stand_ins import code_outside_staging, stand_in, remove_stand_in
+    >>> def halve(x): return x / 2
+    >>> stand_in(halve, lambda x: x * 0.5)
+    >>> code_outside_staging(halve) is halve.__code__    # nothing is staged now
+    True
+    >>> remove_stand_in(halve)
+    """
+    code = function.__code__
+    return _original_codes.get(code, code)
 
 
 def remove_stand_in(function) -> None:

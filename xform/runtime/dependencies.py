@@ -21,6 +21,7 @@ import numpy as np
 
 from xform.ir.hooks import install_watcher
 from xform.ir.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
+from xform.numpy.stand_ins import code_outside_staging
 from xform.source_info import is_excluded
 
 # Code that is not the user's: the standard library, installed packages, generated code.
@@ -190,7 +191,7 @@ class Dependencies:
             function = function.__func__
         if not isinstance(function, types.FunctionType):
             return
-        self.root, self.root_code = weakref.ref(function), function.__code__
+        self.root, self.root_code = weakref.ref(function), code_outside_staging(function)
         self._add_closure_and_globals(function)
         for value in function.__defaults__ or ():
             self.add_contents(value)
@@ -199,12 +200,12 @@ class Dependencies:
         """The function's code, its closure cells, and the globals its code names."""
         if not isinstance(function, types.FunctionType):
             return
-        self.codes.append((function, function.__code__))
+        self.codes.append((function, code_outside_staging(function)))
         self._add_closure_and_globals(function)
 
     def _add_closure_and_globals(self, function) -> None:
         # The code first: a function whose closure holds itself is then seen as visited.
-        self.add_code(function.__code__, function.__globals__)
+        self.add_code(code_outside_staging(function), function.__globals__)
         for _, cell, value in closure_cells(function):
             self.cells.append((cell, value))
             self.add_contents(value)
@@ -226,7 +227,7 @@ class Dependencies:
                 self.globals.append((namespace, name, value))
                 self.add_contents(value)
                 if isinstance(value, types.FunctionType):
-                    self.codes.append((value, value.__code__))
+                    self.codes.append((value, code_outside_staging(value)))
 
     def add_reachable(self, depth: int = _STATIC_DEPTH) -> None:
         """Without the profile hook: the functions the root's code and closure name, and the
