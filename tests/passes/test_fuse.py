@@ -203,12 +203,32 @@ def test_large_regions_run_block_by_block_bit_for_bit(data):
     graph = staged(f, args)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(elementwise_module, "BLOCK", 16)
+        patch.setattr(elementwise_module, "SHORT_REGION", 0)
         after = run_pass(fuse_elementwise, graph, *args)
         plans = [elementwise_module._BlockPlan.of(e.params["region"])
                  for e in after.equations]
     assert primitives(after) == ["elementwise"] * 3
     # 13 blocks of 3 rows, none (5 elements: too small), 3 blocks of 16 rows
     assert [(p.rows, p.step) if p else None for p in plans] == [(37, 3), None, (37, 16)]
+
+
+@pytest.mark.parametrize("whole_limit, blocked", [(1 << 40, False), (16, True)])
+def test_short_regions_run_whole_below_the_limit(whole_limit, blocked):
+    # tanh(x + b) ** 2 and its partial: a few equations per output, under SHORT_REGION
+    def f(x):
+        return np.sum(np.tanh(x + 0.5) ** 2)
+    x = np.linspace(-1.0, 1.0, 64).reshape(8, 8)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(elementwise_module, "BLOCK", 16)
+        patch.setattr(elementwise_module, "WHOLE_LIMIT", whole_limit)
+        patch.setattr(sys.modules["xform.passes.fuse"], "FUSION_MIN_SIZE", 0)
+        graph = staged(xform.grad(f), (x,))
+        after = run_pass(fuse_elementwise, graph, x)
+        regions = [e.params["region"] for e in after.equations if e.primitive.name == "elementwise"]
+        plans = [elementwise_module._BlockPlan.of(region) for region in regions]
+    assert regions and all(len(r.equations) < elementwise_module.SHORT_REGION * len(r.outputs)
+                           for r in regions)
+    assert all((plan is not None) == blocked for plan in plans)
 
 
 # -- the elementwise primitive ------------------------------------------------------------------

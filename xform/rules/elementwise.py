@@ -22,6 +22,8 @@ from xform.transforms.vjp import vjp_eval
 elementwise_p = Primitive("elementwise", multiple_results=True)
 
 BLOCK = 1 << 15  # elements per block of a large region: a block's intermediates stay in cache
+SHORT_REGION = 8       # equations per output below which a region runs whole...
+WHOLE_LIMIT = 1 << 21  # ...unless it has this many elements
 # region -> the function running it, one lookup per call; dropped with the compiled code
 _RUNNERS = compiled_memo()
 
@@ -100,6 +102,13 @@ class _BlockPlan:
                 outputs.append(("block",) if spans(atom.aval) else ("whole",))
             if type(atom) is not Literal:
                 first.setdefault(atom, k)
+        # Blocks keep intermediates in cache but copy every output once more: a short region
+        # (few equations per output) runs faster whole until its arrays outgrow the caches
+        # (bench/NDUAL.md, "Blocks").
+        block_outputs = sum(kind == ("block",) for kind in outputs)
+        if (len(region.equations) < SHORT_REGION * max(1, block_outputs)
+                and size < WHOLE_LIMIT):
+            return None
         return cls(tuple(a.shape for a in region.in_avals), rows,
                    max(1, BLOCK * rows // size), tuple(spans(a) for a in region.in_avals),
                    tuple(outputs))
