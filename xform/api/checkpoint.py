@@ -59,5 +59,6 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
 
 
 remat = checkpoint
+"""`checkpoint` under JAX's other name."""
 
 __all__ = ["checkpoint", "checkpoint_name", "checkpoint_policies", "remat"]

@@ -12,6 +12,7 @@ import numpy as np
 
 # JAX's tangent dtype for integer and boolean values: zero-size, carries no information.
 float0 = np.dtype([("float0", np.void, 0)])
+"""The dtype of the gradient of an integer or boolean input (`allow_int=True`), as JAX's."""
 
 
 @attrs.frozen(cache_hash=True)  # avals key many dicts while staging and optimizing

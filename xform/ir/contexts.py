@@ -11,6 +11,7 @@ from xform.ir.rules import RULES
 from xform.source_info import user_frame_info
 
 CONTEXTS = ("minimal", "default")
+"""The primitive sets `xform.extend.context` switches between."""
 _context: contextvars.ContextVar[str] = contextvars.ContextVar("xform_context",
                                                                default="default")
 _on_switch: list = []

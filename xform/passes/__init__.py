@@ -34,7 +34,9 @@ from xform.passes.simplify import simplify, simplify_exactly
 
 PIPELINE = (inline_calls, fold_constants, simplify, eliminate_common_subexpressions,
             accumulate_pads, eliminate_dead_code)
+"""The passes `optimize` runs by default, in order (the module docstring says why)."""
 EXACT_PIPELINE = tuple(simplify_exactly if p is simplify else p for p in PIPELINE)
+"""PIPELINE with `simplify_exactly` (used when `xform.config.algebra` is "exact")."""
 
 # Short names. (They shadow the submodules as attributes: reach a module itself with
 # `from xform.passes.fold import ...`, which goes through sys.modules.)

@@ -13,6 +13,7 @@ from xform.rules.reduce import expand_reduced, reduced_shape, reduction_batch
 from xform.rules.unary import stop_gradient
 
 softplus_p = Primitive("softplus")
+"""`log(1 + exp(x))` as one primitive (default context; `minimal` stages its decomposition)."""
 
 
 def _softplus_decomposition(x):
@@ -39,6 +40,8 @@ register(softplus_p, impl=_softplus_impl, abstract_eval=elementwise_abstract_eva
 
 
 logsumexp_p = Primitive("logsumexp")
+"""`log(sum(exp(x)))` over axes as one primitive (default context; `minimal` stages its
+decomposition)."""
 
 
 def _logsumexp_impl(x, *, axes):

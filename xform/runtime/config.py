@@ -67,3 +67,4 @@ class Config:
 
 
 config = Config()
+"""The settings (`xform.config`): `algebra`, `checks`, `debug`, `fusion`, `scalar_math`."""
