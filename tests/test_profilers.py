@@ -1,6 +1,7 @@
 """The dependency recorder (sys.setprofile while staging) coexists with other tools that use
-Python's profile and trace hooks: cProfile, another library's profile function, and a trace
-function such as pdb's. Each keeps working, and redefinitions are still noticed."""
+Python's profile and trace hooks: cProfile, the pure-Python profile module, another library's
+profile function, a trace function, coverage and pdb with a breakpoint in the staged code.
+Each keeps working, the hooks are restored after, and redefinitions are still noticed."""
 import cProfile
 import pstats
 import sys
@@ -88,3 +89,60 @@ def test_under_a_trace_function_as_pdb_installs():
     check_redefinition_is_noticed(under)
     assert lines                                     # the tracer saw the staged user code
     assert sys.getprofile() is None
+
+
+def test_under_coverage():
+    import coverage
+    previous_trace = sys.gettrace()
+    cov = coverage.Coverage(data_file=None, config_file=False)
+
+    def under(call):
+        cov.start()
+        try:
+            return call()
+        finally:
+            cov.stop()
+    check_redefinition_is_noticed(under)
+    assert sys.gettrace() is previous_trace and sys.getprofile() is None
+    measured = cov.get_data().lines(__file__) or []
+    middle_body = middle.__code__.co_firstlineno + 1
+    assert middle_body in measured                   # coverage saw the staged user code
+
+
+def test_under_pdb_with_a_breakpoint_in_the_staged_function():
+    import io
+    import pdb
+    out = io.StringIO()
+    debugger = pdb.Pdb(stdin=io.StringIO("p x\nc\n" * 4), stdout=out, nosigint=True)
+    middle_body = middle.__code__.co_firstlineno + 1
+    assert debugger.set_break(__file__, middle_body) is None      # None: the break is set
+    try:
+        grad = xform.grad(outer)
+        _redefine_innermost(2.0)
+        first = debugger.runcall(grad, 0.3)
+        assert np.isclose(first, np.cos(0.3 * 2.0 + 1.0) * 2.0)
+        _redefine_innermost(5.0)
+        second = debugger.runcall(grad, 0.3)
+        assert np.isclose(second, np.cos(0.3 * 5.0 + 1.0) * 5.0)
+    finally:
+        debugger.clear_all_breaks()
+        sys.settrace(None)
+    assert sys.gettrace() is None and sys.getprofile() is None
+    shown = out.getvalue()
+    assert f"({middle_body})middle()" in shown       # the breakpoint stopped there, twice
+    assert shown.count(f"({middle_body})middle()") == 2
+    assert "Tracer" in shown or "f64" in shown       # `p x` printed the traced value
+
+
+def test_under_the_pure_python_profile_module():
+    import profile
+    profilers = []
+
+    def under(call):
+        profilers.append(profile.Profile())   # one per run: the stdlib's cannot be reused
+        return profilers[-1].runcall(call)
+    check_redefinition_is_noticed(under)
+    assert sys.getprofile() is None
+    for profiler in profilers:
+        names = {function for (_, _, function) in profiler.timings}
+        assert "middle" in names and "innermost" in names

@@ -4,7 +4,8 @@ Messages read: the cause, then `file:line (function): source text`, then a hint.
 """
 from __future__ import annotations
 
-from xform.source_info import scipy_callee, user_frame, user_frame_info
+from xform.source_info import (SourceInfo, is_excluded, scipy_callee, user_frame,
+                                user_frame_info)
 
 
 class XformError(Exception):
@@ -144,6 +145,49 @@ class TypeCheckError(XformError, TypeError):
     """An argument is not a valid array or pytree leaf (e.g. a string passed to grad)."""
 
 
+class RegistrationError(XformError, ValueError):
+    """A primitive or rule cannot be registered as asked.
+
+    Triggered by registering the same primitive twice (`xform.extend.register(p, ...)`).
+    Fix: pass `replace=True` to replace its rules, or `xform.extend.extend(p, ...)` to add some.
+    """
+
+
+class StagingRecursionError(XformError, RecursionError):
+    """Staging a function recursed past Python's recursion limit.
+
+    Triggered by a recursive function whose base case is never reached while staging (none,
+    or one decided by a traced value). Fix: give it a base case decided by a static argument
+    or a shape, or write the iteration with `xform.while_loop`, `fori_loop` or `scan`.
+    """
+
+
+class OutOfMemoryError(XformError, MemoryError):
+    """An array of the requested shape does not fit in memory.
+
+    Triggered by e.g. `np.zeros((10**6, 10**6))` inside a staged function, or by calling a
+    compiled function on inputs whose intermediates are too large. Fix: reduce the sizes,
+    process the data in chunks (`xform.map`, `threaded_map`), or use a smaller dtype.
+    """
+
+
+class SideEffectError(XformError, RuntimeError):
+    """A staged function wrote into a numpy array it captured.
+
+    Staging runs the function once; the write happens then and not on the cached calls
+    that follow, so they would silently differ from calling the function eagerly. Fix: pass
+    the array as an argument and return the new values, or do the write outside.
+    """
+
+
+def not_callable_error(fun, transform: str) -> TypeCheckError:
+    """`transform` was given `fun`, which cannot be called (checked when the transform is
+    made, as JAX does, not at its first call)."""
+    return TypeCheckError(
+        f"{transform} needs a function, got {type(fun).__name__}", user_frame_info(),
+        f"pass the function itself: {transform}(f), then call the result: {transform}(f)(x)")
+
+
 # -- errors raised while staging, located at the user's line -------------------------------------
 
 def unsupported_error(what: str) -> UnsupportedError:
@@ -180,3 +224,38 @@ class RestagingWarning(UserWarning):
     Triggered by e.g. `grad(loss)(w, step)` in a loop with a new Python int `step` each time.
     Fix: pass the varying number as an array (`np.asarray(step)`), which is traced.
     """
+
+
+def _deepest_user_source(err: BaseException):
+    """The deepest line of the user's code in `err`'s traceback (where staging was when it
+    failed), or the user's line of the current call when the traceback has none."""
+    deepest = None
+    tb = err.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not (is_excluded(filename) or filename.startswith("<")):
+            deepest = tb
+        tb = tb.tb_next
+    if deepest is None:
+        return user_frame_info()
+    return SourceInfo(deepest.tb_frame.f_code.co_filename, deepest.tb_lineno,
+                      deepest.tb_frame.f_code.co_name)
+
+
+def recursion_error(err: RecursionError) -> StagingRecursionError:
+    """The StagingRecursionError for `err`, located at the recursive call (the deepest user
+    line in its traceback), not at the line that started staging."""
+    return StagingRecursionError(
+        "staging recursed past Python's recursion limit (a recursive function with no base "
+        "case that is reached while staging)", _deepest_user_source(err),
+        "end the recursion on a static argument or a shape (static_argnums), not on a traced "
+        "value; or write the iteration with xform.while_loop, xform.fori_loop or xform.scan")
+
+
+def out_of_memory_error(err: MemoryError) -> OutOfMemoryError:
+    """The OutOfMemoryError for numpy's `err`, at the user's line that made the array while
+    staging, else at the call."""
+    return OutOfMemoryError(
+        f"out of memory: {err}", _deepest_user_source(err),
+        "reduce the sizes, process the data in chunks (xform.map, xform.threaded_map), or "
+        "use a smaller dtype (float32)")

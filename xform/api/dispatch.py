@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from xform.api.pipeline import finish_graph
-from xform.errors import RestagingWarning, TypeCheckError
+from xform.errors import RestagingWarning, TypeCheckError, out_of_memory_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.interpret import eval_graph
@@ -135,9 +135,14 @@ def normalize_argnums(argnums, n_args):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     result = []
     for i in nums:
+        if not isinstance(i, int):
+            raise TypeCheckError(f"argnums must be ints, got {argnums!r}", user_frame_info(),
+                                 "positions are ints or tuples of ints, e.g. argnums=(0, 2); "
+                                 "to name arguments, use static_argnames (jit)")
         if not -n_args <= i < n_args:
             raise TypeCheckError(f"argnums {argnums} out of range for {n_args} arguments",
-                                 user_frame_info())
+                                 user_frame_info(), "argnums counts the positional "
+                                 "arguments of the call from 0 (negative from the end)")
         result.append(i % n_args)
     return tuple(result)
 
@@ -474,13 +479,17 @@ class Transformed(CachedCall):
             return CACHE.compiled(self.finish(graph)).fn, unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature, statics_key),
                             make)
-        if keywords is None and len(leaves) == len(args):
+        fn, unflatten = entry.value
+        try:
+            results = fn(*leaves)
+        except MemoryError as err:
+            raise out_of_memory_error(err) from None
+        if keywords is None and len(leaves) == len(args):   # filed once a call succeeded
             if not statics:
                 self._remember(args, entry)
             else:
                 self._remember_with_statics(args, statics, entry)
-        fn, unflatten = entry.value
-        return unflatten(fn(*leaves))
+        return unflatten(results)
 
 
 class KeywordCall:

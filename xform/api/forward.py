@@ -6,7 +6,7 @@ import numpy as np
 
 from xform.api.dispatch import Transformed, aval_of_signature, leaf_signature, run
 from xform.api.pipeline import as_built, finish_graph
-from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
+from xform.errors import ShapeError, TreeMismatchError, TypeCheckError, not_callable_error
 from xform.ir.avals import is_differentiable
 from xform.ir.builder import stage_function
 from xform.ir.core import Graph
@@ -16,25 +16,55 @@ from xform.transforms.derived import jvp_split, tangent_graph
 from xform.tree import tree_flatten, tree_unflatten
 
 
-def as_dtype(value, dtype):
-    """A tangent or cotangent in the dtype its primal's tangent has (float32 tangents for
-    float64 primals are cast, as autograd and torch do, rather than refused)."""
+def as_dtype(value, dtype, what="tangent"):
+    """A tangent or cotangent (`what`) in the dtype its primal's tangent has (float32
+    tangents for float64 primals are cast, as autograd and torch do, rather than refused);
+    one that would lose its imaginary part, or is not a number, is a TypeCheckError."""
     if type(value) is Tracer:
-        return value if value.dtype == dtype else value.astype(dtype)
+        if value.dtype == dtype:
+            return value
+        _check_castable(value.dtype, dtype, what)
+        return value.astype(dtype)
     if isinstance(value, np.ndarray) and value.dtype == dtype:
         return value
-    return np.asarray(value, dtype)[()] if np.ndim(value) == 0 else np.asarray(value, dtype)
+    array = np.asarray(value)
+    _check_castable(array.dtype, dtype, what)
+    return array.astype(dtype)[()] if array.ndim == 0 else array.astype(dtype, copy=False)
+
+
+def _check_castable(from_dtype, to_dtype, what):
+    if from_dtype.kind in "biuf" or (from_dtype.kind == "c" and to_dtype.kind == "c"):
+        return
+    if from_dtype.kind == "c":
+        raise TypeCheckError(f"a complex {what} ({from_dtype}) for a real value of dtype "
+                             f"{to_dtype}", user_frame_info(),
+                             f"pass a real {what} (np.real(t)), or make the value it belongs "
+                             "to complex (x.astype(complex))")
+    raise TypeCheckError(f"a {what} of dtype {from_dtype} for a value of dtype {to_dtype}",
+                         user_frame_info(), f"pass a numeric {what} of dtype {to_dtype}")
 
 
 def _check_tangents(primal_avals, tangent_leaves, p_tree, t_tree):
     if p_tree != t_tree:
         raise TreeMismatchError(f"tangents have structure {t_tree}, primals {p_tree}",
-                                user_frame_info())
+                                user_frame_info(),
+                                "give one tangent per primal, in the same pytree structure "
+                                "(a zero tangent: np.zeros_like(x))")
     for p, t in zip(primal_avals, tangent_leaves):
         p_shape, t_shape = p.shape, np.shape(t)
         if p_shape != t_shape:
             raise ShapeError(f"tangent of shape {t_shape} for a primal of shape {p_shape}",
-                             user_frame_info())
+                             user_frame_info(), "each tangent has its primal's shape")
+
+
+def _check_sequences(primals, tangents):
+    """jvp's primals and tangents are sequences of arguments, as in JAX."""
+    for name, value in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(value, (tuple, list)):
+            raise TypeCheckError(f"jvp takes {name} as a tuple or list of the arguments, got "
+                                 f"{type(value).__name__}", user_frame_info(),
+                                 "wrap a single argument in a tuple: "
+                                 "xform.jvp(f, (x,), (t,))")
 
 
 def jvp(fun, primals, tangents, has_aux=False):
@@ -44,6 +74,9 @@ def jvp(fun, primals, tangents, has_aux=False):
     >>> xform.jvp(lambda x: x ** 2, (3.0,), (0.5,))    # (x**2, 2 x * 0.5)
     (np.float64(9.0), np.float64(3.0))
     """
+    if not callable(fun):
+        raise not_callable_error(fun, "jvp")
+    _check_sequences(primals, tangents)
     primals, tangents = tuple(primals), tuple(tangents)
     p_leaves, p_tree = tree_flatten(primals)
     t_leaves, t_tree = tree_flatten(tangents)
@@ -84,6 +117,8 @@ def linearize(fun, *primals):
     >>> out, f_jvp(0.5)
     (np.float64(9.0), np.float64(3.0))
     """
+    if not callable(fun):
+        raise not_callable_error(fun, "linearize")
     return Transformed(fun, "linearize", _build_linearize, finish=as_built)(*primals)
 
 

@@ -15,7 +15,7 @@ from xform.api.mapping import vmap
 from xform.api.pipeline import finish_graph
 from xform.api.reverse import (check_input_dtypes, check_output_dtype,
                                differentiated_static, vjp)
-from xform.errors import TypeCheckError
+from xform.errors import TypeCheckError, not_callable_error
 from xform.ir.avals import aval_of, float0, is_differentiable
 from xform.ir.builder import stage_function
 from xform.ir.tracer import Tracer
@@ -70,6 +70,9 @@ def _as_argnums_tree(argnums, dyn_tree, blocks):
 
 def _jacobian_transform(fun, name, body, argnums, has_aux, holomorphic, allow_int,
                         static_argnums, static_argnames):
+    if not callable(fun):
+        raise not_callable_error(fun, name)
+
     def build(fun, in_tree, avals):
         nums = normalize_argnums(argnums, len(in_tree.children))
         offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])

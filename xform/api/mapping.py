@@ -6,7 +6,8 @@ import numpy as np
 
 from xform.api.collectives import bound_axis
 from xform.api.dispatch import transformed
-from xform.errors import ShapeError, TreeMismatchError, TypeCheckError
+from xform.errors import (ShapeError, TreeMismatchError, TypeCheckError,
+                          not_callable_error)
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import stage_function
@@ -26,6 +27,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None):
     >>> xform.vmap(lambda x: np.dot(x, x))(np.ones((5, 3))).shape
     (5,)
     """
+    if not callable(fun):
+        raise not_callable_error(fun, "vmap")
     def build(fun, in_tree, avals):
         args_tree = in_tree
         axes = _in_axes_leaves(in_axes, args_tree)
@@ -44,7 +47,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None):
             axis %= aval.ndim
             if size is not None and aval.shape[axis] != size:
                 raise ShapeError(f"vmap got inconsistent sizes along the mapped axes: "
-                                 f"{size} and {aval.shape[axis]}", user_frame_info())
+                                 f"{size} and {aval.shape[axis]}", user_frame_info(),
+                                 "map arguments of one size, or leave an argument unmapped "
+                                 "with in_axes=None at its position")
             size = aval.shape[axis]
             dims.append(axis)
         if size is None:

@@ -11,7 +11,8 @@ from xform.api.dispatch import (Transformed, aval_of_signature, leaf_signature, 
                                 present_argnums, run, static_positions, transformed)
 from xform.api.forward import as_dtype
 from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled
-from xform.errors import MissingRuleError, ShapeError, TreeMismatchError, TypeCheckError
+from xform.errors import (MissingRuleError, ShapeError, TreeMismatchError, TypeCheckError,
+                          not_callable_error)
 from xform.ir.ad import Zero, instantiate
 from xform.ir.avals import float0, is_differentiable
 from xform.ir.builder import stage_function
@@ -124,6 +125,8 @@ def differentiated_static(fun, argnums, static_argnums, static_argnames, name):
 def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_argnums,
                         static_argnames, with_value):
     name = "value_and_grad" if with_value else "grad"
+    if not callable(fun):
+        raise not_callable_error(fun, name)
 
     def build(fun, in_tree, avals):
         nums = normalize_argnums(argnums, len(in_tree.children))
@@ -205,6 +208,8 @@ def vjp(fun, *primals, has_aux=False):
     >>> out, f_vjp(1.0)
     (np.float64(9.0), (np.float64(6.0),))
     """
+    if not callable(fun):
+        raise not_callable_error(fun, "vjp")
     return Transformed(fun, "vjp", functools.partial(_build_vjp, has_aux), (has_aux,),
                        finish=as_built)(*primals)
 
@@ -236,15 +241,19 @@ def _build_vjp(has_aux, fun, in_tree, avals):
             if ct_tree != main_tree:
                 raise TreeMismatchError(f"vjp_fn got a cotangent of structure {ct_tree}, "
                                         f"expected the output's structure {main_tree}",
-                                        user_frame_info())
+                                        user_frame_info(), "pass one cotangent per output, in "
+                                        "the output's pytree structure (e.g. a pair for a "
+                                        "function returning a pair)")
             diff_cts = []
             for ct, aval in zip(ct_leaves, main_avals):
                 shape = leaf_signature(ct)[0]
                 if shape != aval.shape:
                     raise ShapeError(f"vjp_fn got a cotangent of shape {shape} for an output "
-                                     f"of shape {aval.shape}", user_frame_info())
+                                     f"of shape {aval.shape}", user_frame_info(),
+                                     "each cotangent has its output's shape "
+                                     "(e.g. np.ones_like(out))")
                 if is_differentiable(aval):
-                    diff_cts.append(as_dtype(ct, aval.dtype))
+                    diff_cts.append(as_dtype(ct, aval.dtype, "cotangent"))
             grads = iter(run(backward, [*residuals, *diff_cts]))
             grad_leaves = [next(grads) if is_differentiable(a) else _float0_zeros(a)
                            for a in avals]

@@ -12,7 +12,7 @@ from xform.api.dispatch import (CachedCall, KeywordCall, accepts_keywords, aval_
                                 normalize_argnums, present_argnums, run, split_static,
                                 static_key, static_positions, with_statics)
 from xform.api.pipeline import finish_graph
-from xform.errors import TreeMismatchError
+from xform.errors import TreeMismatchError, not_callable_error, out_of_memory_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder, stage_function
 from xform.runtime.cache import CACHE
@@ -53,6 +53,8 @@ def make_graph(fun, static_argnums=()):
         c:f64[3] = multiply b 2.0
       in (c) }
     """
+    if not callable(fun):
+        raise not_callable_error(fun, "make_graph")
     static_nums_spec = ((static_argnums,) if isinstance(static_argnums, int)
                         else tuple(static_argnums))
 
@@ -139,6 +141,8 @@ def jit(fun, static_argnums=(), static_argnames=()):
     >>> first(np.arange(5.0), n=2)
     array([0., 1.])
     """
+    if not callable(fun):
+        raise not_callable_error(fun, "jit")
     cls = _KeywordJitted if static_argnames or accepts_keywords(fun) else _Jitted
     return cls(fun, static_argnums, static_argnames)
 
@@ -179,13 +183,19 @@ class _Jitted(CachedCall):
         statics_key = (tuple((j, static_key(v)) for j, v in statics.items()),
                       tuple((name, static_key(v)) for name, v in static_keywords))
         entry = CACHE.build(self.fun, ("jit", in_tree, signature, statics_key), make)
+        fn, finish = entry.value
+        try:
+            results = fn(*leaves)
+        except MemoryError as err:
+            raise out_of_memory_error(err) from None
+        # Filed for the fast path once a call succeeded: one that failed (out of memory)
+        # comes back here, where the failure is reported as an xform error.
         if keywords is None and len(leaves) == len(args):
             if not statics:
                 self._remember(args, entry)
             else:   # a static value is part of the key
                 self._remember_with_statics(args, statics, entry)
-        fn, finish = entry.value
-        return finish(fn(*leaves))
+        return finish(results)
 
 
 class _KeywordJitted(KeywordCall, _Jitted):

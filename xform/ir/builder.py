@@ -12,7 +12,8 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from xform.errors import ShapeError, TypeCheckError, XformError
+from xform.errors import (ShapeError, TypeCheckError, XformError, out_of_memory_error,
+                          recursion_error)
 from xform.ir.avals import ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.hooks import unwatched, user_code_scope
@@ -182,7 +183,9 @@ def _stage_equation(builder, prim, args, params):
             raise type(err)(err.cause, source, err.hint) from None
         raise
     except (ValueError, TypeError, IndexError) as err:
-        raise ShapeError(f"{prim.name}: {err}", source) from None
+        raise ShapeError(f"{prim.name}: {err}", source,
+                         "make the operands' shapes fit (numpy's broadcasting rules): "
+                         "reshape, transpose or broadcast explicitly") from None
     if prim.multiple_results:
         outs = [Var(aval) for aval in out_avals]
     else:
@@ -221,6 +224,11 @@ def stage_function(fun, in_tree, avals):
                 if isinstance(err.__cause__, XformError):
                     raise err.__cause__ from None
                 raise
+            except RecursionError as err:
+                raise (err if isinstance(err, XformError) else recursion_error(err)) from None
+            except MemoryError as err:   # a huge constant made while staging
+                raise (err if isinstance(err, XformError) else out_of_memory_error(err)) \
+                    from None
     out_leaves, out_tree = tree_flatten(out)
     graph = builder.build(out_leaves)
     return graph, builder.captured_values, out_tree

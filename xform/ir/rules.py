@@ -15,7 +15,8 @@ from typing import Callable
 
 import attrs
 
-from xform.errors import MissingRuleError, install_construct_namer
+from xform.errors import MissingRuleError, RegistrationError, install_construct_namer
+from xform.source_info import user_frame_info
 
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
               "fold", "dce", "inline", "decomposition")
@@ -146,7 +147,9 @@ def register(prim, *, replace: bool = False, symbolic_zeros: bool = False, role=
     passes that emit or recognise it (`primitive_for`).
     """
     if prim in RULES and not replace:
-        raise ValueError(f"primitive '{prim}' is already registered; pass replace=True")
+        raise RegistrationError(f"primitive '{prim}' is already registered", user_frame_info(),
+                                "pass replace=True to replace its rules, or add rules to it "
+                                "with xform.extend.extend(p, ...)")
     _check_kinds(rules)
     RULES[prim] = Rules(**rules, symbolic_zeros=_zero_kinds(rules, symbolic_zeros))
     if role is not None:

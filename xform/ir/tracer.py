@@ -78,7 +78,9 @@ class Tracer:
 
     def __len__(self):
         if not self.shape:
-            raise TypeCheckError("len() of a 0-d traced value", user_frame_info())
+            raise TypeCheckError("len() of a 0-d traced value", user_frame_info(),
+                                 "a scalar has no length: use x.size or x.shape, which "
+                                 "are concrete")
         return self.shape[0]
 
     def __iter__(self):

@@ -317,7 +317,8 @@ def _input_cotangents(result, name, bwd, in_tree, in_avals):
             if aval(leaf).shape != arg_aval.shape:
                 raise ShapeError(f"the bwd of '{name}' returned a cotangent of shape "
                                  f"{aval(leaf).shape} for argument {index} of shape "
-                                 f"{arg_aval.shape}", where)
+                                 f"{arg_aval.shape}", where, "return one cotangent per "
+                                 "argument, each of its argument's shape")
             if aval(leaf).dtype != arg_aval.dtype:
                 leaf = (leaf.astype(arg_aval.dtype) if type(leaf) is Tracer
                         else np.asarray(leaf, arg_aval.dtype))

@@ -344,7 +344,8 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None):
     for i, x in enumerate(xs[1:], 1):
         if aval(x).shape != shape:
             raise ShapeError(f"threaded_map: inputs must have equal shapes, got {shape} "
-                             f"(input 0) and {aval(x).shape} (input {i})", source)
+                             f"(input 0) and {aval(x).shape} (input {i})", source,
+                             "broadcast them first: np.broadcast_arrays(*xs)")
     if out is not None:
         if current_builder() is not None:
             # A staged function is pure: its write would happen once, while it is staged.

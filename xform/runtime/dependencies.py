@@ -19,10 +19,11 @@ import sysconfig
 
 import numpy as np
 
+from xform.errors import SideEffectError
 from xform.ir.hooks import install_watcher
 from xform.ir.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
 from xform.numpy.stand_ins import code_outside_staging
-from xform.source_info import is_excluded
+from xform.source_info import SourceInfo, is_excluded
 
 # Code that is not the user's: the standard library, installed packages, generated code.
 _STABLE_PREFIXES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
@@ -71,6 +72,7 @@ class Dependencies:
         self.contents = []  # (container, its items then): what staging may have read inside
         self.arrays = []    # (small writeable array, fingerprint of its bytes then)
         self._guarded = []  # containers and arrays to snapshot when recording ends
+        self._prints_when_seen = {}  # id(array) -> its fingerprint when staging first saw it
         self._seen_containers = set()
         self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
         self._seen_codes = set()
@@ -81,6 +83,9 @@ class Dependencies:
         for container in self._guarded:
             if type(container) is np.ndarray:
                 self.arrays.append((container, fingerprint(container)))
+                if self.arrays[-1][1] != self._prints_when_seen.get(id(container),
+                                                                    self.arrays[-1][1]):
+                    raise self._side_effect_error(container)
             else:
                 self.contents.append((container, tuple(container.items())
                                       if type(container) is dict else tuple(container)))
@@ -165,6 +170,29 @@ class Dependencies:
         if id(container) not in self._seen_containers:
             self._seen_containers.add(id(container))
             self._guarded.append(container)
+            if type(container) is np.ndarray:
+                self._prints_when_seen[id(container)] = fingerprint(container)
+
+    def _side_effect_error(self, array) -> SideEffectError:
+        """Staging wrote into `array`: the cached calls would not (see SideEffectError)."""
+        names = [name for _, name, value in self.globals if value is array]
+        names += [cell_name for cell_name, cell, value in self._named_cells() if value is array]
+        what = f"'{names[0]}' ({array.dtype}{list(array.shape)})" if names else \
+            f"of shape {array.shape}"
+        frame = sys._getframe(1)
+        while frame is not None and not _is_user_code(frame.f_code.co_filename):
+            frame = frame.f_back
+        source = None if frame is None else SourceInfo(frame.f_code.co_filename, frame.f_lineno,
+                                                       frame.f_code.co_name)
+        return SideEffectError(
+            f"the staged function wrote into a numpy array it captured, {what}: the write "
+            "happens once, while staging, not on the cached calls", source,
+            "pass the array as an argument and return the new values (y = np.where(...), "
+            "xform.index_add), or do the write outside the staged function")
+
+    def _named_cells(self):
+        root = self.root() if self.root is not None else None
+        return closure_cells(root) if root is not None else ()
 
     def valid(self) -> bool:
         if self.root is not None:

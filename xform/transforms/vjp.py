@@ -16,7 +16,7 @@ from xform.ir.core import Graph, Literal
 from xform.ir.interpret import emit_equations
 from xform.ir.ad import Undefined, Zero, add_tangents, aval, instantiate, zero_tangent
 from xform.ir.rules import RULES, rule_for
-from xform.transforms.jvp import fit_tangent
+from xform.transforms.jvp import check_rule_outputs, fit_tangent
 from xform.transforms.transpose import backward_pass
 
 
@@ -150,6 +150,8 @@ def vjp_from_jvp(eqn, ins, cts):
         _, tangents_out = jvp(ins, tangents, **eqn.params)
         if not eqn.primitive.multiple_results:
             tangents_out = [tangents_out]
+        check_rule_outputs(eqn, "jvp", tangents_out,
+                           [tangent_aval(v.aval) for v in eqn.outputs], tangent=True)
         tangents_out = [instantiate(fit_tangent(t, v.aval))
                         for t, v in zip(tangents_out, eqn.outputs)]
     linear_graph = linear_builder.build(tangents_out)
