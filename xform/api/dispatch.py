@@ -19,6 +19,7 @@ from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
+from xform.numpy.random import stand_in_for_static
 from xform.runtime.cache import CACHE
 from xform.source_info import user_frame_info
 from xform.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -319,7 +320,7 @@ def with_statics(fun, in_tree, statics, keywords=None):
         leaves = tree_flatten(args)[0] if statics else None
         if statics:
             for j, value in statics.items():
-                leaves[j] = value
+                leaves[j] = stand_in_for_static(value)   # a generator: its draws staged
             args = tree_unflatten(in_tree, leaves)
         if keywords is not None:
             return fun(*args[:-1], **args[-1])
@@ -458,7 +459,7 @@ class Transformed(CachedCall):
             leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
         fun = self.fun
         if static_keywords:
-            fixed = {name: (k.value if type(k) is _ByIdentity else k[1])
+            fixed = {name: stand_in_for_static(k.value if type(k) is _ByIdentity else k[1])
                      for name, k in static_keywords}
             fun = functools.partial(fun, **fixed)
         fun = with_statics(fun, in_tree, statics, keywords)

@@ -6,12 +6,13 @@ import numpy as np
 
 from xform.api.collectives import bound_axis
 from xform.api.dispatch import transformed
-from xform.errors import (ShapeError, TreeMismatchError, TypeCheckError,
+from xform.errors import (ShapeError, TreeMismatchError, TypeCheckError, UnsupportedError,
                           not_callable_error)
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import stage_function
 from xform.ir.core import Graph
+from xform.ir.rules import graph_has_effects
 from xform.runtime.effects import Watch
 from xform.source_info import user_frame_info
 from xform.transforms.batch import batch_graph
@@ -63,11 +64,14 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None):
         if axis_name is not None:
             return _staged_with_axis_name(fun, args_tree, example_avals, dims, size, axis_name,
                                           out_axes)
-        graph, captured, out_tree = stage_function(fun, args_tree, example_avals)
+        with watch:
+            graph, captured, out_tree = stage_function(fun, args_tree, example_avals)
         out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
-        if watch.drew():
+        drew = watch.drew()
+        if drew or graph_has_effects(graph):
             # Draws per element, as a Python loop over the elements would make them.
-            watch.rewind()
+            if drew:
+                watch.rewind()
             return _staged_per_element(fun, args_tree, avals, dims, size, out_tree,
                                        out_axes_leaves)
         batched = batch_graph(graph, dims + [NOT_MAPPED] * len(captured), size,
@@ -97,6 +101,10 @@ def _staged_with_axis_name(fun, args_tree, example_avals, dims, size, axis_name,
     graph, captured, out_tree = stage_function(
         with_index, flat, list(example_avals) + [ShapedArray((), np.dtype(np.int64))])
     out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
+    if graph_has_effects(graph):
+        raise UnsupportedError("vmap with an axis_name of a function that draws random "
+                               "numbers", user_frame_info(), "draw outside and pass the "
+                               "draws in as a mapped argument, or drop axis_name")
     batched = batch_graph(graph, list(dims) + [0] + [NOT_MAPPED] * len(captured), size,
                           out_axes_leaves)
     lanes = batched.inputs[n]
@@ -109,7 +117,9 @@ def _staged_with_axis_name(fun, args_tree, example_avals, dims, size, axis_name,
 def _staged_per_element(fun, args_tree, avals, dims, size, out_tree, out_axes_leaves):
     """vmap of a function that draws random numbers: `fun` staged once per element, in
     element order, so that every element draws its own values (what `[fun(x) for x in xs]`
-    draws, bit for bit); the outputs stacked along `out_axes`."""
+    draws, bit for bit: element 0's draws, in program order, then element 1's, ...); the
+    outputs stacked along `out_axes`. The draws are `random_draw` equations, so the graph
+    is built once; a draw staging could not stage makes it staged on every call."""
     def per_element(*args):
         leaves = tree_flatten(args)[0]
         outs = []

@@ -16,6 +16,7 @@ from xform.errors import TreeMismatchError, not_callable_error, out_of_memory_er
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder, stage_function
 from xform.runtime.cache import CACHE
+from xform.runtime.effects import Watch
 from xform.source_info import user_frame_info
 from xform.tree import tree_flatten, tree_unflatten
 
@@ -64,7 +65,8 @@ def make_graph(fun, static_argnums=()):
         dynamic, static = _split_static(args, static_nums)
         leaves, in_tree = tree_flatten(dynamic)
         avals = [aval_of_signature(leaf_signature(x)) for x in leaves]
-        return stage_function(_with_static(fun, static, len(args)), in_tree, avals)[0]
+        with Watch(fun):    # its random draws appear as random_draw equations
+            return stage_function(_with_static(fun, static, len(args)), in_tree, avals)[0]
     return staged
 
 
@@ -89,8 +91,9 @@ def eval_shape(fun, *args, **kwargs):
     {'out': f64[2]}
     """
     leaves, in_tree = tree_flatten(args, is_leaf=_is_shaped)
-    graph, _, out_tree = stage_function(functools.partial(fun, **kwargs), in_tree,
-                                        [_aval_of_example(x) for x in leaves])
+    with Watch(fun):    # its random draws are staged, not drawn
+        graph, _, out_tree = stage_function(functools.partial(fun, **kwargs), in_tree,
+                                            [_aval_of_example(x) for x in leaves])
     return tree_unflatten(out_tree, [atom.aval for atom in graph.outputs])
 
 

@@ -19,7 +19,7 @@ from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.hooks import unwatched, user_code_scope
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
-from xform.ir.rules import RULES, missing_rule
+from xform.ir.rules import RULES, effectful_primitives, missing_rule
 from xform.tree import tree_flatten, tree_unflatten
 
 _current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder", default=None)
@@ -165,7 +165,9 @@ def bind(prim, *args, **params):
     """Apply `prim` to `args`: emit an equation when staging, else evaluate its impl."""
     builder = _current_builder.get()
     if builder is None or not any(type(a) is Tracer for a in args):
-        return _eval_concrete(prim, args, params)
+        # An effect (a random draw) is staged even on constants: each call must run it.
+        if builder is None or prim not in effectful_primitives():
+            return _eval_concrete(prim, args, params)
     return _stage_equation(builder, prim, args, params)
 
 

@@ -8,6 +8,7 @@ from collections import deque
 import networkx as nx
 
 from xform.ir.core import Graph, Literal, subgraphs
+from xform.ir.rules import graph_has_effects, has_effects
 
 OUTPUT = "out"  # the sink node standing for the graph's outputs
 
@@ -30,11 +31,18 @@ def dataflow_graph(graph: Graph) -> nx.DiGraph:
     """
     dag = nx.DiGraph()
     producer = {}
+    last_effect = None
+    effects = graph_has_effects(graph)
     for index, eqn in enumerate(graph.equations):
         dag.add_node(index, eqn=eqn)
         for atom in eqn.inputs:
             if type(atom) is not Literal and atom in producer:
                 dag.add_edge(producer[atom], index, var=atom)
+        if effects and has_effects(eqn):
+            # Effects (draws from one generator) keep their order: an edge with no var.
+            if last_effect is not None:
+                dag.add_edge(last_effect, index, var=None)
+            last_effect = index
         for var in eqn.outputs:
             producer[var] = index
     dag.add_node(OUTPUT)
@@ -45,7 +53,7 @@ def dataflow_graph(graph: Graph) -> nx.DiGraph:
 
 
 def live_equations(graph: Graph) -> set:
-    """The indices of the equations some output of `graph` depends on.
+    """The indices of the equations some output of `graph` depends on, and of its effects.
 
     One backward sweep: a graph's equations are in a topological order, so every reader is
     seen before what it reads (linear, where `nx.ancestors` on the dataflow graph would first
@@ -55,7 +63,7 @@ def live_equations(graph: Graph) -> set:
     live = set()
     for index in range(len(graph.equations) - 1, -1, -1):
         eqn = graph.equations[index]
-        if any(var in needed for var in eqn.outputs):
+        if any(var in needed for var in eqn.outputs) or has_effects(eqn):
             live.add(index)
             needed.update(a for a in eqn.inputs if type(a) is not Literal)
     return live

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import types
 import warnings
+import weakref
 from collections.abc import Mapping
 from typing import Callable
 
@@ -22,7 +23,7 @@ RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
               "fold", "dce", "inline", "decomposition")
 ZERO_KINDS = ("jvp", "transpose", "vjp")  # the rule kinds that tangents/cotangents reach
 # The traits (and the symbolic_zeros flag), declared in `register` next to the rules.
-TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks", "construct")
+TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks", "construct", "effectful")
 
 
 @attrs.frozen
@@ -88,7 +89,9 @@ class Rules:
     is jointly linear, so reverse mode applies its transpose rule directly when only those
     inputs are differentiable; `hooks`, per-pass behaviour by name (`"peephole"`, ...);
     `construct`, for a primitive users never call by name, the construct it implements as
-    users know it ("xform.while_loop"), which errors name instead of the primitive.
+    users know it ("xform.while_loop"), which errors name instead of the primitive;
+    `effectful`, running it has an effect (a random draw advances its generator): no pass
+    drops, merges, folds or reorders it, and staging emits it even on constants.
     `calls[kind]` is the rule as transforms call it (`rule_for`).
     """
 
@@ -108,6 +111,7 @@ class Rules:
     linear_in: tuple = attrs.field(default=(), converter=tuple)
     hooks: Mapping = attrs.field(factory=dict, converter=_frozen_hooks)
     construct: str | None = None
+    effectful: bool = False
     calls: dict = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self):
@@ -205,6 +209,7 @@ def on_rules_change(callback: Callable[[], None]) -> None:
 
 def _changed() -> None:
     _derived.clear()
+    _effects_of.clear()
     for callback in _on_change:
         callback()
 
@@ -243,6 +248,42 @@ def is_elementwise(prim) -> bool:
     True
     """
     return prim in elementwise_primitives()
+
+
+@derived
+def effectful_primitives() -> frozenset:
+    """The primitives registered `effectful=True`."""
+    return frozenset(prim for prim, rules in RULES.items() if rules.effectful)
+
+
+def has_effects(eqn) -> bool:
+    """Whether running `eqn` has an effect: its primitive is effectful, or a sub-graph in its
+    params (a loop body, a call, a branch) holds such an equation."""
+    if eqn.primitive in effectful_primitives():
+        return True
+    if not eqn.params:
+        return False
+    from xform.ir.core import subgraphs
+    if any(graph_has_effects(sub) for sub in subgraphs(eqn.params)):
+        return True
+    rules = RULES.get(eqn.primitive)
+    if rules is not None and rules.inline is not None:     # a call: its callee's graph
+        callee = rules.inline(eqn)
+        return callee is not None and graph_has_effects(callee)
+    return False
+
+
+def graph_has_effects(graph) -> bool:
+    """Whether some equation of `graph` (or of its sub-graphs) has an effect (memoized)."""
+    found = _effects_of.get(graph)
+    if found is None:
+        _effects_of[graph] = False      # a recursive call reaching it again: not decided here
+        found = _effects_of[graph] = bool(effectful_primitives()) and any(
+            has_effects(eqn) for eqn in graph.equations)
+    return found
+
+
+_effects_of: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 @derived

@@ -7,6 +7,7 @@ import struct
 import numpy as np
 
 from xform.ir.core import Graph, Literal
+from xform.ir.rules import has_effects
 from xform.passes.rewrite import GraphRewriter
 
 
@@ -31,7 +32,7 @@ def _key(eqn):
 
 
 def eliminate_common_subexpressions(graph: Graph) -> Graph:
-    """Merge repeated equations into their first occurrence (every primitive is pure).
+    """Merge repeated equations into their first occurrence (effects, such as draws, stay).
 
     >>> from xform.passes import eliminate_common_subexpressions
     >>> g = xform.make_graph(lambda x: np.sin(x) + np.sin(x))(1.0)
@@ -51,7 +52,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         except (TypeError, ValueError):
             # Params holding arrays cannot be compared; such an equation is kept as it is.
             first = eqn
-        if first is eqn:
+        if first is eqn or has_effects(eqn):    # two draws are two different values
             rewriter.emit(eqn)
         else:
             for var, earlier in zip(eqn.outputs, first.outputs):

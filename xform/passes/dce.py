@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from xform.ir.core import Graph, Literal
 from xform.ir.nx import with_equations
-from xform.ir.rules import RULES
+from xform.ir.rules import RULES, has_effects
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:
-    """Drop every equation no output depends on (all primitives are pure).
+    """Drop every equation no output depends on and that has no effect (a random draw).
 
     A primitive whose rules have `dce(eqn, used_outputs) -> Equation | None` (`used_outputs`
     a tuple of bools) may return a smaller equation computing only the used outputs (the same
@@ -25,7 +25,7 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     changed = False
     for eqn in reversed(graph.equations):
         used = tuple(var in live for var in eqn.outputs)
-        if not any(used):
+        if not any(used) and not has_effects(eqn):   # an unused draw still draws
             changed = True
             continue
         rules = RULES.get(eqn.primitive)

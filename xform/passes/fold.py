@@ -10,7 +10,7 @@ import numpy as np
 from xform.ir.builder import using_builder
 from xform.ir.core import Equation, Graph, Literal, Var
 from xform.ir.nx import live_equations
-from xform.ir.rules import RULES, UNKNOWN, hooks_named
+from xform.ir.rules import RULES, UNKNOWN, has_effects, hooks_named
 from xform.passes.rewrite import GraphRewriter, literal_of
 
 MAX_FOLDED_SIZE = 10_000  # elements: larger results stay staged rather than bloat the consts
@@ -38,7 +38,7 @@ def _simplify(eqn, value_of, producer, peepholes):
 def _evaluate(eqn, known, returned):
     """The output values of `eqn` computed now with its impl, or None to leave it staged."""
     rules = RULES.get(eqn.primitive)
-    if rules is None or rules.impl is None:
+    if rules is None or rules.impl is None or has_effects(eqn):  # a draw draws at each call
         return None
     for var in eqn.outputs:
         if var.aval.size > MAX_FOLDED_SIZE:

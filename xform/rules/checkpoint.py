@@ -19,7 +19,7 @@ from xform.ir.builder import GraphBuilder, current_builder, stage_function, usin
 from xform.ir.core import Graph, Params, Primitive, Var
 from xform.ir.execute import compiled, pruned
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import register
+from xform.ir.rules import effectful_primitives, graph_has_effects, register
 from xform.ir.tracer import Tracer
 from xform.rules.contract import dot_p, einsum_p, matmul_p
 from xform.rules.subgraphs import out_avals, transpose_from_vjp
@@ -213,7 +213,15 @@ def _remat_dce(eqn, used):
 
 register(remat_p, impl=_remat_impl, abstract_eval=_remat_abstract_eval, jvp=_remat_jvp,
          vjp=_remat_vjp, transpose=transpose_from_vjp(_remat_vjp, _remat_abstract_eval),
-         batch=_remat_batch, dce=_remat_dce, symbolic_zeros=True, construct="xform.checkpoint")
+         batch=_remat_batch, dce=_remat_dce, symbolic_zeros=True, construct="xform.checkpoint",
+         hooks={"draws_once_in_reverse": True})  # draws are saved (checkpoint_call)
+
+
+def _saving_effects(policy):
+    def saveable(prim, *avals, **params):
+        return prim in effectful_primitives() or bool(
+            policy is not None and policy(prim, *avals, **params))
+    return saveable
 
 
 def checkpoint_call(fun, args, policy=None):
@@ -226,6 +234,9 @@ def checkpoint_call(fun, args, policy=None):
     if not captured and not any(type(x) is Tracer for x in leaves):
         return tree_unflatten(out_tree, compiled(graph)(*leaves))
     parts, saved, forward = None, (), graph
+    if graph_has_effects(graph):
+        # A draw is saved, never recomputed: the backward pass must not draw again.
+        policy = _saving_effects(policy)
     if policy is not None and policy is not nothing_saveable:
         try:
             parts = vjp_parts_of(graph)

@@ -9,7 +9,7 @@ import weakref
 import attrs
 import numpy as np
 
-from xform.errors import ShapeError, TypeCheckError, XformError
+from xform.errors import ShapeError, TypeCheckError, UnsupportedError, XformError
 from xform.ir.avals import ShapedArray, aval_of, is_differentiable
 from xform.ir.builder import current_builder, stage_function
 from xform.ir.core import Graph, Params, Primitive, Var, rewire
@@ -20,7 +20,7 @@ from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import call_p
 from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front, zero_tangent
-from xform.ir.rules import is_elementwise, register
+from xform.ir.rules import graph_has_effects, is_elementwise, register
 from xform.transforms.derived import derived_graph, memo, vjp_of
 from xform.transforms.jvp import jvp_graph
 from xform.tree import tree_flatten
@@ -281,6 +281,13 @@ def _staged(f, dtypes):
     over traced values (then it belongs to the enclosing staging, itself cached)."""
     def make():
         staged = _stage_scalar_function(f, dtypes)
+        if any(isinstance(g, Graph) and graph_has_effects(g) for g in staged[:2]):
+            # Elements run concurrently: the draws' order would be the threads' schedule.
+            raise UnsupportedError(
+                f"threaded_map of '{getattr(f, '__name__', f)}', which draws random numbers: "
+                "its elements run concurrently, so they would not get the same draws as a "
+                "loop", user_frame_info(), "draw outside and pass the draws in as a mapped "
+                "argument (one row per element), or use xform.vmap")
         if staged[2]:
             raise _ClosesOverTraced(staged)
         return staged

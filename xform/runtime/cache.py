@@ -164,7 +164,8 @@ class Cache:
                     if record:
                         watch = Watch(owner)
                         with recording(owner) as dependencies:
-                            value = make()
+                            with watch:     # its draws staged, restored before recording ends
+                                value = make()
                             dependencies.draws = dependencies.draws or watch.drew()
                     else:
                         dependencies, value = Dependencies(), make()

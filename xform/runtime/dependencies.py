@@ -22,6 +22,7 @@ import numpy as np
 from xform.errors import SideEffectError
 from xform.ir.hooks import install_watcher
 from xform.ir.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
+from xform.numpy.random import unproxied
 from xform.numpy.stand_ins import code_outside_staging
 from xform.source_info import SourceInfo, is_excluded
 
@@ -87,8 +88,11 @@ class Dependencies:
                                                                     self.arrays[-1][1]):
                     raise self._side_effect_error(container)
             else:
-                self.contents.append((container, tuple(container.items())
-                                      if type(container) is dict else tuple(container)))
+                # A nested staging ends while the generators stand in proxies: record them.
+                self.contents.append((container, tuple((k, unproxied(v)) for k, v in
+                                                       container.items())
+                                      if type(container) is dict
+                                      else tuple(unproxied(v) for v in container)))
         namespace = {"MISSING": MISSING}
         terms = []
         if self.root is not None:
@@ -235,6 +239,7 @@ class Dependencies:
         # The code first: a function whose closure holds itself is then seen as visited.
         self.add_code(code_outside_staging(function), function.__globals__)
         for _, cell, value in closure_cells(function):
+            value = unproxied(value)    # a generator stands in a proxy only while staged
             self.cells.append((cell, value))
             self.add_contents(value)
             if isinstance(value, types.FunctionType) and value.__code__ not in self._seen_codes:
@@ -252,6 +257,7 @@ class Dependencies:
             for name, value in named_globals(nested, namespace):
                 if isinstance(value, types.ModuleType):
                     continue
+                value = unproxied(value)
                 self.globals.append((namespace, name, value))
                 self.add_contents(value)
                 if isinstance(value, types.FunctionType):

@@ -1,24 +1,26 @@
 """Random draws and other effects the cache would freeze. Staging runs a function once and
-caches what it built; a draw made while staging would be a constant of every later call
-(silently wrong: every Monte-Carlo estimate the same). So the cache watches the random
-generators a function can reach: numpy's global legacy generator (`np.random.randn` and
-friends, and SciPy's `rvs`, when the code names them), Python's `random` module, and the
-RandomState, Generator, BitGenerator and `random.Random` objects in the function's closure
-cells, defaults and the globals its code names, following the functions it names and one
-attribute level into objects. It snapshots their states, stages, and compares. A state that
-moved means the function drew, and its entries are then rebuilt on every call: each call
-draws anew from the same generator, in eager numpy's order, bit for bit (the draws are
-numpy's own, made while staging).
+caches what it built; a draw made while staging would be a constant of every later call.
 
-A function that creates a generator (`np.random.default_rng()`, `RandomState(...)`) is
-treated the same way, since its draws come from a generator no one else holds; so is one that
-reads a clock or a file (`time.time()`, `perf_counter`, `datetime.now()`, `open`,
-`os.urandom`, `os.environ`): it is staged on every call, so it reads the value of that call.
+So while a function is staged for the cache (`Watch`, a context manager around staging), the
+numpy generators it can reach are found: in closure cells, defaults, the globals its code
+names, the functions those are (four levels), the user's modules it names (their attributes
+the code names) and the user's data (object attributes, class attributes, dict and list
+items; eight levels, at most 2,000 objects). Each RandomState or Generator found is replaced,
+where it sits, by a proxy (xform.numpy.random) whose draws stage `random_draw` equations; the
+holders get the real generator back when staging ends. The compiled function then draws from
+the generator itself on every call, in program order, bit for bit as eager numpy would.
 
-Limits: a generator or clock reachable only deeper (an attribute of an attribute, a library's
-own module state) is not seen. `vmap` stages such a function once per element
-(`rewind` puts the generators back after its first, shape-finding staging);
-`threaded_map`, whose elements run concurrently, refuses it (xform.errors.UnsupportedError).
+What cannot be staged falls back to staging on every call (so each call draws, from the real
+generator, what eager numpy draws): a generator also held where no proxy can go (a tuple, a
+frozen object), Python's `random` module, a BitGenerator used directly, numpy's global
+generator reached by SciPy's `rvs`, seeding or reading a generator's state while staged,
+shuffling a concrete array, a generator made inside the function (`default_rng()`), and code
+that reads a clock, a file or the environment (`time.time()`, `open`, `os.environ`). The
+walk snapshots the states of every generator it found and compares them after staging.
+
+Limits: a generator the walk does not reach (deeper than its bounds, or passed in as an
+argument) is drawn from while staging and frozen. `threaded_map` refuses a function that
+draws (xform.errors.UnsupportedError): its elements run concurrently.
 """
 from __future__ import annotations
 
@@ -26,8 +28,12 @@ import inspect
 import sys
 import types
 
+import numpy as np
+
 from xform.errors import UnsupportedError
-from xform.ir.reads import closure_cells, named_globals, nested_codes
+from xform.ir.reads import named_globals, nested_codes
+from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
+                                 reset_unstaged, unproxied, unstaged_effects)
 from xform.source_info import user_frame_info
 
 # Names whose call makes a fresh generator: its draws cannot be seen through a state we hold.
@@ -67,19 +73,99 @@ def _legacy_generator():
     return getattr(mtrand, "_rand", None)
 
 
+_MAX_OBJECTS = 2000   # objects, containers and functions visited per walk (bounds its cost)
+_MAX_ITEMS = 256      # items of one dict or list looked at
+_MAX_DATA_DEPTH = 8   # attribute and item levels followed into the user's data
+# Top-level packages whose module state is not the user's (never walked into).
+_FOREIGN = frozenset({"numpy", "scipy", "xform", "builtins", "sys", "os", "random", "math",
+                      "functools", "itertools", "collections", "typing", "types", "abc",
+                      "threading", "contextlib", "attrs", "networkx", "pandas", "matplotlib",
+                      "torch", "jax", "autograd", "hypothesis", "pytest", "_pytest"})
+_SKIPPED = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic,
+            types.CodeType, range, slice)
+
+
+class _Place:
+    """Where a generator (or a draw bound to it) sits: a slot that can be set and restored."""
+
+    __slots__ = ("holder", "key", "kind", "original", "method", "stand_in")
+
+    def __init__(self, holder, key, kind, original, method=None):
+        self.holder, self.key, self.kind = holder, key, kind
+        self.original, self.method, self.stand_in = original, method, None
+
+    def get(self):
+        if self.kind == "cell":
+            return self.holder.cell_contents
+        if self.kind == "attr":
+            return getattr(self.holder, self.key)
+        if self.kind == "defaults":
+            return self.holder.__defaults__[self.key]
+        return self.holder[self.key]
+
+    def set(self, value) -> None:
+        if self.kind == "cell":
+            self.holder.cell_contents = value
+        elif self.kind == "attr":
+            setattr(self.holder, self.key, value)
+        elif self.kind == "defaults":
+            defaults = list(self.holder.__defaults__)
+            defaults[self.key] = value
+            self.holder.__defaults__ = tuple(defaults)
+        else:                                   # "item": a dict, a list, a module's globals
+            self.holder[self.key] = value
+
+    def swap(self, proxy) -> None:
+        self.stand_in = BoundDraw(self.original) if self.method else proxy
+        self.set(self.stand_in)
+
+    def restore(self) -> None:
+        try:
+            now = self.get()
+        except (LookupError, AttributeError, ValueError):
+            return
+        if now is self.stand_in:
+            self.set(self.original)
+        elif unproxied(now) is not now:
+            self.set(unproxied(now))    # the staged code put another generator's stand-in
+        # else: the staged code put something else there, which stays
+
+
 class _Walk:
-    """The generators and fresh-generator constructor names reachable from a function."""
+    """The generators a function can reach and where they sit, and whether it makes fresh
+    generators or reads the world: through closure cells, defaults, the globals its code
+    names, the functions those are, the user's modules (their attributes the code names),
+    and the user's data (object attributes, dict and list items, tuples: `_MAX_DATA_DEPTH`
+    levels, `_MAX_OBJECTS` objects)."""
 
     def __init__(self, types_):
         self.types = types_
         self.generators = {}        # id -> generator
+        self.places = []            # _Place of the generators that can be swapped for proxies
+        self.fixed = set()          # ids of generators found somewhere no proxy can go
         self.constructs = False     # makes a fresh generator, or reads a clock or a file
         self.global_draws = False
         self._seen = set()
+        self._names = frozenset()   # the names the code being walked uses (module attributes)
 
-    def value(self, value, depth: int) -> None:
-        if isinstance(value, self.types):
-            self.generators[id(value)] = value
+    def _found(self, generator, holder, key, kind, original, method=None) -> None:
+        self.generators[id(generator)] = generator
+        if kind is None or proxy_for(generator) is None:
+            self.fixed.add(id(generator))
+        else:
+            self.places.append((generator, _Place(holder, key, kind, original, method)))
+
+    def value(self, value, depth: int, holder=None, key=None, kind=None) -> None:
+        if isinstance(value, _SKIPPED):
+            return
+        if isinstance(value, PROXY_TYPES) or type(value) is BoundDraw:
+            # another staging's stand-in: watch the real generator
+            real = unproxied(value)
+            real = getattr(real, "__self__", real)
+            self.generators[id(real)] = real
+            self.fixed.add(id(real))
+        elif isinstance(value, self.types):
+            self._found(value, holder, key, kind, value)
         elif _reads_the_world(value):
             self.constructs = True
         elif type(value) is types.ModuleType and value.__name__ == "random":
@@ -87,32 +173,66 @@ class _Walk:
         elif inspect.isbuiltin(value):                 # a bound draw: `randn = rs.randn`
             owner = getattr(value, "__self__", None)
             if isinstance(owner, self.types):
-                self.generators[id(owner)] = owner
-        elif isinstance(value, types.FunctionType) and depth < _MAX_DEPTH:
-            self.function(value, depth + 1)
+                name = getattr(value, "__name__", None)
+                self._found(owner, holder, key, kind if name in DRAWS else None, value, name)
+        elif isinstance(value, types.FunctionType):
+            if depth < _MAX_DEPTH:
+                self.function(value, depth + 1)
         elif inspect.ismethod(value):
             self.value(value.__self__, depth)
             self.value(value.__func__, depth)
-        elif isinstance(value, (types.ModuleType, type)) or depth >= _MAX_DEPTH:
+        elif depth >= _MAX_DATA_DEPTH or len(self._seen) > _MAX_OBJECTS or \
+                id(value) in self._seen:
             return
+        elif isinstance(value, types.ModuleType):
+            self._module(value, depth)
+        else:
+            self._seen.add(id(value))
+            self._data(value, depth)
+
+    def _module(self, module, depth: int) -> None:
+        """A user's module the code names: the attributes the code names (`mylib.sample`)."""
+        if module.__name__.partition(".")[0] in _FOREIGN:
+            return
+        self._seen.add(id(module))
+        namespace = vars(module)
+        for name in self._names:
+            if name in namespace:
+                self.value(namespace[name], depth + 1, namespace, name, "item")
+
+    def _data(self, value, depth: int) -> None:
+        if isinstance(value, dict):
+            for k, item in list(value.items())[:_MAX_ITEMS]:
+                self.value(item, depth + 1, value, k, "item")
+        elif isinstance(value, list):
+            for i, item in enumerate(value[:_MAX_ITEMS]):
+                self.value(item, depth + 1, value, i, "item")
+        elif isinstance(value, (tuple, frozenset, set)):
+            for item in list(value)[:_MAX_ITEMS]:
+                self.value(item, depth + 1)            # no slot to swap: watched only
+        elif isinstance(value, type):
+            if value.__module__.partition(".")[0] not in _FOREIGN:
+                for k, item in list(vars(value).items()):
+                    if not k.startswith("__"):
+                        self.value(item, depth + 1, value, k, "attr")
         else:
             attributes = getattr(value, "__dict__", None)
-            if isinstance(attributes, dict) and id(value) not in self._seen:
-                self._seen.add(id(value))
-                for item in list(attributes.values()):
-                    if isinstance(item, self.types):
-                        self.generators[id(item)] = item
-                    elif inspect.ismethod(item) or isinstance(item, types.FunctionType):
-                        self.value(item, depth + 1)
+            if isinstance(attributes, dict):
+                for k, item in list(attributes.items())[:_MAX_ITEMS]:
+                    self.value(item, depth + 1, attributes, k, "item")
+            if type(value).__module__.partition(".")[0] not in _FOREIGN:
+                self.value(type(value), depth + 1)     # class attributes, methods
 
     def function(self, function: types.FunctionType, depth: int) -> None:
-        if function.__code__ in self._seen:
+        if function.__code__ in self._seen or _foreign(getattr(function, "__module__", None)):
             return
         self._seen.add(function.__code__)
-        for _, _, value in closure_cells(function):
-            self.value(value, depth)
-        for value in function.__defaults__ or ():
-            self.value(value, depth)
+        for _, cell, value in _cells(function):
+            self.value(value, depth, cell, None, "cell")
+        for i, value in enumerate(function.__defaults__ or ()):
+            self.value(value, depth, function, i, "defaults")
+        for k, value in (function.__kwdefaults__ or {}).items():
+            self.value(value, depth, function.__kwdefaults__, k, "item")
         for code in nested_codes(function.__code__):
             names = code.co_names
             if not self.constructs and _CONSTRUCTORS.intersection(names):
@@ -122,8 +242,23 @@ class _Walk:
             if not self.constructs and any(name in _EFFECT_BUILTINS and
                                            name not in function.__globals__ for name in names):
                 self.constructs = True
-            for _, value in named_globals(code, function.__globals__):
-                self.value(value, depth)
+            outer, self._names = self._names, frozenset(names)
+            for name, value in named_globals(code, function.__globals__):
+                self.value(value, depth, function.__globals__, name, "item")
+            self._names = outer
+
+
+def _foreign(module) -> bool:
+    """numpy's, SciPy's, xform's own functions: what the user's generators cannot be in."""
+    return isinstance(module, str) and module.partition(".")[0] in _FOREIGN
+
+
+def _cells(function):
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        try:
+            yield name, cell, cell.cell_contents
+        except ValueError:  # a name of the enclosing scope not assigned yet
+            continue
 
 
 def _raw_state(generator):
@@ -164,16 +299,21 @@ def _frozen(value):
 
 
 class Watch:
-    """Snapshot before staging; `drew()` afterwards says whether the function drew."""
+    """Before staging: find the generators `function` can reach. As a context manager (around
+    staging): their holders hold proxies whose draws are staged as `random_draw` equations,
+    restored on exit. Afterwards `drew()` says whether staging drew anyway (a generator no
+    proxy could stand for moved, a fresh generator, a clock, a seed): then the function must
+    be staged on every call."""
 
-    __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw")
+    __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw", "_places",
+                 "_swapped", "_unstaged", "_token")
 
     def __init__(self, function):
         generator_types = _generator_types()
         self._loaded = bool(generator_types)
         walk = _Walk(generator_types)
-        if isinstance(function, (types.FunctionType, types.MethodType)):
-            walk.value(function, 0)
+        # Any callable: a function, a method, a transformed function (its `fun`), a partial
+        walk.value(function, 0)
         legacy = _legacy_generator()
         if legacy is not None and walk.global_draws:
             walk.generators[id(legacy)] = legacy
@@ -181,6 +321,32 @@ class Watch:
         self._generators = list(walk.generators.values())
         self._before = [_state(g) for g in self._generators]
         self._raw = None
+        # A generator also held where no proxy can go keeps its real draws everywhere: part
+        # staged, part drawn while staging would put its draws out of order.
+        self._places = [(g, place) for g, place in walk.places if id(g) not in walk.fixed]
+        self._swapped = []
+        self._unstaged = []
+        self._token = None
+
+    def __enter__(self) -> "Watch":
+        proxies = {}
+        self._unstaged, self._token = unstaged_effects()
+        try:
+            for generator, place in self._places:
+                proxy = proxies.get(id(generator))
+                if proxy is None:
+                    proxy = proxies[id(generator)] = proxy_for(generator)
+                place.swap(proxy)
+                self._swapped.append(place)
+        except Exception:   # noqa: BLE001 (a read-only attribute, a frozen object)
+            note_unstaged()  # what was swapped stays so: its draws are staged; others watched
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for place in reversed(self._swapped):
+            place.restore()
+        self._swapped = []
+        reset_unstaged(self._token)
 
     def keep_states(self) -> "Watch":
         """Also keep the states in the form `rewind` can restore (before staging)."""
@@ -193,7 +359,8 @@ class Watch:
             _set_raw_state(generator, state)
 
     def drew(self) -> bool:
-        if self._constructs:
+        """Whether staging drew (or read the world) in a way no equation stands for."""
+        if self._constructs or self._unstaged:
             return True
         if not self._loaded and "numpy.random" in sys.modules:
             return True     # numpy.random first imported while staging: assume a draw

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from xform.errors import RuleError
+from xform.errors import RuleError, UnsupportedError, construct_of
 from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import (GraphBuilder, current_builder, source_scope,
+from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Graph, Literal
 from xform.ir.interpret import emit_equations
 from xform.ir.ad import Undefined, Zero, add_tangents, aval, instantiate, zero_tangent
-from xform.ir.rules import RULES, rule_for
+from xform.ir.rules import (RULES, effectful_primitives, graph_has_effects, has_effects,
+                            rule_for)
 from xform.transforms.jvp import check_rule_outputs, fit_tangent
 from xform.transforms.transpose import backward_pass
 
@@ -62,6 +63,8 @@ def vjp_eval(graph, primals, cts_out):
 
     Returns (outs, cts_in) with one cotangent (or Zero) per graph input.
     """
+    if graph_has_effects(graph):
+        graph = _draws_at_top_level(graph)
     env = emit_equations(graph, primals)
 
     def read(atom):
@@ -94,6 +97,8 @@ def vjp_eval(graph, primals, cts_out):
         ins = [read(a) for a in eqn.inputs]
         if not any(is_differentiable(a.aval) for a in eqn.inputs):
             continue
+        if has_effects(eqn):
+            _check_replays_no_draw(eqn)
         with source_scope(eqn.source, f"vjp of {eqn.primitive}"):
             if eqn.primitive.multiple_results:
                 cts = [zero_tangent(v.aval) if ct is None else ct
@@ -120,6 +125,45 @@ def vjp_eval(graph, primals, cts_out):
 
     cts_in = [ct_env.get(v, Zero(tangent_aval(v.aval))) for v in graph.inputs]
     return [read(a) for a in graph.outputs], cts_in
+
+
+def _draws_at_top_level(graph):
+    """`graph` with the calls that draw random numbers opened: a call's vjp runs its callee
+    again in the backward pass, which would draw again; opened, each draw is one equation
+    whose value the backward pass reads."""
+    def emit(sub, args):
+        env = {var: value for var, value in sub.consts}
+        env.update(zip(sub.inputs, args))
+        for eqn in sub.equations:
+            rules = RULES.get(eqn.primitive)
+            ins = [a.value if type(a) is Literal else env[a] for a in eqn.inputs]
+            with source_scope(eqn.source, eqn.origin):
+                if rules is not None and rules.inline is not None and has_effects(eqn) \
+                        and rules.inline(eqn) is not None:
+                    outs = emit(rules.inline(eqn), ins)
+                else:
+                    outs = bind(eqn.primitive, *ins, **eqn.params)
+                    outs = outs if eqn.primitive.multiple_results else [outs]
+            env.update(zip(eqn.outputs, outs))
+        return [a.value if type(a) is Literal else env[a] for a in sub.outputs]
+    builder = GraphBuilder()
+    with using_builder(builder):
+        ins = [builder.new_input(v.aval) for v in graph.inputs]
+        return builder.build(emit(graph, ins))
+
+
+def _check_replays_no_draw(eqn) -> None:
+    """A loop or branch whose body draws: its reverse mode would run the body again."""
+    rules = RULES.get(eqn.primitive)
+    if eqn.primitive in effectful_primitives() or (
+            rules is not None and rules.hooks.get("draws_once_in_reverse")):
+        return
+    raise UnsupportedError(
+        f"reverse-mode differentiation of {construct_of(eqn.primitive) or eqn.primitive} "
+        f"whose body draws "
+        f"random numbers: its backward pass would run the body, and draw, again",
+        eqn.source, "draw outside it and pass the draws in (e.g. as the xs of a scan), or "
+        "differentiate in forward mode (xform.jvp, jacfwd)")
 
 
 def _transposable(rules, ins) -> bool:
