@@ -19,6 +19,13 @@ DRAWING = {"vae": "rng", "bbvi": "rs"}
 PROGRESS = {"gmm": ("start", "end", "up"), "hmm": ("start", "end", "up")}
 
 
+def test_every_problem_example_is_listed():
+    import pathlib
+    examples = pathlib.Path(__file__).resolve().parent.parent / "examples"
+    defined = {p.stem for p in examples.glob("*.py") if "\ndef problem(" in p.read_text()}
+    assert defined == set(GALLERY)
+
+
 def _example(name):
     return importlib.import_module(f"examples.{name}")
 

@@ -10,9 +10,10 @@ from xform.api import (closure_convert, eval_shape, grad, hessian, jacfwd, jacre
                        linear_transpose, linearize, make_graph, value_and_grad, vjp, vmap)
 from xform.runtime.cache import cache_info, clear_cache, set_cache_size
 from xform.runtime.config import config
-from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError, RuleError,
-                          RestagingWarning, ShapeError, TreeMismatchError, TypeCheckError,
-                          UnsupportedError, XformError)
+from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError,
+                          OutOfMemoryError, RegistrationError, RuleError, RestagingWarning,
+                          ShapeError, SideEffectError, StagingRecursionError, TreeMismatchError,
+                          TypeCheckError, UnsupportedError, XformError)
 from xform.ir.avals import ShapedArray, float0
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.interpret import eval_graph
@@ -34,7 +35,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal", "MissingRuleError",
-    "Primitive", "RestagingWarning", "RuleError", "ShapeError", "ShapedArray", "TreeMismatchError",
+    "OutOfMemoryError", "Primitive", "RegistrationError", "RestagingWarning", "RuleError",
+    "ShapeError", "ShapedArray", "SideEffectError", "StagingRecursionError", "TreeMismatchError",
     "TypeCheckError", "UnsupportedError", "Var", "XformError", "batch_graph", "cache_info",
     "clear_cache", "closure_convert", "cond", "config", "context", "custom_jvp", "custom_vjp",
     "eval_graph", "eval_shape", "float0", "fori_loop", "function", "grad", "hessian", "implements",
