@@ -105,6 +105,14 @@ class GraphBuilder:
                 raise TypeCheckError(f"cannot stage a value of dtype {aval.dtype}",
                                      user_frame_info())
             return Literal(value, aval)
+        if hasattr(type(value), "__dask_graph__") and hasattr(value, "dtype"):
+            # A dask array is a constant data source (threaded_map runs it on dask), never
+            # read here: reading it would compute it.
+            entry = self._consts.get(id(value))
+            if entry is None:
+                entry = (Var(ShapedArray(value.shape, value.dtype)), value)
+                self._consts[id(value)] = entry
+            return entry[0]
         raise TypeCheckError(f"cannot stage a value of type {type(value).__name__}; "
                              "expected an array, a numpy or Python scalar", user_frame_info())
 

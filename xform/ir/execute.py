@@ -20,13 +20,25 @@ def _interpreted(graph):
     return run
 
 
-def _serial_map(graph, n_mapped, operands, dests, num_threads, chunk_size) -> None:
+def _serial_map(graph, n_mapped, operands, dests, num_threads, chunk_size, axis=None,
+                summed=()) -> None:
     run = _compiled(graph)
-    mapped = [np.ravel(x) for x in operands[:n_mapped]]
+    mapped = [np.ravel(x) if axis is None else np.asarray(x) for x in operands[:n_mapped]]
     extras = operands[n_mapped:]
+    summed = summed or (False,) * len(dests)
+    for dest, is_summed in zip(dests, summed):
+        if is_summed:
+            dest[...] = 0
     for i in range(mapped[0].shape[0] if mapped else 0):
-        for dest, value in zip(dests, run(*[x[i] for x in mapped], *extras)):
-            dest[i] = value
+        for dest, is_summed, value in zip(dests, summed, run(*[x[i] for x in mapped], *extras)):
+            if is_summed:
+                dest += value
+            else:
+                dest[i] = value
+
+
+def _no_lazy_backend(*args, **kwargs):
+    raise NotImplementedError("mapping over dask arrays needs xform.runtime (import xform)")
 
 
 _memo_lock = threading.RLock()
@@ -55,14 +67,15 @@ def _as_is(graph, *args, **kwargs):
 
 _compiled = _interpreted
 _map_chunks = _serial_map
+_map_lazy = _no_lazy_backend
 _build = _weak_memo
 _build_staging = _uncached
 _lookup_staging = _not_found
 _optimize = _clean = _prune = _inline = _as_is
 
 
-_HOOKS = ("compiled", "map_chunks", "build", "build_staging", "lookup_staging", "optimize",
-          "clean", "prune", "inline")
+_HOOKS = ("compiled", "map_chunks", "map_lazy", "build", "build_staging", "lookup_staging",
+          "optimize", "clean", "prune", "inline")
 
 
 def install(**hooks) -> None:
@@ -89,10 +102,19 @@ def compiled(graph):
     return _compiled(graph)
 
 
-def map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size) -> None:
+def map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size, axis=None,
+               summed=()) -> None:
     """Write the scalar `graph` mapped over `operands` (`n_mapped` equal-shape arrays, then
-    scalars) into the 1-d arrays `dests`, one per output (threaded_map's executor)."""
-    _map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size)
+    scalars) into the 1-d arrays `dests`, one per output (threaded_map's executor). With
+    `axis=0`, `graph` takes one leading-axis slice of each mapped array (the others whole) and
+    `dests` are the stacked results, or their sums over the slices where `summed` says so."""
+    _map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size, axis, summed)
+
+
+def map_lazy(graph, n_mapped, operands, num_threads, chunk_size, axis, summed, lazy) -> list:
+    """`graph` mapped over operands of which some are dask arrays, by the runtime's dask
+    backend: dask arrays if `lazy` (numpy for the `summed` outputs), else all numpy."""
+    return _map_lazy(graph, n_mapped, operands, num_threads, chunk_size, axis, summed, lazy)
 
 
 def build(owner, key, make):
@@ -151,4 +173,5 @@ def forget_compiled() -> None:
 
 
 __all__ = ["build", "build_staging", "cleaned", "compiled", "compiled_memo", "forget_compiled",
-           "inlined", "install", "lookup_staging", "map_chunks", "optimized", "pruned"]
+           "inlined", "install", "lookup_staging", "map_chunks", "map_lazy", "optimized",
+           "pruned"]

@@ -1,9 +1,11 @@
-"""threaded_map: a scalar function applied element-wise across arrays, in chunks on a shared
-thread pool (xform.runtime.executors, through xform.ir.execute.map_chunks). One primitive whose
-jvp, vjp and batch rules are threaded_maps again, over the transformed scalar graph, so
-derivatives run in parallel too."""
+"""threaded_map: a scalar function applied element-wise across arrays (or, with axis=0, a
+function of one leading-axis slice), in chunks on a shared thread pool (xform.runtime.executors)
+or as a dask graph when an input is a dask array. One primitive whose jvp, vjp and batch rules
+are threaded_maps again, over the transformed element graph, so derivatives run in parallel
+too."""
 from __future__ import annotations
 
+import contextvars
 import weakref
 
 import attrs
@@ -13,15 +15,15 @@ from xform.errors import ShapeError, TypeCheckError, UnsupportedError, XformErro
 from xform.ir.avals import ShapedArray, aval_of, is_differentiable
 from xform.ir.builder import current_builder, stage_function
 from xform.ir.core import Graph, Params, Primitive, Var, rewire
-from xform.ir.execute import build_staging, inlined, map_chunks
+from xform.ir.execute import build_staging, inlined, map_chunks, map_lazy
 from xform.ir.interpret import eval_graph
 from xform.ir.reads import fingerprint, shared_containers
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import call_p
-from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front, zero_tangent
+from xform.ir.ad import NOT_MAPPED, Zero, move_to_front, zero_tangent
 from xform.ir.rules import graph_has_effects, is_elementwise, register
-from xform.transforms.derived import derived_graph, memo, vjp_of
+from xform.transforms.derived import batch_of, derived_graph, memo, vjp_of
 from xform.transforms.jvp import jvp_graph
 from xform.tree import tree_flatten
 
@@ -33,6 +35,25 @@ _ELEMENTWISE_HINT = ("f gets one scalar per input array: use element-wise math (
 
 
 # == validation, shared by the public function, the impl and every rule ========================
+
+def is_lazy(x) -> bool:
+    """Whether `x` is a dask collection (duck-typed: dask is an optional extra).
+
+    >>> from xform.rules.threaded_map import is_lazy
+    >>> is_lazy(np.ones(2))
+    False
+    """
+    return hasattr(type(x), "__dask_graph__")
+
+
+def _aval(x) -> ShapedArray:
+    """`x`'s abstract value, never computing a dask array to find it."""
+    if type(x) is Tracer:
+        return x.aval
+    if is_lazy(x):
+        return ShapedArray(tuple(x.shape), np.dtype(x.dtype))
+    return aval_of(x)
+
 
 _body_errors: "weakref.WeakKeyDictionary[Graph, XformError | None]" = weakref.WeakKeyDictionary()
 
@@ -69,7 +90,10 @@ def _find_body_error(graph: Graph) -> XformError | None:
     return None
 
 
-def _check_options(num_threads, chunk_size, source) -> None:
+def _check_options(num_threads, chunk_size, source, axis=None) -> None:
+    if axis is not None and (type(axis) is not int or axis != 0):
+        raise TypeCheckError(f"threaded_map: axis must be None (element-wise) or 0 (one "
+                             f"leading-axis slice per call), got {axis!r}", source)
     for name, value in (("num_threads", num_threads), ("chunk_size", chunk_size)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 1):
@@ -77,49 +101,91 @@ def _check_options(num_threads, chunk_size, source) -> None:
                                  f"{value!r}", source)
 
 
-def _check_operands(avals, graph, n_mapped, num_threads, chunk_size, source=None) -> None:
-    """Raise an XformError unless `avals` (mapped arrays, then scalar extras) fit `graph`."""
-    _check_options(num_threads, chunk_size, source)
+def _check_operands(avals, graph, n_mapped, num_threads, chunk_size, axis=None, summed=(),
+                    source=None) -> None:
+    """Raise an XformError unless `avals` (mapped arrays, then extras) fit `graph`."""
+    _check_options(num_threads, chunk_size, source, axis)
     if not 1 <= n_mapped <= len(avals) or len(avals) != len(graph.inputs):
-        raise TypeCheckError(f"threaded_map: {len(avals)} operands ({n_mapped} mapped) for a "
-                             f"scalar graph of {len(graph.inputs)} inputs", source)
+        raise TypeCheckError(f"threaded_map: {len(avals)} operands ({n_mapped} mapped) for an "
+                             f"element graph of {len(graph.inputs)} inputs", source)
+    if summed and (axis is None or len(summed) != len(graph.outputs)):
+        raise TypeCheckError("threaded_map: summed outputs need axis=0 and one flag per "
+                             "output", source)
     shape = avals[0].shape
     for i, (a, var) in enumerate(zip(avals, graph.inputs)):
         if a.dtype.kind not in "biufc":
             raise TypeCheckError(f"threaded_map: input {i} has dtype {a.dtype}; inputs must "
                                  "be numeric (bool, int, float or complex)", source)
-        if i < n_mapped and a.shape != shape:
+        if axis is None and i < n_mapped and a.shape != shape:
             raise ShapeError(f"threaded_map: inputs must have equal shapes, got {shape} "
                              f"(input 0) and {a.shape} (input {i})", source)
-        if i >= n_mapped and a.shape:
+        if axis is None and i >= n_mapped and a.shape:
             raise ShapeError(f"threaded_map: unmapped operand {i} must be a scalar, got "
                              f"{a.str_short()}", source)
+        if axis is not None:
+            part = a.shape[1:] if i < n_mapped else a.shape
+            if (i < n_mapped and (not a.shape or a.shape[:1] != shape[:1])
+                    or part != var.aval.shape):
+                raise ShapeError(f"threaded_map: input {i} has shape {a.shape}, but f was "
+                                 f"staged for {'slices' if i < n_mapped else 'a value'} of "
+                                 f"shape {var.aval.shape} (of {shape[:1]} slices)", source)
         if a.dtype != var.aval.dtype:
             raise TypeCheckError(f"threaded_map: input {i} has dtype {a.dtype} but f was "
                                  f"staged for {var.aval.dtype} elements", source)
-    error = _body_error(graph)
-    if error is not None:
-        raise type(error)(error.cause, error.source or source, error.hint)
+    if axis is None:
+        error = _body_error(graph)
+        if error is not None:
+            raise type(error)(error.cause, error.source or source, error.hint)
 
 
 # == the primitive ==============================================================================
 
+# Params: graph (one element's or slice's computation), n_mapped (its first inputs are mapped;
+# the rest, extras, are shared), num_threads, chunk_size, axis (None: element-wise; 0: leading
+# slices) and summed (axis=0 only: per output, whether the map returns the sum over the slices
+# instead of their stack; reverse mode's cotangents of extras; empty: none).
 threaded_map_p = Primitive("threaded_map", multiple_results=True)
 
+# Whether a map over dask arrays returns dask arrays: only to a user's eager call, whose numpy
+# calls dask then serves lazily. Compiled code (any transform) gets numpy: its primitives need
+# concrete values.
+_lazy_results = contextvars.ContextVar("xform_threaded_map_lazy", default=False)
 
-def _threaded_map_impl(*operands, graph, n_mapped, num_threads, chunk_size):
-    _check_operands([aval_of(x) for x in operands], graph, n_mapped, num_threads, chunk_size,
-                    user_frame_info())
-    shape = np.shape(operands[0])
-    outs = [np.empty(shape, a.aval.dtype) for a in graph.outputs]
-    map_chunks(graph, n_mapped, operands, [o.reshape(-1) for o in outs], num_threads,
-               chunk_size)
+
+def _summed(summed, graph) -> tuple:
+    return tuple(summed) or (False,) * len(graph.outputs)
+
+
+def _out_avals(avals, graph, n_mapped, axis, summed):
+    shape = avals[0].shape
+    if axis is None:
+        return [ShapedArray(shape, a.aval.dtype) for a in graph.outputs]
+    return [ShapedArray(a.aval.shape if is_summed else shape[:1] + a.aval.shape, a.aval.dtype)
+            for a, is_summed in zip(graph.outputs, _summed(summed, graph))]
+
+
+def _threaded_map_impl(*operands, graph, n_mapped, num_threads, chunk_size, axis=None,
+                       summed=()):
+    source = user_frame_info()
+    avals = [_aval(x) for x in operands]
+    _check_operands(avals, graph, n_mapped, num_threads, chunk_size, axis, summed, source)
+    if any(is_lazy(x) for x in operands[:n_mapped]):
+        return map_lazy(graph, n_mapped, operands, num_threads, chunk_size, axis, summed,
+                        _lazy_results.get())
+    # A lazy extra (a dask reduction fed back in) is one value for every element: computed.
+    operands = [np.asarray(x) if is_lazy(x) else x for x in operands]
+    outs = [np.empty(a.shape, a.dtype)
+            for a in _out_avals(avals, graph, n_mapped, axis, summed)]
+    dests = [o.reshape(-1) for o in outs] if axis is None else outs
+    map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size, axis=axis,
+               summed=summed)
     return outs
 
 
-def _threaded_map_abstract_eval(*avals, graph, n_mapped, num_threads, chunk_size):
-    _check_operands(avals, graph, n_mapped, num_threads, chunk_size)
-    return [ShapedArray(avals[0].shape, a.aval.dtype) for a in graph.outputs]
+def _threaded_map_abstract_eval(*avals, graph, n_mapped, num_threads, chunk_size, axis=None,
+                                summed=()):
+    _check_operands(avals, graph, n_mapped, num_threads, chunk_size, axis, summed)
+    return _out_avals(avals, graph, n_mapped, axis, summed)
 
 
 def _jvp_body(graph: Graph, n_mapped: int, nonzeros) -> Graph:
@@ -136,11 +202,13 @@ def _jvp_body(graph: Graph, n_mapped: int, nonzeros) -> Graph:
                                 if is_differentiable(a.aval)])
 
 
-def _threaded_map_jvp(primals, tangents, *, graph, n_mapped, num_threads, chunk_size):
+def _threaded_map_jvp(primals, tangents, *, graph, n_mapped, num_threads, chunk_size,
+                      axis=None, summed=()):
     # Primal and tangents are two equations, so that linearize can keep the first in its
     # forward graph; the second recomputes the primal intermediates it needs per chunk.
-    params = dict(num_threads=num_threads, chunk_size=chunk_size)
-    outs = threaded_map_p.bind(*primals, graph=graph, n_mapped=n_mapped, **params)
+    params = dict(num_threads=num_threads, chunk_size=chunk_size, axis=axis)
+    outs = threaded_map_p.bind(*primals, graph=graph, n_mapped=n_mapped, summed=summed,
+                               **params)
     if not any(is_differentiable(a.aval) for a in graph.outputs):
         return outs, [zero_tangent(a.aval) for a in graph.outputs]
     nonzeros = tuple(type(t) is not Zero for t in tangents)
@@ -148,37 +216,54 @@ def _threaded_map_jvp(primals, tangents, *, graph, n_mapped, num_threads, chunk_
                          lambda: _jvp_body(graph, n_mapped, nonzeros))
     live_mapped = [t for t in tangents[:n_mapped] if type(t) is not Zero]
     live_extras = [t for t in tangents[n_mapped:] if type(t) is not Zero]
+    # A sum of slices' values has the sum of their tangents as tangent.
+    tangent_summed = tuple(s for s, a in zip(_summed(summed, graph), graph.outputs)
+                           if is_differentiable(a.aval)) if summed else ()
     tangents_out = iter(threaded_map_p.bind(
         *primals[:n_mapped], *live_mapped, *primals[n_mapped:], *live_extras, graph=body,
-        n_mapped=n_mapped + len(live_mapped), **params))
+        n_mapped=n_mapped + len(live_mapped), summed=tangent_summed, **params))
     return outs, [next(tangents_out) if is_differentiable(a.aval) else zero_tangent(a.aval)
                   for a in graph.outputs]
 
 
-def _vjp_body(graph: Graph, n_mapped: int, live) -> Graph:
-    """Per element: (mapped primals, cotangents of the `live` outputs, extras) -> cotangents
-    of the differentiable inputs. The forward part is recomputed per chunk, so no residual
-    array is stored between the two passes."""
+def _vjp_body(graph: Graph, n_mapped: int, live, summed) -> Graph:
+    """Per element: (mapped primals, cotangents of the `live` stacked outputs, extras,
+    cotangents of the live `summed` outputs) -> cotangents of the differentiable inputs. The
+    forward part is recomputed per chunk, so no residual array is stored between the two
+    passes."""
     vjp = vjp_of(graph, live)
     n_in = len(graph.inputs)
-    return rewire(vjp, [*vjp.inputs[:n_mapped], *vjp.inputs[n_in:], *vjp.inputs[n_mapped:n_in]])
+    cts = iter(vjp.inputs[n_in:])
+    ct_of = [next(cts) if is_live else None for is_live in live]
+    stacked = [ct for ct, s in zip(ct_of, summed) if ct is not None and not s]
+    shared = [ct for ct, s in zip(ct_of, summed) if ct is not None and s]
+    return rewire(vjp, [*vjp.inputs[:n_mapped], *stacked, *vjp.inputs[n_mapped:n_in], *shared])
 
 
-def _threaded_map_vjp(primals, outs, cts, *, graph, n_mapped, num_threads, chunk_size):
+def _threaded_map_vjp(primals, outs, cts, *, graph, n_mapped, num_threads, chunk_size,
+                      axis=None, summed=()):
     live = tuple(type(ct) is not Zero and is_differentiable(a.aval)
                  for ct, a in zip(cts, graph.outputs))
     if not any(live):
         return [None] * len(primals)
-    body = memo(graph, ("threaded_map_vjp", live), lambda: _vjp_body(graph, n_mapped, live))
-    live_cts = [ct for ct, is_live in zip(cts, live) if is_live]
-    grads = iter(threaded_map_p.bind(*primals[:n_mapped], *live_cts, *primals[n_mapped:],
-                                     graph=body, n_mapped=n_mapped + len(live_cts),
-                                     num_threads=num_threads, chunk_size=chunk_size))
+    flags = _summed(summed, graph)
+    body = memo(graph, ("threaded_map_vjp", live, flags),
+                lambda: _vjp_body(graph, n_mapped, live, flags))
+    stacked = [ct for ct, is_live, s in zip(cts, live, flags) if is_live and not s]
+    shared = [ct for ct, is_live, s in zip(cts, live, flags) if is_live and s]
+    differentiable = [i for i, var in enumerate(graph.inputs) if is_differentiable(var.aval)]
+    # Over slices, an extra's cotangent is summed inside the map (per chunk, then over chunks;
+    # on dask a tree reduction), so no stack of per-slice cotangents is ever held.
+    grads_summed = tuple(i >= n_mapped for i in differentiable) if axis is not None else ()
+    grads = iter(threaded_map_p.bind(*primals[:n_mapped], *stacked, *primals[n_mapped:],
+                                     *shared, graph=body, n_mapped=n_mapped + len(stacked),
+                                     num_threads=num_threads, chunk_size=chunk_size,
+                                     axis=axis, summed=grads_summed))
     cts_in = []
     for i, var in enumerate(graph.inputs):
         if not is_differentiable(var.aval):
             cts_in.append(None)
-        elif i < n_mapped:
+        elif i < n_mapped or axis is not None:
             cts_in.append(next(grads))
         else:
             # An unmapped scalar's cotangent sums the per-element contributions, after the
@@ -187,9 +272,13 @@ def _threaded_map_vjp(primals, outs, cts, *, graph, n_mapped, num_threads, chunk
     return cts_in
 
 
-def _threaded_map_batch(size, args, dims, *, graph, n_mapped, num_threads, chunk_size):
+def _threaded_map_batch(size, args, dims, *, graph, n_mapped, num_threads, chunk_size,
+                        axis=None, summed=()):
+    if axis is not None:
+        return _batch_slices(size, args, dims, graph, n_mapped, num_threads, chunk_size,
+                             summed)
     mapped = [move_to_front(x, d, size) for x, d in zip(args[:n_mapped], dims[:n_mapped])]
-    shape = aval(mapped[0]).shape
+    shape = _aval(mapped[0]).shape
     batched = tuple(d is not NOT_MAPPED for d in dims[n_mapped:])
     # An unmapped scalar that varies across the batch becomes one more mapped input.
     widened = [np.broadcast_to(np.reshape(move_to_front(x, d, size),
@@ -206,13 +295,34 @@ def _threaded_map_batch(size, args, dims, *, graph, n_mapped, num_threads, chunk
     return outs, [0] * len(outs)
 
 
+def _batch_slices(size, args, dims, graph, n_mapped, num_threads, chunk_size, summed):
+    """vmap of a map over slices: the batch axis goes right after the mapped axis, and the
+    slice graph is batched along it (extras that vary across the batch stay shared, batched
+    along their front axis)."""
+    moved = []
+    for i, (x, d) in enumerate(zip(args, dims)):
+        if d is NOT_MAPPED:
+            moved.append(x)
+        elif i < n_mapped:
+            moved.append(np.swapaxes(move_to_front(x, d, size), 0, 1))
+        else:
+            moved.append(move_to_front(x, d, size))
+    in_dims = tuple(NOT_MAPPED if d is NOT_MAPPED else 0 for d in dims)
+    body = batch_of(graph, in_dims, size)
+    outs = threaded_map_p.bind(*moved, graph=body, n_mapped=n_mapped, num_threads=num_threads,
+                               chunk_size=chunk_size, axis=0, summed=summed)
+    return outs, [0 if s else 1 for s in _summed(summed, graph)]
+
+
 def _threaded_map_dce(eqn, used):
     graph = eqn.params["graph"]
     kept = [i for i, is_used in enumerate(used) if is_used]
     body = derived_graph(graph, ("threaded_map_dce", tuple(used)),
                          lambda: rewire(graph, graph.inputs, kept))
-    return attrs.evolve(eqn, outputs=[eqn.outputs[i] for i in kept],
-                        params=Params({**eqn.params, "graph": body}))
+    params = {**eqn.params, "graph": body}
+    if eqn.params.get("summed"):
+        params["summed"] = tuple(eqn.params["summed"][i] for i in kept)
+    return attrs.evolve(eqn, outputs=[eqn.outputs[i] for i in kept], params=Params(params))
 
 
 register(threaded_map_p, impl=_threaded_map_impl, abstract_eval=_threaded_map_abstract_eval,
@@ -243,11 +353,11 @@ def _split(graph: Graph, n_mapped: int) -> tuple[Graph, Graph]:
     return prelude, body
 
 
-def _stage_scalar_function(f, dtypes):
-    """(prelude, body, captured) of `f` staged on scalars of `dtypes`."""
+def _stage_element_function(f, in_avals, axis):
+    """(prelude, body, captured) of `f` staged on one element (or slice) of each input."""
     watched = [(what, obj, fingerprint(obj)) for what, obj in shared_containers(f)]
-    _, in_tree = tree_flatten(tuple(range(len(dtypes))))
-    graph, captured, out_tree = stage_function(f, in_tree, [ShapedArray((), d) for d in dtypes])
+    _, in_tree = tree_flatten(tuple(range(len(in_avals))))
+    graph, captured, out_tree = stage_function(f, in_tree, list(in_avals))
     for what, obj, before in watched:
         if fingerprint(obj) != before:
             raise XformError(f"threaded_map: f changed {what} while it ran; f must not mutate "
@@ -255,14 +365,15 @@ def _stage_scalar_function(f, dtypes):
                              "f is staged once and its graph runs on many threads at once: "
                              "return values from f instead of storing them")
     if out_tree.kind is not None:
-        raise TypeCheckError(f"threaded_map needs f to return one scalar, got a pytree "
+        what = "scalar" if axis is None else "array"
+        raise TypeCheckError(f"threaded_map needs f to return one {what}, got a pytree "
                              f"{out_tree} (pytree-structured elements are not supported)",
                              user_frame_info())
     # @xform.function callees are opened so that their equations are checked and run as
     # element-wise code; a recursive callee stays a `call` and is refused below.
     graph = inlined(graph, _MAX_INLINED)
-    prelude, body = _split(graph, len(dtypes))
-    error = _body_error(body)
+    prelude, body = _split(graph, len(in_avals))
+    error = _body_error(body) if axis is None else None
     if error is not None:
         raise type(error)(error.cause, error.source or user_frame_info(), error.hint)
     return prelude, body, captured
@@ -276,11 +387,11 @@ class _ClosesOverTraced(Exception):
         self.staged = staged
 
 
-def _staged(f, dtypes):
-    """`_stage_scalar_function(f, dtypes)`, cached per f and element dtypes unless f closes
-    over traced values (then it belongs to the enclosing staging, itself cached)."""
+def _staged(f, in_avals, axis):
+    """`_stage_element_function(f, in_avals, axis)`, cached per f and element avals unless f
+    closes over traced values (then it belongs to the enclosing staging, itself cached)."""
     def make():
-        staged = _stage_scalar_function(f, dtypes)
+        staged = _stage_element_function(f, in_avals, axis)
         if any(isinstance(g, Graph) and graph_has_effects(g) for g in staged[:2]):
             # Elements run concurrently: the draws' order would be the threads' schedule.
             raise UnsupportedError(
@@ -291,8 +402,10 @@ def _staged(f, dtypes):
         if staged[2]:
             raise _ClosesOverTraced(staged)
         return staged
+    key = (tuple(a.dtype for a in in_avals) if axis is None
+           else ("slices", tuple((a.shape, a.dtype) for a in in_avals)))
     try:
-        return build_staging(f, ("threaded_map", dtypes), make, shared_by="threaded_map")
+        return build_staging(f, ("threaded_map", key), make, shared_by="threaded_map")
     except _ClosesOverTraced as only_here:
         return only_here.staged
 
@@ -300,7 +413,7 @@ def _staged(f, dtypes):
 # == the public function ========================================================================
 
 def _as_input(x, i, source):
-    if type(x) is not Tracer:
+    if type(x) is not Tracer and not is_lazy(x):
         x = np.asarray(x)
     if x.dtype.kind not in "biufc":
         raise TypeCheckError(f"threaded_map: input {i} has dtype {x.dtype}; inputs must be "
@@ -322,52 +435,82 @@ def _check_out(out, shape, dtype, source) -> None:
                              "pass an out array of a wider dtype, or cast inside f")
 
 
-def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None):
-    """Apply the scalar function `f` element-wise across equal-shape arrays `xs`, in chunks on
-    a thread pool (numpy releases the GIL inside its loops, so chunks run in parallel).
+def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None, axis=None):
+    """Apply `f` across arrays `xs`: element-wise (equal shapes), or with `axis=0` to one
+    leading-axis slice of each (equal leading sizes, as `vmap` with `in_axes=0`), in chunks
+    on a thread pool (numpy releases the GIL inside its loops, so chunks run in parallel).
 
-    `f` takes one scalar per input and returns one scalar (pytree-structured elements are
-    not supported); it is staged once per element dtypes (restaged when anything it reads is
-    redefined) and must be element-wise. It may close over scalars and arrays, traced ones
-    included: their gradient sums per-element contributions after the parallel part. With
-    `out`, the result is written into it (cast safely) and `out` is returned. `num_threads`
-    defaults to the usable CPUs (1 runs serially), `chunk_size` to
-    xform.runtime.executors.DEFAULT_CHUNK_SIZE elements. Under staging it is one
+    Element-wise, `f` takes one scalar per input and returns one scalar, and must be
+    element-wise; with `axis=0` it takes one slice per input and returns one array (or
+    scalar), stacked along a new leading axis. Pytree-structured elements are not supported.
+    `f` is staged once per element avals (restaged when anything it reads is redefined). It
+    may close over scalars and arrays, traced ones included: their gradient sums per-element
+    contributions after the parallel part. With `out`, the result is written into it (cast
+    safely) and `out` is returned; on failure nothing is written. `num_threads` defaults to
+    the usable CPUs (1 runs serially), `chunk_size` (elements, or slices with `axis=0`) to
+    about xform.runtime.executors.DEFAULT_CHUNK_SIZE elements. Under staging it is one
     `threaded_map` equation; its jvp, vjp and batch rules are threaded_maps too, so grad, jvp
     and vmap of it run in parallel.
 
+    When an input is a dask array, the map is a dask graph of f's compiled chunk function,
+    one task per block, and its result a dask array (numpy inputs are split like it; the
+    dask input is a constant, not differentiated). Reverse mode sums the cotangents of what
+    f closes over by a dask tree reduction into numpy arrays. Tasks run on dask's scheduler
+    (a `dask.distributed.Client` when one is active); workers need xform but never stage.
+
     >>> xform.threaded_map(lambda x, y: np.sin(x) * y, np.array([0.0, 1.0]), np.float32([2, 3]))
     array([0.        , 2.52441295])
+    >>> xform.threaded_map(lambda row: row @ row, np.arange(6.0).reshape(3, 2), axis=0)
+    array([ 1., 13., 41.])
     """
     source = user_frame_info()
-    _check_options(num_threads, chunk_size, source)
+    _check_options(num_threads, chunk_size, source, axis)
     if not callable(f):
         raise TypeCheckError(f"threaded_map: f must be callable, got {type(f).__name__}",
                              source)
     if not xs:
         raise TypeCheckError("threaded_map needs at least one input array", source)
     xs = [_as_input(x, i, source) for i, x in enumerate(xs)]
-    shape = aval(xs[0]).shape
-    for i, x in enumerate(xs[1:], 1):
-        if aval(x).shape != shape:
+    avals = [_aval(x) for x in xs]
+    shape = avals[0].shape
+    for i, a in enumerate(avals[1:], 1):
+        if axis is None and a.shape != shape:
             raise ShapeError(f"threaded_map: inputs must have equal shapes, got {shape} "
-                             f"(input 0) and {aval(x).shape} (input {i})", source,
+                             f"(input 0) and {a.shape} (input {i})", source,
                              "broadcast them first: np.broadcast_arrays(*xs)")
-    if out is not None:
-        if current_builder() is not None:
-            # A staged function is pure: its write would happen once, while it is staged.
-            raise TypeCheckError("threaded_map: out= cannot be used inside a staged function "
-                                 "(jit, grad, vmap, ...)", source,
-                                 "return the result instead of writing it into out")
+    if axis is not None:
+        for i, a in enumerate(avals):
+            if not a.shape or a.shape[0] != shape[0]:
+                raise ShapeError(f"threaded_map with axis=0: inputs must have equal leading "
+                                 f"sizes, got {shape} (input 0) and {a.shape} (input {i})",
+                                 source, "give every input the same number of rows")
+    if out is not None and current_builder() is not None:
+        # A staged function is pure: its write would happen once, while it is staged.
+        raise TypeCheckError("threaded_map: out= cannot be used inside a staged function "
+                             "(jit, grad, vmap, ...)", source,
+                             "return the result instead of writing it into out")
+    if out is not None and axis is None:
         _check_out(out, shape, None, source)
-    prelude, body, captured = _staged(f, tuple(aval(x).dtype for x in xs))
+    in_avals = [ShapedArray((), a.dtype) if axis is None else ShapedArray(a.shape[1:], a.dtype)
+                for a in avals]
+    prelude, body, captured = _staged(f, tuple(in_avals), axis)
     params = dict(graph=body, n_mapped=len(xs), num_threads=num_threads,
-                  chunk_size=chunk_size)
+                  chunk_size=chunk_size, axis=axis)
     operands = [*xs, *eval_graph(prelude, *captured)]
     if out is None:
-        return threaded_map_p.bind(*operands, **params)[0]
-    _check_out(out, shape, body.outputs[0].aval.dtype, source)
-    _check_operands([aval_of(x) for x in operands], **params, source=source)
+        token = _lazy_results.set(True)
+        try:
+            return threaded_map_p.bind(*operands, **params)[0]
+        finally:
+            _lazy_results.reset(token)
+    out_aval = _out_avals([_aval(x) for x in operands], body, len(xs), axis, ())[0]
+    _check_out(out, out_aval.shape, out_aval.dtype, source)
+    _check_operands([_aval(x) for x in operands], **params, source=source)
+    if axis is not None or any(is_lazy(x) for x in operands):
+        # Computed whole first (on dask: every block), so a failure writes nothing.
+        np.copyto(out, np.asarray(threaded_map_p.bind(*operands, **params)[0]),
+                  casting="safe")
+        return out
     direct = out.flags.c_contiguous and not any(
         np.may_share_memory(out, x) for x in operands)
     dest = out if direct else np.empty(shape, body.outputs[0].aval.dtype)
@@ -377,4 +520,4 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None):
     return out
 
 
-__all__ = ["threaded_map", "threaded_map_p"]
+__all__ = ["is_lazy", "threaded_map", "threaded_map_p"]
