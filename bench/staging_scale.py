@@ -1,19 +1,26 @@
 """Staging cost against program size: per-equation time of each phase of a first gradient
-call (stage, transform = fusion + reverse mode, passes, codegen) for straight-line scalar
-code and for array programs written as a new user would (rolls, where, indexing, reductions
-in a Python loop), from 1k to 100k equations. Linear staging shows a flat us/equation column.
+call for straight-line scalar code and for array programs written as a new user would
+(rolls, where, indexing, reductions in a Python loop), from 1k to 100k equations. Phases:
+stage (make_graph), simplify, fuse (before reverse mode), reverse (vjp_graph), each pass of
+`finish_graph` (then fusion after reverse mode), codegen (graph_source), compile (Python's
+compile and exec). Linear staging shows a flat us/equation column.
 
 `python -m bench.staging_scale [--sizes 1000,10000,100000] [--programs scalar,relax,...]`
 """
 import argparse
+import gc
 import time
 
 import numpy as np
 
 import xform
 from bench.timing import machine
-from xform.api.pipeline import finish_graph, fuse_if_enabled
-from xform.codegen import compile_graph
+from xform.api import pipeline
+from xform.codegen.emit import _define, graph_source
+from xform.passes import optimize
+from xform.passes.fuse import fuse_elementwise
+from xform.passes.simplify import simplify
+from xform.runtime.config import config
 from xform.transforms.vjp import vjp_graph
 
 
@@ -48,24 +55,74 @@ def where_index_reduce(steps):
     return f, np.linspace(0.1, 0.9, 32).reshape(4, 8)
 
 
+def _laplacian(a):
+    return np.roll(a, 1, 0) + np.roll(a, -1, 0) + np.roll(a, 1, 1) + np.roll(a, -1, 1) - 4 * a
+
+
+def fluid(steps):
+    """A small fluid step on a 32x32 grid, as issue 17's: diffusion, a divergence, Jacobi
+    iterations for the pressure, its gradient, walls by `where`, advection of a density."""
+    wall = np.zeros((32, 32), bool)
+    wall[0], wall[-1], wall[:, 0], wall[:, -1] = True, True, True, True
+
+    def f(u0):
+        u, v, d = u0, u0.T * 0.5, np.ones_like(u0)
+        for _ in range(steps):
+            u, v = u + 0.1 * _laplacian(u), v + 0.1 * _laplacian(v)
+            div = 0.5 * (np.roll(u, -1, 1) - np.roll(u, 1, 1)
+                         + np.roll(v, -1, 0) - np.roll(v, 1, 0))
+            p = np.zeros_like(div)
+            for _ in range(3):
+                p = (_laplacian(p) + 4 * p - div) / 4
+            u = np.where(wall, 0.0, u - 0.5 * (np.roll(p, -1, 1) - np.roll(p, 1, 1)))
+            v = np.where(wall, 0.0, v - 0.5 * (np.roll(p, -1, 0) - np.roll(p, 1, 0)))
+            d = d - 0.1 * (u * (np.roll(d, -1, 1) - np.roll(d, 1, 1))
+                           + v * (np.roll(d, -1, 0) - np.roll(d, 1, 0)))
+            d = d / np.max(d[1:-1, 1:-1])
+        return np.sum(d ** 2) + np.sum(u[1] ** 2)
+    return f, np.linspace(-1, 1, 32 * 32).reshape(32, 32)
+
+
+# name -> (program, equations per step, as staged)
 PROGRAMS = {"scalar": (scalar, 2.0), "relax": (relax, 16.0),
-            "where_index_reduce": (where_index_reduce, 12.0)}
+            "where_index_reduce": (where_index_reduce, 12.0), "fluid": (fluid, 129.0)}
+
+
+def _timed(times, name, fn, *args, **kwargs):
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    times[name] = times.get(name, 0.0) + time.perf_counter() - start
+    return result
 
 
 def phases(f, x) -> tuple:
-    """(equations staged, seconds per phase) of one gradient build."""
-    t0 = time.perf_counter()
-    graph = xform.make_graph(f)(x)
-    t1 = time.perf_counter()
-    grad_graph = vjp_graph(fuse_if_enabled(graph), (True,), [0], (), seed_ones=True,
-                           adopt=True)
-    t2 = time.perf_counter()
-    finished = finish_graph(grad_graph, fuse=True)
-    t3 = time.perf_counter()
-    compiled = compile_graph(finished)
-    t4 = time.perf_counter()
+    """(equations staged, {phase: seconds}) of one gradient build: the steps of `xform.grad`'s
+    first call one by one, with the cyclic collector paused as the cache pauses it while it
+    builds an entry."""
+    gc.collect()
+    gc.disable()
+    try:
+        return _phases(f, x)
+    finally:
+        gc.enable()
+
+
+def _phases(f, x) -> tuple:
+    times = {}
+    graph = _timed(times, "stage", xform.make_graph(f), x)
+    simplified = _timed(times, "simplify", simplify, graph, exact=config.algebra == "exact")
+    fused = (_timed(times, "fuse", fuse_elementwise, simplified) if config.fusion
+             else simplified)
+    grad_graph = _timed(times, "reverse", vjp_graph, fused, (True,), [0], (), seed_ones=True,
+                        adopt=True)
+    for run_pass in pipeline._passes():
+        grad_graph = _timed(times, run_pass.__name__, optimize, grad_graph, (run_pass,))
+    if config.fusion:
+        grad_graph = _timed(times, "fuse", fuse_elementwise, grad_graph)
+    source, namespace = _timed(times, "codegen", graph_source, grad_graph)
+    compiled, _ = _timed(times, "compile", _define, source, namespace)
     compiled(x)
-    return len(graph.equations), (t1 - t0, t2 - t1, t3 - t2, t4 - t3)
+    return len(graph.equations), times
 
 
 def main():
@@ -75,17 +132,21 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args()
     print(f"machine: {machine()} (loaded: medians of {options.repeats} builds)")
-    print("| program | equations | stage | transform | passes | codegen | total us/equation |")
-    print("|---|---|---|---|---|---|---|")
+    header = None
     for name in options.programs.split(","):
         make, equations_per_step = PROGRAMS[name]
         for size in (int(s) for s in options.sizes.split(",")):
-            f, x = make(max(1, int(size / equations_per_step)))
+            f, x = make(max(1, round(size / equations_per_step)))
             runs = [phases(f, x) for _ in range(options.repeats)]
-            n = runs[0][0]
-            medians = [float(np.median([r[1][k] for r in runs])) for k in range(4)]
-            cells = " | ".join(f"{m / n * 1e6:.0f} us" for m in medians)
-            print(f"| {name} | {n} | {cells} | {sum(medians) / n * 1e6:.0f} |", flush=True)
+            n, names = runs[0][0], list(runs[0][1])
+            if header is None:
+                header = names
+                print("| program | equations | " + " | ".join(names) + " | total us/eq |")
+                print("|---" * (len(names) + 3) + "|")
+            medians = {k: float(np.median([r[1].get(k, 0.0) for r in runs])) for k in header}
+            cells = " | ".join(f"{medians[k] / n * 1e6:.1f}" for k in header)
+            total = sum(medians.values()) / n * 1e6
+            print(f"| {name} | {n} | {cells} | {total:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -274,3 +274,13 @@ def test_gradient_graph_folds_and_agrees(x, w):
     graph = xform.make_graph(xform.grad(loss, argnums=(0, 1)))(x, w)
     after = run_pass(fold_constants, graph, x, w)
     assert len(after.equations) < len(graph.equations)
+
+
+@pytest.mark.parametrize("zero, dropped", [(complex(-0.0, -0.0), True), (0j, False),
+                                           (complex(-0.0, 0.0), False)])
+def test_complex_zero_is_neutral_only_with_both_signs_set(zero, dropped):
+    """x + (-0-0j) is x part by part; +0 in either part turns a -0.0 of x into +0.0."""
+    x = np.array([complex(-0.0, -0.0), 1 - 2j])
+    graph = xform.make_graph(lambda x: x * 2 + np.complex128(zero))(x)
+    after = run_pass(fold_constants, graph, x)
+    assert (len(after.equations) == 1) == dropped

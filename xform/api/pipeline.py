@@ -32,13 +32,17 @@ def _passes():
     return EXACT_PIPELINE if config.algebra == "exact" else PIPELINE
 
 
-def fuse_if_enabled(graph):
+def fuse_if_enabled(graph, values_returned=True):
     """Before reverse mode: algebraic simplification (xform.config.algebra), so that the
     gradient differentiates sum(a) * sum(b) rather than sum(kron(a, b)); then element-wise
     regions as `elementwise` equations (xform.config.fusion), so that their vjp keeps only
     partial derivatives. After reverse mode, fusion merges each region with its NDual form
-    (bench/NDUAL.md)."""
-    graph = simplify(graph, exact=config.algebra == "exact")
+    (bench/NDUAL.md). Without `values_returned` (only derivatives are), "exact" admits the
+    rules that only change rounding: numpy defines no bits for a derivative."""
+    level = config.algebra
+    if level == "exact" and not values_returned:
+        level = "gradient"
+    graph = simplify(graph, level=level)
     return fuse_elementwise(graph) if config.fusion else graph
 
 

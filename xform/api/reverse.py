@@ -139,7 +139,7 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
         if out_shape:   # a size-1 array output (as autograd): differentiate it as a scalar
             graph, captured, out_tree = stage_function(_first_output_as_scalar(fun, has_aux),
                                                        in_tree, avals)
-        graph = fuse_if_enabled(graph)
+        graph = fuse_if_enabled(graph, values_returned=with_value or has_aux)
         n_outs = len(graph.outputs)
         kept = range(n_outs) if with_value else range(1, n_outs) if has_aux else ()
         # The forward pass is `graph` itself (adopted), the output's cotangent is 1.

@@ -9,8 +9,9 @@ PIPELINE, in order (what each step does; its precondition):
      simplify x*1, x+0, identity reshapes/transposes. Precondition: 1, so that constants
      passed into calls meet the callee's equations.
   3. simplify: algebraic rewrites from a table of rules (xform.passes.simplify.RULES):
-     sum(kron(a, b)) -> sum(a) * sum(b), ... Precondition: 2 (constants known).
-     EXACT_PIPELINE holds simplify_exactly instead (xform.config.algebra "exact").
+     where with a known mask, sum(kron(a, b)) -> sum(a) * sum(b), ... Precondition: 2
+     (constants known). EXACT_PIPELINE holds simplify_exactly instead (only the rules that
+     keep numpy's bits; xform.config.algebra "exact").
   4. eliminate_common_subexpressions: merge repeated equations. Precondition: 2, so that
      equations differing only by a foldable input have become identical.
   5. accumulate_pads: replace each tree of `add`s over zero-valued `pad`s (the cotangents

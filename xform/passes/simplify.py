@@ -1,30 +1,58 @@
 """Algebraic simplification: a table of rewrite rules (data) and one small driver. A rule
-matches an equation by primitive, reads its producers, and returns the equations standing
-for it; rules that change floating-point rounding are marked and run only under
-`xform.config.algebra == "reassociate"` (the default, as XLA does; "exact" keeps numpy's
-bits). Each rule is tested for value equality in tests/passes/test_simplify.py."""
+matches an equation by primitive, reads its producers and known values, and returns the
+equations or atoms standing for it. Each rule says whether it keeps numpy's bits (`exact`)
+and, if not, whether it only changes rounding (`in_gradients`); `simplify`'s `level` picks
+(xform.config.algebra, see `LEVELS`). Each rule is tested in tests/passes/test_simplify.py."""
 from __future__ import annotations
 
 import attrs
 import numpy as np
 
 from xform.ir.avals import ShapedArray
-from xform.ir.core import Equation, Graph, Params, Var
-from xform.ir.rules import elementwise_primitives
-from xform.passes.rewrite import GraphRewriter
+from xform.ir.core import Equation, Graph, Literal, Params, Var
+from xform.ir.rules import RULES as PRIMITIVE_RULES, UNKNOWN
+from xform.passes.rewrite import GraphRewriter, literal_of
 
 
 @attrs.frozen
 class Rule:
-    """`rewrite(eqn, producer) -> list of Equations | None`: the equations computing `eqn`'s
-    outputs (the same Vars), or None when it does not match. `exact`: whether the rewrite
-    gives numpy's bits on every input (False: it reassociates sums or products)."""
+    """`rewrite(eqn, known) -> list of Equations | tuple of atoms | None`: the equations
+    computing `eqn`'s outputs (the same Vars), the atoms standing for its outputs, or None
+    when it does not match. `known.producer` maps a Var to the equation computing it,
+    `known.value(atom)` is its value when known at pass time (a Literal or a constant), else
+    UNKNOWN. `exact`: whether the rewrite gives numpy's bits on every input. `in_gradients`:
+    whether an inexact rule only changes rounding (it reorders finite sums and products), so
+    that it may run before differentiating a function whose value is not returned."""
 
     name: str
     primitive: str
     rewrite: object
     exact: bool
     doc: str
+    in_gradients: bool = True
+
+
+@attrs.define
+class Known:
+    """What a rule may read about the graph rewritten so far."""
+
+    producer: dict
+    consts: dict
+
+    def value(self, atom):
+        if type(atom) is Literal:
+            return atom.value
+        return self.consts.get(atom, UNKNOWN)
+
+    def made_by(self, atom, name: str):
+        """The equation computing `atom` when its primitive is `name`, else None."""
+        eqn = self.producer.get(atom) if type(atom) is Var else None
+        return eqn if eqn is not None and eqn.primitive.name == name else None
+
+
+def primitive_for(name: str):
+    """The registered primitive called `name` (rules match and emit primitives by name)."""
+    return next(p for p in PRIMITIVE_RULES if p.name == name)
 
 
 def _full_sum(eqn) -> bool:
@@ -34,30 +62,39 @@ def _full_sum(eqn) -> bool:
             and out.aval.dtype == x.aval.dtype and x.aval.dtype.kind == "f")
 
 
-def _multiply_p():
-    return next(p for p in elementwise_primitives() if p.name == "multiply")
-
-
-def _sum_of(sum_p, x: Var, out: Var | None = None) -> Equation:
+def _sum_of(x: Var, out: Var | None = None) -> Equation:
     out = out if out is not None else Var(ShapedArray((), x.aval.dtype))
-    return Equation(sum_p, [x], [out],
+    return Equation(primitive_for("sum"), [x], [out],
                     Params({"axes": tuple(range(x.aval.ndim)), "dtype": None}))
 
 
-def _sum_of_reshape(eqn, producer):
-    if not _full_sum(eqn):
-        return None
-    inner = producer.get(eqn.inputs[0])
-    if inner is None or inner.primitive.name != "reshape" or type(inner.inputs[0]) is not Var:
-        return None
-    return [_sum_of(eqn.primitive, inner.inputs[0], eqn.outputs[0])]
+def _literal(value, dtype):
+    return literal_of(value, ShapedArray((), dtype))
 
 
-def _sum_of_outer_product(eqn, producer):
-    if not _full_sum(eqn):
-        return None
-    inner = producer.get(eqn.inputs[0])
-    if inner is None or inner.primitive.name != "multiply":
+def _is_scalar(atom) -> bool:
+    return atom.aval.shape == ()
+
+
+def _all_equal(value, scalar) -> bool:
+    return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
+
+
+# -- sums ------------------------------------------------------------------------------------
+
+def _sum_of_view(view_name):
+    """sum(view(x)) = sum(x) for a view that only rearranges x's elements."""
+    def rewrite(eqn, known):
+        inner = known.made_by(eqn.inputs[0], view_name) if _full_sum(eqn) else None
+        if inner is None or type(inner.inputs[0]) is not Var:
+            return None
+        return [_sum_of(inner.inputs[0], eqn.outputs[0])]
+    return rewrite
+
+
+def _sum_of_outer_product(eqn, known):
+    inner = known.made_by(eqn.inputs[0], "multiply") if _full_sum(eqn) else None
+    if inner is None:
         return None
     a, b = inner.inputs
     if type(a) is not Var or type(b) is not Var or a.aval.ndim != b.aval.ndim:
@@ -67,72 +104,257 @@ def _sum_of_outer_product(eqn, producer):
     # Each axis spans at most one operand: the product's sum is the product of the sums.
     if any(m > 1 and n > 1 for m, n in zip(a.aval.shape, b.aval.shape)):
         return None
-    sum_a, sum_b = _sum_of(eqn.primitive, a), _sum_of(eqn.primitive, b)
+    sum_a, sum_b = _sum_of(a), _sum_of(b)
     product = Equation(inner.primitive, [sum_a.outputs[0], sum_b.outputs[0]],
                        [eqn.outputs[0]])
     return [sum_a, sum_b, product]
 
 
-def _sum_of_broadcast(eqn, producer):
-    if not _full_sum(eqn):
-        return None
-    inner = producer.get(eqn.inputs[0])
-    if inner is None or inner.primitive.name != "broadcast_to" or type(inner.inputs[0]) is not Var:
+def _sum_of_broadcast(eqn, known):
+    inner = known.made_by(eqn.inputs[0], "broadcast_to") if _full_sum(eqn) else None
+    if inner is None or type(inner.inputs[0]) is not Var:
         return None
     x = inner.inputs[0]
     if x.aval.dtype != eqn.outputs[0].aval.dtype:
         return None
     copies = eqn.inputs[0].aval.size // max(x.aval.size, 1)
-    total = _sum_of(eqn.primitive, x)
-    scale = Equation(_multiply_p(),
+    total = _sum_of(x)
+    scale = Equation(primitive_for("multiply"),
                      [total.outputs[0], _literal(copies, x.aval.dtype)], [eqn.outputs[0]])
     return [total, scale]
 
 
-def _literal(value, dtype):
-    from xform.passes.rewrite import literal_of
-    return literal_of(value, ShapedArray((), dtype))
+def _extremum_of_broadcast(eqn, known):
+    """max/min over every axis of broadcast_to(x) is max/min of x: the same elements."""
+    inner = known.made_by(eqn.inputs[0], "broadcast_to")
+    if (inner is None or type(inner.inputs[0]) is not Var
+            or len(eqn.params["axes"]) != eqn.inputs[0].aval.ndim
+            or eqn.inputs[0].aval.size == 0):
+        return None
+    x = inner.inputs[0]
+    if x.aval.dtype != eqn.outputs[0].aval.dtype:
+        return None
+    params = Params({**eqn.params, "axes": tuple(range(x.aval.ndim))})
+    return [attrs.evolve(eqn, inputs=[x], params=params)]
+
+
+def _dot_with_ones(eqn, known):
+    """x @ ones = sum(x, -1) and ones @ x = sum(x, -2) (or sum(x) for vectors)."""
+    a, b = eqn.inputs
+    out = eqn.outputs[0]
+    if out.aval.dtype.kind != "f" or a.aval.dtype != out.aval.dtype \
+            or b.aval.dtype != out.aval.dtype:
+        return None
+    for ones, x, axis in ((b, a, -1), (a, b, -2)):
+        if ones.aval.ndim != 1 or x.aval.ndim < 1 or type(x) is not Var:
+            continue
+        if not _all_equal(known.value(ones), 1):
+            continue
+        axis = x.aval.ndim - 1 if x.aval.ndim == 1 else x.aval.ndim + axis
+        return [Equation(primitive_for("sum"), [x], [out],
+                         Params({"axes": (axis,), "dtype": None}))]
+    return None
+
+
+# -- products --------------------------------------------------------------------------------
+
+def _scales(eqn, known):
+    """(x, a, b) for (x * a) * b, any order of operands, with 0-d a and b and x of the result's
+    type, or None."""
+    out = eqn.outputs[0]
+    if out.aval.dtype.kind not in "fc":
+        return None
+    for inner_pos in (0, 1):
+        inner = known.made_by(eqn.inputs[inner_pos], "multiply")
+        b = eqn.inputs[1 - inner_pos]
+        if inner is None or not _is_scalar(b) or inner.outputs[0].aval != out.aval:
+            continue
+        for x_pos in (0, 1):
+            x, a = inner.inputs[x_pos], inner.inputs[1 - x_pos]
+            if _is_scalar(a) and x.aval == out.aval:
+                return x, a, b
+    return None
+
+
+def _repeated_constant_scaling(eqn, known):
+    """(x * a) * b = x * (a * b) for Literals a, b, whose product is computed now."""
+    found = _scales(eqn, known)
+    if found is None or type(found[1]) is not Literal or type(found[2]) is not Literal:
+        return None
+    x, a, b = found
+    if a.aval.dtype != b.aval.dtype:
+        return None
+    dtype = a.aval.dtype
+    with np.errstate(all="ignore"):
+        value = np.asarray(a.value, dtype) * np.asarray(b.value, dtype)
+    if not np.isfinite(value) or (value == 0 and a.value != 0 and b.value != 0):
+        return None   # a * b overflows or underflows where (x * a) * b may not
+    weak = a.aval.weak_type and b.aval.weak_type
+    scale = literal_of(value, a.aval if weak else ShapedArray((), dtype))
+    return [Equation(eqn.primitive, [x, scale], [eqn.outputs[0]])]
+
+
+def _repeated_scaling(eqn, known):
+    """(x * a) * b = x * (a * b) for 0-d values a, b: one pass over x instead of two."""
+    found = _scales(eqn, known)
+    if found is None or found[0].aval.size <= 1:
+        return None   # a scalar x: still two multiplies
+    x, a, b = found
+    if type(a) is Literal and type(b) is Literal:
+        return None   # the constants' rule, which checks their product
+    ab = Var(ShapedArray((), np.result_type(a.aval.dtype, b.aval.dtype)))
+    if ab.aval.dtype != eqn.outputs[0].aval.dtype:
+        return None
+    return [Equation(eqn.primitive, [a, b], [ab]),
+            Equation(eqn.primitive, [x, ab], [eqn.outputs[0]])]
+
+
+def _exp_of_log(eqn, known):
+    """exp(log x) = x for x >= 0 (log 0 = -inf, exp -inf = 0) and nan below: two cheap
+    passes over x instead of two transcendental ones; `+ 0.0` turns -0.0 into +0.0 as exp
+    does. Changes rounding (exp(log x) is x only to within an ulp) and drops log's warning."""
+    inner = known.made_by(eqn.inputs[0], "log")
+    out = eqn.outputs[0]
+    if inner is None or out.aval.dtype.kind != "f" or inner.inputs[0].aval != out.aval:
+        return None
+    x = inner.inputs[0]
+    negative = Var(ShapedArray(out.aval.shape, np.dtype(bool)))
+    kept = Var(out.aval)
+    dtype = out.aval.dtype
+    return [Equation(primitive_for("less"), [x, _literal(0, dtype)], [negative]),
+            Equation(primitive_for("where"), [negative, _literal(np.nan, dtype), x], [kept]),
+            Equation(primitive_for("add"), [kept, _literal(0, dtype)], [out])]
+
+
+# -- exact -----------------------------------------------------------------------------------
+
+def _zeros_like(out: Var) -> list | tuple:
+    zero = _literal(0, out.aval.dtype)
+    if not out.aval.shape:
+        return (zero,)
+    return [Equation(primitive_for("broadcast_to"), [zero], [out],
+                     Params({"shape": out.aval.shape}))]
+
+
+def _self_difference(eqn, known):
+    """x - x = 0 for integers. Not for floats, even reassociating: inf - inf is nan."""
+    x, y = eqn.inputs
+    out = eqn.outputs[0]
+    if x is not y or type(x) is not Var or out.aval.dtype.kind not in "iu":
+        return None
+    return _zeros_like(out)
+
+
+def _where_with_known_mask(eqn, known):
+    """where(all True, x, y) = x, where(all False, x, y) = y, where(m, x, x) = x (broadcast
+    to the result's shape when needed); numpy computes both sides, which DCE then drops."""
+    mask, x, y = eqn.inputs
+    out = eqn.outputs[0]
+    value = known.value(mask)
+    if x is y and type(x) is Var:
+        chosen = x
+    elif value is UNKNOWN or np.size(value) == 0:
+        return None
+    elif np.all(value):
+        chosen = x
+    elif not np.any(value):
+        chosen = y
+    else:
+        return None
+    if chosen.aval.dtype != out.aval.dtype:
+        return None
+    if chosen.aval.shape == out.aval.shape:
+        return (chosen,)
+    return [Equation(primitive_for("broadcast_to"), [chosen], [out],
+                     Params({"shape": out.aval.shape}))]
 
 
 RULES = (
-    Rule("sum of a reshape", "sum", _sum_of_reshape, exact=False,
+    Rule("sum of a reshape", "sum", _sum_of_view("reshape"), exact=False,
          doc="sum(reshape(x)) = sum(x): numpy's pairwise order follows the shape"),
+    Rule("sum of a transpose", "sum", _sum_of_view("transpose"), exact=False,
+         doc="sum(transpose(x)) = sum(x): numpy's pairwise order follows the layout"),
     Rule("sum of an outer product", "sum", _sum_of_outer_product, exact=False,
          doc="sum(x * y) = sum(x) * sum(y) when no axis spans both (kron, outer): the "
              "product is never built; the rounding of one sum of products changes"),
     Rule("sum of a broadcast", "sum", _sum_of_broadcast, exact=False,
          doc="sum(broadcast_to(x)) = sum(x) * copies: one multiply for repeated additions"),
+    Rule("max of a broadcast", "reduce_max", _extremum_of_broadcast, exact=True,
+         doc="max(broadcast_to(x)) = max(x) over every axis: the same elements"),
+    Rule("min of a broadcast", "reduce_min", _extremum_of_broadcast, exact=True,
+         doc="min(broadcast_to(x)) = min(x) over every axis: the same elements"),
+    Rule("dot with ones", "matmul", _dot_with_ones, exact=False,
+         doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
+             "becomes numpy's pairwise one; the gradient is a broadcast, not an outer product"),
+    Rule("repeated scaling by constants", "multiply", _repeated_constant_scaling,
+         exact=False, doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead "
+                          "of two (not when a * b overflows or underflows)"),
+    Rule("repeated scaling", "multiply", _repeated_scaling, exact=False, in_gradients=False,
+         doc="(x * a) * b = x * (a * b) for 0-d values a, b: one rounding instead of two; "
+             "a * b may overflow where (x * a) * b does not"),
+    Rule("exp of log", "exp", _exp_of_log, exact=False, in_gradients=False,
+         doc="exp(log x) = x where x >= 0, nan below: within an ulp (the rewrite is the more "
+             "accurate), log's warning for x < 0 is gone and the derivative at x <= 0 is "
+             "where's, not nan"),
+    Rule("difference of a value with itself", "subtract", _self_difference, exact=True,
+         doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
+    Rule("where with a known mask", "where", _where_with_known_mask, exact=True,
+         doc="where(True, x, y) = x, where(False, x, y) = y, where(m, x, x) = x"),
 )
 
 
-def simplify(graph: Graph, exact: bool = False, rules=RULES) -> Graph:
-    """Apply `rules` (only the exact ones with `exact`) to each equation of `graph`, in
-    order, until none matches; rewrites feed later matches (producers are the rewritten
-    equations). Returns `graph` itself when nothing matched; dead producers stay for DCE.
+LEVELS = {
+    # only rules giving numpy's bits: what xform.config.algebra "exact" runs on any graph
+    "exact": lambda rule: rule.exact,
+    # and those only changing rounding: under "exact", before differentiating a function
+    # whose value is not returned (`grad`): numpy defines no bits for a derivative
+    "gradient": lambda rule: rule.exact or rule.in_gradients,
+    # every rule: xform.config.algebra "reassociate"
+    "reassociate": lambda rule: True,
+}
+
+
+def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None = None) -> Graph:
+    """Apply the `rules` admitted at `level` (a key of LEVELS; default: "exact" with `exact`,
+    else "reassociate") to each equation of `graph`, in order, until none matches; rewrites
+    feed later matches (producers are the rewritten equations). Returns `graph` itself when
+    nothing matched; dead producers stay for DCE.
 
     >>> from xform.passes.simplify import simplify
     >>> graph = xform.make_graph(lambda a, b: np.sum(np.kron(a, b)))(np.ones((2, 2)), np.ones(3))
     >>> [e.primitive.name for e in xform.passes.dce(simplify(graph)).equations]
     ['sum', 'sum', 'multiply']
     """
+    admitted = LEVELS[level or ("exact" if exact else "reassociate")]
     table = {}
     for rule in rules:
-        if rule.exact or not exact:
+        if admitted(rule):
             table.setdefault(rule.primitive, []).append(rule)
     if not table or not any(eqn.primitive.name in table for eqn in graph.equations):
         return graph
     rewriter = GraphRewriter(graph)
-    producer = {}
+    known = Known({}, dict(graph.consts))
+    returned = {a for a in graph.outputs if type(a) is Var}
+    inputs = set(graph.inputs)
 
     def emit(eqn, depth=0):
         for rule in table.get(eqn.primitive.name, ()) if depth < 8 else ():
-            new = rule.rewrite(eqn, producer)
+            new = rule.rewrite(eqn, known)
+            if type(new) is tuple:
+                if any(var in returned and rewriter.read(atom) in inputs
+                       for var, atom in zip(eqn.outputs, new)):
+                    # numpy returns a new array: callers writing into it must not change
+                    # their own argument.
+                    continue
+                for var, atom in zip(eqn.outputs, new):
+                    rewriter.replace(var, atom)
+                return
             if new is not None:
                 for item in new:
-                    emit(item, depth + 1)
+                    emit(rewriter.substituted(item), depth + 1)
                 return
         rewriter.emit(eqn)
-        producer.update((v, eqn) for v in eqn.outputs)
+        known.producer.update((v, eqn) for v in eqn.outputs)
 
     for eqn in graph.equations:
         emit(rewriter.substituted(eqn))
@@ -144,4 +366,4 @@ def simplify_exactly(graph: Graph) -> Graph:
     return simplify(graph, exact=True)
 
 
-__all__ = ["RULES", "Rule", "simplify", "simplify_exactly"]
+__all__ = ["LEVELS", "RULES", "Known", "Rule", "simplify", "simplify_exactly"]

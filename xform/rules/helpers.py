@@ -126,6 +126,14 @@ def _is_all(value, scalar) -> bool:
     return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
 
 
+def _all_negative_zero(value) -> bool:
+    """Whether every (real and imaginary) part of `value` has its sign bit set."""
+    value = np.asarray(value)
+    if value.dtype.kind == "c":   # signbit takes no complex: x + (-0-0j) is x part by part
+        return bool(np.all(np.signbit(value.real)) and np.all(np.signbit(value.imag)))
+    return bool(np.all(np.signbit(value)))
+
+
 def neutral_peephole(neutral, *sides, negative_zero=False):
     """The peephole `x op neutral -> x`, for `(kept, other)` input positions in `sides`,
     when the result has exactly x's type. With `negative_zero`, a floating neutral 0 must be
@@ -137,7 +145,7 @@ def neutral_peephole(neutral, *sides, negative_zero=False):
         for keep, other in sides:
             value = value_of(eqn.inputs[other])
             if (_is_all(value, neutral) and eqn.inputs[keep].aval == out.aval
-                    and (exact or bool(np.all(np.signbit(value))))):
+                    and (exact or _all_negative_zero(value))):
                 return (eqn.inputs[keep],)
         return None
     return peephole

@@ -3,7 +3,8 @@ every rule's output), `checks` (check_graph after every pass), `fusion` (element
 fused before reverse mode) and `scalar_math` (what 0-d float64 work in generated code may use:
 "exact", the default, keeps results numpy's bit for bit; "fast" adds Python's `math`
 functions, each within a few ulp of numpy; see xform.codegen.scalar) and `algebra` (which
-rewrites of xform.passes.simplify run: "exact", the default, only those keeping numpy's bits;
+rewrites of xform.passes.simplify run: "exact", the default, only those keeping numpy's bits
+on whatever a function returns (a `grad`, which numpy does not define, may also reassociate);
 "reassociate" also those that change rounding, as sum(kron(a, b)) -> sum(a) * sum(b), as XLA
 does). A leaf: whatever
 depends on an option (the cache of compiled code) registers with `on_change`.
