@@ -49,6 +49,18 @@ def spd(draw):
 
 
 @st.composite
+def cholesky_cotangent_args(draw):
+    """A Cholesky factor (a stack, sometimes past the blocked recursion's leaf size) and a
+    cotangent filling both triangles (only the lower one is read)."""
+    batch = draw(batch_shapes)
+    n = draw(st.sampled_from([1, 2, 3, 4, 67]) if not batch else sizes)
+    b = draw(xst.arrays(batch + (n, n), np.float64, -1, 1))
+    factor = np.linalg.cholesky(b @ np.swapaxes(b, -1, -2) + n * np.eye(n))
+    ct_batch = draw(st.sampled_from([batch, (2,) + batch if batch else ()]))
+    return factor, draw(xst.arrays(ct_batch + (n, n), np.float64, -2, 2))
+
+
+@st.composite
 def sylvester_args(draw):
     """A, B with positive spectra (A X + X B = Q is then well posed) and Q."""
     n, m = draw(sizes), draw(sizes)
@@ -71,6 +83,8 @@ TRIANGULAR = [OpCase(f"triangular_solve_{'L' if lower else 'U'}{trans}{'u' if un
               for lower in (True, False) for trans in (0, 1) for unit in (False, True)]
 
 CASES = TRIANGULAR + [
+    OpCase("cholesky_cotangent", linalg_scipy.cholesky_cotangent_p, cholesky_cotangent_args(),
+           {}, (1,), 2),
     OpCase("lu_factor", linalg_scipy.lu_factor_p, general(), {}, None, 2),
     OpCase("lu_pivots_to_permutation", linalg_scipy.lu_pivots_to_permutation_p, pivots(), {},
            None, 1),
@@ -131,3 +145,57 @@ def test_sqrtm_and_expm_match_scipy(args):
     scaled = a / (2 * a.shape[-1])
     np.testing.assert_allclose(linalg_scipy.expm_p.bind(scaled), scipy.linalg.expm(scaled),
                                rtol=1e-12, atol=1e-12)
+
+
+# -- cholesky's cotangent: Murray's blocked recursion against the formula and autograd -------
+
+def _cotangent_by_formula(factor, ct):
+    """phi(S + S^T), S = L^-T phi(L^T ct) L^-1, phi = lower triangle with half the diagonal."""
+    n = factor.shape[-1]
+    phi = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
+    p = (factor.T @ ct) * phi
+    s = scipy.linalg.solve_triangular(factor, p, lower=True, trans=1)        # L^-T P
+    s = scipy.linalg.solve_triangular(factor, s.T, lower=True, trans=1).T    # (.) L^-1
+    return (s + s.T) * phi
+
+
+@given(st.sampled_from([1, 2, 5, 63, 64, 65, 130, 200]), st.integers(0, 2 ** 16))
+def test_cholesky_cotangent_matches_the_formula(n, seed):
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal((n, n))
+    factor = np.linalg.cholesky(b @ b.T + n * np.eye(n))
+    ct = rng.standard_normal((n, n))
+    got = linalg_scipy.cholesky_cotangent(factor, ct)
+    np.testing.assert_allclose(got, _cotangent_by_formula(factor, ct), rtol=1e-9, atol=1e-11)
+    # only the lower triangles are read: the factor's and the cotangent's upper ones are free
+    noisy = linalg_scipy.cholesky_cotangent(factor + np.triu(ct, 1), ct + np.triu(b, 1))
+    np.testing.assert_array_equal(noisy, got)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@given(st.sampled_from([1, 3, 64, 65, 130]), st.integers(0, 2 ** 16))
+def test_cholesky_gradient_matches_autograd(upper, n, seed):
+    """numpy's cholesky reads A's lower triangle (upper=True: its upper one), so xform's
+    gradient T holds that triangle; autograd's symmetric gradient is (T + T^T) / 2."""
+    import autograd
+    import autograd.numpy as anp
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal((n, n))
+    a, weights = b @ b.T + n * np.eye(n), rng.standard_normal((n, n))
+    ours = xform.grad(lambda m: np.sum(weights * np.linalg.cholesky(m, upper=upper)))(a)
+    theirs = autograd.grad(lambda m: anp.sum(
+        weights * (anp.linalg.cholesky(m).T if upper else anp.linalg.cholesky(m))))(a)
+    triangle = np.triu if upper else np.tril
+    np.testing.assert_array_equal(ours, triangle(ours))
+    np.testing.assert_allclose((ours + ours.T) / 2, theirs, rtol=1e-9, atol=1e-11)
+
+
+def test_cholesky_gradient_is_one_cotangent_equation():
+    """The gradient runs cholesky's vjp as one blocked primitive, not the transposed jvp's
+    n x n products and solves."""
+    a = np.array([[4.0, 1.0], [1.0, 3.0]])
+    graph = xform.passes.optimize(xform.make_graph(xform.grad(
+        lambda m: np.sum(np.sin(np.linalg.cholesky(m)))))(a))
+    names = [str(eqn.primitive) for eqn in graph.equations]
+    assert names.count("cholesky_cotangent") == 1
+    assert "triangular_solve" not in names and "matmul" not in names

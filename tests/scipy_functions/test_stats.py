@@ -326,8 +326,57 @@ def test_an_unsupported_distribution_names_itself_at_the_user_line():
 
 
 def test_an_unsupported_method_names_itself():
-    with pytest.raises(xform.UnsupportedError, match=r"scipy\.stats\.norm\.ppf is not"):
-        xform.jit(lambda mu: norm(mu, 1.0).ppf(0.3))(0.2)
+    # no closed-form quantile (t), a discrete quantile (poisson), a method never staged (rvs)
+    with pytest.raises(xform.UnsupportedError, match=r"scipy\.stats\.t\.ppf is not"):
+        xform.jit(lambda mu: scipy.stats.t(3.0, mu).ppf(0.3))(0.2)
+    with pytest.raises(xform.UnsupportedError, match=r"scipy\.stats\.poisson\.isf is not"):
+        xform.jit(lambda mu: scipy.stats.poisson.isf(0.3, mu))(2.0)
+    with pytest.raises(xform.UnsupportedError, match=r"scipy\.stats\.norm\.rvs is not"):
+        xform.jit(lambda mu: norm(mu, 1.0).rvs())(0.2)
+
+
+# -- ppf and isf, where the quantile has a closed form --------------------------------------
+
+QUANTILE_FAMILIES = ("norm", "expon", "logistic", "laplace", "cauchy", "uniform")
+
+
+@pytest.mark.parametrize("name", QUANTILE_FAMILIES)
+@given(q=xst.arrays((5,), np.float64, -0.1, 1.1), ends=st.booleans(),
+       loc=st.floats(-1, 1), scale=st.floats(-0.5, 2))
+def test_quantiles_equal_scipy(name, q, ends, loc, scale):
+    """Both call forms; q = 0 and 1 give the support's ends, q outside [0, 1] or scale <= 0
+    NaN, and the tails keep their digits (q = 1e-12 and 1 - 1e-12)."""
+    if ends:
+        q = np.concatenate([q, [0.0, 1.0, 1e-12, 1 - 1e-12, 0.5]])
+    family = getattr(scipy.stats, name)
+
+    def quantiles(q, loc, scale):
+        return [family.ppf(q, loc, scale), family.isf(q, loc=loc, scale=scale),
+                family(loc, scale).ppf(q), family(loc=loc, scale=scale).isf(q)]
+    with np.errstate(all="ignore"):
+        expected = quantiles(q, loc, scale)
+    for got, want in zip(xform.jit(quantiles)(q, loc, scale), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", QUANTILE_FAMILIES)
+@settings(max_examples=10)
+@given(q=xst.arrays((3,), np.float64, 0.02, 0.98), loc=st.floats(-1, 1),
+       scale=st.floats(0.5, 2))
+def test_quantile_derivatives(name, q, loc, scale):
+    """Finite differences to second order in (q, loc, scale), and d ppf / dq = 1 / pdf(ppf):
+    the density, SciPy's, as the oracle (autograd has no quantiles)."""
+    if name == "laplace":   # its quantile has a kink at the median
+        q = np.where(np.abs(q - 0.5) < 0.05, 0.3, q)
+    family = getattr(scipy.stats, name)
+    check_grads(lambda q, loc, scale: family.ppf(q, loc, scale) + family.isf(q, loc, scale)
+                * family.ppf(0.4, loc, scale), (q, loc, scale), order=2, rtol=1e-4, atol=1e-6)
+    slope = xform.vmap(xform.grad(lambda q: family.ppf(q, loc, scale)))(q)
+    np.testing.assert_allclose(slope, 1 / family.pdf(family.ppf(q, loc, scale), loc, scale),
+                               rtol=1e-9)
+    slope = xform.vmap(xform.grad(lambda q: family(loc, scale).isf(q)))(q)
+    np.testing.assert_allclose(slope, -1 / family.pdf(family.isf(q, loc, scale), loc, scale),
+                               rtol=1e-9)
 
 
 def test_a_statistics_function_names_itself_when_it_fails_on_a_tracer():

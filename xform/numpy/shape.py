@@ -251,6 +251,8 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     axis1, axis2 = normalize_axis(axis1, ndim), normalize_axis(axis2, ndim)
     if axis1 == axis2:
         raise shape_error("axis1 and axis2 cannot be the same")
+    if axis1 > axis2:   # the same values; the derivative then needs no transpose
+        axis1, axis2, offset = axis2, axis1, -offset
     return diagonal_p.bind(a, offset=int(offset), axis1=axis1, axis2=axis2)
 
 

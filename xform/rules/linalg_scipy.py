@@ -123,10 +123,26 @@ def _triangular_solve_transpose(ct, a, b, *, lower, trans, unit_diagonal):
     return None, unbroadcast(ct_b, b.aval)
 
 
+def _triangular_solve_vjp(primals, ans, ct, *, lower, trans, unit_diagonal):
+    a, b = primals
+    if type(ct) is Zero:
+        return None, None
+    ct_b = triangular_solve_p.bind(a, ct, lower=lower, trans=1 - trans,
+                                   unit_diagonal=unit_diagonal)
+    # op(A) X = B: A's cotangent is -ct_B X^T (trans: -X ct_B^T), on the triangle A is read
+    left, right = (ans, ct_b) if trans else (ct_b, ans)
+    if aval(ans).shape[-1] == 1:
+        outer = left * -_mT(right)      # one right-hand side: an outer product, not a matmul
+    else:
+        outer = -np.matmul(left, _mT(right))
+    ct_a = triangle_of(outer, lower=lower, unit_diagonal=unit_diagonal)
+    return unbroadcast(ct_a, aval(a)), unbroadcast(ct_b, aval(b))
+
+
 register(triangular_solve_p, impl=_stacked(_triangular_solve_2d, 2),
          abstract_eval=_triangular_solve_abstract_eval, jvp=_triangular_solve_jvp,
-         transpose=_triangular_solve_transpose, batch=elementwise_batch(triangular_solve_p),
-         symbolic_zeros=True)
+         transpose=_triangular_solve_transpose, vjp=_triangular_solve_vjp,
+         batch=elementwise_batch(triangular_solve_p), symbolic_zeros=True)
 
 
 def triangular_solve(a, b, *, lower, trans=0, unit_diagonal=False):
@@ -140,6 +156,133 @@ def triangular_solve(a, b, *, lower, trans=0, unit_diagonal=False):
     """
     return triangular_solve_p.bind(a, b, lower=bool(lower), trans=int(trans),
                                    unit_diagonal=bool(unit_diagonal))
+
+
+# -- cholesky_cotangent: the vjp of L = cholesky(A), real matrices -----------------------
+# With S = L^-T phi(L^T Lbar) L^-1 (phi: the lower triangle, half the diagonal), cholesky's
+# vjp reading A's lower triangle is phi(S + S^T). Computed by Murray's (2016) blocked
+# recursion, which halves the matrix until the blocks are small and there uses that formula:
+# about a third of the BLAS-3 work of the formula on the whole matrix (bench/SCIPY.md).
+
+cholesky_cotangent_p = Primitive("cholesky_cotangent")
+
+_LEAF_SIZE = 64   # blocks this small take the formula (measured: 32 and 64 equally fast)
+_PHI: dict = {}
+
+
+def _phi(n, dtype):
+    """The lower-triangle mask with 0.5 on the diagonal (cached)."""
+    key = (n, dtype)
+    if key not in _PHI:
+        _PHI[key] = np.tril(np.ones((n, n), dtype)) - 0.5 * np.eye(n, dtype=dtype)
+    return _PHI[key]
+
+
+def _cholesky_cotangent_leaf(factor, ct, trmm, trsm):
+    # BLAS sees a C-order array as its transpose, so factor.T is the upper matrix U = L^T and
+    # each product or solve below is the transposed one, on fresh Fortran-order buffers.
+    m_t = trmm(1.0, factor.T, ct.T, side=1, lower=0, trans_a=1)       # (L^T Lbar)^T
+    m_t.T[...] *= _phi(factor.shape[0], factor.dtype)                  # P^T = phi(L^T Lbar)^T
+    x_t = trsm(1.0, factor.T, m_t, side=1, lower=0, trans_a=1, overwrite_b=1)   # P^T L^-1
+    s_t = trsm(1.0, factor.T, x_t, side=0, lower=0, trans_a=0, overwrite_b=1)   # S^T
+    out = s_t.T + s_t
+    out *= _phi(factor.shape[0], factor.dtype)
+    return out
+
+
+def _cholesky_cotangent_blocked(factor, ct, trmm, trsm):
+    n = factor.shape[0]
+    if n <= _LEAF_SIZE:
+        return _cholesky_cotangent_leaf(factor, ct, trmm, trsm)
+    # L = [[L11, 0], [L21, L22]] with L22 = chol(A22 - L21 L21^T), L21 = A21 L11^-T
+    h = n // 2
+    out = np.zeros((n, n), factor.dtype)
+    out[h:, h:] = lower_right = _cholesky_cotangent_blocked(factor[h:, h:], ct[h:, h:],
+                                                             trmm, trsm)
+    l21 = factor[h:, :h]
+    ct21 = ct[h:, :h] - np.matmul(lower_right + lower_right.T, l21)
+    # A21's cotangent H = ct21 L11^-1, solved as L11^T H^T = ct21^T in place
+    h_t = trsm(1.0, factor[:h, :h].T, ct21.T, side=0, lower=0, trans_a=0, overwrite_b=1)
+    out[h:, :h] = h_t.T
+    out[:h, :h] = _cholesky_cotangent_blocked(factor[:h, :h], ct[:h, :h] - np.matmul(h_t, l21),
+                                              trmm, trsm)
+    return out
+
+
+def _cholesky_cotangent_2d(factor, ct):
+    dtype = _float_dtype(factor.dtype, ct.dtype)
+    factor = np.ascontiguousarray(factor, dtype)
+    ct = np.ascontiguousarray(ct, dtype)
+    if factor.size == 0:
+        return np.zeros(factor.shape, dtype)
+    trmm, trsm = _scipy_linalg().get_blas_funcs(("trmm", "trsm"), (factor, ct))
+    return _cholesky_cotangent_blocked(factor, ct, trmm, trsm)
+
+
+def _cholesky_cotangent_abstract_eval(factor, ct):
+    _check_square(factor, "cholesky_cotangent")
+    if ct.shape[-2:] != factor.shape[-2:]:
+        raise ValueError(f"cholesky_cotangent: cotangent of shape {ct.shape} does not fit a "
+                         f"factor of shape {factor.shape}")
+    if _float_dtype(factor.dtype, ct.dtype).kind == "c":
+        raise ValueError("cholesky_cotangent: real matrices only")
+    batch = np.broadcast_shapes(factor.shape[:-2], ct.shape[:-2])
+    return ShapedArray(batch + factor.shape[-2:], _float_dtype(factor.dtype, ct.dtype))
+
+
+def _cotangent_formula_terms(factor, ct):
+    """(S, L^-T (.) L^-1) of the formula, in primitives (for derivatives of the cotangent)."""
+    def sandwich(x):     # L^-T x L^-1
+        return _mT(triangular_solve(factor, _mT(triangular_solve(factor, x, lower=True,
+                                                                 trans=1)),
+                                    lower=True, trans=1))
+    phi = _phi(aval(factor).shape[-1], aval(factor).dtype)
+    return sandwich(np.matmul(_mT(factor), ct) * phi), sandwich, phi
+
+
+def _cholesky_cotangent_jvp(primals, tangents):
+    factor, ct = primals
+    t_factor, t_ct = tangents
+    ans = cholesky_cotangent_p.bind(factor, ct)
+    tangent = Zero(aval(ans)) if type(t_ct) is Zero else cholesky_cotangent_p.bind(factor, t_ct)
+    if type(t_factor) is Zero:
+        return ans, tangent
+    # S = L^-T P L^-1: dS = L^-T (phi(dL^T Lbar) - dL^T S L - L^T S dL) L^-1
+    t_factor = triangle_of(t_factor, lower=True, unit_diagonal=False)
+    s, sandwich, phi = _cotangent_formula_terms(factor, ct)
+    s_factor = np.matmul(s, factor)
+    inner = (np.matmul(_mT(t_factor), ct) * phi - np.matmul(_mT(t_factor), s_factor)
+             - np.matmul(_mT(factor), np.matmul(s, t_factor)))
+    d_s = sandwich(inner)
+    term = (d_s + _mT(d_s)) * phi
+    return ans, term if type(tangent) is Zero else tangent + term
+
+
+def _cholesky_cotangent_transpose(ct_out, factor, ct):
+    assert type(factor) is not Undefined, "cholesky_cotangent is linear in its cotangent only"
+    # the adjoint of Lbar -> phi(S + S^T) is cholesky's jvp: L phi(L^-1 sym(T) L^-T)
+    phi = _phi(aval(factor).shape[-1], aval(factor).dtype)
+    sym = ct_out * phi
+    sym = sym + _mT(sym)
+    x = triangular_solve(factor, _mT(triangular_solve(factor, sym, lower=True)), lower=True)
+    return None, unbroadcast(np.matmul(factor, x * phi), ct.aval)
+
+
+register(cholesky_cotangent_p, impl=_stacked(_cholesky_cotangent_2d, 2),
+         abstract_eval=_cholesky_cotangent_abstract_eval, jvp=_cholesky_cotangent_jvp,
+         transpose=_cholesky_cotangent_transpose,
+         batch=elementwise_batch(cholesky_cotangent_p), symbolic_zeros=True)
+
+
+def cholesky_cotangent(factor, ct):
+    """The cotangent of A in L = cholesky(A) (numpy's: A's lower triangle is read) for the
+    cotangent `ct` of the lower factor `factor`; real matrices or stacks of them.
+
+    >>> from xform.rules.linalg_scipy import cholesky_cotangent
+    >>> cholesky_cotangent(np.array([[2.0]]), np.array([[1.0]]))   # d sqrt(a) / da at a = 4
+    array([[0.25]])
+    """
+    return cholesky_cotangent_p.bind(factor, ct)
 
 
 # -- lu_factor: A = P L U, packed as SciPy's (lu, piv) -----------------------------------
@@ -339,5 +482,6 @@ register(sqrtm_p, impl=_stacked(_sqrtm_2d, 1), abstract_eval=_expm_abstract_eval
              sqrtm_p.bind(np.moveaxis(args[0], dims[0], 0)), 0), symbolic_zeros=True)
 
 
-__all__ = ["expm_p", "lu_factor_p", "lu_pivots_to_permutation_p", "lu_solve", "permute_rows",
-           "sqrtm_p", "sylvester_p", "triangle_of", "triangular_solve", "triangular_solve_p"]
+__all__ = ["cholesky_cotangent", "cholesky_cotangent_p", "expm_p", "lu_factor_p",
+           "lu_pivots_to_permutation_p", "lu_solve", "permute_rows", "sqrtm_p", "sylvester_p",
+           "triangle_of", "triangular_solve", "triangular_solve_p"]

@@ -47,7 +47,9 @@ def _inside(mask, z, safe):
 class Standard:
     """A location-scale family in its standard form: functions of `z = (x - loc) / scale`
     and the shape parameters. `logcdf`, `sf` and `logsf` default to the log or complement of
-    `cdf`; `valid(*shapes)` says where SciPy's shape parameters are admissible.
+    `cdf`; `valid(*shapes)` says where SciPy's shape parameters are admissible. `ppf` (for
+    q strictly inside (0, 1)) gives ppf and isf (isf(q) = ppf(1 - q), computed as `ppf(q,
+    upper=True)` where 1 - q would lose digits); q = 0 and 1 map to the `support`'s ends.
 
     >>> import scipy.stats
     >>> from xform.scipy.stats import CONTINUOUS
@@ -61,6 +63,8 @@ class Standard:
     sf: object = None
     logsf: object = None
     valid: object = None
+    ppf: object = None          # the closed-form quantile function, where there is one
+    support: tuple = (-math.inf, math.inf)
 
 
 def _norm_logpdf(z):
@@ -212,6 +216,51 @@ CONTINUOUS = {   # the generator class of each supported scipy.stats distributio
 }
 
 
+def _laplace_ppf(q, upper=False):
+    # the lower tail's quantile, mirrored for the upper one: log(2q) below the median
+    low = np.minimum(q, 1 - q)
+    z = np.log(2 * low)
+    return np.where((q <= 0.5) != upper, z, -z)
+
+
+def _norm_ppf(q, upper=False):
+    z = sc.ndtri(q)
+    return -z if upper else z
+
+
+def _expon_ppf(q, upper=False):
+    return -np.log(q) if upper else -np.log1p(-q)
+
+
+def _logistic_ppf(q, upper=False):
+    z = sc.logit(q)
+    return -z if upper else z
+
+
+def _cauchy_ppf(q, upper=False):
+    # tan(pi (q - 1/2)) in the middle (q - 1/2 is exact there); in the tails -cot(pi q) and
+    # cot(pi (1 - q)), which keep the digits it loses, and are smooth away from the median
+    z = np.where(q < 0.25, -1 / np.tan(math.pi * q),
+                 np.where(q > 0.75, 1 / np.tan(math.pi * (1 - q)), np.tan(math.pi * (q - 0.5))))
+    return -z if upper else z
+
+
+def _uniform_ppf(q, upper=False):
+    return 1 - q if upper else q
+
+
+QUANTILES = {   # closed-form ppf (isf by upper=True) and the standard support's ends
+    type(st.norm): (_norm_ppf, (-math.inf, math.inf)),
+    type(st.expon): (_expon_ppf, (0.0, math.inf)),
+    type(st.logistic): (_logistic_ppf, (-math.inf, math.inf)),
+    type(st.laplace): (_laplace_ppf, (-math.inf, math.inf)),
+    type(st.cauchy): (_cauchy_ppf, (-math.inf, math.inf)),
+    type(st.uniform): (_uniform_ppf, (0.0, 1.0)),
+}
+CONTINUOUS.update({kind: attrs.evolve(CONTINUOUS[kind], ppf=ppf, support=support)
+                   for kind, (ppf, support) in QUANTILES.items()})
+
+
 def _is_count(k):
     return (k >= 0) & (np.floor(k) == k)
 
@@ -286,7 +335,8 @@ def _unsupported(dist, method):
                             "values", user_frame_info(),
                             "xform stages logpdf, pdf, logcdf, cdf, logsf and sf of norm, t, "
                             "gamma, beta, expon, laplace, logistic, lognorm, cauchy, uniform "
-                            "and chi2; logpmf, pmf and cdf of poisson, binom and nbinom")
+                            "and chi2 (ppf and isf of norm, expon, logistic, laplace, cauchy "
+                            "and uniform); logpmf, pmf and cdf of poisson, binom and nbinom")
 
 
 def _continuous_value(method, dist, x, args, kwds):
@@ -296,6 +346,10 @@ def _continuous_value(method, dist, x, args, kwds):
     shapes, loc, scale = dist._parse_args(*args, **kwds)
     x, loc, scale = _float(x), _float(loc), _float(scale)
     shapes = [_float(s) for s in shapes]
+    if method in ("ppf", "isf"):
+        if family.ppf is None:
+            raise _unsupported(dist, method)
+        return _quantile(family, method == "isf", x, loc, scale)
     z = (x - loc) / scale
     if method in ("logpdf", "pdf"):
         value = family.logpdf(z, *shapes) - _log(scale)
@@ -315,6 +369,17 @@ def _continuous_value(method, dist, x, args, kwds):
         valid = valid & family.valid(*shapes)
     # SciPy's answer for inadmissible parameters
     return np.where(valid, value, np.nan)
+
+
+def _quantile(family, upper, q, loc, scale):
+    """ppf (isf when `upper`) as SciPy's rv_continuous gives it: loc + scale * z, the ends of
+    the support at q = 0 and 1, NaN outside [0, 1] or for scale <= 0."""
+    inside = (q > 0) & (q < 1)
+    z = family.ppf(_inside(inside, q, 0.5), upper=upper)
+    low, high = family.support
+    z = np.where(q == 0, high if upper else low, np.where(q == 1, low if upper else high, z))
+    value = loc + scale * z
+    return np.where((scale > 0) & (q >= 0) & (q <= 1), value, np.nan)
 
 
 def _discrete_value(method, dist, k, args, kwds):
@@ -468,10 +533,12 @@ def _refuse(method):
 
 # Methods that need concrete values: a traced argument raises naming the SciPy method. A few
 # only, as every stand-in costs each staging a swap in and out.
-_REFUSED = ("ppf", "isf", "rvs", "entropy", "interval")
+_REFUSED = ("rvs", "entropy", "interval")
 
-for _method_name in ("logpdf", "pdf", "logcdf", "cdf", "logsf", "sf"):
+for _method_name in ("logpdf", "pdf", "logcdf", "cdf", "logsf", "sf", "ppf", "isf"):
     stand_in(getattr(rv_continuous, _method_name), _method(_continuous_value, _method_name))
+for _method_name in ("ppf", "isf"):
+    stand_in(getattr(rv_discrete, _method_name), _refuse(_method_name))
 for _method_name in ("logpmf", "pmf", "logcdf", "cdf", "logsf", "sf"):
     stand_in(getattr(rv_discrete, _method_name), _method(_discrete_value, _method_name))
 for _function, _method_name in {getattr(owner, name): name for owner in (rv_continuous, rv_discrete)
