@@ -13,13 +13,14 @@ import weakref
 
 import numpy as np
 
-from xform.api.pipeline import finish_graph
+from xform.api.pipeline import finish_graph, first_tier_graph
 from xform.errors import RestagingWarning, TypeCheckError
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.runtime.cache import CACHE
+from xform.runtime.tiers import FirstTier, first_call_tier
 from xform.source_info import user_frame_info
 from xform.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -471,15 +472,21 @@ class Transformed(CachedCall):
             graph, captured, unflatten = self.build(fun, in_tree,
                                                     [aval_of_signature(s) for s in signature])
             assert not captured, "nothing can be captured outside any staging"
-            return CACHE.compiled(self.finish(graph)).fn, unflatten
+            finish = self.finish
+            if first_call_tier() == "compile":
+                return CACHE.compiled(finish(graph)).fn, unflatten
+            return FirstTier(first_tier_graph(graph, finish),
+                             lambda: CACHE.compiled(finish(graph)).fn), unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature, statics_key),
                             make)
+        fn, unflatten = entry.value
+        if type(fn) is FirstTier:
+            fn.attach(entry)
         if keywords is None and len(leaves) == len(args):
             if not statics:
                 self._remember(args, entry)
             else:
                 self._remember_with_statics(args, statics, entry)
-        fn, unflatten = entry.value
         return unflatten(fn(*leaves))
 
 
