@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from xform.api.pipeline import finish_graph
+from xform.api.pipeline import finish_graph, first_tier_graph
 from xform.errors import RestagingWarning, TypeCheckError, out_of_memory_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
@@ -21,6 +21,7 @@ from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.numpy.random import stand_in_for_static
 from xform.runtime.cache import CACHE
+from xform.runtime.tiers import FirstTier, first_call_tier
 from xform.source_info import user_frame_info
 from xform.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -477,10 +478,16 @@ class Transformed(CachedCall):
             graph, captured, unflatten = self.build(fun, in_tree,
                                                     [aval_of_signature(s) for s in signature])
             assert not captured, "nothing can be captured outside any staging"
-            return CACHE.compiled(self.finish(graph)).fn, unflatten
+            finish = self.finish
+            if first_call_tier() == "compile":
+                return CACHE.compiled(finish(graph)).fn, unflatten
+            return FirstTier(first_tier_graph(graph, finish),
+                             lambda: CACHE.compiled(finish(graph)).fn), unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature, statics_key),
                             make)
         fn, unflatten = entry.value
+        if type(fn) is FirstTier:
+            fn.attach(entry)
         try:
             results = fn(*leaves)
         except MemoryError as err:

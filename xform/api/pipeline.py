@@ -55,8 +55,12 @@ def finish_graph(graph, fuse=False, own_outputs=True):
         graph = optimize(graph, _passes(), checks=config.checks)
         if fuse and config.fusion:
             graph = fuse_elementwise(graph)
-    if not own_outputs:
-        return graph
+    return with_own_outputs(graph) if own_outputs else graph
+
+
+def with_own_outputs(graph):
+    """`graph` with the outputs that would be a constant or a read-only broadcast view
+    copied (finish_graph's last step)."""
     const_vars = {var for var, _ in graph.consts}
     broadcast_to = primitive_for("broadcast_to")
     broadcasts = {eqn.outputs[0] for eqn in graph.equations if eqn.primitive is broadcast_to}
@@ -68,6 +72,30 @@ def finish_graph(graph, fuse=False, own_outputs=True):
     equations = list(graph.equations) + [Equation(primitive_for("copy"), [a], [copies[a]])
                                           for a in copies]
     return Graph(graph.inputs, graph.consts, equations, [copies.get(a, a) for a in graph.outputs])
+
+
+def first_tier_graph(graph, finish):
+    """The graph a first call interprets (xform.runtime.tiers) in place of `finish(graph)`:
+    without the passes, whose cost on a first call exceeds what they save in one run, except
+    one backward sweep dropping dead equations (reverse mode leaves some, e.g. the forward
+    products a matmul's transpose does not read); with finish_graph's copies of shared
+    outputs (a graph `as_built` has them already)."""
+    if finish is as_built:
+        return graph
+    # xform.ir.nx.live_equations' sweep, in fewer steps per equation (it is on a first call)
+    needed = {a for a in graph.outputs if type(a) is Var}
+    live = []
+    for eqn in reversed(graph.equations):
+        if not needed.isdisjoint(eqn.outputs):
+            live.append(eqn)
+            for atom in eqn.inputs:
+                if type(atom) is Var:
+                    needed.add(atom)
+    if len(live) < len(graph.equations):
+        graph = Graph(graph.inputs, graph.consts, live[::-1], graph.outputs)
+        if config.checks:
+            graph.check()
+    return with_own_outputs(graph)
 
 
 def as_built(graph):

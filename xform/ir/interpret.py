@@ -1,9 +1,11 @@
 """eval_graph: the reference interpreter. Under an active builder it re-emits the equations,
-which is how a transformed graph is inlined into an enclosing staging."""
+which is how a transformed graph is inlined into an enclosing staging. run_concrete: the same
+on concrete values only, calling each primitive's impl directly (a first call's tier)."""
 from __future__ import annotations
 
 from xform.ir.builder import bind, current_builder, source_scope
 from xform.ir.core import Literal
+from xform.ir.rules import RULES
 from xform.ir.tracer import Tracer
 
 
@@ -48,3 +50,33 @@ def emit_equations(graph, args) -> dict:
         else:
             env[eqn.outputs[0]] = outs
     return env
+
+
+def run_concrete(graph, args) -> list:
+    """Evaluate `graph` on concrete `args` (arrays and scalars, no tracers) with each
+    primitive's impl; returns the list of outputs. eval_graph's results without its per-
+    equation staging checks: the interpreter of a transform's first call
+    (xform.runtime.tiers), whose values are the compiled code's (the scalar path's are too:
+    xform.codegen.scalar keeps numpy's bits unless scalar_math is "fast").
+
+    >>> from xform.ir.interpret import run_concrete
+    >>> run_concrete(xform.make_graph(lambda x: np.sin(x) * 2)(1.0), [0.5])
+    [np.float64(0.958851077208406)]
+    """
+    env = dict(graph.consts)
+    env.update(zip(graph.inputs, args))
+    rules = RULES
+    for eqn in graph.equations:
+        values = [atom.value if type(atom) is Literal else env[atom] for atom in eqn.inputs]
+        rule = rules.get(eqn.primitive)
+        impl = None if rule is None else rule.impl
+        if impl is None:   # eval_graph's error, naming the rule and the user's line
+            with source_scope(eqn.source, eqn.origin):
+                outs = bind(eqn.primitive, *values, **eqn.params)
+        else:
+            outs = impl(*values, **eqn.params._items)   # the dict: `**` of a Mapping is slow
+        if eqn.primitive.multiple_results:
+            env.update(zip(eqn.outputs, outs))
+        else:
+            env[eqn.outputs[0]] = outs
+    return [atom.value if type(atom) is Literal else env[atom] for atom in graph.outputs]

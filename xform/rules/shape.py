@@ -152,9 +152,17 @@ def _concatenate_batch(size, args, dims, *, axis):
     return concatenate_p.bind(*args, axis=axis + 1), 0
 
 
+def _concatenate_vjp(xs, ans, ct, *, axis):
+    # Linear in every input, which linear_in cannot list for a variadic primitive: without
+    # this, reverse mode would linearize and transpose a small graph per concatenate.
+    return _concatenate_transpose(ct, *[Undefined(aval(x)) if is_differentiable(aval(x))
+                                        else x for x in xs], axis=axis)
+
+
 register(concatenate_p, impl=lambda *xs, axis: np.concatenate(xs, axis),
          abstract_eval=_concatenate_abstract_eval, jvp=_concatenate_jvp,
-         transpose=_concatenate_transpose, batch=_concatenate_batch, symbolic_zeros=True)
+         transpose=_concatenate_transpose, vjp=_concatenate_vjp, batch=_concatenate_batch,
+         symbolic_zeros=True)
 
 
 split_p = Primitive("split", multiple_results=True)

@@ -24,6 +24,7 @@ from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, note, recording
 from xform.runtime.effects import Watch, raise_shared_draws
 from xform.runtime.executors import map_chunks
+from xform.runtime.tiers import FirstTier
 
 
 @contextlib.contextmanager
@@ -60,6 +61,9 @@ def _valid_during_this_build():
     return valid
 
 
+_validity = threading.Lock()  # orders an entry's `discard` and `specialize`
+
+
 class Entry:
     """A built entry: `value` (what the API needs to run) and the dependencies behind it.
 
@@ -69,16 +73,26 @@ class Entry:
     writes only to the entry it already holds.
     """
 
-    __slots__ = ("value", "dependencies", "valid", "hits")
+    __slots__ = ("value", "dependencies", "valid", "hits", "_general")
 
     def __init__(self, value, dependencies):
         self.value = value
         self.dependencies = dependencies
-        self.valid = dependencies.valid  # generated when recording ended, before this
+        # generated when recording ended, or the general check until `specialize`
+        self.valid = self._general = dependencies.valid
         self.hits = 0
 
     def discard(self) -> None:
-        self.valid = _never_valid
+        with _validity:
+            self.valid = _never_valid
+
+    def specialize(self) -> None:
+        """The generated check in place of the general one, unless the entry left the cache
+        (or checks its validity its own way) meanwhile."""
+        check = self.dependencies.specialize()
+        with _validity:
+            if self.valid is self._general:
+                self.valid = check
 
 
 class Cache:
@@ -167,6 +181,8 @@ class Cache:
                             with watch:     # its draws staged, restored before recording ends
                                 value = make()
                             dependencies.draws = dependencies.draws or watch.drew()
+                        if not (type(value) is tuple and value and type(value[0]) is FirstTier):
+                            dependencies.specialize()   # a first tier's promotion does
                     else:
                         dependencies, value = Dependencies(), make()
             finally:

@@ -6,8 +6,11 @@ functions, each within a few ulp of numpy; see xform.codegen.scalar) and `algebr
 rewrites of xform.passes.simplify run: "exact", the default, only those keeping numpy's bits
 on whatever a function returns (a `grad`, which numpy does not define, may also reassociate);
 "reassociate" also those that change rounding, as sum(kron(a, b)) -> sum(a) * sum(b), as XLA
-does). A leaf: whatever
-depends on an option (the cache of compiled code) registers with `on_change`.
+does) and `tier` (how a transform's first call of a signature runs: "auto", the default,
+interprets the transformed graph on the first call and compiles it, fully optimized, on the
+second; "interpret" never compiles the top-level graph; "compile" compiles on the first call;
+see xform.runtime.tiers). A leaf: whatever depends on an option (the cache of compiled
+code) registers with `on_change`.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ class Config:
     """
 
     _SWITCHES = ("debug", "checks", "fusion")
-    _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("exact", "reassociate")}
+    _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("exact", "reassociate"),
+                "tier": ("auto", "interpret", "compile")}
 
     def __init__(self):
         self.debug = False
@@ -36,6 +40,8 @@ class Config:
         self.scalar_math = "exact"
         # bit for bit by default, as scalar_math: reassociating is the user's choice
         self.algebra = "exact"
+        # a first call interpreted: passes, codegen and compile() pay off from the second
+        self.tier = "auto"
         self._observers = []
 
     def on_change(self, callback) -> None:

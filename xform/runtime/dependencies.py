@@ -62,7 +62,7 @@ _local = threading.local()  # the recorders active in this thread (profiling is 
 class Dependencies:
     """Identity checks: global bindings, function code objects and closure cells."""
 
-    # (no __slots__: `freeze` replaces the `valid` method with a generated function)
+    # (no __slots__: `specialize` replaces the `valid` method with a generated function)
 
     def __init__(self):
         self.root = None        # weak reference to the staged function: the cache must not
@@ -79,8 +79,7 @@ class Dependencies:
         self._seen_codes = set()
 
     def freeze(self) -> None:
-        """Replace `valid` by one generated expression with every binding inlined: the
-        check runs on every cache hit, so it should cost little more than a function call."""
+        """Snapshot the guarded containers and arrays as they are when recording ends."""
         for container in self._guarded:
             if type(container) is np.ndarray:
                 self.arrays.append((container, fingerprint(container)))
@@ -93,6 +92,14 @@ class Dependencies:
                                                        container.items())
                                       if type(container) is dict
                                       else tuple(unproxied(v) for v in container)))
+
+    def specialize(self):
+        """Replace `valid` by one generated expression with every binding inlined, and return
+        it: the check runs on every cache hit, so it should cost little more than a function
+        call; generating it costs a compile(), which only entries hit again repay (the
+        cache asks for it when an entry's code is compiled, xform.runtime.tiers)."""
+        if "valid" in self.__dict__:
+            return self.valid
         namespace = {"MISSING": MISSING}
         terms = []
         if self.root is not None:
@@ -115,6 +122,7 @@ class Dependencies:
         source = "def valid():\n    return " + (" and ".join(terms) or "True") + "\n"
         exec(compile(source, "<xform-dependencies>", "exec"), namespace)
         self.valid = namespace["valid"]
+        return self.valid
 
     def _cells_valid(self) -> bool:
         for cell, value in self.cells:

@@ -1,0 +1,71 @@
+"""The tiers of a transform's code per signature (xform.config.tier). A first call is
+interpreted: its transformed graph is evaluated equation by equation, with no passes, codegen
+or compile(), which cost several times what one run of the graph does; the next call of the
+same signature compiles the graph, fully optimized, in its place (`FirstTier`).
+"""
+from __future__ import annotations
+
+import threading
+
+from xform.ir.interpret import run_concrete
+from xform.runtime.config import config
+
+
+def first_call_tier() -> str:
+    """The tier a signature's first call runs in: "interpret" or "compile" (config.tier;
+    debug mode compiles, since its checks of every value live in the generated code).
+
+    >>> from xform.runtime.tiers import first_call_tier
+    >>> first_call_tier()
+    'interpret'
+    """
+    if config.tier == "compile" or config.debug:
+        return "compile"
+    return "interpret"
+
+
+class FirstTier:
+    """The function a cache entry holds after a signature's first call: it interprets
+    `graph`, and on the first call after that one (in "auto" mode) calls `compile()` and puts
+    the compiled function in the entry's value, where the cached call path finds it directly
+    from then on: the steady state pays nothing for the tiers.
+
+    Thread-safe: threads that race on the first call each interpret (the graph is shared and
+    immutable); the compile runs once, under a lock, and the others wait for it. `attach
+    (entry)` names the cache entry (whose `value` is `(this, unflatten)`) once it exists.
+    """
+
+    __slots__ = ("_graph", "_compile", "_entry", "_ran", "_compiled", "_lock")
+
+    def __init__(self, graph, compile):
+        self._graph = graph
+        self._compile = compile   # () -> the compiled function, of the full pipeline
+        self._entry = None
+        self._ran = False
+        self._compiled = None
+        self._lock = threading.Lock()
+
+    def attach(self, entry) -> None:
+        self._entry = entry
+
+    def __call__(self, *args):
+        compiled = self._compiled
+        if compiled is not None:
+            return compiled(*args)
+        if not self._ran or config.tier == "interpret":
+            self._ran = True
+            return run_concrete(self._graph, args)
+        return self.promote()(*args)
+
+    def promote(self):
+        """The compiled function, compiling it first if no call has: the entry's value
+        then holds it in place of this tier."""
+        with self._lock:
+            if self._compiled is None:
+                compiled = self._compile()
+                entry = self._entry
+                if entry is not None and entry.value[0] is self:
+                    entry.value = (compiled, entry.value[1])
+                    entry.specialize()   # its dependencies' check, generated for the hits
+                self._compiled = compiled
+            return self._compiled
