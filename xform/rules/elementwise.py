@@ -250,6 +250,15 @@ def _ndual_step(eqn, env, tangent_envs):
     env.update(zip(eqn.outputs, outs))
 
 
+def _mixes_precisions(region) -> bool:
+    """Whether `region` holds floats of more than one precision. NDual's partials take each
+    value's dtype, so d float32 / d float64 would be rounded to float32, where the
+    per-equation rules (and JAX) turn the float32 cotangent into float64 and keep the
+    float64 derivative."""
+    values = [*region.inputs, *(v for eqn in region.equations for v in eqn.outputs)]
+    return len({v.aval.dtype for v in values if v.aval.dtype.kind in "fc"}) > 1
+
+
 def _elementwise_vjp(primals, outs, cts, *, max_width, region):
     # N: the differentiable inputs that can have a cotangent (constants have none).
     directions = tuple(i for i, x in enumerate(primals)
@@ -259,7 +268,7 @@ def _elementwise_vjp(primals, outs, cts, *, max_width, region):
     # A complex input's derivative need not be complex multiplication by one partial (abs,
     # real, conj): one real seed per input cannot give its cotangent, the per-equation rules do.
     if len(directions) > max_width or any(aval(primals[i]).dtype.kind == "c"
-                                          for i in directions):
+                                          for i in directions) or _mixes_precisions(region):
         # Trace-through: the per-equation rules on the region (its primal is evaluated again).
         _, cts_in = vjp_eval(region, list(primals), list(cts))
         return tuple(None if type(ct) is Zero else ct for ct in cts_in)
