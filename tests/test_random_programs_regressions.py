@@ -1,5 +1,5 @@
 """Failures found by the random-program tests (tests/test_random_programs.py), minimised: each
-test names what broke. Those marked xfail wait for a fix in a file another change owns."""
+test names what broke."""
 import sys
 
 import numpy as np
@@ -9,8 +9,6 @@ import xform
 from xform.runtime.cache import CACHE
 
 
-@pytest.mark.xfail(strict=True, reason="xform/runtime/cache.py: Cache.build keeps the entries "
-                   "of callees staged inside an outer staging that then raises")
 def test_a_failed_staging_leaves_no_entry_of_its_callees():
     # Found by test_a_failed_staging_changes_neither_the_cache_nor_the_input, program
     # `v2 = c1(x)` with a custom_vjp c1, the same with an @xform.function callee.
@@ -45,9 +43,6 @@ def test_a_fused_region_narrowing_to_float32_keeps_float64_partials(monkeypatch)
     xform.clear_cache()
 
 
-@pytest.mark.xfail(strict=True, reason="xform/runtime/executors.py map_chunks writes each chunk "
-                   "into out= as it finishes (threaded_map's direct path): a later chunk's "
-                   "error leaves the earlier chunks written")
 def test_a_threaded_map_failing_at_run_time_leaves_out_unchanged():
     # Found while extending test_threaded_map_equals_a_loop_and_a_failed_one_leaves_out_unchanged
     # from failed stagings to failed runs: the chunks holding negative values raise.

@@ -511,12 +511,11 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None, axis=None)
         np.copyto(out, np.asarray(threaded_map_p.bind(*operands, **params)[0]),
                   casting="safe")
         return out
-    direct = out.flags.c_contiguous and not any(
-        np.may_share_memory(out, x) for x in operands)
-    dest = out if direct else np.empty(shape, body.outputs[0].aval.dtype)
+    # Into a buffer of our own, copied over only once every chunk succeeded: a chunk that
+    # raises leaves `out` as it was (one extra pass over the result).
+    dest = np.empty(shape, body.outputs[0].aval.dtype)
     map_chunks(body, len(xs), operands, [dest.reshape(-1)], num_threads, chunk_size)
-    if not direct:
-        np.copyto(out, dest, casting="safe")
+    np.copyto(out, dest, casting="safe")
     return out
 
 

@@ -172,6 +172,7 @@ class Cache:
             depth = getattr(_builds, "depth", 0)
             if depth == 0:
                 _builds.number = next(_build_numbers)
+                _builds.added = []     # the nested builds' keys, dropped if this one fails
             _builds.depth = depth + 1
             try:
                 with _collector_paused():
@@ -185,6 +186,14 @@ class Cache:
                             dependencies.specialize()   # a first tier's promotion does
                     else:
                         dependencies, value = Dependencies(), make()
+            except BaseException:
+                if depth == 0:
+                    # A failed staging leaves the cache as it was, its callees' entries too.
+                    for added in _builds.added:
+                        stale = self._entries.pop(added, None)
+                        if stale is not None:
+                            self._retire(stale)
+                raise
             finally:
                 _builds.depth = depth
             entry = Entry(value, dependencies)
@@ -194,6 +203,8 @@ class Cache:
                 entry.valid = _valid_during_this_build()
             self.builds += 1
             self._entries[full_key] = entry
+            if depth > 0:
+                _builds.added.append(full_key)
             self._evict_beyond(self.max_entries)
             return entry
 
