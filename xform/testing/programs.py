@@ -525,12 +525,26 @@ STATEMENTS = {
 DEFAULT_STATEMENTS = tuple(name for name in STATEMENTS if name != "random_state")
 
 
-@st.composite
-def programs(draw, max_statements=6, statements=DEFAULT_STATEMENTS, input_shapes=None):
+def programs(max_statements=6, statements=DEFAULT_STATEMENTS, input_shapes=None):
     """Random, well-typed programs `program(x)` of one float64 array (a `Program`), built from
     `statements` (names of STATEMENTS; default all but "random_state", whose generator outside
     the program draws anew on every call), at most `max_statements` of them; input shapes
-    from the strategy `input_shapes` (default: 0 to 3 dimensions, at most 12 elements)."""
+    from the strategy `input_shapes` (default: 0 to 3 dimensions, at most 12 elements).
+
+    >>> from hypothesis import given, settings
+    >>> from xform.testing import programs
+    >>> @settings(max_examples=3, derandomize=True, deadline=None)
+    ... @given(programs(max_statements=3))
+    ... def jit_agrees(program):
+    ...     x = program.input()
+    ...     np.testing.assert_array_equal(xform.jit(program.fun)(x), program.fun(x))
+    >>> jit_agrees()
+    """
+    return _programs(max_statements, statements, input_shapes)
+
+
+@st.composite
+def _programs(draw, max_statements, statements, input_shapes):
     shape = draw(input_shapes if input_shapes is not None else st.sampled_from(
         ((), (3,), (4,), (2, 3), (3, 2), (4, 3), (2, 2, 2))))
     w = _Writer(draw, tuple(shape))
