@@ -22,7 +22,7 @@ from bench.timing import fmt, machine
 
 # The examples with a `problem(small)` (the two others measure their own program's result).
 GALLERY = ["mlp_minibatch", "cnn_signal", "lstm", "vae", "bbvi", "gp_regression", "gmm", "hmm",
-           "heat_inverse", "neural_ode"]
+           "heat_inverse", "neural_ode", "dask_logistic"]
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 AUTOGRAD_TWINS = {"numpy": "autograd.numpy", "scipy.special": "autograd.scipy.special",
                   "scipy.stats": "autograd.scipy.stats", "scipy.linalg": "autograd.scipy.linalg",

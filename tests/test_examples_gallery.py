@@ -10,7 +10,7 @@ import xform
 from xform import tree
 
 GALLERY = ["mlp_minibatch", "cnn_signal", "lstm", "vae", "bbvi", "gp_regression", "gmm", "hmm",
-           "heat_inverse", "neural_ode"]
+           "heat_inverse", "neural_ode", "dask_logistic"]
 
 # The examples whose loss draws random numbers, with the generator it draws from.
 DRAWING = {"vae": "rng", "bbvi": "rs"}
@@ -49,7 +49,7 @@ def _directional_fd(f, params, direction, step=1e-6):
     leaves, treedef = tree.tree_flatten(params)
     shifted = [tree.tree_unflatten(treedef, [p + s * step * d for p, d in zip(leaves, direction)])
                for s in (1.0, -1.0)]
-    return (f(shifted[0]) - f(shifted[1])) / (2 * step)
+    return (float(f(shifted[0])) - float(f(shifted[1]))) / (2 * step)   # dask: computed
 
 
 @pytest.mark.parametrize("name", GALLERY)
