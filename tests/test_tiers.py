@@ -290,3 +290,18 @@ def test_a_discarded_entry_stays_invalid_when_its_check_is_generated():
     discarded.discard()
     discarded.specialize(), kept.specialize()
     assert not discarded.valid() and kept.valid()
+
+
+def test_a_first_call_keeps_an_unused_draw():
+    # The first tier's dead-code sweep must keep effects: eager numpy draws the unused values
+    # too, so the next draw comes from further along the generator.
+    def f(x, rs):
+        rs.standard_normal(3)                    # drawn, never read
+        return np.sum(x * rs.standard_normal(3))
+
+    ours, twin = np.random.RandomState(4), np.random.RandomState(4)
+    grad = xform.grad(lambda x: f(x, ours))
+    for _ in range(2):                           # the interpreted call, then the compiled one
+        twin.standard_normal(3)                  # the unused draw
+        expected = twin.standard_normal(3)
+        np.testing.assert_array_equal(grad(np.ones(3)), expected)

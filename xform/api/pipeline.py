@@ -7,7 +7,7 @@ import gc
 
 from xform.ir.core import Equation, Graph, Var
 from xform.ir.rules import primitive_for
-from xform.passes import EXACT_PIPELINE, PIPELINE, optimize
+from xform.passes import EXACT_PIPELINE, PIPELINE, eliminate_dead_code, optimize
 from xform.passes.simplify import simplify
 from xform.passes.fuse import fuse_elementwise
 from xform.runtime.config import config
@@ -82,19 +82,12 @@ def first_tier_graph(graph, finish):
     outputs (a graph `as_built` has them already)."""
     if finish is as_built:
         return graph
-    # xform.ir.nx.live_equations' sweep, in fewer steps per equation (it is on a first call)
-    needed = {a for a in graph.outputs if type(a) is Var}
-    live = []
-    for eqn in reversed(graph.equations):
-        if not needed.isdisjoint(eqn.outputs):
-            live.append(eqn)
-            for atom in eqn.inputs:
-                if type(atom) is Var:
-                    needed.add(atom)
-    if len(live) < len(graph.equations):
-        graph = Graph(graph.inputs, graph.consts, live[::-1], graph.outputs)
-        if config.checks:
-            graph.check()
+    # The dead-code pass itself, not a lighter sweep: its hooks drop the unused outputs of the
+    # equations that stay (a threaded_map's vjp would otherwise compute the cotangent of every
+    # mapped row, gigabytes over a dask array), and it keeps unused random draws, which draw.
+    graph = eliminate_dead_code(graph)
+    if config.checks:
+        graph.check()
     return with_own_outputs(graph)
 
 
