@@ -77,8 +77,8 @@ def with_own_outputs(graph):
 def first_tier_graph(graph, finish):
     """The graph a first call interprets (xform.runtime.tiers) in place of `finish(graph)`:
     without the passes, whose cost on a first call exceeds what they save in one run, except
-    one backward sweep dropping dead equations (reverse mode leaves some, e.g. the forward
-    products a matmul's transpose does not read); with finish_graph's copies of shared
+    dead-code elimination (reverse mode leaves dead equations, e.g. the forward products a
+    matmul's transpose does not read); with finish_graph's copies of shared
     outputs (a graph `as_built` has them already)."""
     if finish is as_built:
         return graph
