@@ -259,3 +259,22 @@ def test_each_equation_runs_once():
     compiled(1.0)
     compiled(2.0)
     assert len(calls) == 2
+
+
+def test_dead_generated_code_leaves_linecache_at_the_next_definition():
+    # Not inside the finalizer, which can run inside linecache.checkcache's loop over its keys
+    # (pdb, doctest): a key removed there raised KeyError in that loop.
+    import gc
+    import linecache
+    before = set(linecache.cache)
+    f = xform.jit(lambda x: np.sin(x) + 1.5)
+    f(1.0)
+    ours = {k for k in set(linecache.cache) - before if k.startswith("<xform-generated")}
+    assert ours
+    xform.clear_cache()
+    del f
+    gc.collect()
+    assert ours <= set(linecache.cache)          # still there: nothing removed by the collector
+    linecache.checkcache()
+    xform.jit(lambda x: x * 3.5)(1.0)            # the next definition drops them
+    assert not ours & set(linecache.cache)

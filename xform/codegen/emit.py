@@ -28,6 +28,7 @@ are in xform.codegen.analyses.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import linecache
@@ -382,9 +383,22 @@ def graph_source(graph: Graph, debug: bool = False,
     return source, namespace
 
 
+# Files of generated code that has died. Their lines leave linecache at the next definition,
+# not in the finalizer: a finalizer runs whenever the collector does, which can be inside
+# linecache.checkcache's loop over its keys (pdb and doctest call it), and a key removed there
+# raises KeyError in that loop.
+_dead_files: collections.deque = collections.deque()
+
+
+def _forget_lines(filename: str) -> None:
+    _dead_files.append(filename)
+
+
 def _define(source: str, namespace: dict):
     """Compile and run `source` in `namespace`; returns its `xform_graph` and the file name
-    under which linecache shows its lines (the caller drops them when the code dies)."""
+    under which linecache shows its lines (dropped after the code dies: `_forget_lines`)."""
+    while _dead_files:
+        linecache.cache.pop(_dead_files.popleft(), None)
     filename = f"<xform-generated-{next(_counter)}>"
     exec(compile(source, filename, "exec"), namespace)
     # Registered so that tracebacks through generated code show its lines, for as long as
@@ -418,7 +432,7 @@ class _NumpyRun:
                 if self._fn is None:
                     source, namespace = graph_source(self._graph, scalar_math=None)
                     fn, filename = _define(source, namespace)
-                    weakref.finalize(self, linecache.cache.pop, filename, None)
+                    weakref.finalize(self, _forget_lines, filename)
                     self._fn, self._graph = fn, None
                 fn = self._fn
         return fn(*args)
@@ -436,5 +450,5 @@ def compile_graph(graph: Graph, debug: bool = False,
     source, namespace = graph_source(graph, debug, scalar_math)
     fn, filename = _define(source, namespace)
     compiled = CompiledGraph(graph, source, fn)
-    weakref.finalize(compiled, linecache.cache.pop, filename, None)
+    weakref.finalize(compiled, _forget_lines, filename)
     return compiled
