@@ -11,6 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 import xform
 from xform.runtime.tiers import FirstTier
+from xform.tree import tree_leaves
 
 autograd = pytest.importorskip("autograd")
 anp = pytest.importorskip("autograd.numpy")
@@ -305,3 +306,70 @@ def test_a_first_call_keeps_an_unused_draw():
         twin.standard_normal(3)                  # the unused draw
         expected = twin.standard_normal(3)
         np.testing.assert_array_equal(grad(np.ones(3)), expected)
+
+
+# -- a gradient's first call: computed at once, no reverse-mode graph built -------------------
+
+def test_a_first_gradient_call_builds_no_reverse_graph_and_the_second_does(monkeypatch):
+    import xform.api.reverse as reverse
+    built = []
+    real = reverse.vjp_graph
+    monkeypatch.setattr(reverse, "vjp_graph", lambda *a, **k: built.append(1) or real(*a, **k))
+    grad = xform.grad(lambda x: np.sum(np.tanh(x) * x))
+    x = np.linspace(-1.0, 1.0, 4)
+    first = grad(x)
+    assert built == []
+    second = grad(x)
+    assert built == [1]
+    np.testing.assert_allclose(first, second, rtol=1e-14)
+
+
+@pytest.mark.parametrize("mode", ["interpret", "auto"])
+def test_first_calls_of_every_gradient_form_agree_with_the_compiled_tier(tier, mode):
+    def loss(w, k, x):                   # k: an int, differentiated to float0 zeros
+        return np.sum(np.sin(w * x) ** 2) * k, w[0]
+
+    w, x = np.array([0.3, -0.8, 1.4]), np.array([1.0, 2.0, -0.5])
+    forms = {
+        "grad": lambda: xform.grad(lambda w, x: loss(w, 3, x)[0], argnums=(0, 1)),
+        "value_and_grad": lambda: xform.value_and_grad(lambda w, x: loss(w, 3, x)[0]),
+        "has_aux": lambda: xform.grad(lambda w, x: loss(w, 3, x), has_aux=True),
+        "allow_int": lambda: xform.grad(lambda w, k: loss(w, k, x)[0], argnums=(0, 1),
+                                        allow_int=True),
+    }
+    for name, make in forms.items():
+        args = (w, 3) if name == "allow_int" else (w, x)
+        tier("compile")
+        expected = make()(*args)
+        tier(mode)
+        got = make()(*args)
+        for a, b in zip(tree_leaves(got), tree_leaves(expected)):
+            a, b = np.asarray(a), np.asarray(b)
+            assert (a.dtype, a.shape) == (b.dtype, b.shape), name
+            if a.dtype != xform.float0:
+                np.testing.assert_allclose(a, b, rtol=1e-13, err_msg=name)
+
+
+def test_graphs_whose_reverse_mode_must_be_pruned_first_are_not_computed_at_once():
+    from xform.transforms.vjp import computable_at_once
+    x = np.ones(3)
+    assert computable_at_once(xform.make_graph(lambda v: np.sum(np.sin(v)))(x))
+    rs = np.random.RandomState(0)
+    assert not computable_at_once(xform.make_graph(lambda v: np.sum(v * rs.standard_normal(3)))(x))
+    mapped = xform.make_graph(lambda v: np.sum(xform.threaded_map(np.sin, v)))(x)
+    assert not computable_at_once(mapped)
+    opaque = xform.Primitive("opaque_for_tiers")
+    opaque.def_abstract_eval(lambda a: a)
+    assert not computable_at_once(xform.make_graph(lambda v: opaque.bind(v))(x))
+
+
+@pytest.mark.parametrize("mode", ["interpret", "auto"])
+def test_a_drawing_gradient_s_first_call_still_raises_only_when_the_draw_is_differentiated(
+        tier, mode):
+    tier(mode)
+    rs = np.random.RandomState(1)
+    # the draw's parameter is a constant: its (poisoned) cotangent is never read
+    grad = xform.grad(lambda v: np.sum(v * rs.normal(np.ones(3), 2.0)))
+    assert grad(np.ones(3)).shape == (3,)
+    with pytest.raises(xform.UnsupportedError, match="not differentiable in their parameters"):
+        xform.grad(lambda v: np.sum(rs.normal(v, 2.0)))(np.ones(3))

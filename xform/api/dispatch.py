@@ -17,7 +17,7 @@ from xform.api.pipeline import finish_graph, first_tier_graph
 from xform.errors import RestagingWarning, TypeCheckError, out_of_memory_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
-from xform.ir.interpret import eval_graph
+from xform.ir.interpret import eval_graph, run_concrete
 from xform.ir.tracer import Tracer
 from xform.numpy.random import stand_in_for_static
 from xform.runtime.cache import CACHE
@@ -416,11 +416,12 @@ class Transformed(CachedCall):
     """
 
     def __init__(self, fun, kind, build, params=(), finish=finish_graph, static=None,
-                 static_keywords=(), keywords_automatic=True):
+                 static_keywords=(), keywords_automatic=True, first_call=None):
         super().__init__()
         self.fun = fun
         self.kind = kind
         self.build = build
+        self.first_call = first_call
         self.params = params
         self.finish = finish
         self.static = static
@@ -475,14 +476,20 @@ class Transformed(CachedCall):
         def make():
             if statics or static_keywords:
                 count_restaging(self.fun, self.kind)
-            graph, captured, unflatten = self.build(fun, in_tree,
-                                                    [aval_of_signature(s) for s in signature])
-            assert not captured, "nothing can be captured outside any staging"
+            avals = [aval_of_signature(s) for s in signature]
             finish = self.finish
+            if first_call_tier() == "compile" or self.first_call is None:
+                graph, captured, unflatten = self.build(fun, in_tree, avals)
+                run, graph_of = None, lambda: graph
+            else:
+                run, graph_of, captured, unflatten = self.first_call(fun, in_tree, avals)
+            assert not captured, "nothing can be captured outside any staging"
             if first_call_tier() == "compile":
                 return CACHE.compiled(finish(graph)).fn, unflatten
-            return FirstTier(first_tier_graph(graph, finish),
-                             lambda: CACHE.compiled(finish(graph)).fn), unflatten
+            if run is None:
+                graph = graph_of()
+                run = functools.partial(run_concrete, first_tier_graph(graph, finish))
+            return FirstTier(run, lambda: CACHE.compiled(finish(graph_of())).fn), unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature, statics_key),
                             make)
         fn, unflatten = entry.value
@@ -529,7 +536,8 @@ class KeywordTransformed(KeywordCall, Transformed):
 
 
 def transformed(fun, kind, build, params=(), finish=finish_graph, static=None,
-                static_keywords=(), keywords_automatic=True, keywords=False):
+                static_keywords=(), keywords_automatic=True, keywords=False, first_call=None):
     """A Transformed, taking keyword arguments when `keywords` or `fun` may need them."""
     cls = KeywordTransformed if keywords or accepts_keywords(fun) else Transformed
-    return cls(fun, kind, build, params, finish, static, static_keywords, keywords_automatic)
+    return cls(fun, kind, build, params, finish, static, static_keywords, keywords_automatic,
+               first_call)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import gc
 
+import numpy as np
+
 from xform.ir.core import Equation, Graph, Var
 from xform.ir.rules import primitive_for
 from xform.passes import EXACT_PIPELINE, PIPELINE, eliminate_dead_code, optimize
@@ -72,6 +74,16 @@ def with_own_outputs(graph):
     equations = list(graph.equations) + [Equation(primitive_for("copy"), [a], [copies[a]])
                                           for a in copies]
     return Graph(graph.inputs, graph.consts, equations, [copies.get(a, a) for a in graph.outputs])
+
+
+def owned_values(values, graph) -> list:
+    """with_own_outputs for values computed at once (xform.transforms.vjp.gradient_values):
+    each array that is read-only (a broadcast view, e.g. the gradient of np.sum) or one of
+    `graph`'s constants copied. (Scalars are immutable; an input passed through is not
+    copied, as the compiled code does not copy it.)"""
+    consts = {id(value) for _, value in graph.consts}
+    return [np.array(v) if type(v) is np.ndarray and (not v.flags.writeable or id(v) in consts)
+            else v for v in values]
 
 
 def first_tier_graph(graph, finish):

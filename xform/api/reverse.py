@@ -10,7 +10,7 @@ import numpy as np
 from xform.api.dispatch import (Transformed, aval_of_signature, leaf_signature, normalize_argnums,
                                 present_argnums, run, static_positions, transformed)
 from xform.api.forward import as_dtype
-from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled
+from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled, owned_values
 from xform.errors import (MissingRuleError, ShapeError, TreeMismatchError, TypeCheckError,
                           not_callable_error)
 from xform.ir.ad import Zero, instantiate
@@ -19,7 +19,7 @@ from xform.ir.builder import stage_function
 from xform.source_info import user_frame_info
 from xform.transforms.derived import vjp_split
 from xform.transforms.transpose import backward_pass
-from xform.transforms.vjp import vjp_graph
+from xform.transforms.vjp import computable_at_once, gradient_values, vjp_graph
 from xform.tree import tree_flatten, tree_leaves, tree_unflatten
 
 
@@ -128,7 +128,9 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
     if not callable(fun):
         raise not_callable_error(fun, name)
 
-    def build(fun, in_tree, avals):
+    def forward(fun, in_tree, avals):
+        """The function's graph, ready for reverse mode, with vjp_graph's options and the
+        unflatten of the results: what both tiers of a gradient start from."""
         nums = normalize_argnums(argnums, len(in_tree.children))
         offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
         wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
@@ -142,9 +144,8 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
         graph = fuse_if_enabled(graph, values_returned=with_value or has_aux)
         n_outs = len(graph.outputs)
         kept = range(n_outs) if with_value else range(1, n_outs) if has_aux else ()
-        # The forward pass is `graph` itself (adopted), the output's cotangent is 1.
-        grad_graph = vjp_graph(graph, (True,) + (False,) * (n_outs - 1), wanted, kept,
-                               seed_ones=True, adopt=True)
+        # The output's cotangent is 1.
+        options = dict(live=(True,) + (False,) * (n_outs - 1), wanted=wanted, kept=kept)
         n_kept = len(kept)
         grads_of = _grads_unflattener(in_tree, nums, argnums, wanted, avals)
         if with_value:
@@ -160,13 +161,32 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
                 return grads_of(results[n_kept:]), tree_unflatten(aux_tree, results[:n_kept])
         else:
             unflatten = grads_of
-        return grad_graph, captured, unflatten
+        return graph, options, captured, unflatten
+
+    def build(fun, in_tree, avals):
+        graph, options, captured, unflatten = forward(fun, in_tree, avals)
+        # The forward pass is `graph` itself (adopted).
+        return vjp_graph(graph, seed_ones=True, adopt=True, **options), captured, unflatten
+
+    def first_call(fun, in_tree, avals):
+        """The interpreted tier's first call: the gradient computed at once, by the rules on
+        concrete values, and no reverse-mode graph built until the next call compiles."""
+        graph, options, captured, unflatten = forward(fun, in_tree, avals)
+        run = (functools.partial(gradient_values_owned, graph, options)
+               if computable_at_once(graph) else None)
+        return (run, lambda: vjp_graph(graph, seed_ones=True, adopt=True, **options),
+                captured, unflatten)
 
     static, static_keywords = differentiated_static(fun, argnums, static_argnums,
                                                     static_argnames, name)
     return transformed(fun, name, build, (argnums, has_aux, holomorphic, allow_int),
                        finish=_finish_fused, static=static, static_keywords=static_keywords,
-                       keywords=bool(static_argnames))
+                       keywords=bool(static_argnames), first_call=first_call)
+
+
+def gradient_values_owned(graph, options, args):
+    """gradient_values's results, each an array the caller owns (as finish_graph's are)."""
+    return owned_values(gradient_values(graph, args, **options), graph)
 
 
 def _first_output_as_scalar(fun, has_aux):

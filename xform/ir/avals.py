@@ -89,11 +89,22 @@ def aval_of(value) -> ShapedArray:
     if aval is not None:
         return aval
     if isinstance(value, np.ndarray):
-        return ShapedArray(value.shape, value.dtype)
+        key = (value.shape, value.dtype)
+        aval = _ARRAY_AVALS.get(key)
+        if aval is None:
+            if len(_ARRAY_AVALS) >= 4096:   # bounded: a program may meet many shapes
+                _ARRAY_AVALS.clear()
+            aval = _ARRAY_AVALS[key] = ShapedArray(value.shape, value.dtype)
+        return aval
     if isinstance(value, np.generic):
         return ShapedArray((), value.dtype)
     array = np.asarray(value)
     return ShapedArray(array.shape, array.dtype)
+
+
+# Arrays' avals by (shape, dtype): a first call's reverse mode asks for one per cotangent, and
+# making a ShapedArray (its converters) costs several dict lookups' time.
+_ARRAY_AVALS: dict = {}
 
 
 # Scalar types' avals, made once: staging asks for them on every literal.

@@ -63,6 +63,12 @@ def run_concrete(graph, args) -> list:
     >>> run_concrete(xform.make_graph(lambda x: np.sin(x) * 2)(1.0), [0.5])
     [np.float64(0.958851077208406)]
     """
+    env = concrete_env(graph, args)
+    return [atom.value if type(atom) is Literal else env[atom] for atom in graph.outputs]
+
+
+def concrete_env(graph, args) -> dict:
+    """run_concrete's environment: var -> value for every var of `graph`."""
     env = dict(graph.consts)
     env.update(zip(graph.inputs, args))
     rules = RULES
@@ -79,4 +85,4 @@ def run_concrete(graph, args) -> list:
             env.update(zip(eqn.outputs, outs))
         else:
             env[eqn.outputs[0]] = outs
-    return [atom.value if type(atom) is Literal else env[atom] for atom in graph.outputs]
+    return env

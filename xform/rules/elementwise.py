@@ -7,7 +7,7 @@ import attrs
 import numpy as np
 
 from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
+from xform.ir.builder import GraphBuilder, bind, current_builder, source_scope, using_builder
 from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.execute import cleaned, compiled, compiled_memo, pruned
 from xform.ir.interpret import eval_graph
@@ -260,9 +260,11 @@ def _mixes_precisions(region) -> bool:
 
 
 def _elementwise_vjp(primals, outs, cts, *, max_width, region):
-    # N: the differentiable inputs that can have a cotangent (constants have none).
+    # N: the differentiable inputs that can have a cotangent. While staging, constants have
+    # none; computed at once (a gradient's first call, on concrete values) any input may.
+    staging = current_builder() is not None
     directions = tuple(i for i, x in enumerate(primals)
-                       if type(x) is Tracer and is_differentiable(aval(x)))
+                       if (type(x) is Tracer or not staging) and is_differentiable(aval(x)))
     if not directions:
         return (None,) * len(primals)
     # A complex input's derivative need not be complex multiplication by one partial (abs,

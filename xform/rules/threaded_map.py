@@ -327,7 +327,8 @@ def _threaded_map_dce(eqn, used):
 
 register(threaded_map_p, impl=_threaded_map_impl, abstract_eval=_threaded_map_abstract_eval,
          jvp=_threaded_map_jvp, vjp=_threaded_map_vjp, batch=_threaded_map_batch,
-         dce=_threaded_map_dce, symbolic_zeros=True, construct="xform.threaded_map")
+         dce=_threaded_map_dce, symbolic_zeros=True, construct="xform.threaded_map",
+         hooks={"reverse_by_graph": True})   # see xform.transforms.vjp.computable_at_once
 
 
 # == staging f ==================================================================================

@@ -1,13 +1,14 @@
 """The tiers of a transform's code per signature (xform.config.tier). A first call is
-interpreted: its transformed graph is evaluated equation by equation, with no passes, codegen
-or compile(), which cost several times what one run of the graph does; the next call of the
-same signature compiles the graph, fully optimized, in its place (`FirstTier`).
+interpreted, with no passes, codegen or compile(), which cost several times what one run of
+the graph does: a gradient is computed at once by its rules on concrete values, as autograd
+computes it, with no reverse-mode graph built (xform.transforms.vjp.gradient_values); other
+transforms' graphs are evaluated equation by equation. The next call of the same signature
+compiles the graph, fully optimized, in its place (`FirstTier`).
 """
 from __future__ import annotations
 
 import threading
 
-from xform.ir.interpret import run_concrete
 from xform.runtime.config import config
 
 
@@ -25,20 +26,20 @@ def first_call_tier() -> str:
 
 
 class FirstTier:
-    """The function a cache entry holds after a signature's first call: it interprets
-    `graph`, and on the first call after that one (in "auto" mode) calls `compile()` and puts
+    """The function a cache entry holds after a signature's first call: it calls `run(args)`
+    (the interpreter, returning the list of results), and on the first call after that one (in "auto" mode) calls `compile()` and puts
     the compiled function in the entry's value, where the cached call path finds it directly
     from then on: the steady state pays nothing for the tiers.
 
-    Thread-safe: threads that race on the first call each interpret (the graph is shared and
-    immutable); the compile runs once, under a lock, and the others wait for it. `attach
+    Thread-safe: threads that race on the first call each interpret (what `run` reads is
+    shared and immutable); the compile runs once, under a lock, and the others wait for it. `attach
     (entry)` names the cache entry (whose `value` is `(this, unflatten)`) once it exists.
     """
 
-    __slots__ = ("_graph", "_compile", "_entry", "_ran", "_compiled", "_lock")
+    __slots__ = ("_run", "_compile", "_entry", "_ran", "_compiled", "_lock")
 
-    def __init__(self, graph, compile):
-        self._graph = graph
+    def __init__(self, run, compile):
+        self._run = run
         self._compile = compile   # () -> the compiled function, of the full pipeline
         self._entry = None
         self._ran = False
@@ -54,7 +55,7 @@ class FirstTier:
             return compiled(*args)
         if not self._ran or config.tier == "interpret":
             self._ran = True
-            return run_concrete(self._graph, args)
+            return self._run(args)
         return self.promote()(*args)
 
     def promote(self):

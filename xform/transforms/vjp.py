@@ -13,10 +13,10 @@ from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Graph, Literal
-from xform.ir.interpret import emit_equations
+from xform.ir.interpret import concrete_env, emit_equations
 from xform.ir.ad import Undefined, Zero, add_tangents, aval, instantiate, zero_tangent
 from xform.ir.rules import (RULES, effectful_primitives, graph_has_effects, has_effects,
-                            rule_for)
+                            hooks_named, rule_for)
 from xform.transforms.jvp import check_rule_outputs, fit_tangent
 from xform.transforms.transpose import backward_pass
 
@@ -40,22 +40,66 @@ def vjp_graph(graph, live=None, wanted=None, kept=None, seed_ones=False, adopt=F
         e:f64[] = multiply b d
       in (c, e) }
     """
-    live = (tuple(is_differentiable(a.aval) for a in graph.outputs) if live is None
-            else tuple(live))
-    wanted = range(len(graph.inputs)) if wanted is None else wanted
-    kept = range(len(graph.outputs)) if kept is None else kept
+    live, wanted, kept = _options(graph, live, wanted, kept)
     builder = GraphBuilder()
     with using_builder(builder):
         ins = (builder.adopt_inputs(graph) if adopt
                else [builder.new_input(v.aval) for v in graph.inputs])
-        # vjp_eval drops a zero seed before reading it: float0 or the primal dtype is alike.
-        cts = [(np.ones((), a.aval.dtype)[()] if seed_ones
-                else builder.new_input(tangent_aval(a.aval))) if is_live
-               else zero_tangent(a.aval) for a, is_live in zip(graph.outputs, live)]
-        outs, cts_in = vjp_eval(graph, ins, cts)
+        cts = [None if seed_ones else builder.new_input(tangent_aval(a.aval)) if is_live
+               else None for a, is_live in zip(graph.outputs, live)]
+        outs, cts_in = vjp_eval(graph, ins, _seeds(graph, live, cts))
         grads = [instantiate(cts_in[i]) for i in wanted
                  if is_differentiable(graph.inputs[i].aval)]
     return builder.build([outs[i] for i in kept] + grads)
+
+
+def gradient_values(graph, args, live=None, wanted=None, kept=None) -> list:
+    """What `vjp_graph(graph, live, wanted, kept, seed_ones=True)` computes on concrete `args`,
+    computed at once and no graph built: the forward pass by each primitive's impl, then the
+    same rules as vjp_graph's on concrete values, whose operations then run eagerly, as
+    autograd's do (the first call of a gradient, xform.runtime.tiers). Must run outside any
+    staging, on a graph `computable_at_once`."""
+    live, wanted, kept = _options(graph, live, wanted, kept)
+    env = concrete_env(graph, args)
+    outs, cts_in = _backward(graph, env, _seeds(graph, live, [None] * len(live)))
+    grads = [instantiate(cts_in[i]) for i in wanted if is_differentiable(graph.inputs[i].aval)]
+    return [outs[i] for i in kept] + grads
+
+
+def computable_at_once(graph) -> bool:
+    """Whether gradient_values may compute `graph`'s gradient: not when some of its reverse
+    mode must be pruned as a graph before it runs. A random draw's cotangent in its
+    parameters raises only if a gradient reads it (dead-code elimination drops it otherwise),
+    and a threaded_map's vjp computes every mapped input's cotangent (e.g. of a dask array's
+    rows), of which only those read are kept. And not when a primitive has no impl: building
+    the graph names the missing rule a gradient needs first (a jvp or vjp), as the compiled
+    tier does."""
+    if graph_has_effects(graph):
+        return False
+    pruned = hooks_named("reverse_by_graph")
+    for eqn in graph.equations:
+        rules = RULES.get(eqn.primitive)
+        if eqn.primitive in pruned or rules is None or rules.impl is None:
+            return False
+    return True
+
+
+def _options(graph, live, wanted, kept):
+    """vjp_graph's defaults: every differentiable output live, every input wanted, every
+    output kept."""
+    live = (tuple(is_differentiable(a.aval) for a in graph.outputs) if live is None
+            else tuple(live))
+    wanted = range(len(graph.inputs)) if wanted is None else wanted
+    kept = range(len(graph.outputs)) if kept is None else kept
+    return live, wanted, kept
+
+
+def _seeds(graph, live, cts):
+    """The output cotangents: `cts[i]` where given, 1 for the other live outputs (a
+    gradient's seed), a symbolic zero for the dead ones (vjp_eval drops a zero seed before
+    reading it: float0 or the primal dtype is alike)."""
+    return [(np.ones((), a.aval.dtype)[()] if ct is None else ct) if is_live
+            else zero_tangent(a.aval) for a, is_live, ct in zip(graph.outputs, live, cts)]
 
 
 def vjp_eval(graph, primals, cts_out):
@@ -65,8 +109,12 @@ def vjp_eval(graph, primals, cts_out):
     """
     if graph_has_effects(graph):
         graph = _draws_at_top_level(graph)
-    env = emit_equations(graph, primals)
+    return _backward(graph, emit_equations(graph, primals), cts_out)
 
+
+def _backward(graph, env, cts_out):
+    """The backward pass of `graph` given its forward environment `env` (values or tracers),
+    in the current builder if any; returns (outs, cts_in)."""
     def read(atom):
         return atom.value if type(atom) is Literal else env[atom]
 
@@ -84,6 +132,7 @@ def vjp_eval(graph, primals, cts_out):
     for atom, ct in zip(graph.outputs, cts_out):
         accumulate(atom, ct)
 
+    effects = graph_has_effects(graph)
     for eqn in reversed(graph.equations):
         if len(eqn.outputs) == 1:   # most equations: no list walks
             ct = ct_env.pop(eqn.outputs[0], None)
@@ -94,10 +143,10 @@ def vjp_eval(graph, primals, cts_out):
             cts = [ct_env.pop(v, None) for v in eqn.outputs]
             if all(ct is None for ct in cts):
                 continue
-        ins = [read(a) for a in eqn.inputs]
         if not any(is_differentiable(a.aval) for a in eqn.inputs):
             continue
-        if has_effects(eqn):
+        ins = [read(a) for a in eqn.inputs]
+        if effects and has_effects(eqn):
             _check_replays_no_draw(eqn)
         with source_scope(eqn.source, f"vjp of {eqn.primitive}"):
             if eqn.primitive.multiple_results:
@@ -110,12 +159,12 @@ def vjp_eval(graph, primals, cts_out):
             vjp = rules.calls["vjp"] if rules is not None else None
             if vjp is not None:
                 cts_in = vjp(ins, outs, cts, **eqn.params)
-            elif rules is not None and _transposable(rules, ins):
+            elif rules is not None and _transposable(rules, eqn.inputs):
                 # Linear in its differentiable inputs: the vjp is the transpose, with no small
                 # linear graph to build per equation.
                 linear_in = rules.linear_in
-                args = [Undefined(aval(x)) if i in linear_in and is_differentiable(aval(x))
-                        else x for i, x in enumerate(ins)]
+                args = [Undefined(a.aval) if i in linear_in and is_differentiable(a.aval)
+                        else x for i, (a, x) in enumerate(zip(eqn.inputs, ins))]
                 cts_in = rules.calls["transpose"](cts, *args, **eqn.params)
             else:
                 cts_in = vjp_from_jvp(eqn, ins, cts)
@@ -166,11 +215,11 @@ def _check_replays_no_draw(eqn) -> None:
         "differentiate in forward mode (xform.jvp, jacfwd)")
 
 
-def _transposable(rules, ins) -> bool:
-    """Whether every differentiable input is one the primitive is declared linear in."""
+def _transposable(rules, inputs) -> bool:
+    """Whether every differentiable input (atom) is one the primitive is declared linear in."""
     linear_in = rules.linear_in
     return (bool(linear_in) and rules.transpose is not None
-            and all(i in linear_in for i, x in enumerate(ins) if is_differentiable(aval(x))))
+            and all(i in linear_in for i, a in enumerate(inputs) if is_differentiable(a.aval)))
 
 
 def _check_cotangent(eqn, atom, ct):
