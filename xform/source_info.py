@@ -78,5 +78,17 @@ def scipy_callee(user) -> str | None:
 def user_frame_info() -> SourceInfo | None:
     """Where the innermost frame that belongs to the user is; None when there is none."""
     frame = user_frame()
-    return None if frame is None else SourceInfo(frame.f_code.co_filename, frame.f_lineno,
-                                                 frame.f_code.co_name)
+    if frame is None:
+        return None
+    # One SourceInfo per user line, shared by its equations: staging asks once per equation.
+    key = (frame.f_code, frame.f_lineno)
+    info = _infos.get(key)
+    if info is None:
+        if len(_infos) >= 65536:    # bounded: code objects of redefined functions die
+            _infos.clear()
+        code = frame.f_code
+        info = _infos[key] = SourceInfo(code.co_filename, frame.f_lineno, code.co_name)
+    return info
+
+
+_infos: dict = {}

@@ -15,6 +15,7 @@ import numpy as np
 from xform.errors import (ShapeError, TypeCheckError, XformError, out_of_memory_error,
                           recursion_error)
 from xform.ir.avals import ShapedArray, aval_of, float0
+from xform.ir import core as core_module
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.hooks import unwatched, user_code_scope
 from xform.source_info import user_frame_info
@@ -203,6 +204,9 @@ def _stage_equation(builder, prim, args, params):
     builder.add(Equation(prim, in_atoms, outs, Params(params), source, _origin.get()))
     tracers = [Tracer(builder, var) for var in outs]
     return tracers if prim.multiple_results else tracers[0]
+
+
+core_module._bind = bind    # Primitive.bind calls it directly from now on
 
 
 def _eval_concrete(prim, args, params):

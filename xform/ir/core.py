@@ -16,6 +16,13 @@ from xform.ir.avals import ShapedArray
 from xform.source_info import SourceInfo
 
 
+def _bind(prim, *args, **params):
+    """xform.ir.builder.bind, which replaces this function once that module is imported (it
+    imports this one): an import statement per bind costs as much as a dict lookup chain."""
+    from xform.ir.builder import bind
+    return bind(prim, *args, **params)
+
+
 @attrs.frozen(eq=False, repr=False)
 class Primitive:
     """An operation the IR knows; its rules live in the registry.
@@ -34,8 +41,7 @@ class Primitive:
 
     def bind(self, *args, **params):
         """Stage (under a builder) or evaluate (eagerly) this primitive on `args`."""
-        from xform.ir.builder import bind
-        return bind(self, *args, **params)
+        return _bind(self, *args, **params)
 
     # JAX-style registration, forwarded to the rule table (xform.ir.rules). Each returns
     # `fn`, so it also works as a decorator: `@p.def_impl`.

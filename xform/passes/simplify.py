@@ -325,11 +325,7 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     >>> [e.primitive.name for e in xform.passes.dce(simplify(graph)).equations]
     ['sum', 'sum', 'multiply']
     """
-    admitted = LEVELS[level or ("exact" if exact else "reassociate")]
-    table = {}
-    for rule in rules:
-        if admitted(rule):
-            table.setdefault(rule.primitive, []).append(rule)
+    table = _table(rules, level or ("exact" if exact else "reassociate"))
     if not table or not any(eqn.primitive.name in table for eqn in graph.equations):
         return graph
     rewriter = GraphRewriter(graph)
@@ -359,6 +355,24 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     for eqn in graph.equations:
         emit(rewriter.substituted(eqn))
     return rewriter.build()
+
+
+def _table(rules, level) -> dict:
+    """primitive name -> the `rules` admitted at `level` (made once per rules and level: every
+    gradient's first call simplifies)."""
+    key = (id(rules), level)
+    made = _tables.get(key)
+    if made is None or made[0] is not rules:
+        admitted = LEVELS[level]
+        table = {}
+        for rule in rules:
+            if admitted(rule):
+                table.setdefault(rule.primitive, []).append(rule)
+        made = _tables[key] = (rules, table)
+    return made[1]
+
+
+_tables: dict = {}
 
 
 def simplify_exactly(graph: Graph) -> Graph:

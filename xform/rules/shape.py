@@ -1,6 +1,8 @@
 """Shape primitives (reshape, broadcast_to, transpose, concatenate, split, slice, pad, flip,
 repeat, diagonal, copy) and the lax-like ops rule bodies build on them (static_slice,
 diag_embed); numpy's shape functions over them are in xform.numpy."""
+import math
+
 import numpy as np
 
 from xform.errors import shape_error
@@ -19,7 +21,7 @@ reshape_p = Primitive("reshape")
 
 
 def _reshape_abstract_eval(x, *, shape):
-    if int(np.prod(shape, dtype=np.int64)) != x.size:
+    if math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape an array of size {x.size} into shape {shape}")
     return ShapedArray(shape, x.dtype, x.weak_type and not shape)
 
