@@ -373,3 +373,16 @@ def test_a_drawing_gradient_s_first_call_still_raises_only_when_the_draw_is_diff
     assert grad(np.ones(3)).shape == (3,)
     with pytest.raises(xform.UnsupportedError, match="not differentiable in their parameters"):
         xform.grad(lambda v: np.sum(rs.normal(v, 2.0)))(np.ones(3))
+
+
+def test_a_first_gradient_call_differentiates_nothing_that_only_a_constant_argument_reaches():
+    calls = []
+    sine = xform.Primitive("sine_counting_its_derivatives")
+    sine.def_impl(np.sin)
+    sine.def_abstract_eval(lambda a: a)
+    sine.def_jvp(lambda primals, tangents: (sine.bind(primals[0]),
+                                            calls.append(1) or np.cos(primals[0]) * tangents[0]))
+    w, x = np.array([0.5, -1.0]), np.array([0.3, 0.7])
+    grad = xform.grad(lambda w, x: np.sum(w * sine.bind(x) + sine.bind(w)))   # grad in w only
+    np.testing.assert_allclose(grad(w, x), np.sin(x) + np.cos(w), rtol=1e-15)
+    assert len(calls) == 1          # sine(w)'s derivative; sine(x) reaches no gradient

@@ -61,9 +61,21 @@ def gradient_values(graph, args, live=None, wanted=None, kept=None) -> list:
     staging, on a graph `computable_at_once`."""
     live, wanted, kept = _options(graph, live, wanted, kept)
     env = concrete_env(graph, args)
-    outs, cts_in = _backward(graph, env, _seeds(graph, live, [None] * len(live)))
+    outs, cts_in = _backward(graph, env, _seeds(graph, live, [None] * len(live)),
+                             _depending_on(graph, wanted))
     grads = [instantiate(cts_in[i]) for i in wanted if is_differentiable(graph.inputs[i].aval)]
     return [outs[i] for i in kept] + grads
+
+
+def _depending_on(graph, wanted) -> set:
+    """The vars of `graph` that depend on its differentiable inputs at indices `wanted`: the
+    only ones whose cotangents a gradient reads (vjp_graph leaves the others to dead-code
+    elimination; computed at once, they would be computed, e.g. a data matrix's)."""
+    active = {graph.inputs[i] for i in wanted if is_differentiable(graph.inputs[i].aval)}
+    for eqn in graph.equations:
+        if any(type(a) is not Literal and a in active for a in eqn.inputs):
+            active.update(eqn.outputs)
+    return active
 
 
 def computable_at_once(graph) -> bool:
@@ -112,9 +124,10 @@ def vjp_eval(graph, primals, cts_out):
     return _backward(graph, emit_equations(graph, primals), cts_out)
 
 
-def _backward(graph, env, cts_out):
+def _backward(graph, env, cts_out, active=None):
     """The backward pass of `graph` given its forward environment `env` (values or tracers),
-    in the current builder if any; returns (outs, cts_in)."""
+    in the current builder if any; returns (outs, cts_in). With `active` (a set of vars), only
+    those get cotangents, and equations reading none of them are skipped."""
     def read(atom):
         return atom.value if type(atom) is Literal else env[atom]
 
@@ -123,7 +136,7 @@ def _backward(graph, env, cts_out):
     def accumulate(atom, ct):
         if type(atom) is Literal or ct is None or type(ct) is Zero:
             return
-        if not is_differentiable(atom.aval):
+        if not is_differentiable(atom.aval) or (active is not None and atom not in active):
             return
         ct = fit_tangent(ct, atom.aval)
         previous = ct_env.get(atom)
