@@ -120,6 +120,23 @@ def test_triangular_solve_matches_scipy(args, lower, trans, unit):
         np.testing.assert_allclose(got[index], want, rtol=1e-12, atol=1e-12)
 
 
+@given(triangular_args(), st.booleans(), st.sampled_from([0, 1]), st.booleans(),
+       st.sampled_from([np.float64, np.float32]))
+def test_triangular_solve_of_one_column_matches_scipy(args, lower, trans, unit, dtype):
+    """One right-hand side takes BLAS trsv rather than trsm."""
+    a, b = args
+    a, b = a.astype(dtype), b[..., :1].astype(dtype)
+    got = linalg_scipy.triangular_solve(a, b, lower=lower, trans=trans, unit_diagonal=unit)
+    assert got.dtype == np.result_type(a, b) and got.shape[-2:] == b.shape[-2:]
+    a_b = np.broadcast_to(a, got.shape[:-2] + a.shape[-2:])
+    b_b = np.broadcast_to(b, got.shape)
+    for index in np.ndindex(got.shape[:-2]):
+        want = scipy.linalg.solve_triangular(a_b[index], b_b[index], lower=lower, trans=trans,
+                                             unit_diagonal=unit)
+        tolerance = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got[index], want, rtol=tolerance, atol=tolerance)
+
+
 @given(general())
 def test_lu_solve_matches_numpy(args):
     a, = args
