@@ -168,15 +168,17 @@ def test_sqrtm_and_expm_match_scipy(args):
 
 @st.composite
 def cholesky_potrf_args(draw):
-    """A positive-definite matrix whose unread triangle is noise, in float64 or float32, in
-    C or Fortran order or strided, and the `upper` flag."""
+    """A positive-definite (complex: Hermitian) matrix whose unread triangle is noise, in
+    float64, float32 or complex128, in C or Fortran order or strided, and the `upper` flag."""
     batch, n = draw(batch_shapes), draw(sizes)
+    dtype = draw(st.sampled_from([np.float64, np.float32, np.complex128]))
     b = draw(xst.arrays(batch + (n, n), np.float64, -1, 1))
+    if dtype == np.complex128:
+        b = b + 1j * draw(xst.arrays(batch + (n, n), np.float64, -1, 1))
     upper = draw(st.booleans())
     noise = draw(xst.arrays(batch + (n, n), np.float64, -9, 9))
-    a = b @ np.swapaxes(b, -1, -2) + n * np.eye(n)
-    a = a + (np.tril(noise, -1) if upper else np.triu(noise, 1))
-    a = a.astype(draw(st.sampled_from([np.float64, np.float32])))
+    a = b @ np.conjugate(np.swapaxes(b, -1, -2)) + n * np.eye(n)
+    a = (a + (np.tril(noise, -1) if upper else np.triu(noise, 1))).astype(dtype)
     layout = draw(st.sampled_from(["C", "F", "strided"]))
     if layout == "F":
         a = np.asfortranarray(a)

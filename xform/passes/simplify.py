@@ -244,8 +244,8 @@ def _cholesky_by_lapack(eqn, known):
 
 
 def _triangle_of_factor(atom, known):
-    """(factor, its triangle, whether `atom` is its transpose) when `atom` is a Cholesky
-    factor or the transpose of one (last two axes), else None."""
+    """(factor, whether it is lower triangular, whether `atom` is its transpose) when `atom`
+    is a Cholesky factor or the transpose of one (last two axes), else None."""
     transposed = False
     swap = known.made_by(atom, "transpose")
     if swap is not None:
