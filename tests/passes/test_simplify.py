@@ -98,6 +98,22 @@ def where_same(a, b):
     return np.where(a > b.T, c, c)
 
 
+def _positive_definite(xp, a):
+    return a @ a.T + 4.0 * xp.eye(a.shape[0])    # entries of a in [-2, 2], at most 4 rows
+
+
+def cholesky_factors(a, b):
+    return (np.linalg.cholesky(_positive_definite(np, a))
+            + np.linalg.cholesky(_positive_definite(np, b.T), upper=True))
+
+
+def solve_with_factor(a, b):
+    lower = np.linalg.cholesky(_positive_definite(np, a))
+    upper = np.linalg.cholesky(_positive_definite(np, a), upper=True)
+    return (np.linalg.solve(lower, b.T) + np.linalg.solve(lower.T, b.T)
+            + np.linalg.solve(upper, b.T[:, 0])[:, None])
+
+
 CASES = {   # rule name -> (functions where it must fire, kind of inputs)
     "sum of a reshape": ([kron_sum, reshape_sum], "finite"),
     "sum of a transpose": ([transpose_sum], "finite"),
@@ -109,6 +125,8 @@ CASES = {   # rule name -> (functions where it must fire, kind of inputs)
     "repeated scaling by constants": ([scaled_by_constants_twice], "finite"),
     "repeated scaling": ([scaled_by_a_value_twice], "finite"),
     "exp of log": ([exp_log], "edge"),
+    "cholesky by LAPACK": ([cholesky_factors, solve_with_factor], "finite"),
+    "solve with a Cholesky factor": ([solve_with_factor], "finite"),
     "difference of a value with itself": ([self_difference], "int"),
     "where with a known mask": ([where_true, where_false, where_same], "edge"),
 }
@@ -238,14 +256,22 @@ def autograd_version(fun):
                                             + anp.dot(anp.ones(b.shape[1]), b[0])),
                scaled_by_constants_twice: lambda a, b: (a * 2.5) * 3.0 + 0.5 * (1.5 * b.T),
                scaled_by_a_value_twice: lambda a, b: (a * b[0, 0]) * b[0, 0],
-               exp_log: lambda a, b: anp.exp(anp.log(a)) + b.T}
+               exp_log: lambda a, b: anp.exp(anp.log(a)) + b.T,
+               cholesky_factors: lambda a, b: (
+                   anp.linalg.cholesky(_positive_definite(anp, a))
+                   + anp.linalg.cholesky(_positive_definite(anp, b.T)).T),
+               solve_with_factor: lambda a, b: (
+                   anp.linalg.solve(anp.linalg.cholesky(_positive_definite(anp, a)), b.T)
+                   + anp.linalg.solve(anp.linalg.cholesky(_positive_definite(anp, a)).T, b.T)
+                   + anp.linalg.solve(anp.linalg.cholesky(_positive_definite(anp, a)).T,
+                                      b.T[:, 0])[:, None])}
     return sources[fun]
 
 
 @pytest.mark.parametrize("fun", [kron_sum, kron_view_sum, outer_sum, dot_ones_right,
                                  dot_ones_left, scaled_by_constants_twice,
-                                 scaled_by_a_value_twice,
-                                 exp_log])
+                                 scaled_by_a_value_twice, exp_log, cholesky_factors,
+                                 solve_with_factor])
 @given(data=st.data())
 def test_gradients_agree_with_autograd(fun, data):
     a = data.draw(xst.arrays((3, 2), low=0.1))   # positive: exp_log's domain
@@ -289,3 +315,29 @@ def test_levels_admit_what_they_say():
     graph = xform.make_graph(exp_log)(np.ones((2, 2)), np.ones((2, 2)))
     simplify(graph, level="gradient", rules=counting(fired))
     assert fired == []
+
+
+def primitive_names(graph):
+    """The primitives left after the passes "exact" runs."""
+    graph = xform.passes.optimize(graph, xform.passes.EXACT_PIPELINE)
+    return {eqn.primitive.name for eqn in graph.equations}
+
+
+def test_only_a_gradient_factors_by_potrf_and_solves_by_substitution():
+    """Under "exact", plain grad's forward pass factors by LAPACK potrf and solves with the
+    factor by substitution (values it does not return); value_and_grad and jit compute
+    numpy's cholesky and solve, bit for bit."""
+    xform.config.update("algebra", "exact")
+    a = np.linspace(-1.0, 1.7, 12).reshape(3, 4)
+    b = np.linspace(0.3, -1.2, 12).reshape(4, 3)
+    loss = lambda a, b: np.sum(solve_with_factor(a, b) ** 2)    # noqa: E731
+    grad_names = primitive_names(xform.make_graph(xform.grad(loss, (0, 1)))(a, b))
+    assert {"cholesky_lapack", "triangular_solve"} <= grad_names
+    assert not {"cholesky", "solve"} & grad_names
+    for transform in (xform.value_and_grad(loss, (0, 1)), xform.jit(loss)):
+        names = primitive_names(xform.make_graph(transform)(a, b))
+        assert {"cholesky", "solve"} <= names and "cholesky_lapack" not in names
+    value, grads = xform.value_and_grad(loss, (0, 1))(a, b)
+    assert value == loss(a, b) and xform.jit(loss)(a, b) == loss(a, b)
+    for g, w in zip(xform.grad(loss, (0, 1))(a, b), grads):
+        np.testing.assert_allclose(g, w, rtol=1e-12)

@@ -120,6 +120,23 @@ def test_triangular_solve_matches_scipy(args, lower, trans, unit):
         np.testing.assert_allclose(got[index], want, rtol=1e-12, atol=1e-12)
 
 
+@given(triangular_args(), st.booleans(), st.sampled_from([0, 1]), st.booleans(),
+       st.sampled_from([np.float64, np.float32]))
+def test_triangular_solve_of_one_column_matches_scipy(args, lower, trans, unit, dtype):
+    """One right-hand side takes BLAS trsv rather than trsm."""
+    a, b = args
+    a, b = a.astype(dtype), b[..., :1].astype(dtype)
+    got = linalg_scipy.triangular_solve(a, b, lower=lower, trans=trans, unit_diagonal=unit)
+    assert got.dtype == np.result_type(a, b) and got.shape[-2:] == b.shape[-2:]
+    a_b = np.broadcast_to(a, got.shape[:-2] + a.shape[-2:])
+    b_b = np.broadcast_to(b, got.shape)
+    for index in np.ndindex(got.shape[:-2]):
+        want = scipy.linalg.solve_triangular(a_b[index], b_b[index], lower=lower, trans=trans,
+                                             unit_diagonal=unit)
+        tolerance = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got[index], want, rtol=tolerance, atol=tolerance)
+
+
 @given(general())
 def test_lu_solve_matches_numpy(args):
     a, = args
@@ -145,6 +162,77 @@ def test_sqrtm_and_expm_match_scipy(args):
     scaled = a / (2 * a.shape[-1])
     np.testing.assert_allclose(linalg_scipy.expm_p.bind(scaled), scipy.linalg.expm(scaled),
                                rtol=1e-12, atol=1e-12)
+
+
+# -- cholesky by potrf (the forward of plain grad): numpy's factor up to rounding -----------
+
+@st.composite
+def cholesky_potrf_args(draw):
+    """A positive-definite (complex: Hermitian) matrix whose unread triangle is noise, in
+    float64, float32 or complex128, in C or Fortran order or strided, and the `upper` flag."""
+    batch, n = draw(batch_shapes), draw(sizes)
+    dtype = draw(st.sampled_from([np.float64, np.float32, np.complex128]))
+    b = draw(xst.arrays(batch + (n, n), np.float64, -1, 1))
+    if dtype == np.complex128:
+        b = b + 1j * draw(xst.arrays(batch + (n, n), np.float64, -1, 1))
+    upper = draw(st.booleans())
+    noise = draw(xst.arrays(batch + (n, n), np.float64, -9, 9))
+    a = b @ np.conjugate(np.swapaxes(b, -1, -2)) + n * np.eye(n)
+    a = (a + (np.tril(noise, -1) if upper else np.triu(noise, 1))).astype(dtype)
+    layout = draw(st.sampled_from(["C", "F", "strided"]))
+    if layout == "F":
+        a = np.asfortranarray(a)
+    elif layout == "strided":
+        a = np.repeat(a, 2, axis=-1)[..., ::2]
+    return a, upper
+
+
+@given(cholesky_potrf_args())
+def test_cholesky_potrf_is_numpys_factor_up_to_rounding(args):
+    a, upper = args
+    got = linalg_scipy.cholesky_potrf(a, upper=upper)
+    want = np.linalg.cholesky(a, upper=upper)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    other = np.tril(got, -1) if upper else np.triu(got, 1)
+    np.testing.assert_array_equal(other, 0)
+    tolerance = 1e-5 if a.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("matrix", [
+    np.array([[1.0, 2.0], [2.0, 1.0]]),                                  # indefinite
+    np.array([[1.0, 0.0], [np.inf, 1.0]]),                               # inf - inf
+    np.stack([np.eye(3), -np.eye(3)]),                                   # one bad in a stack
+], ids=["indefinite", "inf", "stack"])
+def test_cholesky_potrf_raises_numpys_error(upper, matrix):
+    matrix = matrix if not upper else np.swapaxes(matrix, -1, -2)
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        np.linalg.cholesky(matrix, upper=upper)
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        linalg_scipy.cholesky_potrf(matrix, upper=upper)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_potrf_gives_numpys_nans(upper):
+    """LAPACK passes a nan below the first pivot on without an error, for numpy as for us."""
+    for matrix in (np.array([[1.0, 0.0], [np.nan, 1.0]]), np.array([[np.nan, 0.0], [0, 1.0]])):
+        matrix = matrix if not upper else matrix.T
+        np.testing.assert_array_equal(linalg_scipy.cholesky_potrf(matrix, upper=upper),
+                                      np.linalg.cholesky(matrix, upper=upper))
+
+
+def test_gradient_of_a_cholesky_raises_numpys_error_on_an_indefinite_matrix():
+    """Plain grad factors by potrf: an indefinite matrix raises numpy's LinAlgError, on the
+    first (interpreted) call and on compiled ones, never returns garbage."""
+    grad = xform.grad(lambda m: np.sum(np.log(np.diagonal(np.linalg.cholesky(m)))))
+    bad = np.array([[1.0, 2.0], [2.0, 1.0]])
+    for matrix in (bad, np.eye(2), np.eye(2), bad):   # the second good call compiles
+        if matrix is bad:
+            with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+                grad(matrix)
+        else:
+            np.testing.assert_allclose(grad(matrix), 0.5 * np.eye(2))
 
 
 # -- cholesky's cotangent: Murray's blocked recursion against the formula and autograd -------

@@ -304,6 +304,17 @@ def test_pad_gradient_of_constant_value_counts_padding():
     assert xform.grad(padded_sum)(0.5, np.ones((2, 3))) == 5 * 4 - 6
 
 
+@pytest.mark.parametrize("value", [0.0, -0.0, 0, 2.5])
+def test_pad_fills_with_numpys_bits(value):
+    """Zeros come from the allocator, other values (-0.0 too) from a fill."""
+    x = np.arange(6.0).reshape(2, 3)
+    want = np.pad(x, ((1, 0), (2, 1)), constant_values=value)
+    for got in (xform.jit(lambda x: np.pad(x, ((1, 0), (2, 1)), constant_values=value))(x),
+                pad_p.bind(x, np.float64(value), widths=((1, 0, 0), (2, 1, 0)))):
+        _assert_same(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
 def test_pad_vmap_over_constant_value():
     xs, cs = np.ones((3, 2)), np.array([1.0, 2.0, 3.0])
     got = xform.vmap(lambda x, c: np.pad(x, 1, constant_values=c))(xs, cs)
