@@ -673,3 +673,32 @@ def test_grad_and_jit_results_are_the_interpreters(admitted, fun, arg):
         got = transform(fun)(arg)
         want = xform.eval_graph(xform.make_graph(transform(fun))(arg), arg)[0]
         assert_same(got, want)
+
+
+def _pad_sum_operands(source, namespace):
+    """The operand names of the generated pad_sum call (pad_sum_impl bound as some f*)."""
+    from xform.rules.accumulate import pad_sum_p
+    impl = xform.ir.rules.RULES[pad_sum_p].impl
+    (name,) = [k for k, v in namespace.items() if getattr(v, "func", None) is impl]
+    (call,) = re.findall(rf"= {name}\((.*)\)", source)
+    return call.split(", ")
+
+
+@pytest.mark.parametrize("arg", [np.array([0.9, 1.01, 0.3]),
+                                 np.array([1e300, 1e10, 0.5]),    # inf: the run falls back
+                                 np.array([-0.0, 0.0, -0.0])])
+def test_a_loops_cotangents_reach_pad_sum_as_python_floats(admitted, arg):
+    """pad_sum takes its 0-d operands as they are (hook "takes_floats"): the cotangents of
+    `x[1]` in the loop, made as Python floats, are not converted one by one, and the
+    gradient is still the interpreter's bit for bit, also when the run falls back."""
+    graph = xform.passes.optimize(xform.make_graph(xform.grad(product_chain))(arg))
+    source, namespace = graph_source(graph)
+    operands = _pad_sum_operands(source, namespace)
+    assert len(operands) > 30
+    if admitted == "none":
+        assert all(name.startswith("v") for name in operands)
+    else:
+        assert sum(name.startswith("s") for name in operands) >= 30
+        assert len(re.findall(r"= to_f64\(", source)) < 5
+    with np.errstate(all="ignore"):
+        assert_same(xform.grad(product_chain)(arg), reference(graph, arg)[0])
