@@ -435,3 +435,19 @@ def test_grad_of_a_pytree_argument_has_its_structure():
     np.testing.assert_allclose(grads["w"], 2 * params["w"] * 3.0)
     np.testing.assert_allclose(grads["layer"].w, 5.0)
     np.testing.assert_allclose(grads["layer"].b, 1.0)
+
+
+@pytest.mark.parametrize("argnums", [(0,), (1, 0), (0, 1, 2)])
+def test_grad_of_array_and_scalar_arguments_is_a_tuple_in_argnums_order(argnums):
+    """The all-leaves gradient (no containers, no integer argument) is the outputs as a tuple
+    (reverse._grads_unflattener), in the order argnums names them, also when cached."""
+    def f(x, y, s):
+        return np.sum(np.sin(x) * y) * s
+    args = (np.array([0.5, -1.0]), np.array([2.0, 3.0]), 1.5)
+    grad_f = xform.grad(f, argnums=argnums)
+    for _ in range(3):       # the first call interprets, the next ones run compiled code
+        grads = grad_f(*args)
+        assert type(grads) is tuple and len(grads) == len(argnums)
+        for n, got in zip(argnums, grads):
+            assert_bit_equal(got, xform.grad(f, argnums=n)(*args))
+    assert type(xform.value_and_grad(f, argnums=argnums)(*args)[1]) is tuple

@@ -220,6 +220,56 @@ def test_replacing_code_and_rebinding_closure_cells_restage():
     assert jitted_g(1.0) == 5.0
 
 
+def _specialized_check(function):
+    """The generated check of what staging `function` reads, as a cache hit runs it."""
+    from xform.runtime.dependencies import recording
+    with recording(function) as dependencies:
+        pass
+    check = dependencies.specialize()
+    assert check.__code__.co_filename == "<xform-dependencies>"
+    return check
+
+
+def test_the_generated_check_fails_on_an_emptied_cell_and_a_dead_root():
+    def emptied():
+        scale = 2.0
+
+        def f(x):
+            return x * scale
+        check = _specialized_check(f)
+        assert check()
+        del scale
+        return check
+    check = emptied()
+    assert check() is False           # the cell `scale` was emptied: stale, no ValueError
+    root_dies = _specialized_check(lambda x: x * 3.0)
+    gc.collect()
+    assert root_dies() is False       # no AttributeError on the dead root's None
+
+
+def test_the_generated_check_sees_every_cell_and_code():
+    def helper(x):
+        return x + 1.0
+    scale = 2.0
+
+    def f(x):
+        return helper(x) * scale
+    check = _specialized_check(f)
+    assert check()
+    helper_code = helper.__code__
+    helper.__code__ = (lambda x: x - 1.0).__code__
+    assert check() is False
+    helper.__code__ = helper_code
+    assert check()
+    f_code = f.__code__
+    f.__code__ = (lambda x: helper(x) * scale).__code__
+    assert check() is False
+    f.__code__ = f_code
+    assert check()
+    scale = 3.0  # noqa: F841  (rebinds the cell f reads)
+    assert check() is False
+
+
 def test_many_threads_share_one_build_and_get_identical_results():
     xform.config.update("fusion", False)  # one build: no fused region sub-graphs to count
     try:

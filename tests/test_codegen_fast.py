@@ -673,3 +673,38 @@ def test_grad_and_jit_results_are_the_interpreters(admitted, fun, arg):
         got = transform(fun)(arg)
         want = xform.eval_graph(xform.make_graph(transform(fun))(arg), arg)[0]
         assert_same(got, want)
+
+
+def _pad_sum_operands(source, namespace):
+    """The operand names of the generated pad_sum call (pad_sum_impl bound as some f*)."""
+    from xform.rules.accumulate import pad_sum_p
+    impl = xform.ir.rules.RULES[pad_sum_p].impl
+    (name,) = [k for k, v in namespace.items() if getattr(v, "func", None) is impl]
+    (call,) = re.findall(rf"= {name}\((.*)\)", source)
+    return call.split(", ")
+
+
+def _powers_placed(a, b):
+    """b, b^2, ... b^40 times a (Python floats in compiled code), each at its own element."""
+    from xform.rules.accumulate import pad_sum
+    terms = [a]
+    for _ in range(40):
+        terms.append(terms[-1] * b)
+    return pad_sum(terms[1:], [((i, i + 1, 1),) for i in range(40)], (40,))
+
+
+@pytest.mark.parametrize("args", [(0.9, 1.01), (1e300, 1e10), (-0.0, 0.5)])  # 2nd: falls back
+def test_pad_sum_takes_python_floats_as_they_are(admitted, args):
+    """pad_sum takes its 0-d operands as they are (hook "takes_floats"): terms made as Python
+    floats are not converted one by one, and the result is still the interpreter's bit for
+    bit, also when the run falls back."""
+    graph = xform.make_graph(_powers_placed)(*args)
+    source, namespace = graph_source(graph)
+    operands = _pad_sum_operands(source, namespace)
+    assert len(operands) == 40
+    if admitted == "none":
+        assert all(name.startswith("v") for name in operands)
+    else:
+        assert all(name.startswith("s") for name in operands)
+        assert not re.findall(r"= to_f64\(", source)
+    assert_same(compiled_quietly(graph, *args)[0], reference(graph, *args)[0])

@@ -25,6 +25,8 @@ F32 = ShapedArray((), np.float32)
 M23 = ShapedArray((2, 3), np.float64)
 V3 = ShapedArray((3,), np.float64)
 I32 = ShapedArray((), np.int32)
+WEAK = ShapedArray((), np.float64, True)
+C128 = ShapedArray((), np.complex128)
 
 # name, input avals, build(b, *inputs) -> outputs, primitives left after folding (and dce,
 # which removes what a rewrite leaves unread)
@@ -71,6 +73,24 @@ CASES = [
                                              dtype=None)), ["multiply"]),
     FoldCase("folded product of a known 1", [F64],
              lambda b, x: b(multiply_p, x, b(divide_p, lit(3.0), lit(3.0))), []),
+    # A weak x times a strong 1 only changes x's type; where the other operand is strong,
+    # x stands for the product (reverse mode's cotangent 1.0 times a Python float).
+    *[FoldCase(f"(weak*strong 1) {prim}", [WEAK, F64],
+               lambda b, x, y, prim=prim: b(prim, b(multiply_p, x, lit(np.float64(1.0))), y),
+               [prim.name]) for prim in (multiply_p, add_p, subtract_p, divide_p)],
+    FoldCase("y - (strong 1*weak)", [WEAK, F64],
+             lambda b, x, y: b(subtract_p, y, b(multiply_p, lit(np.float64(1.0)), x)),
+             ["subtract"]),
+    FoldCase("(weak*strong 1) * weak stays", [WEAK, WEAK],
+             lambda b, x, y: b(multiply_p, b(multiply_p, x, lit(np.float64(1.0))), y),
+             ["multiply", "multiply"]),
+    FoldCase("(weak*strong 2) * y stays", [WEAK, F64],
+             lambda b, x, y: b(multiply_p, b(multiply_p, x, lit(np.float64(2.0))), y),
+             ["multiply", "multiply"]),
+    # (a + bj) * (1 + 0j) is not a + bj bit for bit (an infinite b gives a nan real part)
+    FoldCase("complex (weak*strong 1) * y stays", [ShapedArray((), np.complex128, True), C128],
+             lambda b, x, y: b(multiply_p, b(multiply_p, x, lit(np.complex128(1.0))), y),
+             ["multiply", "multiply"]),
 ]
 
 

@@ -209,9 +209,11 @@ def _finish_fused(graph):
 
 def _grads_unflattener(in_tree, nums, argnums, wanted, avals):
     """gradient outputs -> the pytree of gradients (float0 zeros for integer leaves)."""
-    if isinstance(argnums, int) and in_tree.children[nums[0]].kind is None \
-            and is_differentiable(avals[wanted[0]]):
-        return operator.itemgetter(0)
+    # Gradients of arrays and scalars (no containers, nothing integer) are the outputs as
+    # they are: built in C, not by the pytree walk below (about 5 us for four arguments).
+    if all(in_tree.children[n].kind is None for n in nums) \
+            and all(is_differentiable(avals[i]) for i in wanted):
+        return operator.itemgetter(0) if isinstance(argnums, int) else tuple
 
     def unflatten(grad_results):
         grad_iter = iter(grad_results)

@@ -44,7 +44,7 @@ from xform.codegen.analyses import buffer_reuse, item_inputs, plain_indexing, va
 from xform.codegen.scalar import EXACT, SCALAR_FALLBACK, NonFiniteScalar, bits
 from xform.codegen.scalar_plan import literal_float, scalar_equations, schedule
 from xform.ir.core import Graph, Literal
-from xform.ir.rules import derived, rule_for, scalar_math_rules
+from xform.ir.rules import derived, hooks_named, rule_for, scalar_math_rules
 
 _counter = itertools.count()
 
@@ -227,6 +227,14 @@ def graph_source(graph: Graph, debug: bool = False,
     runs = itertools.count()
     values = itertools.count()       # values are named as they are bound
 
+    # Primitives whose impl computes the same from a Python float as from an np.float64 at a
+    # 0-d float64 operand (hook "takes_floats"): their operands held as Python floats are
+    # passed as they are, without a to_f64 each (a loop's pad_sum reads hundreds of them).
+    takes_floats = hooks_named("takes_floats") if scalar else {}
+
+    def operand_name(atom):
+        return names[atom] if atom in has_numpy else float_names[atom]
+
     def as_numpy(atoms):
         for atom in atoms:
             if type(atom) is not Literal and atom not in has_numpy:
@@ -245,7 +253,8 @@ def graph_source(graph: Graph, debug: bool = False,
             body.append(f"    {outs} = {names[source]}[{literal(where)}]")
             return
         impl = impls[index]
-        in_names = [literal(a.value) if type(a) is Literal else names[a] for a in eqn.inputs]
+        in_names = [literal(a.value) if type(a) is Literal else operand_name(a)
+                    for a in eqn.inputs]
         ins = ", ".join(in_names)
         operator = infix.get(eqn.primitive)
         checked = True
@@ -368,7 +377,7 @@ def graph_source(graph: Graph, debug: bool = False,
         if type(item) is list:
             scalar_run(item)
         else:
-            if scalar:
+            if scalar and equations[item].primitive not in takes_floats:
                 as_numpy(item_inputs(graph, item, indexing))
             numpy_statement(item)
             has_numpy.update(equations[item].outputs)

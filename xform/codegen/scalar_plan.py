@@ -10,6 +10,7 @@ import numpy as np
 
 from xform.codegen.scalar import scalar_operation
 from xform.ir.core import Graph, Literal
+from xform.ir.rules import hooks_named
 
 _F64 = np.dtype(np.float64)
 
@@ -52,6 +53,8 @@ def scalar_equations(graph: Graph, outputs: set, scalar_math: str) -> dict:
     saved = {}                       # a root's group: its estimated savings
     inputs = {}                      # a root's group: the values it converts
     leaving = set()                  # candidates' values read by other equations
+    converted = set()                # of them, those read as numpy values (to_f64 each)
+    takes_floats = hooks_named("takes_floats")
 
     def root(i):
         while group[i] != i:
@@ -73,7 +76,10 @@ def scalar_equations(graph: Graph, outputs: set, scalar_math: str) -> dict:
                         op = None
                         break
         if op is None:
-            leaving.update(atom for atom in eqn.inputs if atom in made_by)
+            read = [atom for atom in eqn.inputs if atom in made_by]
+            leaving.update(read)
+            if eqn.primitive not in takes_floats:
+                converted.update(read)
             continue
         candidates[index] = op
         made_by[outs[0]] = index
@@ -102,16 +108,17 @@ def scalar_equations(graph: Graph, outputs: set, scalar_math: str) -> dict:
                 inputs[other] = into
                 top = other
     leaving.update(v for v in outputs if v in made_by)
-    escaping: dict = {}              # root -> [values leaving it, of them checked]
+    converted.update(v for v in outputs if v in made_by)
+    escaping: dict = {}              # root -> [values converted, values checked]
     for var in leaving:
         index = made_by[var]
         counts = escaping.setdefault(root(index), [0, 0])
-        counts[0] += 1
+        counts[0] += var in converted
         counts[1] += candidates[index].tracked
     worth_it = set()
     for top, total in saved.items():
-        leaves, checked = escaping.get(top, (0, 0))
-        cost = (_TO_FLOAT_NS * len(inputs[top]) + _TO_NUMPY_NS * leaves
+        conversions, checked = escaping.get(top, (0, 0))
+        cost = (_TO_FLOAT_NS * len(inputs[top]) + _TO_NUMPY_NS * conversions
                 + (_CHECK_NS + _CHECK_PER_VALUE_NS * checked if checked else 0))
         if total > cost:
             worth_it.add(top)

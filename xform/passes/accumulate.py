@@ -142,18 +142,49 @@ def accumulate_pads(graph: Graph) -> Graph:
 
 def _pad_sum_equations(root, terms, producer, equations, prims) -> list:
     """The `pad_sum` standing for `root`, after any reshapes its one-element operands need to
-    be 0-d."""
-    emitted, operands = [], []
+    be 0-d (and the chains of `_scalar_chains`)."""
+    emitted, scalar_terms = [], []
     for atom, window in terms:
         if atom.aval.shape != prims.term_shape(window):
             atom = _as_scalar(atom, root, producer, equations, emitted, prims.reshape)
-        operands.append(atom)
+        scalar_terms.append((atom, window))
+    scalar_terms = _scalar_chains(scalar_terms, root, emitted, prims.add)
     out = root.outputs[0]
     params = Params({"shape": out.aval.shape, "dtype": out.aval.dtype,
-                     "windows": tuple(window for _, window in terms)})
-    emitted.append(Equation(prims.pad_sum, operands, root.outputs, params, root.source,
-                            root.origin))
+                     "windows": tuple(window for _, window in scalar_terms)})
+    emitted.append(Equation(prims.pad_sum, [atom for atom, _ in scalar_terms], root.outputs,
+                            params, root.source, root.origin))
     return emitted
+
+
+_F64 = np.dtype(np.float64)
+
+
+def _scalar_chains(terms, root, emitted, add_p) -> list:
+    """`terms` with the 0-d float64 terms of each element added up first by a chain of `add`s
+    in their order, when every term is one (pad_sum adds each element's terms in order from
+    +0.0, so the chain plus pad_sum's +0.0 gives the same bits, -0.0 included).
+
+    Why: a loop reading `x[i]` many times gives many terms per element (400 for one loop of
+    400 products); generated code computes 0-d float64 adds as Python floats, where the
+    chain costs less than converting each term for pad_sum, and its non-finite check is one
+    check of the total. Other dtypes keep one pad_sum: their adds would be numpy calls."""
+    if any(atom.aval.shape or atom.aval.dtype != _F64 for atom, _ in terms):
+        return terms
+    chains: dict = {}      # the element's starts -> [its total so far, its window]
+    for atom, window in terms:
+        element = tuple(start for start, _, _ in window)
+        chain = chains.get(element)
+        if chain is None:
+            chains[element] = [atom, window]
+            continue
+        total = Var(ShapedArray((), _F64))
+        emitted.append(Equation(add_p, (chain[0], atom), (total,), Params({}), root.source,
+                                root.origin))
+        chain[0] = total
+    if len(chains) == len(terms):
+        return terms
+    return [(total, window) for total, window in chains.values()]
 
 
 def _as_scalar(atom, root, producer, equations, emitted, reshape_p):

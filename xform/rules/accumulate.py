@@ -152,7 +152,10 @@ def _pad_sum_batch(size, args, dims, *, shape, dtype, windows):
 
 register(pad_sum_p, impl=_pad_sum_impl, abstract_eval=_pad_sum_abstract_eval,
          jvp=_pad_sum_jvp, transpose=_pad_sum_transpose, batch=_pad_sum_batch, symbolic_zeros=True,
-         role="pad_sum", hooks={"term_shape": term_shape, "full_window": full_window})
+         role="pad_sum", hooks={"term_shape": term_shape, "full_window": full_window,
+                                # a 0-d operand goes through np.fromiter(..., dtype): a Python
+                                # float converts exactly as its np.float64 would
+                                "takes_floats": True})
 
 
 def pad_sum(operands, windows, shape, dtype=None):

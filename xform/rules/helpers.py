@@ -11,7 +11,7 @@ import numpy as np
 from xform.ir.ad import NOT_MAPPED, Zero, add_tangents, aval, move_to_front, ndim, zero_tangent
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Params
-from xform.ir.rules import UNKNOWN
+from xform.ir.rules import UNKNOWN, primitive_for
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
@@ -147,6 +147,40 @@ def neutral_peephole(neutral, *sides, negative_zero=False):
             if (_is_all(value, neutral) and eqn.inputs[keep].aval == out.aval
                     and (exact or _all_negative_zero(value))):
                 return (eqn.inputs[keep],)
+        return None
+    return peephole
+
+
+def unit_product_peephole(eqn, value_of, producer):
+    """The peephole `(a * 1) op y -> a op y` of a binary arithmetic `op`, when the product
+    `a * 1` only made a weakly typed `a` (a Python scalar argument) strong and `y` already
+    has the result's type: `a * 1` is `a` bit for bit, and `a op y` has the same type. Reverse
+    mode makes such products: the cotangent 1.0 of `x * f(x)` times a Python float `x`."""
+    out = eqn.outputs[0].aval
+    for position, atom in enumerate(eqn.inputs):
+        other = eqn.inputs[1 - position]
+        product = producer.get(atom)
+        if (other.aval != out or product is None
+                or product.primitive is not primitive_for("multiply")):
+            continue
+        for a, one in (product.inputs, product.inputs[::-1]):
+            # (not complex: (a + bj) * (1 + 0j) turns an infinite b's real part into nan)
+            if (a.aval.weak_type and a.aval.dtype.kind in "fiu"
+                    and a.aval.shape == atom.aval.shape and a.aval.dtype == atom.aval.dtype
+                    and _is_all(value_of(one), 1)):
+                inputs = list(eqn.inputs)
+                inputs[position] = a
+                return attrs.evolve(eqn, inputs=tuple(inputs))
+    return None
+
+
+def first_peephole(*peepholes):
+    """The peephole trying each of `peepholes` in turn."""
+    def peephole(eqn, value_of, producer):
+        for rule in peepholes:
+            result = rule(eqn, value_of, producer)
+            if result is not None:
+                return result
         return None
     return peephole
 

@@ -97,14 +97,19 @@ class Dependencies:
         """Replace `valid` by one generated expression with every binding inlined, and return
         it: the check runs on every cache hit, so it should cost little more than a function
         call; generating it costs a compile(), which only entries hit again repay (the
-        cache asks for it when an entry's code is compiled, xform.runtime.tiers)."""
+        cache asks for it when an entry's code is compiled, xform.runtime.tiers).
+
+        Notes: a root that died reads as None, which has no `__code__`, and an emptied cell
+        raises ValueError on `cell_contents`: both mean the entry is stale, so the
+        expression runs inside one `try` (free in CPython 3.11 until something raises)
+        instead of testing for them on every hit."""
         if "valid" in self.__dict__:
             return self.valid
         namespace = {"MISSING": MISSING}
         terms = []
         if self.root is not None:
             namespace["root"], namespace["root_code"] = self.root, self.root_code
-            terms.append("(root() is not None and root().__code__ is root_code)")
+            terms.append("root().__code__ is root_code")
         for i, (namespace_dict, name, value) in enumerate(self.globals):
             namespace[f"g{i}"], namespace[f"n{i}"], namespace[f"v{i}"] = \
                 namespace_dict, name, value
@@ -112,14 +117,14 @@ class Dependencies:
         for i, (function, code) in enumerate(self.codes):
             namespace[f"f{i}"], namespace[f"c{i}"] = function, code
             terms.append(f"f{i}.__code__ is c{i}")
-        if self.cells:
-            # An emptied cell raises on access, so cells keep the general check.
-            namespace["cells_valid"] = self._cells_valid
-            terms.append("cells_valid()")
+        for i, (cell, value) in enumerate(self.cells):
+            namespace[f"k{i}"], namespace[f"w{i}"] = cell, value
+            terms.append(f"k{i}.cell_contents is w{i}")
         if self.contents or self.arrays:
             namespace["contents_valid"] = self._contents_valid
             terms.append("contents_valid()")
-        source = "def valid():\n    return " + (" and ".join(terms) or "True") + "\n"
+        source = ("def valid():\n    try:\n        return " + (" and ".join(terms) or "True")
+                  + "\n    except (AttributeError, ValueError):\n        return False\n")
         exec(compile(source, "<xform-dependencies>", "exec"), namespace)
         self.valid = namespace["valid"]
         return self.valid
