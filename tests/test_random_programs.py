@@ -210,6 +210,37 @@ def test_optimised_graph_equals_unoptimised(program):
     _assert_unchanged(x, copy)
 
 
+@budget(5)
+@given(programs(MAX_STATEMENTS).map(_described), st.booleans())
+def test_first_calls_compute_what_compiled_calls_compute_bit_for_bit(program, fuse_small):
+    # A signature's first call is interpreted (gradients by their rules on concrete values),
+    # later calls run compiled code (xform.runtime.tiers): a user calling twice must get the
+    # same bits twice.
+    x = program.input()
+    weights = _loss_weights(program)
+    direction = np.random.default_rng(program.seed + 2).standard_normal(x.shape)
+    def copy():
+        return lambda x: program.fun(x)
+
+    fresh = {   # each a new function: nothing cached for it
+        "jit": lambda: xform.jit(copy()),
+        "grad": lambda: xform.grad(_loss(program.fun, weights)),
+        "value_and_grad": lambda: xform.value_and_grad(_loss(program.fun, weights)),
+        "vjp": lambda: (lambda f: lambda x: xform.vjp(f, x)[1](weights))(copy()),
+        "jvp": lambda: (lambda f: lambda x: xform.jvp(f, (x,), (direction,)))(copy()),
+        "vmap": lambda: (lambda f: lambda x: xform.vmap(f)(x[None]))(copy()),
+        "hessian": lambda: xform.hessian(_loss(program.fun, weights)),
+    }
+    if program.features & NOT_DIFFERENTIABLE_TO_FLOAT64:
+        fresh = {"jit": fresh["jit"], "vmap": fresh["vmap"]}
+    with _fusing_any_size() if fuse_small else contextlib.nullcontext():
+        for name, make in fresh.items():
+            transformed = make()
+            first, second = transformed(x), transformed(x)
+            for a, b in zip(xform.tree.tree_leaves(first), xform.tree.tree_leaves(second)):
+                np.testing.assert_array_equal(a, b, strict=True, err_msg=name)
+
+
 @contextlib.contextmanager
 def _fusing_any_size():
     fuse = sys.modules["xform.passes.fuse"]

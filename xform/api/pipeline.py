@@ -35,25 +35,16 @@ def _passes():
 
 
 def fuse_if_enabled(graph, values_returned=True):
-    """Before reverse mode: `simplified_for_reverse`, then `fused_regions`."""
-    return fused_regions(simplified_for_reverse(graph, values_returned))
-
-
-def simplified_for_reverse(graph, values_returned=True):
-    """Algebraic simplification (xform.config.algebra) before reverse mode, so that the
-    gradient differentiates sum(a) * sum(b) rather than sum(kron(a, b)). Without
-    `values_returned` (only derivatives are), "exact" admits the rules that only change
-    rounding: numpy defines no bits for a derivative."""
+    """Before reverse mode: algebraic simplification (xform.config.algebra), so that the
+    gradient differentiates sum(a) * sum(b) rather than sum(kron(a, b)); then element-wise
+    regions as `elementwise` equations (xform.config.fusion), so that their vjp keeps only
+    partial derivatives. After reverse mode, fusion merges each region with its NDual form
+    (bench/NDUAL.md). Without `values_returned` (only derivatives are), "exact" admits the
+    rules that only change rounding: numpy defines no bits for a derivative."""
     level = config.algebra
     if level == "exact" and not values_returned:
         level = "gradient"
-    return simplify(graph, level=level)
-
-
-def fused_regions(graph):
-    """Element-wise regions as `elementwise` equations (xform.config.fusion), so that their
-    vjp keeps only partial derivatives. After reverse mode, fusion merges each region with its
-    NDual form (bench/NDUAL.md)."""
+    graph = simplify(graph, level=level)
     return fuse_elementwise(graph) if config.fusion else graph
 
 

@@ -10,8 +10,7 @@ import numpy as np
 from xform.api.dispatch import (Transformed, aval_of_signature, leaf_signature, normalize_argnums,
                                 present_argnums, run, static_positions, transformed)
 from xform.api.forward import as_dtype
-from xform.api.pipeline import (as_built, finish_graph, fuse_if_enabled, fused_regions,
-                                owned_values, simplified_for_reverse)
+from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled, owned_values
 from xform.errors import (MissingRuleError, ShapeError, TreeMismatchError, TypeCheckError,
                           not_callable_error)
 from xform.ir.ad import Zero, instantiate
@@ -142,7 +141,10 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
         if out_shape:   # a size-1 array output (as autograd): differentiate it as a scalar
             graph, captured, out_tree = stage_function(_first_output_as_scalar(fun, has_aux),
                                                        in_tree, avals)
-        graph = simplified_for_reverse(graph, values_returned=with_value or has_aux)
+        # Fused here, for both tiers: the first call must compute what later calls compute,
+        # bit for bit, and a fused region's vjp (NDual) rounds differently from its
+        # equations' rules.
+        graph = fuse_if_enabled(graph, values_returned=with_value or has_aux)
         n_outs = len(graph.outputs)
         kept = range(n_outs) if with_value else range(1, n_outs) if has_aux else ()
         # The output's cotangent is 1.
@@ -165,8 +167,8 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
         return graph, options, captured, unflatten
 
     def reverse_graph(graph, options):
-        # The forward pass is the fused `graph` itself (adopted).
-        return vjp_graph(fused_regions(graph), seed_ones=True, adopt=True, **options)
+        # The forward pass is `graph` itself (adopted).
+        return vjp_graph(graph, seed_ones=True, adopt=True, **options)
 
     def build(fun, in_tree, avals):
         graph, options, captured, unflatten = forward(fun, in_tree, avals)
@@ -174,8 +176,7 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
 
     def first_call(fun, in_tree, avals):
         """The interpreted tier's first call: the gradient computed at once, by the rules on
-        concrete values, and no reverse-mode graph built until the next call compiles. Not
-        fused either: a fused region pays a compile to run once, its ops do not."""
+        concrete values, and no reverse-mode graph built until the next call compiles."""
         graph, options, captured, unflatten = forward(fun, in_tree, avals)
         run = (functools.partial(gradient_values_owned, graph, options)
                if computable_at_once(graph) else None)

@@ -7,7 +7,7 @@ import attrs
 import numpy as np
 
 from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, bind, current_builder, source_scope, using_builder
+from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.execute import cleaned, compiled, compiled_memo, pruned
 from xform.ir.interpret import eval_graph
@@ -17,7 +17,7 @@ from xform.rules.helpers import unbroadcast
 from xform.ir.rules import is_elementwise, register, rule_for
 from xform.transforms.derived import batch_of, memo
 from xform.transforms.jvp import fit_tangent, jvp_eval
-from xform.transforms.vjp import vjp_eval
+from xform.transforms.vjp import is_constant, vjp_eval
 
 elementwise_p = Primitive("elementwise", multiple_results=True)
 
@@ -260,11 +260,10 @@ def _mixes_precisions(region) -> bool:
 
 
 def _elementwise_vjp(primals, outs, cts, *, max_width, region):
-    # N: the differentiable inputs that can have a cotangent. While staging, constants have
-    # none; computed at once (a gradient's first call, on concrete values) any input may.
-    staging = current_builder() is not None
+    # N: the differentiable inputs that can have a cotangent (constants have none), the same
+    # in a gradient computed at once as in its graph: N decides NDual or not, and so the bits.
     directions = tuple(i for i, x in enumerate(primals)
-                       if (type(x) is Tracer or not staging) and is_differentiable(aval(x)))
+                       if not is_constant(x) and is_differentiable(aval(x)))
     if not directions:
         return (None,) * len(primals)
     # A complex input's derivative need not be complex multiplication by one partial (abs,

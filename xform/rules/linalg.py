@@ -14,9 +14,8 @@ from xform.rules.helpers import elementwise_batch, linear_jvp, unbroadcast, zero
 from xform.rules.linalg_scipy import (cholesky_cotangent, cholesky_potrf,
                                       triangular_solve)
 from xform.rules import shape
-from xform.ir.tracer import Tracer
 from xform.ir.rules import register
-from xform.transforms.vjp import vjp_from_jvp
+from xform.transforms.vjp import lineage, vjp_from_jvp
 
 _DTYPE_CACHE: dict = {}
 
@@ -142,24 +141,21 @@ def _solve_abstract_eval(a, b):
 
 
 def _known_triangle(a):
-    """"lower" or "upper" when traced `a` is a Cholesky factor (or its transpose), else None:
+    """"lower" or "upper" when `a` is known to be a Cholesky factor (or its transpose), else None:
     the derivatives of solve(L, b) then need triangular solves only."""
-    if type(a) is not Tracer:
+    found = lineage(a)
+    if found is None:
         return None
-    var, swapped = a.graph_var, False
-    for eqn in reversed(a.builder.equations):
-        if var not in eqn.outputs:
-            continue
-        if eqn.primitive is shape.transpose_p and not swapped:
-            axes = eqn.params["axes"]
-            if tuple(axes[-2:]) != (len(axes) - 1, len(axes) - 2) or \
-                    tuple(axes[:-2]) != tuple(range(len(axes) - 2)):
-                return None
-            var, swapped = eqn.inputs[0], True
-            continue
-        if eqn.primitive is cholesky_p or eqn.primitive is cholesky_lapack_p:
-            return "lower" if eqn.params["upper"] == swapped else "upper"
-        return None
+    var, maker = found
+    eqn, swapped = maker(var), False
+    if eqn is not None and eqn.primitive is shape.transpose_p:
+        axes = eqn.params["axes"]
+        if tuple(axes[-2:]) != (len(axes) - 1, len(axes) - 2) or \
+                tuple(axes[:-2]) != tuple(range(len(axes) - 2)):
+            return None
+        eqn, swapped = maker(eqn.inputs[0]), True
+    if eqn is not None and eqn.primitive in (cholesky_p, cholesky_lapack_p):
+        return "lower" if eqn.params["upper"] == swapped else "upper"
     return None
 
 
