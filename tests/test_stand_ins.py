@@ -1,6 +1,8 @@
 """Stand-ins (xform/numpy/stand_ins.py): in place only while something is staged, invisible to
 calls without tracers (from any thread), restored after errors and nested stagings, and
 reaching names imported before xform."""
+import ast
+import subprocess
 import sys
 import threading
 import types
@@ -149,3 +151,31 @@ def test_odeint_gradients_are_cached():
     after = xform.cache_info()
     np.testing.assert_allclose(values, -np.exp(-0.5), rtol=1e-6)
     assert after["invalidations"] == before["invalidations"]
+
+
+# Each body imports its SciPy module on its first line, so in a fresh interpreter the module
+# arrives while the function is being staged: its stand-ins are not in place for that run,
+# which must start over once they are.
+IMPORTED_WHILE_STAGING = {
+    "special": "from scipy.special import logsumexp\n    return logsumexp(x)",
+    "stats": "import scipy.stats\n    return scipy.stats.norm.logpdf(x, 0.5, 2.0).sum()",
+    "linalg": "import scipy.linalg\n    return np.sum(scipy.linalg.solve_triangular("
+              "np.tril(np.outer(x, x)) + np.eye(3), x, lower=True))",
+    "integrate": "from scipy.integrate import odeint\n"
+                 "    return odeint(lambda y, t: -y * y, x, np.array([0.0, 0.5]))[-1].sum()",
+}
+
+
+@pytest.mark.parametrize("module", sorted(IMPORTED_WHILE_STAGING))
+def test_a_scipy_module_imported_inside_the_staged_function(module):
+    source = f"def f(x):\n    {IMPORTED_WHILE_STAGING[module]}\n"
+    run = subprocess.run(
+        [sys.executable, "-c", "import sys, numpy as np, xform\n" + source +
+         "assert not any(m.startswith('scipy.' + sys.argv[1]) for m in sys.modules)\n"
+         "print(repr(xform.grad(f)(np.array([0.3, 0.7, 1.1])).tolist()))\n", module],
+        capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    namespace = {"np": np}
+    exec(source, namespace)           # here the module is imported before staging
+    want = xform.grad(namespace["f"])(np.array([0.3, 0.7, 1.1]))
+    np.testing.assert_allclose(ast.literal_eval(run.stdout), want, rtol=1e-12)

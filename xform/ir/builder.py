@@ -17,6 +17,7 @@ from xform.errors import (ShapeError, TypeCheckError, XformError, out_of_memory_
 from xform.ir.avals import ShapedArray, aval_of, float0
 from xform.ir import core as core_module
 from xform.ir.core import Equation, Graph, Literal, Params, Var
+from xform.ir import hooks
 from xform.ir.hooks import unwatched, user_code_scope
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
@@ -221,28 +222,42 @@ def _eval_concrete(prim, args, params):
     return rules.impl(*args, **params)
 
 
+def _call_user_code(fun, args):
+    try:
+        return fun(*args)
+    except ValueError as err:
+        # `array[i] = tracer`: numpy replaces Tracer.__float__'s error by its own
+        if isinstance(err.__cause__, XformError):
+            raise err.__cause__ from None
+        raise
+    except RecursionError as err:
+        raise (err if isinstance(err, XformError) else recursion_error(err)) from None
+    except MemoryError as err:   # a huge constant made while staging
+        raise (err if isinstance(err, XformError) else out_of_memory_error(err)) from None
+
+
 def stage_function(fun, in_tree, avals):
     """Stage `fun(*args)` on tracers of `avals` laid out as `in_tree`.
 
     Returns (graph, captured, out_tree): the graph's inputs are the argument leaves, then the
     traced values of enclosing stagings that `fun` closes over (`captured`, in order).
     """
-    builder = GraphBuilder(parent=current_builder())
-    with using_builder(builder):
-        tracers = [builder.new_input(aval) for aval in avals]
-        with user_code_scope():
+    installed = hooks.stand_ins_installed()
+    while True:
+        builder = GraphBuilder(parent=current_builder())
+        with using_builder(builder):
+            tracers = [builder.new_input(aval) for aval in avals]
             try:
-                out = fun(*tree_unflatten(in_tree, tracers))
-            except ValueError as err:
-                # `array[i] = tracer`: numpy replaces Tracer.__float__'s error by its own
-                if isinstance(err.__cause__, XformError):
-                    raise err.__cause__ from None
-                raise
-            except RecursionError as err:
-                raise (err if isinstance(err, XformError) else recursion_error(err)) from None
-            except MemoryError as err:   # a huge constant made while staging
-                raise (err if isinstance(err, XformError) else out_of_memory_error(err)) \
-                    from None
+                with user_code_scope():
+                    out = _call_user_code(fun, tree_unflatten(in_tree, tracers))
+                break
+            except Exception:
+                # A SciPy module imported while `fun` ran: its stand-ins were not in place
+                # for all of this run, and are now (`fun` runs again: a staging has no
+                # effects).
+                before, installed = installed, hooks.stand_ins_installed()
+                if installed == before:
+                    raise
     out_leaves, out_tree = tree_flatten(out)
     graph = builder.build(out_leaves)
     return graph, builder.captured_values, out_tree

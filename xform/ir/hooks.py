@@ -31,6 +31,22 @@ def install_staging_scope(scope) -> None:
     _staging_scope = scope
 
 
+def _no_stand_ins() -> int:
+    return 0
+
+
+stand_ins_installed = _no_stand_ins
+
+
+def install_stand_in_count(count) -> None:
+    """`count()` installs the stand-ins of modules imported since it last ran and returns
+    how many installers have run so far: a staging during which the count grew failed
+    before they were in place (a SciPy module imported inside the staged function), and
+    runs again."""
+    global stand_ins_installed
+    stand_ins_installed = count
+
+
 @contextlib.contextmanager
 def user_code_scope():
     """The context in which `stage_function` calls the function it stages."""

@@ -22,7 +22,7 @@ import sys
 import threading
 import types
 
-from xform.ir.hooks import install_staging_scope
+from xform.ir.hooks import install_stand_in_count, install_staging_scope
 from xform.ir.tracer import Tracer
 
 _MAX_DEPTH = 8  # how deep into nested lists a tracer is looked for
@@ -134,6 +134,7 @@ _swaps: list = []          # every registered swap, applied while anything is st
 _settings: list = []       # their settings(), in order: what staging_scope sets and resets
 _original_codes: dict = {} # trampoline code -> the code it stands in for
 _pending: dict = {}        # module name -> installers waiting for the module's import
+_installed = 0             # installers run so far
 _lock = threading.RLock()  # re-entered: installers call stand_in
 _depth = 0                 # stagings in progress, over all threads
 
@@ -203,13 +204,22 @@ def install_pending() -> bool:
     """Run the installers whose module is imported by now; whether any ran. Staging calls it
     on entry; the numpy protocol again before calling something unsupported (a SciPy module
     imported inside the staged function)."""
+    global _installed
     ran = False
     with _lock:
         for module_name in [m for m in _pending if m in sys.modules]:
             for install in _pending.pop(module_name):
                 install()
+                _installed += 1
                 ran = True
     return ran
+
+
+def installed_count() -> int:
+    """How many installers have run, after running those whose module is imported by now."""
+    if _pending:
+        install_pending()
+    return _installed
 
 
 @contextlib.contextmanager
@@ -235,3 +245,4 @@ def staging_scope():
 
 
 install_staging_scope(staging_scope)
+install_stand_in_count(installed_count)
