@@ -50,12 +50,26 @@ def is_excluded(filename: str) -> bool:
     return excluded
 
 
+# code object -> is_excluded(its file): staging walks about ten of xform's frames per
+# equation, so each step is one lookup, not a call. Bounded: redefined functions' code dies.
+_excluded_codes: dict = {}
+
+
 def user_frame():
     """The innermost stack frame that belongs to the user; None when there is none."""
     frame = sys._getframe(1)
-    while frame is not None and is_excluded(frame.f_code.co_filename):
+    excluded_codes = _excluded_codes
+    while frame is not None:
+        code = frame.f_code
+        excluded = excluded_codes.get(code)
+        if excluded is None:
+            if len(excluded_codes) >= 65536:
+                excluded_codes.clear()
+            excluded = excluded_codes[code] = is_excluded(code.co_filename)
+        if not excluded:
+            return frame
         frame = frame.f_back
-    return frame
+    return None
 
 
 def scipy_callee(user) -> str | None:

@@ -3,6 +3,7 @@ from xform.transforms.derived."""
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 
 import numpy as np
@@ -132,7 +133,8 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
         """The function's graph, ready for reverse mode, with vjp_graph's options and the
         unflatten of the results: what both tiers of a gradient start from."""
         nums = normalize_argnums(argnums, len(in_tree.children))
-        offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
+        offsets = list(itertools.accumulate((c.num_leaves for c in in_tree.children),
+                                            initial=0))
         wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
         check_input_dtypes(name, [avals[i] for i in wanted], holomorphic, allow_int)
         graph, captured, out_tree = stage_function(fun, in_tree, avals)

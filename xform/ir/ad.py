@@ -5,7 +5,8 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from xform.ir.avals import ShapedArray, aval_of, float0, is_differentiable
+from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, float0,
+                             is_differentiable)
 from xform.ir.tracer import Tracer
 
 NOT_MAPPED = None  # batch dimension of an argument that is the same for every example
@@ -26,8 +27,16 @@ class Undefined:
 
 
 def aval(value) -> ShapedArray:
-    if type(value) is Tracer:
+    """The abstract value of a tracer, a symbolic zero, an undefined linear input or a
+    concrete value. (Rules ask several times per equation: the common kinds come first.)"""
+    kind = type(value)
+    if kind is Tracer or kind is Zero or kind is Undefined:
         return value.aval
+    if kind is np.ndarray:
+        return array_aval(value)
+    found = SCALAR_AVALS.get(kind)
+    if found is not None:
+        return found
     if isinstance(value, (Zero, Undefined)):
         return value.aval
     return aval_of(value)

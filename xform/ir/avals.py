@@ -85,21 +85,26 @@ _PY_SCALARS = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np
 def aval_of(value) -> ShapedArray:
     """The abstract value of a concrete value; Python scalars are weak."""
     kind = type(value)
-    aval = _SCALAR_AVALS.get(kind)
+    aval = SCALAR_AVALS.get(kind)
     if aval is not None:
         return aval
     if isinstance(value, np.ndarray):
-        key = (value.shape, value.dtype)
-        aval = _ARRAY_AVALS.get(key)
-        if aval is None:
-            if len(_ARRAY_AVALS) >= 4096:   # bounded: a program may meet many shapes
-                _ARRAY_AVALS.clear()
-            aval = _ARRAY_AVALS[key] = ShapedArray(value.shape, value.dtype)
-        return aval
+        return array_aval(value)
     if isinstance(value, np.generic):
         return ShapedArray((), value.dtype)
     array = np.asarray(value)
     return ShapedArray(array.shape, array.dtype)
+
+
+def array_aval(array: np.ndarray) -> ShapedArray:
+    """aval_of an ndarray (memoized by shape and dtype)."""
+    key = (array.shape, array.dtype)
+    aval = _ARRAY_AVALS.get(key)
+    if aval is None:
+        if len(_ARRAY_AVALS) >= 4096:   # bounded: a program may meet many shapes
+            _ARRAY_AVALS.clear()
+        aval = _ARRAY_AVALS[key] = ShapedArray(array.shape, array.dtype)
+    return aval
 
 
 # Arrays' avals by (shape, dtype): a first call's reverse mode asks for one per cotangent, and
@@ -108,11 +113,11 @@ _ARRAY_AVALS: dict = {}
 
 
 # Scalar types' avals, made once: staging asks for them on every literal.
-_SCALAR_AVALS = {kind: ShapedArray((), dtype, weak_type=kind is not bool)
-                 for kind, dtype in _PY_SCALARS.items()}
-_SCALAR_AVALS.update({kind: ShapedArray((), np.dtype(kind))
-                      for kind in (np.float64, np.float32, np.int64, np.int32, np.bool_,
-                                   np.complex128)})
+SCALAR_AVALS = {kind: ShapedArray((), dtype, weak_type=kind is not bool)
+                for kind, dtype in _PY_SCALARS.items()}
+SCALAR_AVALS.update({kind: ShapedArray((), np.dtype(kind))
+                     for kind in (np.float64, np.float32, np.int64, np.int32, np.bool_,
+                                  np.complex128)})
 
 
 def is_valid_value(value) -> bool:

@@ -7,7 +7,6 @@ how closures over outer traced values work without perturbation confusion.
 """
 from __future__ import annotations
 
-import contextlib
 from contextvars import ContextVar
 
 import numpy as np
@@ -25,9 +24,14 @@ from xform.ir.rules import RULES, effectful_primitives, missing_rule
 from xform.tree import tree_flatten, tree_unflatten
 
 _current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder", default=None)
-# While a transform re-emits an equation, the equations it makes keep that equation's user line.
-_source_override: ContextVar = ContextVar("xform_source", default=None)
-_origin: ContextVar = ContextVar("xform_origin", default=None)
+# While a transform re-emits an equation, the equations it makes keep that equation's user line
+# and say which rule made them: (source, origin), one variable so a scope costs one set.
+_rewriting: ContextVar = ContextVar("xform_rewriting", default=(None, None))
+
+
+def rewritten_source():
+    """The user line of the equation a transform is rewriting now, or None."""
+    return _rewriting.get()[0]
 
 
 # The builder staging now, or None: the ContextVar's own bound `get`, one call on hot paths
@@ -35,13 +39,21 @@ _origin: ContextVar = ContextVar("xform_origin", default=None)
 current_builder = _current_builder.get
 
 
-@contextlib.contextmanager
-def using_builder(builder: "GraphBuilder | None"):
-    token = _current_builder.set(builder)
-    try:
-        yield builder
-    finally:
-        _current_builder.reset(token)
+class using_builder:
+    """`with using_builder(b):` makes `b` the current builder (None: none) inside. (A class,
+    not a generator context manager: transforms enter one per staging.)"""
+
+    __slots__ = ("builder", "_token")
+
+    def __init__(self, builder: "GraphBuilder | None"):
+        self.builder = builder
+
+    def __enter__(self):
+        self._token = _current_builder.set(self.builder)
+        return self.builder
+
+    def __exit__(self, *exc_info):
+        _current_builder.reset(self._token)
 
 
 class GraphBuilder:
@@ -156,38 +168,41 @@ class source_scope:
     (A class, not a generator context manager: transforms enter one per equation.)
     """
 
-    __slots__ = ("source", "origin", "_tokens")
+    __slots__ = ("_scope", "_token")
 
     def __init__(self, source, origin=None):
-        self.source = source
-        self.origin = origin
+        self._scope = (source, origin)
 
     def __enter__(self):
-        self._tokens = (_source_override.set(self.source), _origin.set(self.origin))
+        self._token = _rewriting.set(self._scope)
 
     def __exit__(self, *exc_info):
-        source_token, origin_token = self._tokens
-        _source_override.reset(source_token)
-        _origin.reset(origin_token)
+        _rewriting.reset(self._token)
 
 
 def bind(prim, *args, **params):
     """Apply `prim` to `args`: emit an equation when staging, else evaluate its impl."""
     builder = _current_builder.get()
-    if builder is None or not any(type(a) is Tracer for a in args):
+    if builder is not None:
+        for a in args:
+            if type(a) is Tracer:
+                return _stage_equation(builder, prim, args, params)
         # An effect (a random draw) is staged even on constants: each call must run it.
-        if builder is None or prim not in effectful_primitives():
-            return _eval_concrete(prim, args, params)
-    return _stage_equation(builder, prim, args, params)
+        if prim in effectful_primitives():
+            return _stage_equation(builder, prim, args, params)
+    return _eval_concrete(prim, args, params)
 
 
 @unwatched
 def _stage_equation(builder, prim, args, params):
-    source = _source_override.get() or user_frame_info()
+    source, origin = _rewriting.get()
+    if source is None:
+        source = user_frame_info()
     rules = RULES.get(prim)
     if rules is None or rules.abstract_eval is None:
         raise missing_rule(prim, "abstract_eval", source)
-    in_atoms = [builder.atom(a) for a in args]
+    in_atoms = [a.graph_var if type(a) is Tracer and a.builder is builder else builder.atom(a)
+                for a in args]
     try:
         out_avals = rules.abstract_eval(*[a.aval for a in in_atoms], **params)
     except XformError as err:
@@ -200,11 +215,11 @@ def _stage_equation(builder, prim, args, params):
                          "reshape, transpose or broadcast explicitly") from None
     if prim.multiple_results:
         outs = [Var(aval) for aval in out_avals]
-    else:
-        outs = [Var(out_avals)]
-    builder.add(Equation(prim, in_atoms, outs, Params(params), source, _origin.get()))
-    tracers = [Tracer(builder, var) for var in outs]
-    return tracers if prim.multiple_results else tracers[0]
+        builder.add(Equation(prim, in_atoms, outs, Params(params), source, origin))
+        return [Tracer(builder, var) for var in outs]
+    out = Var(out_avals)
+    builder.add(Equation(prim, in_atoms, (out,), Params(params), source, origin))
+    return Tracer(builder, out)
 
 
 core_module._bind = bind    # Primitive.bind calls it directly from now on
@@ -242,21 +257,21 @@ def stage_function(fun, in_tree, avals):
     Returns (graph, captured, out_tree): the graph's inputs are the argument leaves, then the
     traced values of enclosing stagings that `fun` closes over (`captured`, in order).
     """
-    installed = hooks.stand_ins_installed()
     while True:
         builder = GraphBuilder(parent=current_builder())
         with using_builder(builder):
             tracers = [builder.new_input(aval) for aval in avals]
+            installed = None
             try:
-                with user_code_scope():
+                with user_code_scope():    # (which installs what arrived before it)
+                    installed = hooks.stand_ins_installed()
                     out = _call_user_code(fun, tree_unflatten(in_tree, tracers))
                 break
             except Exception:
                 # A SciPy module imported while `fun` ran: its stand-ins were not in place
                 # for all of this run, and are now (`fun` runs again: a staging has no
                 # effects).
-                before, installed = installed, hooks.stand_ins_installed()
-                if installed == before:
+                if installed is None or hooks.stand_ins_installed(True) == installed:
                     raise
     out_leaves, out_tree = tree_flatten(out)
     graph = builder.build(out_leaves)

@@ -168,36 +168,51 @@ class Literal:
 Atom = Var | Literal
 
 
-class Params(Mapping):
-    """A frozen, hashable mapping of equation parameters."""
+class Params(dict):
+    """A frozen, hashable mapping of equation parameters. A dict underneath, so that
+    `rule(*args, **eqn.params)` unpacks it at C speed (transforms do it for every equation);
+    every method that would change it raises.
 
-    __slots__ = ("_items", "_hash")
+    >>> from xform.ir.core import Params
+    >>> params = Params({"axes": (0,)})
+    >>> params["axes"], hash(params) == hash(Params({"axes": (0,)}))
+    ((0,), True)
+    """
+
+    __slots__ = ("_hash",)
 
     def __init__(self, items: Mapping | None = None):
-        self._items = dict(items or {})
+        super().__init__(items or ())
         self._hash = None
 
-    def __getitem__(self, key):
-        return self._items[key]
-
-    def __iter__(self):
-        return iter(self._items)
-
-    def __len__(self):
-        return len(self._items)
+    @property
+    def _items(self) -> dict:
+        return self
 
     def __hash__(self):
         if self._hash is None:
-            self._hash = hash(tuple(sorted((k, _hashable(v)) for k, v in self._items.items())))
+            self._hash = hash(tuple(sorted((k, _hashable(v)) for k, v in self.items())))
         return self._hash
 
     def __eq__(self, other):
-        if not isinstance(other, Params) or self._items.keys() != other._items.keys():
+        if not isinstance(other, Params) or self.keys() != other.keys():
             return False
-        return all(_hashable(v) == _hashable(other._items[k]) for k, v in self._items.items())
+        return all(_hashable(v) == _hashable(other[k]) for k, v in self.items())
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __reduce__(self):
+        return Params, (dict(self),)
+
+    def _immutable(self, *args, **kwargs):
+        raise TypeError("Params are immutable: make a new one, e.g. Params({**p, key: value})")
+
+    __setitem__ = __delitem__ = __ior__ = _immutable
+    clear = pop = popitem = setdefault = update = _immutable
 
     def __repr__(self):
-        return f"Params({self._items!r})"
+        return f"Params({dict.__repr__(self)})"
 
 
 def _hashable(value):

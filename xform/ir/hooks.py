@@ -31,7 +31,7 @@ def install_staging_scope(scope) -> None:
     _staging_scope = scope
 
 
-def _no_stand_ins() -> int:
+def _no_stand_ins(install_new=False) -> int:
     return 0
 
 
@@ -39,19 +39,36 @@ stand_ins_installed = _no_stand_ins
 
 
 def install_stand_in_count(count) -> None:
-    """`count()` installs the stand-ins of modules imported since it last ran and returns
-    how many installers have run so far: a staging during which the count grew failed
-    before they were in place (a SciPy module imported inside the staged function), and
-    runs again."""
+    """`count(install_new=False)` returns how many stand-in installers have run so far,
+    first running those of modules imported since (with `install_new`): a staging during
+    which the count grew failed before they were in place (a SciPy module imported inside
+    the staged function), and runs again."""
     global stand_ins_installed
     stand_ins_installed = count
 
 
-@contextlib.contextmanager
-def user_code_scope():
-    """The context in which `stage_function` calls the function it stages."""
-    with _staging_scope(), _scope():
-        yield
+class user_code_scope:
+    """The context in which `stage_function` calls the function it stages: the staging
+    scope, then the watcher's. (A class, not a generator context manager: every staging
+    enters one.)"""
+
+    __slots__ = ("_staging", "_watching")
+
+    def __enter__(self):
+        self._staging = _staging_scope()
+        self._staging.__enter__()
+        try:
+            self._watching = _scope()
+            self._watching.__enter__()
+        except BaseException:
+            self._staging.__exit__(*sys.exc_info())
+            raise
+
+    def __exit__(self, *exc_info):
+        try:
+            self._watching.__exit__(*exc_info)
+        finally:
+            self._staging.__exit__(*exc_info)
 
 
 def unwatched(function):

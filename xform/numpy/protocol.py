@@ -91,6 +91,10 @@ def function_for(numpy_function):
 def array_ufunc(ufunc, method, inputs, kwargs):
     """`Tracer.__array_ufunc__`: stage `ufunc` (or its `method`, e.g. reduce) on `inputs`;
     with `out=`, write the result into it (xform.numpy.inplace)."""
+    if not kwargs and method == "__call__":     # the common call, one lookup
+        op = UFUNCS.get(ufunc)
+        if op is not None:
+            return op(*inputs)
     if kwargs.get("out") is not None:
         kwargs = dict(kwargs)
         return FUNCTIONS["ufunc out"](ufunc, method, inputs, kwargs, kwargs.pop("out"))

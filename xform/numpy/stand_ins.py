@@ -16,7 +16,7 @@ original with the original arguments, and so does a call made inside the replace
 """
 from __future__ import annotations
 
-import contextlib
+import collections
 import contextvars
 import sys
 import threading
@@ -131,7 +131,11 @@ class _AttributeSwap:
 
 
 _swaps: list = []          # every registered swap, applied while anything is staged
-_settings: list = []       # their settings(), in order: what staging_scope sets and resets
+# What staging_scope sets on entry and resets on exit: per plain module, the attributes as
+# one mapping for its __dict__ (one update), and setattr's argument columns (owners, names,
+# values) for the rest (functions' __code__, classes' attributes), in `_swaps` order.
+_staged_settings: tuple = ((), ((), (), ()))
+_original_settings: tuple = ((), ((), (), ()))
 _original_codes: dict = {} # trampoline code -> the code it stands in for
 _pending: dict = {}        # module name -> installers waiting for the module's import
 _installed = 0             # installers run so far
@@ -158,7 +162,7 @@ def stand_in(function, replacement, when=_has_tracer) -> None:
         swap = _CodeSwap(getattr(function, "_implementation", function), replacement, when)
     with _lock:
         _swaps.append(swap)
-        _settings.append(swap.settings())
+        _update_settings()
         if _depth:
             swap.apply()
 
@@ -187,7 +191,7 @@ def remove_stand_in(function) -> None:
         if not same:
             return
         _swaps.remove(same[-1])
-        _settings[:] = [swap.settings() for swap in _swaps]
+        _update_settings()
         if _depth:
             same[-1].restore()
             if len(same) > 1:
@@ -215,33 +219,65 @@ def install_pending() -> bool:
     return ran
 
 
-def installed_count() -> int:
-    """How many installers have run, after running those whose module is imported by now."""
-    if _pending:
+def installed_count(install_new=False) -> int:
+    """How many installers have run (after running those whose module is imported by now,
+    with `install_new`)."""
+    if install_new and _pending:
         install_pending()
     return _installed
 
 
-@contextlib.contextmanager
-def staging_scope():
-    """The scope of staged user code: the stand-ins are in place while any thread stages."""
-    global _depth
-    if _pending:
-        install_pending()
-    with _lock:
-        _depth += 1
-        if _depth == 1:
-            # Plain setattr calls, no method per swap: every staging pays for about 60.
-            for owner, name, staged, _ in _settings:
-                setattr(owner, name, staged)
-    try:
-        yield
-    finally:
+def _update_settings() -> None:
+    global _staged_settings, _original_settings
+    settings = [swap.settings() for swap in _swaps]
+    _staged_settings = _grouped([(owner, name, staged) for owner, name, staged, _ in settings])
+    _original_settings = _grouped([(owner, name, original)
+                                   for owner, name, _, original in settings])
+
+
+def _grouped(assignments):
+    """(module dict updates, setattr columns) for (owner, name, value) assignments; a later
+    assignment of the same attribute wins, as a later setattr would."""
+    updates, others = {}, []
+    for owner, name, value in assignments:
+        if type(owner) is types.ModuleType:
+            updates.setdefault(id(owner), (vars(owner), {}))[1][name] = value
+        else:
+            others.append((owner, name, value))
+    columns = tuple(tuple(column) for column in zip(*others)) if others else ((), (), ())
+    return tuple(updates.values()), columns
+
+
+def _set_all(settings) -> None:
+    # Every outermost staging sets about 70 attributes and resets them: a module's at once,
+    # the others by setattr looped in C.
+    updates, columns = settings
+    for namespace, values in updates:
+        namespace.update(values)
+    collections.deque(map(setattr, *columns), maxlen=0)
+
+
+class staging_scope:
+    """The scope of staged user code: the stand-ins are in place while any thread stages.
+    (A class, not a generator context manager: every staging enters one.)"""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        global _depth
+        if _pending:
+            install_pending()
+        with _lock:
+            _depth += 1
+            if _depth == 1:
+                _set_all(_staged_settings)
+
+    def __exit__(self, *exc_info):
+        global _depth
         with _lock:
             _depth -= 1
             if _depth == 0:
-                for owner, name, _, original in _settings:
-                    setattr(owner, name, original)
+                _set_all(_original_settings)
 
 
 install_staging_scope(staging_scope)

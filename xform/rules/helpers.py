@@ -15,8 +15,9 @@ from xform.ir.rules import UNKNOWN, primitive_for
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
-    shape = aval(ct).shape
-    if shape != target.shape:
+    ct_aval = aval(ct)
+    if ct_aval.shape != target.shape:
+        shape = ct_aval.shape
         lead = len(shape) - len(target.shape)
         axes = tuple(range(lead)) + tuple(
             i + lead for i, d in enumerate(target.shape) if d == 1 and shape[i + lead] != 1)
@@ -24,8 +25,9 @@ def unbroadcast(ct, target: ShapedArray):
             ct = np.sum(ct, axis=axes)
         if aval(ct).shape != target.shape:
             ct = np.reshape(ct, target.shape)
-    if is_differentiable(target) and aval(ct).dtype != target.dtype:
-        if aval(ct).dtype.kind == "c" and target.dtype.kind != "c":
+        ct_aval = aval(ct)
+    if ct_aval.dtype != target.dtype and is_differentiable(target):
+        if ct_aval.dtype.kind == "c" and target.dtype.kind != "c":
             ct = np.real(ct)   # transposes the embedding of a real input into complex
         ct = ct.astype(target.dtype)
     return ct
@@ -80,10 +82,11 @@ def defvjp(*cotangents):
     def rule(primals, ans, ct, **params):
         result = []
         for make, x in zip(cotangents, primals):
-            if make is None or not is_differentiable(aval(x)):
+            x_aval = aval(x)
+            if make is None or not is_differentiable(x_aval):
                 result.append(None)
             else:
-                result.append(unbroadcast(make(ct, *primals, ans=ans, **params), aval(x)))
+                result.append(unbroadcast(make(ct, *primals, ans=ans, **params), x_aval))
         return tuple(result)
     return rule
 

@@ -11,7 +11,7 @@ import numpy as np
 from xform.errors import UnsupportedError
 from xform.ir.ad import NOT_MAPPED, Zero, aval
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
-from xform.ir.builder import _source_override
+from xform.ir.builder import rewritten_source
 from xform.ir.core import Primitive
 from xform.ir.rules import register
 
@@ -90,7 +90,7 @@ def _poisoned(values, like, params, what):
     # Transforms emit under the rewritten equation's source: the user's line of the draw.
     return nondifferentiable_p.bind(values, shape=like.shape, dtype=like.dtype,
                                     method=params["method"], what=what,
-                                    source=_source_override.get())
+                                    source=rewritten_source())
 
 
 def _draw_jvp(primals, tangents, **params):

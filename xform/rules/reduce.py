@@ -24,8 +24,16 @@ def expand_reduced(ct, shape, axes):
     return np.broadcast_to(ct, shape)
 
 
-def _reduction_dtype(numpy_fn, x, **kwargs):
-    return np.result_type(numpy_fn(np.ones((1,) * max(x.ndim, 1), x.dtype), **kwargs))
+_REDUCTION_DTYPES: dict = {}
+
+
+def _reduction_dtype(numpy_fn, x):
+    """The dtype `numpy_fn` reduces `x`'s dtype to (asked of numpy once per dtype)."""
+    key = (numpy_fn, x.dtype)
+    dtype = _REDUCTION_DTYPES.get(key)
+    if dtype is None:
+        dtype = _REDUCTION_DTYPES[key] = np.result_type(numpy_fn(np.ones(1, x.dtype)))
+    return dtype
 
 
 def _reduction_abstract_eval(numpy_fn):

@@ -347,29 +347,33 @@ def recording(function):
     dependencies.freeze()
 
 
-@contextlib.contextmanager
-def watching():
-    """See the Python functions that run inside, for every active recording.
+class watching:
+    """See the Python functions that run inside, for every active recording. (A class, not a
+    generator context manager: every staging enters one.)
 
     Notes: a profiler that is already active (cProfile, another library's) is left alone,
     since one installed from C cannot be restored from Python; then what each recording's
     function can reach statically is recorded instead (`add_reachable`): the functions named
     by its code and closures, and theirs, a few levels deep.
     """
-    stack = getattr(_local, "stack", None)
-    if not stack:
-        yield
-        return
-    if sys.getprofile() is not None:
-        for recorder in stack:
-            recorder.add_reachable()
-        yield
-        return
-    sys.setprofile(hook)
-    try:
-        yield
-    finally:
-        sys.setprofile(None)
+
+    __slots__ = ("_hooked",)
+
+    def __enter__(self):
+        self._hooked = False
+        stack = getattr(_local, "stack", None)
+        if not stack:
+            return
+        if sys.getprofile() is not None:
+            for recorder in stack:
+                recorder.add_reachable()
+            return
+        sys.setprofile(hook)
+        self._hooked = True
+
+    def __exit__(self, *exc_info):
+        if self._hooked:
+            sys.setprofile(None)
 
 
 install_watcher(watching, hook)

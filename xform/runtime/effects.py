@@ -49,13 +49,22 @@ _EFFECT_MODULES = frozenset({"time", "datetime", "os", "io", "pathlib", "uuid", 
 _EFFECT_BUILTINS = frozenset({"open", "input"})
 
 
+_ALL_GENERATOR_TYPES: tuple = ()
+
+
 def _generator_types():
+    global _ALL_GENERATOR_TYPES
+    if _ALL_GENERATOR_TYPES:     # both modules imported: the answer cannot change
+        return _ALL_GENERATOR_TYPES
     python_random = sys.modules.get("random")
     types_ = (python_random.Random,) if python_random else ()
     random = sys.modules.get("numpy.random")   # not imported: nothing can have drawn from it
     if random is None:
         return types_
-    return types_ + (random.RandomState, random.Generator, random.BitGenerator)
+    types_ += (random.RandomState, random.Generator, random.BitGenerator)
+    if python_random:
+        _ALL_GENERATOR_TYPES = types_
+    return types_
 
 
 def _reads_the_world(value) -> bool:
@@ -158,6 +167,12 @@ class _Walk:
     def value(self, value, depth: int, holder=None, key=None, kind=None) -> None:
         if isinstance(value, _SKIPPED):
             return
+        if type(value) is types.FunctionType:     # the common value: what the branches
+            if _reads_the_world(value):           # below would decide, in one test
+                self.constructs = True
+            elif depth < _MAX_DEPTH:
+                self.function(value, depth + 1)
+            return
         if isinstance(value, PROXY_TYPES) or type(value) is BoundDraw:
             # another staging's stand-in: watch the real generator
             real = unproxied(value)
@@ -239,8 +254,8 @@ class _Walk:
                 self.constructs = True
             if not self.global_draws and _GLOBAL_DRAWS.intersection(names):
                 self.global_draws = True
-            if not self.constructs and any(name in _EFFECT_BUILTINS and
-                                           name not in function.__globals__ for name in names):
+            if not self.constructs and any(name not in function.__globals__
+                                           for name in _EFFECT_BUILTINS.intersection(names)):
                 self.constructs = True
             outer, self._names = self._names, frozenset(names)
             for name, value in named_globals(code, function.__globals__):
@@ -314,8 +329,8 @@ class Watch:
         walk = _Walk(generator_types)
         # Any callable: a function, a method, a transformed function (its `fun`), a partial
         walk.value(function, 0)
-        legacy = _legacy_generator()
-        if legacy is not None and walk.global_draws:
+        legacy = _legacy_generator() if walk.global_draws else None
+        if legacy is not None:
             walk.generators[id(legacy)] = legacy
         self._constructs = walk.constructs
         self._generators = list(walk.generators.values())

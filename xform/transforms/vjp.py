@@ -169,8 +169,19 @@ def _seeds(graph, live, cts):
     """The output cotangents: `cts[i]` where given, 1 for the other live outputs (a
     gradient's seed), a symbolic zero for the dead ones (vjp_eval drops a zero seed before
     reading it: float0 or the primal dtype is alike)."""
-    return [(np.ones((), a.aval.dtype)[()] if ct is None else ct) if is_live
+    return [(_one(a.aval.dtype) if ct is None else ct) if is_live
             else zero_tangent(a.aval) for a, is_live, ct in zip(graph.outputs, live, cts)]
+
+
+_ONES: dict = {}
+
+
+def _one(dtype):
+    """The numpy scalar 1 of `dtype` (immutable, so made once per dtype)."""
+    one = _ONES.get(dtype)
+    if one is None:
+        one = _ONES[dtype] = np.ones((), dtype)[()]
+    return one
 
 
 def vjp_eval(graph, primals, cts_out):
@@ -220,7 +231,8 @@ def _backward(graph, env, cts_out, active=None):
         ins = [read(a) for a in eqn.inputs]
         if effects and has_effects(eqn):
             _check_replays_no_draw(eqn)
-        with source_scope(eqn.source, f"vjp of {eqn.primitive}"):
+        params = eqn.params._items      # `**` of the dict: of a Mapping it is slow
+        with source_scope(eqn.source, _vjp_origin(eqn.primitive)):
             if eqn.primitive.multiple_results:
                 cts = [zero_tangent(v.aval) if ct is None else ct
                        for ct, v in zip(cts, eqn.outputs)]
@@ -230,14 +242,14 @@ def _backward(graph, env, cts_out, active=None):
             rules = RULES.get(eqn.primitive)
             vjp = rules.calls["vjp"] if rules is not None else None
             if vjp is not None:
-                cts_in = vjp(ins, outs, cts, **eqn.params)
+                cts_in = vjp(ins, outs, cts, **params)
             elif rules is not None and _transposable(rules, eqn.inputs):
                 # Linear in its differentiable inputs: the vjp is the transpose, with no small
                 # linear graph to build per equation.
                 linear_in = rules.linear_in
                 args = [Undefined(a.aval) if i in linear_in and is_differentiable(a.aval)
                         else x for i, (a, x) in enumerate(zip(eqn.inputs, ins))]
-                cts_in = rules.calls["transpose"](cts, *args, **eqn.params)
+                cts_in = rules.calls["transpose"](cts, *args, **params)
             else:
                 cts_in = vjp_from_jvp(eqn, ins, cts)
         for atom, ct in zip(eqn.inputs, cts_in):
@@ -246,6 +258,17 @@ def _backward(graph, env, cts_out, active=None):
 
     cts_in = [ct_env.get(v, Zero(tangent_aval(v.aval))) for v in graph.inputs]
     return [read(a) for a in graph.outputs], cts_in
+
+
+_VJP_ORIGINS: dict = {}
+
+
+def _vjp_origin(prim) -> str:
+    """"vjp of <prim>", the origin of the equations its vjp rule emits (made once each)."""
+    origin = _VJP_ORIGINS.get(prim)
+    if origin is None:
+        origin = _VJP_ORIGINS[prim] = f"vjp of {prim}"
+    return origin
 
 
 def _draws_at_top_level(graph):
