@@ -197,18 +197,19 @@ def vjp_eval(graph, primals, cts_out):
 def _backward(graph, env, cts_out, active=None):
     """The backward pass of `graph` given its forward environment `env` (values or tracers),
     in the current builder if any; returns (outs, cts_in). With `active` (a set of vars), only
-    those get cotangents, and equations reading none of them are skipped."""
-    def read(atom):
-        return atom.value if type(atom) is Literal else env[atom]
+    those get cotangents, and equations reading none of them are skipped.
 
+    (The loop body is written out, with no helper calls per input: a gradient's first call
+    runs it once per equation, eagerly, so its overhead is the call's.)"""
     ct_env = {}
 
     def accumulate(atom, ct):
         if type(atom) is Literal or ct is None or type(ct) is Zero:
             return
-        if not is_differentiable(atom.aval) or (active is not None and atom not in active):
+        atom_aval = atom.aval
+        if atom_aval.dtype.kind not in "fc" or (active is not None and atom not in active):
             return
-        ct = fit_tangent(ct, atom.aval)
+        ct = fit_tangent(ct, atom_aval)
         previous = ct_env.get(atom)
         ct_env[atom] = ct if previous is None else add_tangents(previous, ct)
 
@@ -216,48 +217,71 @@ def _backward(graph, env, cts_out, active=None):
         accumulate(atom, ct)
 
     effects = graph_has_effects(graph)
+    rules_of = RULES.get
     for eqn in reversed(graph.equations):
-        if len(eqn.outputs) == 1:   # most equations: no list walks
-            ct = ct_env.pop(eqn.outputs[0], None)
+        outputs = eqn.outputs
+        if len(outputs) == 1:   # most equations: no list walks
+            ct = ct_env.pop(outputs[0], None)
             if ct is None:
                 continue
             cts = [ct]
         else:
-            cts = [ct_env.pop(v, None) for v in eqn.outputs]
+            cts = [ct_env.pop(v, None) for v in outputs]
             if all(ct is None for ct in cts):
                 continue
-        if not any(is_differentiable(a.aval) for a in eqn.inputs):
+        inputs = eqn.inputs
+        for a in inputs:
+            if a.aval.dtype.kind in "fc":    # some input is differentiable
+                break
+        else:
             continue
-        ins = [read(a) for a in eqn.inputs]
+        ins = [a.value if type(a) is Literal else env[a] for a in inputs]
         if effects and has_effects(eqn):
             _check_replays_no_draw(eqn)
+        prim = eqn.primitive
         params = eqn.params._items      # `**` of the dict: of a Mapping it is slow
-        with source_scope(eqn.source, _vjp_origin(eqn.primitive)):
-            if eqn.primitive.multiple_results:
+        with source_scope(eqn.source, _vjp_origin(prim)):
+            if prim.multiple_results:
                 cts = [zero_tangent(v.aval) if ct is None else ct
-                       for ct, v in zip(cts, eqn.outputs)]
-                outs = [read(v) for v in eqn.outputs]
+                       for ct, v in zip(cts, outputs)]
+                outs = [env[v] for v in outputs]
             else:
-                cts, outs = cts[0], read(eqn.outputs[0])
-            rules = RULES.get(eqn.primitive)
+                cts, outs = cts[0], env[outputs[0]]
+            rules = rules_of(prim)
             vjp = rules.calls["vjp"] if rules is not None else None
             if vjp is not None:
                 cts_in = vjp(ins, outs, cts, **params)
-            elif rules is not None and _transposable(rules, eqn.inputs):
+            elif rules is not None and _transposable(rules, inputs):
                 # Linear in its differentiable inputs: the vjp is the transpose, with no small
                 # linear graph to build per equation.
                 linear_in = rules.linear_in
-                args = [Undefined(a.aval) if i in linear_in and is_differentiable(a.aval)
-                        else x for i, (a, x) in enumerate(zip(eqn.inputs, ins))]
+                args = [_undefined(a.aval) if i in linear_in and a.aval.dtype.kind in "fc"
+                        else x for i, (a, x) in enumerate(zip(inputs, ins))]
                 cts_in = rules.calls["transpose"](cts, *args, **params)
             else:
                 cts_in = vjp_from_jvp(eqn, ins, cts)
-        for atom, ct in zip(eqn.inputs, cts_in):
-            _check_cotangent(eqn, atom, ct)
+        for atom, ct in zip(inputs, cts_in):
+            if ct is None or type(ct) is Zero or type(atom) is Literal:
+                continue
+            if aval(ct).shape != atom.aval.shape:
+                raise _cotangent_shape_error(eqn, atom, ct)
             accumulate(atom, ct)
 
     cts_in = [ct_env.get(v, Zero(tangent_aval(v.aval))) for v in graph.inputs]
-    return [read(a) for a in graph.outputs], cts_in
+    return [a.value if type(a) is Literal else env[a] for a in graph.outputs], cts_in
+
+
+_UNDEFINED: dict = {}
+
+
+def _undefined(aval_) -> Undefined:
+    """The Undefined of `aval_` (immutable: one per aval serves every transpose)."""
+    found = _UNDEFINED.get(aval_)
+    if found is None:
+        if len(_UNDEFINED) >= 4096:
+            _UNDEFINED.clear()
+        found = _UNDEFINED[aval_] = Undefined(aval_)
+    return found
 
 
 _VJP_ORIGINS: dict = {}
@@ -317,14 +341,11 @@ def _transposable(rules, inputs) -> bool:
             and all(i in linear_in for i, a in enumerate(inputs) if is_differentiable(a.aval)))
 
 
-def _check_cotangent(eqn, atom, ct):
-    if ct is None or type(ct) is Zero or type(atom) is Literal:
-        return
-    if aval(ct).shape != atom.aval.shape:
-        raise RuleError(f"the vjp rule of '{eqn.primitive}' returned a cotangent of shape "
-                        f"{aval(ct).shape} for an input of shape {atom.aval.shape}",
-                        eqn.source, "a vjp or transpose rule must return cotangents shaped "
-                        "like its inputs (unbroadcast them)")
+def _cotangent_shape_error(eqn, atom, ct) -> RuleError:
+    return RuleError(f"the vjp rule of '{eqn.primitive}' returned a cotangent of shape "
+                     f"{aval(ct).shape} for an input of shape {atom.aval.shape}",
+                     eqn.source, "a vjp or transpose rule must return cotangents shaped "
+                     "like its inputs (unbroadcast them)")
 
 
 def vjp_from_jvp(eqn, ins, cts):
