@@ -247,3 +247,45 @@ def test_scipys_draws_from_numpys_global_generator_are_not_frozen():
     got = [fun(0.0) for _ in range(2)]
     np.random.seed(5)
     np.testing.assert_array_equal(got, [stats.norm.rvs(size=2) for _ in range(2)])
+
+
+# The search for generators is remembered per code object when it found nothing; a function
+# of the same code must be searched again when anything it reads holds something else.
+def _adds(sample):
+    def noisy(x):
+        return x + sample()
+    return noisy
+
+
+def _draws_like_eager(transformed, seed, calls=3):
+    twin = np.random.default_rng(seed)
+    return [transformed(0.0) for _ in range(calls)] == [twin.standard_normal()
+                                                         for _ in range(calls)]
+
+
+def test_a_closure_of_remembered_code_over_a_generator_draws_on_every_call():
+    assert xform.jit(_adds(lambda: 1.0))(0.0) == 1.0       # remembered: nothing to find
+    rng = np.random.default_rng(11)
+    assert _draws_like_eager(xform.jit(_adds(rng.standard_normal)), 11)
+
+
+def _deeper():
+    return DEEPER_SOURCE()
+
+
+DEEPER_SOURCE = lambda: 2.0  # noqa: E731
+
+
+def _adds_deeper():
+    return lambda x: x + _deeper()      # one code object, a new function each call
+
+
+def test_a_global_read_deeper_than_the_root_rebound_to_a_generator_is_found():
+    global DEEPER_SOURCE
+    assert xform.jit(_adds_deeper())(0.0) == 2.0           # remembered: nothing to find
+    rng = np.random.default_rng(12)
+    DEEPER_SOURCE = rng.standard_normal
+    try:
+        assert _draws_like_eager(xform.jit(_adds_deeper()), 12)
+    finally:
+        DEEPER_SOURCE = lambda: 2.0  # noqa: E731

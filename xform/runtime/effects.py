@@ -31,7 +31,7 @@ import types
 import numpy as np
 
 from xform.errors import UnsupportedError
-from xform.ir.reads import named_globals, nested_codes
+from xform.ir.reads import MISSING, named_globals, nested_codes
 from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
                                  reset_unstaged, unproxied, unstaged_effects)
 from xform.source_info import user_frame_info
@@ -156,6 +156,12 @@ class _Walk:
         self.global_draws = False
         self._seen = set()
         self._names = frozenset()   # the names the code being walked uses (module attributes)
+        # A clean walk (functions and foreign modules only, nothing found) can be skipped next
+        # time the same code is staged if everything it read still holds: `checks` (see
+        # `_holds`), with the root's own cells, defaults and globals read by position.
+        self.root = None
+        self.clean = True
+        self.checks = []
 
     def _found(self, generator, holder, key, kind, original, method=None) -> None:
         self.generators[id(generator)] = generator
@@ -173,6 +179,8 @@ class _Walk:
             elif depth < _MAX_DEPTH:
                 self.function(value, depth + 1)
             return
+        if type(value) is not types.ModuleType or not _foreign(value.__name__):
+            self.clean = False
         if isinstance(value, PROXY_TYPES) or type(value) is BoundDraw:
             # another staging's stand-in: watch the real generator
             real = unproxied(value)
@@ -242,13 +250,31 @@ class _Walk:
         if function.__code__ in self._seen or _foreign(getattr(function, "__module__", None)):
             return
         self._seen.add(function.__code__)
-        for _, cell, value in _cells(function):
+        held = None if function is self.root else function   # None: read off the root
+        checks = self.checks
+        if held is not None:
+            checks.append((_CODE, held, None, function.__code__))
+        for i, cell in enumerate(function.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # a name of the enclosing scope not assigned yet
+                checks.append((_CELL, held and cell, i, _EMPTY))
+                continue
+            checks.append((_CELL, held and cell, i, _expected(value)))
             self.value(value, depth, cell, None, "cell")
-        for i, value in enumerate(function.__defaults__ or ()):
+        defaults = function.__defaults__ or ()
+        checks.append((_DEFAULTS, held, None, len(defaults)))
+        for i, value in enumerate(defaults):
+            checks.append((_DEFAULT, held, i, _expected(value)))
             self.value(value, depth, function, i, "defaults")
+        if function.__kwdefaults__:
+            self.clean = False
         for k, value in (function.__kwdefaults__ or {}).items():
             self.value(value, depth, function.__kwdefaults__, k, "item")
+        namespace = function.__globals__
         for code in nested_codes(function.__code__):
+            checks.extend((_GLOBAL, held and namespace, name,
+                           _expected(namespace.get(name, MISSING))) for name in code.co_names)
             names = code.co_names
             if not self.constructs and _CONSTRUCTORS.intersection(names):
                 self.constructs = True
@@ -263,17 +289,54 @@ class _Walk:
             self._names = outer
 
 
+# The kinds of `_Walk.checks`: (kind, holder or None for the root, key, what it held).
+_CODE, _CELL, _DEFAULTS, _DEFAULT, _GLOBAL = range(5)
+_SKIP = object()    # held a value the walk skips (a number, an array): any such value will do
+_EMPTY = object()   # an unassigned cell
+
+
+def _expected(value):
+    return _SKIP if isinstance(value, _SKIPPED) else value
+
+
+def _holds(checks, root) -> bool:
+    """Whether every read of a clean walk of `root`'s code gives what it gave then."""
+    closure, defaults, namespace = root.__closure__, root.__defaults__ or (), root.__globals__
+    try:
+        for kind, holder, key, expected in checks:
+            if kind == _CELL:
+                try:
+                    value = (closure[key] if holder is None else holder).cell_contents
+                except ValueError:
+                    value = _EMPTY
+            elif kind == _GLOBAL:
+                value = (namespace if holder is None else holder).get(key, MISSING)
+            elif kind == _DEFAULT:
+                value = (defaults if holder is None else holder.__defaults__)[key]
+            elif kind == _DEFAULTS:
+                if len(defaults if holder is None else holder.__defaults__ or ()) != expected:
+                    return False
+                continue
+            else:
+                value = holder.__code__
+            if expected is _SKIP:
+                if not isinstance(value, _SKIPPED):
+                    return False
+            elif value is not expected:
+                return False
+    except (IndexError, TypeError):
+        return False
+    return True
+
+
+# code object -> the checks of a clean walk of a function with that code (bounded: a
+# function redefined in a loop makes new code objects)
+_clean_walks: dict = {}
+
+
 def _foreign(module) -> bool:
     """numpy's, SciPy's, xform's own functions: what the user's generators cannot be in."""
     return isinstance(module, str) and module.partition(".")[0] in _FOREIGN
-
-
-def _cells(function):
-    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
-        try:
-            yield name, cell, cell.cell_contents
-        except ValueError:  # a name of the enclosing scope not assigned yet
-            continue
 
 
 def _raw_state(generator):
@@ -326,7 +389,19 @@ class Watch:
     def __init__(self, function):
         generator_types = _generator_types()
         self._loaded = bool(generator_types)
+        self._raw = None
+        self._swapped = []
+        self._unstaged = []
+        self._token = None
+        code = getattr(function, "__code__", None) if type(function) is types.FunctionType \
+            else None
+        checks = _clean_walks.get(code) if code is not None else None
+        if checks is not None and _holds(checks, function):
+            # The same code reading the same objects: the walk would find nothing again.
+            self._constructs, self._generators, self._before, self._places = False, [], [], []
+            return
         walk = _Walk(generator_types)
+        walk.root = function
         # Any callable: a function, a method, a transformed function (its `fun`), a partial
         walk.value(function, 0)
         legacy = _legacy_generator() if walk.global_draws else None
@@ -335,13 +410,15 @@ class Watch:
         self._constructs = walk.constructs
         self._generators = list(walk.generators.values())
         self._before = [_state(g) for g in self._generators]
-        self._raw = None
         # A generator also held where no proxy can go keeps its real draws everywhere: part
         # staged, part drawn while staging would put its draws out of order.
         self._places = [(g, place) for g, place in walk.places if id(g) not in walk.fixed]
-        self._swapped = []
-        self._unstaged = []
-        self._token = None
+        if (code is not None and walk.clean and not walk.constructs and not walk.global_draws
+                and not walk.generators and generator_types is _ALL_GENERATOR_TYPES
+                and len(walk._seen) <= _MAX_OBJECTS):
+            if len(_clean_walks) >= 1024:
+                _clean_walks.clear()
+            _clean_walks[code] = tuple(walk.checks)
 
     def __enter__(self) -> "Watch":
         proxies = {}

@@ -263,9 +263,15 @@ def _backward(graph, env, cts_out, active=None):
         for atom, ct in zip(inputs, cts_in):
             if ct is None or type(ct) is Zero or type(atom) is Literal:
                 continue
-            if aval(ct).shape != atom.aval.shape:
+            ct_aval, atom_aval = aval(ct), atom.aval
+            if ct_aval.shape != atom_aval.shape:
                 raise _cotangent_shape_error(eqn, atom, ct)
-            accumulate(atom, ct)
+            if atom_aval.dtype.kind not in "fc" or (active is not None and atom not in active):
+                continue
+            if ct_aval.dtype != atom_aval.dtype:    # (fit_tangent, whose shape check passed)
+                ct = fit_tangent(ct, atom_aval)
+            previous = ct_env.get(atom)
+            ct_env[atom] = ct if previous is None else add_tangents(previous, ct)
 
     cts_in = [ct_env.get(v, Zero(tangent_aval(v.aval))) for v in graph.inputs]
     return [a.value if type(a) is Literal else env[a] for a in graph.outputs], cts_in
