@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any, Callable
 
 import attrs
+import numpy as np
 
 from xform.errors import TreeMismatchError
 from xform.source_info import user_frame_info
@@ -85,17 +86,34 @@ def _dict_keys(x: dict) -> tuple:
 
 
 def _fields(kind) -> tuple[str, ...] | None:
-    """The attribute names of a dataclass or attrs class `kind`, None for other types."""
-    if dataclasses.is_dataclass(kind):
-        return tuple(f.name for f in dataclasses.fields(kind))
-    if attrs.has(kind):
-        return tuple(a.name for a in attrs.fields(kind))
-    return None
+    """The attribute names of a dataclass or attrs class `kind`, None for other types
+    (memoized per type: a class's fields are fixed once it is made)."""
+    names = _FIELDS.get(kind, _UNKNOWN)
+    if names is _UNKNOWN:
+        if dataclasses.is_dataclass(kind):
+            names = tuple(f.name for f in dataclasses.fields(kind))
+        elif attrs.has(kind):
+            names = tuple(a.name for a in attrs.fields(kind))
+        else:
+            names = None
+        if len(_FIELDS) >= 4096:    # bounded: classes made in a loop
+            _FIELDS.clear()
+        _FIELDS[kind] = names
+    return names
+
+
+_FIELDS: dict = {}
+_UNKNOWN = object()
+# Leaves every call passes: answered before any container test.
+_LEAF_KINDS = frozenset({np.ndarray, float, int, bool, complex, np.float64, np.float32,
+                         np.int64, np.int32, np.bool_, np.complex128, str})
 
 
 def _node(x) -> tuple[Any, Any, list] | None:
     """(kind, aux, children) for a container, None for a leaf."""
     kind = type(x)
+    if kind in _LEAF_KINDS:
+        return None
     if kind is tuple or kind is list:
         return kind, None, list(x)
     if kind is dict:

@@ -17,6 +17,7 @@ from typing import Callable
 import attrs
 
 from xform.errors import MissingRuleError, RegistrationError, install_construct_namer
+from xform.ir.core import subgraphs
 from xform.source_info import user_frame_info
 
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
@@ -263,7 +264,6 @@ def has_effects(eqn) -> bool:
         return True
     if not eqn.params:
         return False
-    from xform.ir.core import subgraphs
     if any(graph_has_effects(sub) for sub in subgraphs(eqn.params)):
         return True
     rules = RULES.get(eqn.primitive)

@@ -139,6 +139,7 @@ _original_settings: tuple = ((), ((), (), ()))
 _original_codes: dict = {} # trampoline code -> the code it stands in for
 _pending: dict = {}        # module name -> installers waiting for the module's import
 _installed = 0             # installers run so far
+_modules_seen = 0          # len(sys.modules) when install_pending last looked
 _lock = threading.RLock()  # re-entered: installers call stand_in
 _depth = 0                 # stagings in progress, over all threads
 
@@ -208,8 +209,9 @@ def install_pending() -> bool:
     """Run the installers whose module is imported by now; whether any ran. Staging calls it
     on entry; the numpy protocol again before calling something unsupported (a SciPy module
     imported inside the staged function)."""
-    global _installed
+    global _installed, _modules_seen
     ran = False
+    _modules_seen = len(sys.modules)
     with _lock:
         for module_name in [m for m in _pending if m in sys.modules]:
             for install in _pending.pop(module_name):
@@ -265,7 +267,7 @@ class staging_scope:
 
     def __enter__(self):
         global _depth
-        if _pending:
+        if _pending and len(sys.modules) != _modules_seen:   # a module imported since
             install_pending()
         with _lock:
             _depth += 1

@@ -85,16 +85,16 @@ def _all_equal(value, scalar) -> bool:
 def _sum_of_view(view_name):
     """sum(view(x)) = sum(x) for a view that only rearranges x's elements."""
     def rewrite(eqn, known):
-        inner = known.made_by(eqn.inputs[0], view_name) if _full_sum(eqn) else None
-        if inner is None or type(inner.inputs[0]) is not Var:
+        inner = known.made_by(eqn.inputs[0], view_name)
+        if inner is None or not _full_sum(eqn) or type(inner.inputs[0]) is not Var:
             return None
         return [_sum_of(inner.inputs[0], eqn.outputs[0])]
     return rewrite
 
 
 def _sum_of_outer_product(eqn, known):
-    inner = known.made_by(eqn.inputs[0], "multiply") if _full_sum(eqn) else None
-    if inner is None:
+    inner = known.made_by(eqn.inputs[0], "multiply")
+    if inner is None or not _full_sum(eqn):
         return None
     a, b = inner.inputs
     if type(a) is not Var or type(b) is not Var or a.aval.ndim != b.aval.ndim:
@@ -111,8 +111,8 @@ def _sum_of_outer_product(eqn, known):
 
 
 def _sum_of_broadcast(eqn, known):
-    inner = known.made_by(eqn.inputs[0], "broadcast_to") if _full_sum(eqn) else None
-    if inner is None or type(inner.inputs[0]) is not Var:
+    inner = known.made_by(eqn.inputs[0], "broadcast_to")
+    if inner is None or not _full_sum(eqn) or type(inner.inputs[0]) is not Var:
         return None
     x = inner.inputs[0]
     if x.aval.dtype != eqn.outputs[0].aval.dtype:
