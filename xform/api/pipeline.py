@@ -9,7 +9,7 @@ import numpy as np
 
 from xform.ir.core import Equation, Graph, Var
 from xform.ir.rules import primitive_for
-from xform.passes import EXACT_PIPELINE, PIPELINE, eliminate_dead_code, optimize
+from xform.passes import eliminate_dead_code, optimize, pipeline_for
 from xform.passes.simplify import simplify
 from xform.passes.fuse import fuse_elementwise
 from xform.runtime.config import config
@@ -28,10 +28,6 @@ def _collection_paused():
     finally:
         if enabled:
             gc.enable()
-
-
-def _passes():
-    return EXACT_PIPELINE if config.algebra == "exact" else PIPELINE
 
 
 def fuse_if_enabled(graph, values_returned=True):
@@ -54,7 +50,7 @@ def finish_graph(graph, fuse=False, own_outputs=True):
     writable arrays as numpy would give them (e.g. the gradient of np.sum). Residuals, which
     only xform reads, are left as they are."""
     with _collection_paused():
-        graph = optimize(graph, _passes(), checks=config.checks)
+        graph = optimize(graph, pipeline_for(config.algebra), checks=config.checks)
         if fuse and config.fusion:
             graph = fuse_elementwise(graph)
     return with_own_outputs(graph) if own_outputs else graph

@@ -71,11 +71,11 @@ _map_lazy = _no_lazy_backend
 _build = _weak_memo
 _build_staging = _uncached
 _lookup_staging = _not_found
-_optimize = _clean = _prune = _inline = _as_is
+_optimize = _optimize_values = _clean = _prune = _inline = _as_is
 
 
 _HOOKS = ("compiled", "map_chunks", "map_lazy", "build", "build_staging", "lookup_staging",
-          "optimize", "clean", "prune", "inline")
+          "optimize", "optimize_values", "clean", "prune", "inline")
 
 
 def install(**hooks) -> None:
@@ -84,8 +84,9 @@ def install(**hooks) -> None:
     scalar graph mapped over the operands into 1-d `dests`; `build(owner, key, make)` and
     `build_staging(fun, key, make)` return `make()` built once per (owner, key), the second
     recording what staging `fun` read; `lookup_staging(fun, key)` the value built if still
-    valid, else None; `optimize`, `clean` (no fusion), `prune` (dead code only) and
-    `inline(graph, max_equations)` are passes."""
+    valid, else None; `optimize`, `optimize_values` (the pipeline compiled code gets, which
+    keeps numpy's bits unless configured otherwise), `clean` (no fusion), `prune` (dead code
+    only) and `inline(graph, max_equations)` are passes."""
     unknown = set(hooks) - set(_HOOKS)
     if unknown:
         raise KeyError(f"no hook named {', '.join(sorted(unknown))}; hooks: {', '.join(_HOOKS)}")
@@ -141,6 +142,18 @@ def optimized(graph):
     return _optimize(graph)
 
 
+def compiled_optimized(graph):
+    """`compiled` of `graph` after the passes compiled code gets, the optimized graph made
+    once per graph: for the graphs no pass reaches through params (a call's callee, a custom
+    rule's primal), which run as their own compiled functions.
+
+    >>> from xform.ir.execute import compiled_optimized
+    >>> compiled_optimized(xform.make_graph(lambda x: np.sin(x) * 1.0)(1.0))(0.0)
+    [np.float64(0.0)]
+    """
+    return _compiled(_build(graph, ("optimized for values",), lambda: _optimize_values(graph)))
+
+
 def cleaned(graph):
     """`graph` folded, CSE'd and DCE'd, but not fused."""
     return _clean(graph)
@@ -172,6 +185,6 @@ def forget_compiled() -> None:
         table.clear()
 
 
-__all__ = ["build", "build_staging", "cleaned", "compiled", "compiled_memo", "forget_compiled",
-           "inlined", "install", "lookup_staging", "map_chunks", "map_lazy", "optimized",
-           "pruned"]
+__all__ = ["build", "build_staging", "cleaned", "compiled", "compiled_memo", "compiled_optimized",
+           "forget_compiled", "inlined", "install", "lookup_staging", "map_chunks", "map_lazy",
+           "optimized", "pruned"]

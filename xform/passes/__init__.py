@@ -39,6 +39,12 @@ PIPELINE = (inline_calls, fold_constants, simplify, eliminate_common_subexpressi
 EXACT_PIPELINE = tuple(simplify_exactly if p is simplify else p for p in PIPELINE)
 """PIPELINE with `simplify_exactly` (used when `xform.config.algebra` is "exact")."""
 
+
+def pipeline_for(algebra: str) -> tuple:
+    """The passes compiled code gets under `xform.config.algebra`: EXACT_PIPELINE for
+    "exact" (numpy's bits), PIPELINE otherwise."""
+    return EXACT_PIPELINE if algebra == "exact" else PIPELINE
+
 # Short names. (They shadow the submodules as attributes: reach a module itself with
 # `from xform.passes.fold import ...`, which goes through sys.modules.)
 dce = eliminate_dead_code
@@ -96,4 +102,4 @@ def trace_passes(graph, passes=PIPELINE) -> list:
 __all__ = ["EXACT_PIPELINE", "PIPELINE", "simplify", "simplify_exactly", "accumulate", "accumulate_pads", "clean_region", "cse", "dce",
            "eliminate_common_subexpressions", "fuse", "fuse_elementwise",
            "eliminate_dead_code", "fold", "fold_constants", "inline", "inline_calls",
-           "optimize", "trace_passes"]
+           "optimize", "pipeline_for", "trace_passes"]

@@ -15,7 +15,7 @@ from xform.errors import TypeCheckError
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.builder import stage_function, using_builder
 from xform.ir.core import Primitive
-from xform.ir.execute import build_staging, compiled, lookup_staging
+from xform.ir.execute import build_staging, compiled_optimized, lookup_staging
 from xform.source_info import user_frame_info
 from xform.ir.ad import Zero, aval, instantiate
 from xform.ir.rules import register
@@ -157,7 +157,7 @@ call_p = Primitive("call", multiple_results=True)
 
 
 def _call_impl(*args, callee, key):
-    return compiled(callee.graph(key))(*args)
+    return compiled_optimized(callee.graph(key))(*args)
 
 
 def _call_abstract_eval(*avals, callee, key):

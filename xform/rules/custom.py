@@ -21,7 +21,7 @@ from xform.errors import MissingRuleError, ShapeError, TypeCheckError, XformErro
 from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, current_builder, using_builder
 from xform.ir.core import Primitive
-from xform.ir.execute import compiled
+from xform.ir.execute import compiled_optimized
 from xform.ir.interpret import eval_graph
 from xform.source_info import SourceInfo, user_frame_info
 from xform.ir.tracer import Tracer
@@ -333,7 +333,7 @@ custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 
 
 def _custom_impl(*args, callee, key):
-    return compiled(callee.primal_graph(key))(*args)
+    return compiled_optimized(callee.primal_graph(key))(*args)
 
 
 def _custom_abstract_eval(*avals, callee, key):

@@ -306,4 +306,6 @@ execute.install(
     build=lambda graph, key, make: CACHE.build(graph, key, make, record=False).value,
     build_staging=_build_staging, lookup_staging=_lookup_staging,
     optimize=lambda graph: passes.optimize(graph, checks=config.checks),
+    optimize_values=lambda graph: passes.optimize(graph, passes.pipeline_for(config.algebra),
+                                                  checks=config.checks),
     clean=passes.clean_region, prune=passes.eliminate_dead_code, inline=passes.inline_calls)
