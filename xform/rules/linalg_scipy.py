@@ -167,11 +167,15 @@ def triangular_solve(a, b, *, lower, trans=0, unit_diagonal=False):
 # With S = L^-T phi(L^T Lbar) L^-1 (phi: the lower triangle, half the diagonal), cholesky's
 # vjp reading A's lower triangle is phi(S + S^T). Computed by Murray's (2016) blocked
 # recursion, which halves the matrix until the blocks are small and there uses that formula:
-# about a third of the BLAS-3 work of the formula on the whole matrix (bench/SCIPY.md).
+# about a third of the BLAS-3 work of the formula on the whole matrix (bench/SCIPY.md). The
+# solves by L^-1 are products with an explicit inverse (BLAS trmm): OpenBLAS's trsm takes
+# two to three times trmm's time on blocks of 64 rows, and the inverse of a diagonal block
+# serves both its leaf and the solve of the block below it.
 
 cholesky_cotangent_p = Primitive("cholesky_cotangent")
 
-_LEAF_SIZE = 64   # blocks this small take the formula (measured: 32 and 64 equally fast)
+_LEAF_SIZE = 64      # blocks this small take the formula
+_INVERSE_BASE = 32   # trtri is unblocked below 64 rows: larger inverses are built from halves
 _PHI: dict = {}
 
 
@@ -183,45 +187,78 @@ def _phi(n, dtype):
     return _PHI[key]
 
 
-def _cholesky_cotangent_leaf(factor, ct, trmm, trsm):
-    # BLAS sees a C-order array as its transpose, so factor.T is the upper matrix U = L^T and
-    # each product or solve below is the transposed one, on fresh Fortran-order buffers.
-    m_t = trmm(1.0, factor.T, ct.T, side=1, lower=0, trans_a=1)       # (L^T Lbar)^T
-    m_t.T[...] *= _phi(factor.shape[0], factor.dtype)                  # P^T = phi(L^T Lbar)^T
-    x_t = trsm(1.0, factor.T, m_t, side=1, lower=0, trans_a=1, overwrite_b=1)   # P^T L^-1
-    s_t = trsm(1.0, factor.T, x_t, side=0, lower=0, trans_a=0, overwrite_b=1)   # S^T
-    out = s_t.T + s_t
-    out *= _phi(factor.shape[0], factor.dtype)
-    return out
+def _upper_inverse(factor, trmm, trtri):
+    """L^-T, Fortran order, of the lower factor L (C order): BLAS reads factor.T as U = L^T,
+    and U^-1 = [[U11^-1, -U11^-1 U12 U22^-1], [0, U22^-1]]."""
+    n = factor.shape[0]
+    if n <= _INVERSE_BASE:
+        inverse, info = trtri(factor.T, lower=0)
+        if info > 0:   # a zero on the diagonal: the infinities and nans a solve gives
+            trsm, = _scipy_linalg().get_blas_funcs(("trsm",), (factor,))
+            return trsm(1.0, factor.T, np.eye(n, dtype=factor.dtype, order="F"), lower=0)
+        return inverse
+    h = n // 2
+    inverse = np.zeros((n, n), factor.dtype, order="F")
+    inverse[:h, :h] = top = _upper_inverse(factor[:h, :h], trmm, trtri)
+    inverse[h:, h:] = bottom = _upper_inverse(factor[h:, h:], trmm, trtri)
+    product = trmm(-1.0, top, factor[h:, :h].T, side=0, lower=0)
+    inverse[:h, h:] = trmm(1.0, bottom, product, side=1, lower=0, overwrite_b=1)
+    return inverse
 
 
-def _cholesky_cotangent_blocked(factor, ct, trmm, trsm):
+def _cholesky_cotangent_leaf(factor, ct, inverse, out, trmm):
+    # BLAS sees a C-order array as its transpose, so factor.T is the upper matrix U = L^T,
+    # `inverse` is U^-1 = L^-T, and each product below is the transposed one, on fresh
+    # Fortran-order buffers.
+    phi = _phi(factor.shape[0], factor.dtype)
+    m_t = trmm(1.0, factor.T, ct.T, side=1, lower=0, trans_a=1)          # (L^T Lbar)^T
+    m_t.T[...] *= phi                                                     # P^T
+    x_t = trmm(1.0, inverse, m_t, side=1, lower=0, trans_a=1, overwrite_b=1)   # P^T L^-1
+    s_t = trmm(1.0, inverse, x_t, side=0, lower=0, overwrite_b=1)             # S^T
+    total = s_t.T + s_t
+    np.multiply(total, phi, out=out)
+    return total
+
+
+def _cholesky_cotangent_blocked(factor, ct, inverse, out, trmm, trtri):
+    """Writes the cotangent phi(T) into `out` and returns the symmetric T when it has it
+    (a leaf), else None; `inverse`: factor's _upper_inverse, or None."""
     n = factor.shape[0]
     if n <= _LEAF_SIZE:
-        return _cholesky_cotangent_leaf(factor, ct, trmm, trsm)
+        if inverse is None:
+            inverse = _upper_inverse(factor, trmm, trtri)
+        return _cholesky_cotangent_leaf(factor, ct, inverse, out, trmm)
     # L = [[L11, 0], [L21, L22]] with L22 = chol(A22 - L21 L21^T), L21 = A21 L11^-T
     h = n // 2
-    out = np.zeros((n, n), factor.dtype)
-    out[h:, h:] = lower_right = _cholesky_cotangent_blocked(factor[h:, h:], ct[h:, h:],
-                                                             trmm, trsm)
+    lower_right = out[h:, h:]
+    total = _cholesky_cotangent_blocked(factor[h:, h:], ct[h:, h:],
+                                        None if inverse is None else inverse[h:, h:],
+                                        lower_right, trmm, trtri)
+    if total is None:
+        total = lower_right + lower_right.T
     l21 = factor[h:, :h]
-    ct21 = ct[h:, :h] - np.matmul(lower_right + lower_right.T, l21)
-    # A21's cotangent H = ct21 L11^-1, solved as L11^T H^T = ct21^T in place
-    h_t = trsm(1.0, factor[:h, :h].T, ct21.T, side=0, lower=0, trans_a=0, overwrite_b=1)
+    ct21 = ct[h:, :h] - np.matmul(total, l21)
+    top = _upper_inverse(factor[:h, :h], trmm, trtri) if inverse is None else inverse[:h, :h]
+    # A21's cotangent H = ct21 L11^-1, computed as H^T = L11^-T ct21^T
+    h_t = trmm(1.0, top, ct21.T, side=0, lower=0, overwrite_b=1)
     out[h:, :h] = h_t.T
-    out[:h, :h] = _cholesky_cotangent_blocked(factor[:h, :h], ct[:h, :h] - np.matmul(h_t, l21),
-                                              trmm, trsm)
-    return out
+    out[:h, h:] = 0
+    _cholesky_cotangent_blocked(factor[:h, :h], ct[:h, :h] - np.matmul(h_t, l21), top,
+                                out[:h, :h], trmm, trtri)
 
 
 def _cholesky_cotangent_2d(factor, ct):
     dtype = _float_dtype(factor.dtype, ct.dtype)
     factor = np.ascontiguousarray(factor, dtype)
     ct = np.ascontiguousarray(ct, dtype)
+    out = np.empty(factor.shape, dtype)
     if factor.size == 0:
-        return np.zeros(factor.shape, dtype)
-    trmm, trsm = _scipy_linalg().get_blas_funcs(("trmm", "trsm"), (factor, ct))
-    return _cholesky_cotangent_blocked(factor, ct, trmm, trsm)
+        return out
+    linalg = _scipy_linalg()
+    trmm, = linalg.get_blas_funcs(("trmm",), (factor,))
+    trtri, = linalg.get_lapack_funcs(("trtri",), (factor,))
+    _cholesky_cotangent_blocked(factor, ct, None, out, trmm, trtri)
+    return out
 
 
 def _cholesky_cotangent_abstract_eval(factor, ct):
