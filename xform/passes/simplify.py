@@ -5,12 +5,15 @@ and, if not, whether it only changes rounding (`in_gradients`); `simplify`'s `le
 (xform.config.algebra, see `LEVELS`). Each rule is tested in tests/passes/test_simplify.py."""
 from __future__ import annotations
 
+import itertools
+
 import attrs
 import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.ir.rules import RULES as PRIMITIVE_RULES, UNKNOWN
+from xform.ir.rules import RULES as PRIMITIVE_RULES, UNKNOWN, rule_for
+from xform.passes.dce import eliminate_dead_code
 from xform.passes.rewrite import GraphRewriter, literal_of
 
 
@@ -38,6 +41,19 @@ class Known:
 
     producer: dict
     consts: dict
+    _computed: dict = attrs.field(factory=dict, init=False)
+    _indexed: int = attrs.field(default=0, init=False)
+
+    def computed(self, name: str, inputs, params=Params({})):
+        """An equation emitted so far computing primitive `name` of `inputs` (Literals match
+        by value) with `params`, else None."""
+        fresh = len(self.producer) - self._indexed
+        if fresh:   # index what was emitted since the last question
+            for eqn in itertools.islice(reversed(self.producer.values()), fresh):
+                key = _computation(eqn.primitive.name, eqn.inputs, eqn.params)
+                self._computed.setdefault(key, eqn)
+            self._indexed = len(self.producer)
+        return self._computed.get(_computation(name, inputs, params))
 
     def value(self, atom):
         if type(atom) is Literal:
@@ -48,6 +64,12 @@ class Known:
         """The equation computing `atom` when its primitive is `name`, else None."""
         eqn = self.producer.get(atom) if type(atom) is Var else None
         return eqn if eqn is not None and eqn.primitive.name == name else None
+
+
+def _computation(name, inputs, params) -> tuple:
+    return (name, params) + tuple(
+        a if type(a) is Var else (type(a.value), a.aval, np.asarray(a.value).tobytes())
+        for a in inputs)
 
 
 def primitive_for(name: str):
@@ -226,6 +248,120 @@ def _exp_of_log(eqn, known):
             Equation(primitive_for("add"), [kept, _literal(0, dtype)], [out])]
 
 
+# -- negations ---------------------------------------------------------------------------------
+# IEEE 754 rounds symmetrically: (-a) * b is -(a * b) and a sum of negated terms is the negated
+# sum, bit for bit (only a nan's sign, which IEEE leaves unspecified, may differ). Reverse mode
+# makes such pairs: the partial derivatives of x[:, None] - x[None, :] negate each other, and
+# the same cotangent multiplies both.
+
+def _real_float(atom) -> bool:
+    return atom.aval.dtype.kind == "f"
+
+
+def _scale_of(eqn, known, scale):
+    """x for eqn = x * scale (either order) with x of the result's type, else None."""
+    out = eqn.outputs[0]
+    for x, factor in (eqn.inputs, eqn.inputs[::-1]):
+        if (type(x) is Var and x.aval == out.aval and _is_scalar(factor)
+                and _all_equal(known.value(factor), scale)):
+            return x
+    return None
+
+
+def _product_with_minus_one(eqn, known):
+    """x * -1 = negative(x), for real floats."""
+    x = _scale_of(eqn, known, -1)
+    if x is None or not _real_float(x):
+        return None
+    return [Equation(primitive_for("negative"), [x], list(eqn.outputs))]
+
+
+def _product_with_one(eqn, known):
+    """x * 1 = x (fold's peephole, for the products the next rule moves out of a region)."""
+    x = _scale_of(eqn, known, 1)
+    return None if x is None else (x,)
+
+
+def _product_of_a_negation(eqn, known):
+    """negative(a) * b = negative(a * b) when a * b is computed already: a negation where
+    there was a product (a's own negation is left to DCE)."""
+    out = eqn.outputs[0]
+    if not _real_float(out):
+        return None
+    for position in (0, 1):
+        negation = known.made_by(eqn.inputs[position], "negative")
+        if negation is None:
+            continue
+        a, b = negation.inputs[0], eqn.inputs[1 - position]
+        product = known.computed("multiply", (a, b)) or known.computed("multiply", (b, a))
+        if product is not None and product.outputs[0].aval == out.aval:
+            return [Equation(primitive_for("negative"), [product.outputs[0]], [out])]
+    return None
+
+
+def _makes_fresh_array(eqn) -> bool:
+    """A one-output ufunc on arrays: its result is a new dense array, never a view."""
+    impl = rule_for(eqn, "impl")
+    return (isinstance(impl, np.ufunc) and impl.nout == 1 and not eqn.params
+            and eqn.outputs[0].aval.shape != ())
+
+
+def _sum_of_a_negation(eqn, known):
+    """sum(negative(x)) = 0 - sum(x) for x a ufunc's result (negative(x) is then laid out as x
+    is, so both sums add in the same order): numpy's sums start from +0.0, so a zero total is
+    +0.0 either way, and 0 - s is -s otherwise."""
+    negation = known.made_by(eqn.inputs[0], "negative")
+    out = eqn.outputs[0]
+    if (negation is None or eqn.params["dtype"] is not None or not eqn.params["axes"]
+            or not _real_float(out)):
+        return None
+    x = negation.inputs[0]
+    maker = known.producer.get(x) if type(x) is Var else None
+    if maker is None or not _makes_fresh_array(maker) or x.aval.dtype != out.aval.dtype:
+        return None
+    total = Var(out.aval)
+    return [attrs.evolve(eqn, inputs=[x], outputs=[total]),
+            Equation(primitive_for("subtract"), [_literal(0, out.aval.dtype), total], [out])]
+
+
+def _step_source(step, known):
+    """The operand of `step` when it is negative(v) or v * 1, else None."""
+    if step.primitive.name == "negative":
+        return step.inputs[0] if type(step.inputs[0]) is Var else None
+    if step.primitive.name == "multiply":
+        return _scale_of(step, known, 1)
+    return None
+
+
+def _steps_out_of_a_region(eqn, known):
+    """An `elementwise` region's outputs that negate (or multiply by 1) another of its outputs
+    or one of its inputs, of the output's type, are computed after the region, where the
+    rules above meet them: e.g. one partial derivative of x[:, None] - x[None, :] negates the
+    other, and the partial of s * eye is eye * 1."""
+    region = eqn.params["region"]
+    inner = Known({v: e for e in region.equations for v in e.outputs}, dict(region.consts))
+    outer = dict(zip(region.inputs, eqn.inputs))
+    outer.update((v, var) for v, var in zip(region.outputs, eqn.outputs) if type(v) is Var)
+    steps = {}
+    for k, atom in enumerate(region.outputs):
+        step = inner.producer.get(atom) if type(atom) is Var else None
+        source = None if step is None else _step_source(step, inner)
+        if source in outer and outer[source].aval == eqn.outputs[k].aval:
+            steps[k] = step
+    # a source must stay an output of the region (or be one of its inputs)
+    steps = {k: step for k, step in steps.items()
+             if not any(region.outputs[j] is _step_source(step, inner) for j in steps)}
+    kept = [k for k in range(len(region.outputs)) if k not in steps]
+    if not steps or not kept:
+        return None
+    body = eliminate_dead_code(Graph(region.inputs, region.consts, region.equations,
+                                     [region.outputs[k] for k in kept]))
+    fused = attrs.evolve(eqn, outputs=[eqn.outputs[k] for k in kept],
+                         params=Params({**eqn.params, "region": body}))
+    return [fused] + [attrs.evolve(step, inputs=[outer.get(a, a) for a in step.inputs],
+                                   outputs=[eqn.outputs[k]]) for k, step in steps.items()]
+
+
 # -- linear algebra ----------------------------------------------------------------------------
 
 _CHOLESKY = ("cholesky", "cholesky_lapack")
@@ -351,6 +487,20 @@ RULES = (
     Rule("solve with a Cholesky factor", "solve", _solve_with_factor, exact=False,
          doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
              "substitution instead of an LU factorization; rounding changes"),
+    Rule("product with minus one", "multiply", _product_with_minus_one, exact=True,
+         doc="x * -1 = negative(x) for real floats"),
+    Rule("product with one", "multiply", _product_with_one, exact=True,
+         doc="x * 1 = x when the product has x's type"),
+    Rule("product of a negation", "multiply", _product_of_a_negation, exact=True,
+         doc="negative(a) * b = negative(a * b) when a * b is computed already: a negation "
+             "instead of a product (IEEE rounds symmetrically; a nan's sign may differ)"),
+    Rule("sum of a negation", "sum", _sum_of_a_negation, exact=True,
+         doc="sum(negative(x)) = 0 - sum(x) for a ufunc's result x: a negation of the sum, "
+             "not of each term (numpy's sums start from +0.0, so zeros keep their sign)"),
+    Rule("negations out of a fused region", "elementwise", _steps_out_of_a_region,
+         exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
+                         "another output or an input is computed after the region, where "
+                         "the rules above meet it"),
     Rule("difference of a value with itself", "subtract", _self_difference, exact=True,
          doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
     Rule("where with a known mask", "where", _where_with_known_mask, exact=True,
