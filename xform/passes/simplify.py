@@ -25,7 +25,8 @@ class Rule:
     `known.value(atom)` is its value when known at pass time (a Literal or a constant), else
     UNKNOWN. `exact`: whether the rewrite gives numpy's bits on every input. `in_gradients`:
     whether an inexact rule only changes rounding (it reorders finite sums and products), so
-    that it may run before differentiating a function whose value is not returned."""
+    that it may run before differentiating a function whose value is not returned. `when`:
+    see below."""
 
     name: str
     primitive: str
@@ -33,6 +34,9 @@ class Rule:
     exact: bool
     doc: str
     in_gradients: bool = True
+    when: object = None
+    """None, or `when(graph) -> bool`: whether the rule can match in `graph` at all (a scan
+    cheaper than the driver, which then skips graphs none of its rules can change)."""
 
 
 @attrs.define
@@ -66,10 +70,15 @@ class Known:
         return eqn if eqn is not None and eqn.primitive.name == name else None
 
 
+def _atom_key(atom):
+    """A Var itself, a Literal as its value (Literals are equal when their values are)."""
+    if type(atom) is Var:
+        return atom
+    return (type(atom.value), atom.aval, np.asarray(atom.value).tobytes())
+
+
 def _computation(name, inputs, params) -> tuple:
-    return (name, params) + tuple(
-        a if type(a) is Var else (type(a.value), a.aval, np.asarray(a.value).tobytes())
-        for a in inputs)
+    return (name, params) + tuple(_atom_key(a) for a in inputs)
 
 
 def primitive_for(name: str):
@@ -99,6 +108,8 @@ def _is_scalar(atom) -> bool:
 
 
 def _all_equal(value, scalar) -> bool:
+    if type(value) in (int, float):   # most literals: skip numpy's array machinery
+        return value == scalar
     return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
 
 
@@ -268,31 +279,57 @@ def _scale_of(eqn, known, scale):
     return None
 
 
-def _product_with_minus_one(eqn, known):
-    """x * -1 = negative(x), for real floats."""
-    x = _scale_of(eqn, known, -1)
-    if x is None or not _real_float(x):
+def _negated(atom, known):
+    """a when `atom` is negative(a) or a * -1 (a real float of atom's type), else None."""
+    eqn = known.producer.get(atom) if type(atom) is Var else None
+    if eqn is None or not _real_float(atom):
         return None
-    return [Equation(primitive_for("negative"), [x], list(eqn.outputs))]
+    if eqn.primitive.name == "negative":
+        return eqn.inputs[0] if type(eqn.inputs[0]) is Var else None
+    return _scale_of(eqn, known, -1) if eqn.primitive.name == "multiply" else None
+
+
+def _has_region(graph) -> bool:
+    return any(eqn.primitive.name == "elementwise" for eqn in graph.equations)
+
+
+def _may_negate(graph) -> bool:
+    """Whether the rules of negations may apply in `graph`: it holds a fused region (which
+    may return a negation), a sum of a negation, or a product (-a) * b next to a * b."""
+    negated, products, readers = {}, set(), []
+    for eqn in graph.equations:
+        name = eqn.primitive.name
+        if name == "elementwise" or (name == "sum" and eqn.inputs[0] in negated):
+            return True
+        if name == "negative":
+            negated[eqn.outputs[0]] = eqn.inputs[0]
+        elif name == "multiply":
+            keys = [_atom_key(a) for a in eqn.inputs]
+            products.update((tuple(keys), tuple(keys[::-1])))
+            for (a, b), (key_a, key_b) in zip((eqn.inputs, eqn.inputs[::-1]),
+                                              (keys, keys[::-1])):
+                if a in negated:
+                    readers.append((negated[a], key_b))
+                elif type(b) is Literal and b.value == -1:
+                    negated[eqn.outputs[0]] = key_a
+    return any(pair in products for pair in readers)
 
 
 def _product_with_one(eqn, known):
-    """x * 1 = x (fold's peephole, for the products the next rule moves out of a region)."""
+    """x * 1 = x (fold's peephole, for the products a region's rule moves out of it)."""
     x = _scale_of(eqn, known, 1)
     return None if x is None else (x,)
 
 
 def _product_of_a_negation(eqn, known):
-    """negative(a) * b = negative(a * b) when a * b is computed already: a negation where
-    there was a product (a's own negation is left to DCE)."""
+    """(-a) * b = -(a * b) when a * b is computed already: a negation where there was a
+    product (a's own negation is left to DCE)."""
     out = eqn.outputs[0]
-    if not _real_float(out):
-        return None
     for position in (0, 1):
-        negation = known.made_by(eqn.inputs[position], "negative")
-        if negation is None:
+        a = _negated(eqn.inputs[position], known)
+        if a is None:
             continue
-        a, b = negation.inputs[0], eqn.inputs[1 - position]
+        b = eqn.inputs[1 - position]
         product = known.computed("multiply", (a, b)) or known.computed("multiply", (b, a))
         if product is not None and product.outputs[0].aval == out.aval:
             return [Equation(primitive_for("negative"), [product.outputs[0]], [out])]
@@ -307,16 +344,14 @@ def _makes_fresh_array(eqn) -> bool:
 
 
 def _sum_of_a_negation(eqn, known):
-    """sum(negative(x)) = 0 - sum(x) for x a ufunc's result (negative(x) is then laid out as x
-    is, so both sums add in the same order): numpy's sums start from +0.0, so a zero total is
-    +0.0 either way, and 0 - s is -s otherwise."""
-    negation = known.made_by(eqn.inputs[0], "negative")
+    """sum(-x) = 0 - sum(x) for x a ufunc's result (-x is then laid out as x is, so both sums
+    add in the same order): numpy's sums start from +0.0, so a zero total is +0.0 either way,
+    and 0 - s is -s otherwise."""
     out = eqn.outputs[0]
-    if (negation is None or eqn.params["dtype"] is not None or not eqn.params["axes"]
-            or not _real_float(out)):
+    x = _negated(eqn.inputs[0], known)
+    if x is None or eqn.params["dtype"] is not None or not eqn.params["axes"]:
         return None
-    x = negation.inputs[0]
-    maker = known.producer.get(x) if type(x) is Var else None
+    maker = known.producer.get(x)
     if maker is None or not _makes_fresh_array(maker) or x.aval.dtype != out.aval.dtype:
         return None
     total = Var(out.aval)
@@ -324,13 +359,14 @@ def _sum_of_a_negation(eqn, known):
             Equation(primitive_for("subtract"), [_literal(0, out.aval.dtype), total], [out])]
 
 
-def _step_source(step, known):
-    """The operand of `step` when it is negative(v) or v * 1, else None."""
-    if step.primitive.name == "negative":
-        return step.inputs[0] if type(step.inputs[0]) is Var else None
-    if step.primitive.name == "multiply":
-        return _scale_of(step, known, 1)
-    return None
+def _step_source(atom, known):
+    """v when `atom` is -v, v * -1 or v * 1, else None."""
+    step = known.producer.get(atom) if type(atom) is Var else None
+    if step is not None and step.primitive.name == "multiply":
+        one = _scale_of(step, known, 1)
+        if one is not None:
+            return one
+    return _negated(atom, known)
 
 
 def _steps_out_of_a_region(eqn, known):
@@ -342,15 +378,14 @@ def _steps_out_of_a_region(eqn, known):
     inner = Known({v: e for e in region.equations for v in e.outputs}, dict(region.consts))
     outer = dict(zip(region.inputs, eqn.inputs))
     outer.update((v, var) for v, var in zip(region.outputs, eqn.outputs) if type(v) is Var)
-    steps = {}
+    sources = {}
     for k, atom in enumerate(region.outputs):
-        step = inner.producer.get(atom) if type(atom) is Var else None
-        source = None if step is None else _step_source(step, inner)
+        source = _step_source(atom, inner)
         if source in outer and outer[source].aval == eqn.outputs[k].aval:
-            steps[k] = step
+            sources[k] = source
     # a source must stay an output of the region (or be one of its inputs)
-    steps = {k: step for k, step in steps.items()
-             if not any(region.outputs[j] is _step_source(step, inner) for j in steps)}
+    steps = {k: inner.producer[region.outputs[k]] for k, source in sources.items()
+             if not any(region.outputs[j] is source for j in sources)}
     kept = [k for k in range(len(region.outputs)) if k not in steps]
     if not steps or not kept:
         return None
@@ -487,16 +522,15 @@ RULES = (
     Rule("solve with a Cholesky factor", "solve", _solve_with_factor, exact=False,
          doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
              "substitution instead of an LU factorization; rounding changes"),
-    Rule("product with minus one", "multiply", _product_with_minus_one, exact=True,
-         doc="x * -1 = negative(x) for real floats"),
     Rule("product with one", "multiply", _product_with_one, exact=True,
-         doc="x * 1 = x when the product has x's type"),
+         doc="x * 1 = x when the product has x's type", when=_has_region),
     Rule("product of a negation", "multiply", _product_of_a_negation, exact=True,
-         doc="negative(a) * b = negative(a * b) when a * b is computed already: a negation "
-             "instead of a product (IEEE rounds symmetrically; a nan's sign may differ)"),
+         doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
+             "a * -1): a negation instead of a product (IEEE rounds symmetrically; a nan's "
+             "sign may differ)", when=_may_negate),
     Rule("sum of a negation", "sum", _sum_of_a_negation, exact=True,
-         doc="sum(negative(x)) = 0 - sum(x) for a ufunc's result x: a negation of the sum, "
-             "not of each term (numpy's sums start from +0.0, so zeros keep their sign)"),
+         doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
+             "term (numpy's sums start from +0.0, so zeros keep their sign)", when=_may_negate),
     Rule("negations out of a fused region", "elementwise", _steps_out_of_a_region,
          exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
                          "another output or an input is computed after the region, where "
@@ -531,6 +565,12 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     ['sum', 'sum', 'multiply']
     """
     table = _table(rules, level or ("exact" if exact else "reassociate"))
+    conditions = {rule.when for found in table.values() for rule in found if rule.when}
+    if conditions:
+        refused = {when for when in conditions if not when(graph)}
+        table = {name: [rule for rule in found if rule.when not in refused]
+                 for name, found in table.items()}
+        table = {name: found for name, found in table.items() if found}
     if not table or not any(eqn.primitive.name in table for eqn in graph.equations):
         return graph
     rewriter = GraphRewriter(graph)
