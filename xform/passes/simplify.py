@@ -302,7 +302,7 @@ def _may_negate(graph) -> bool:
         if name == "elementwise" or (name == "sum" and eqn.inputs[0] in negated):
             return True
         if name == "negative":
-            negated[eqn.outputs[0]] = eqn.inputs[0]
+            negated[eqn.outputs[0]] = _atom_key(eqn.inputs[0])
         elif name == "multiply":
             keys = [_atom_key(a) for a in eqn.inputs]
             products.update((tuple(keys), tuple(keys[::-1])))
