@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import xform
+from xform.api.pipeline import finish_graph
 from xform.passes import dce
-from xform.passes.simplify import LEVELS, RULES, simplify
+from xform.passes.simplify import LEVELS, RULES, primitive_for, simplify
 from xform.testing import strategies as xst
 
 
@@ -98,6 +99,28 @@ def where_same(a, b):
     return np.where(a > b.T, c, c)
 
 
+def negated_products(a, b):     # the results side by side: zero signs show
+    bt = b.T
+    return np.concatenate([a * bt, (-a) * bt, bt * (-a), bt * (a * -1.0), (-1 * a) * bt])
+
+
+def negated_sums(a, b):
+    p = a * b.T
+    return np.concatenate([np.sum(-p, axis=0), np.sum(-p)[None],
+                           np.sum((a + b.T) * -1.0, axis=1)])
+
+
+def fused_negations(a, b):
+    """A fused region (made by hand: the drawn sizes are below fusion's threshold) whose
+    outputs negate another output and an input, and multiply an input by 1 and -1."""
+    def body(x, y):
+        e = np.exp(x)
+        return e, -e, -x, y * 1.0, y * -1.0
+    region = xform.make_graph(body)(np.ones(a.shape), np.ones(a.shape))
+    outs = primitive_for("elementwise").bind(a, b.T, max_width=4, region=region)
+    return np.concatenate(outs)
+
+
 def _positive_definite(xp, a):
     return a @ a.T + 4.0 * xp.eye(a.shape[0])    # entries of a in [-2, 2], at most 4 rows
 
@@ -127,6 +150,10 @@ CASES = {   # rule name -> (functions where it must fire, kind of inputs)
     "exp of log": ([exp_log], "edge"),
     "cholesky by LAPACK": ([cholesky_factors, solve_with_factor], "finite"),
     "solve with a Cholesky factor": ([solve_with_factor], "finite"),
+    "product with one": ([fused_negations], "edge"),
+    "product of a negation": ([negated_products], "edge"),
+    "sum of a negation": ([negated_sums], "edge"),
+    "negations out of a fused region": ([fused_negations], "edge"),
     "difference of a value with itself": ([self_difference], "int"),
     "where with a known mask": ([where_true, where_false, where_same], "edge"),
 }
@@ -225,8 +252,14 @@ def test_sum_of_kron_never_builds_the_product():
     lambda a, b: (a * 1e300) * 1e300,           # the product of the scales overflows
     lambda a, b: (a * 1e-300) * 1e-300,         # ... or underflows
     lambda a, b: (a[0, 0] * b[0, 0]) * b[0, 1],   # 0-d operands: nothing to save
+    lambda a, b: (-a) * b,                      # a * b is not computed
+    lambda a, b: np.sum(-a, axis=0),            # an argument: its layout is the caller's
+    lambda a, b: np.sum(-(a * b).T, axis=1),    # a view: its sum adds in another order
+    lambda a, b: np.sum(-(a * b), axis=()),     # no axis: a copy, -0.0 stays -0.0
+    lambda a, b: (a > 0) * -1,                  # integers
 ], ids=["shared-axis", "float-self-difference", "run-time-mask", "mixed-mask", "not-ones",
-        "overflowing-scale", "underflowing-scale", "scalar-scaling"])
+        "overflowing-scale", "underflowing-scale", "scalar-scaling", "product-not-computed",
+        "sum-of-an-argument", "sum-of-a-view", "sum-over-no-axis", "integer-product"])
 def test_no_match(fun):
     graph = xform.make_graph(fun)(np.ones((2, 2)), np.ones((2, 2)))
     assert simplify(graph) is graph
@@ -244,6 +277,26 @@ def test_exact_runs_only_exact_rules():
     simplify(xform.make_graph(where_true)(np.ones((2, 2)), np.ones((2, 2))), exact=True,
              rules=counting(fired))
     assert fired and all(next(r for r in RULES if r.name == n).exact for n in fired)
+
+
+@pytest.mark.parametrize("fun, runs", [
+    (lambda a, b: (a * b) * (-b) * 2.0, False),   # a product of a negation, but no a * b
+    (lambda a, b: a * b - (-a) * b, True),
+    (lambda a, b: np.sum(-(a * b)), True),
+])
+def test_rules_of_negations_run_only_where_they_may_apply(fun, runs):
+    """Their `when` spares the driver (a few us per equation) graphs they cannot change: a
+    gradient's products and negations rarely pair up."""
+    called = []
+
+    def spied(rule):
+        def rewrite(eqn, known):
+            called.append(rule.name)
+            return rule.rewrite(eqn, known)
+        return attrs.evolve(rule, rewrite=rewrite)
+    graph = xform.make_graph(fun)(np.ones((2, 2)), np.ones((2, 2)))
+    simplify(graph, exact=True, rules=[spied(rule) for rule in RULES])
+    assert bool(called) == runs
 
 
 def autograd_version(fun):
@@ -341,3 +394,39 @@ def test_only_a_gradient_factors_by_potrf_and_solves_by_substitution():
     assert value == loss(a, b) and xform.jit(loss)(a, b) == loss(a, b)
     for g, w in zip(xform.grad(loss, (0, 1))(a, b), grads):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def _gp_log_likelihood(xp, solve_triangular, x, y, s):
+    n = x.shape[0]
+    k = xp.exp(-0.5 * (x[:, None] - x[None, :]) ** 2) + (s * s + 1e-3) * xp.eye(n)
+    chol = xp.linalg.cholesky(k)
+    alpha = solve_triangular(chol, y, lower=True)
+    return -0.5 * xp.sum(alpha * alpha) - xp.sum(xp.log(xp.diagonal(chol, 0, -1, -2)))
+
+
+def test_partials_of_a_difference_share_one_product():
+    """A GP likelihood's gradient (the kernel large enough to fuse): the partials of
+    x[:, None] - x[None, :] negate each other, so one product with the kernel's cotangent
+    serves both sums, and the fused region returns neither the negated partial nor the
+    noise's partial eye * 1. First and compiled calls agree bit for bit, and with autograd."""
+    import autograd.scipy.linalg
+    import scipy.linalg
+    xform.config.update("algebra", "exact")
+    x, s = np.linspace(-3, 3, 40), 0.3
+    y = np.sin(x)
+    grad = xform.grad(lambda *a: _gp_log_likelihood(np, scipy.linalg.solve_triangular, *a),
+                      (0, 1, 2))
+    first, second = grad(x, y, s), grad(x, y, s)
+    for a, b in zip(first, second):
+        assert_same_bits(a, b)
+    want = autograd.grad(lambda *a: _gp_log_likelihood(
+        anp, autograd.scipy.linalg.solve_triangular, *a), (0, 1, 2))(x, y, s)
+    for got, w in zip(second, want):
+        np.testing.assert_allclose(got, w, rtol=1e-10, atol=1e-10)
+    graph = finish_graph(xform.make_graph(grad)(x, y, s), fuse=True)
+    square = [e for e in graph.equations if e.outputs[0].aval.shape == (40, 40)]
+    region, = [e for e in square if e.primitive.name == "elementwise"]
+    assert len(region.outputs) == 2    # the kernel and one partial
+    summed = {e.params["axes"]: e.inputs[0] for e in graph.equations
+              if e.primitive.name == "sum" and e.inputs[0].aval.shape == (40, 40)}
+    assert summed[(0,)] is summed[(1,)]

@@ -247,7 +247,7 @@ def _cotangent_by_formula(factor, ct):
     return (s + s.T) * phi
 
 
-@given(st.sampled_from([1, 2, 5, 63, 64, 65, 130, 200]), st.integers(0, 2 ** 16))
+@given(st.sampled_from([1, 2, 5, 33, 63, 64, 65, 130, 200]), st.integers(0, 2 ** 16))
 def test_cholesky_cotangent_matches_the_formula(n, seed):
     rng = np.random.default_rng(seed)
     b = rng.standard_normal((n, n))
@@ -258,6 +258,19 @@ def test_cholesky_cotangent_matches_the_formula(n, seed):
     # only the lower triangles are read: the factor's and the cotangent's upper ones are free
     noisy = linalg_scipy.cholesky_cotangent(factor + np.triu(ct, 1), ct + np.triu(b, 1))
     np.testing.assert_array_equal(noisy, got)
+
+
+@pytest.mark.parametrize("n", [3, 40, 70])
+def test_cholesky_cotangent_of_a_singular_factor_is_not_finite(n):
+    """A zero on the factor's diagonal gives infinities and nans, as solving with it does
+    (the explicit inverses fall back to a solve), not an error or finite values."""
+    rng = np.random.default_rng(n)
+    b = rng.standard_normal((n, n))
+    factor = np.linalg.cholesky(b @ b.T + n * np.eye(n))
+    factor[n // 2, n // 2] = 0.0
+    with np.errstate(all="ignore"):
+        got = linalg_scipy.cholesky_cotangent(factor, rng.standard_normal((n, n)))
+    assert not np.all(np.isfinite(got))
 
 
 @pytest.mark.parametrize("upper", [False, True])

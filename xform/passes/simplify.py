@@ -5,12 +5,15 @@ and, if not, whether it only changes rounding (`in_gradients`); `simplify`'s `le
 (xform.config.algebra, see `LEVELS`). Each rule is tested in tests/passes/test_simplify.py."""
 from __future__ import annotations
 
+import itertools
+
 import attrs
 import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.ir.rules import RULES as PRIMITIVE_RULES, UNKNOWN
+from xform.ir.rules import RULES as PRIMITIVE_RULES, UNKNOWN, rule_for
+from xform.passes.dce import eliminate_dead_code
 from xform.passes.rewrite import GraphRewriter, literal_of
 
 
@@ -22,7 +25,8 @@ class Rule:
     `known.value(atom)` is its value when known at pass time (a Literal or a constant), else
     UNKNOWN. `exact`: whether the rewrite gives numpy's bits on every input. `in_gradients`:
     whether an inexact rule only changes rounding (it reorders finite sums and products), so
-    that it may run before differentiating a function whose value is not returned."""
+    that it may run before differentiating a function whose value is not returned. `when`:
+    see below."""
 
     name: str
     primitive: str
@@ -30,6 +34,9 @@ class Rule:
     exact: bool
     doc: str
     in_gradients: bool = True
+    when: object = None
+    """None, or `when(graph) -> bool`: whether the rule can match in `graph` at all (a scan
+    cheaper than the driver, which then skips graphs none of its rules can change)."""
 
 
 @attrs.define
@@ -38,6 +45,19 @@ class Known:
 
     producer: dict
     consts: dict
+    _computed: dict = attrs.field(factory=dict, init=False)
+    _indexed: int = attrs.field(default=0, init=False)
+
+    def computed(self, name: str, inputs, params=Params({})):
+        """An equation emitted so far computing primitive `name` of `inputs` (Literals match
+        by value) with `params`, else None."""
+        fresh = len(self.producer) - self._indexed
+        if fresh:   # index what was emitted since the last question
+            for eqn in itertools.islice(reversed(self.producer.values()), fresh):
+                key = _computation(eqn.primitive.name, eqn.inputs, eqn.params)
+                self._computed.setdefault(key, eqn)
+            self._indexed = len(self.producer)
+        return self._computed.get(_computation(name, inputs, params))
 
     def value(self, atom):
         if type(atom) is Literal:
@@ -48,6 +68,17 @@ class Known:
         """The equation computing `atom` when its primitive is `name`, else None."""
         eqn = self.producer.get(atom) if type(atom) is Var else None
         return eqn if eqn is not None and eqn.primitive.name == name else None
+
+
+def _atom_key(atom):
+    """A Var itself, a Literal as its value (Literals are equal when their values are)."""
+    if type(atom) is Var:
+        return atom
+    return (type(atom.value), atom.aval, np.asarray(atom.value).tobytes())
+
+
+def _computation(name, inputs, params) -> tuple:
+    return (name, params) + tuple(_atom_key(a) for a in inputs)
 
 
 def primitive_for(name: str):
@@ -77,6 +108,8 @@ def _is_scalar(atom) -> bool:
 
 
 def _all_equal(value, scalar) -> bool:
+    if type(value) in (int, float):   # most literals: skip numpy's array machinery
+        return value == scalar
     return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
 
 
@@ -226,6 +259,144 @@ def _exp_of_log(eqn, known):
             Equation(primitive_for("add"), [kept, _literal(0, dtype)], [out])]
 
 
+# -- negations ---------------------------------------------------------------------------------
+# IEEE 754 rounds symmetrically: (-a) * b is -(a * b) and a sum of negated terms is the negated
+# sum, bit for bit (only a nan's sign, which IEEE leaves unspecified, may differ). Reverse mode
+# makes such pairs: the partial derivatives of x[:, None] - x[None, :] negate each other, and
+# the same cotangent multiplies both.
+
+def _real_float(atom) -> bool:
+    return atom.aval.dtype.kind == "f"
+
+
+def _scale_of(eqn, known, scale):
+    """x for eqn = x * scale (either order) with x of the result's type, else None."""
+    out = eqn.outputs[0]
+    for x, factor in (eqn.inputs, eqn.inputs[::-1]):
+        if (type(x) is Var and x.aval == out.aval and _is_scalar(factor)
+                and _all_equal(known.value(factor), scale)):
+            return x
+    return None
+
+
+def _negated(atom, known):
+    """a when `atom` is negative(a) or a * -1 (a real float of atom's type), else None."""
+    eqn = known.producer.get(atom) if type(atom) is Var else None
+    if eqn is None or not _real_float(atom):
+        return None
+    if eqn.primitive.name == "negative":
+        return eqn.inputs[0] if type(eqn.inputs[0]) is Var else None
+    return _scale_of(eqn, known, -1) if eqn.primitive.name == "multiply" else None
+
+
+def _has_region(graph) -> bool:
+    return any(eqn.primitive.name == "elementwise" for eqn in graph.equations)
+
+
+def _may_negate(graph) -> bool:
+    """Whether the rules of negations may apply in `graph`: it holds a fused region (which
+    may return a negation), a sum of a negation, or a product (-a) * b next to a * b."""
+    negated, products, readers = {}, set(), []
+    for eqn in graph.equations:
+        name = eqn.primitive.name
+        if name == "elementwise" or (name == "sum" and eqn.inputs[0] in negated):
+            return True
+        if name == "negative":
+            negated[eqn.outputs[0]] = _atom_key(eqn.inputs[0])
+        elif name == "multiply":
+            keys = [_atom_key(a) for a in eqn.inputs]
+            products.update((tuple(keys), tuple(keys[::-1])))
+            for (a, b), (key_a, key_b) in zip((eqn.inputs, eqn.inputs[::-1]),
+                                              (keys, keys[::-1])):
+                if a in negated:
+                    readers.append((negated[a], key_b))
+                elif type(b) is Literal and b.value == -1:
+                    negated[eqn.outputs[0]] = key_a
+    return any(pair in products for pair in readers)
+
+
+def _product_with_one(eqn, known):
+    """x * 1 = x (fold's peephole, for the products a region's rule moves out of it)."""
+    x = _scale_of(eqn, known, 1)
+    return None if x is None else (x,)
+
+
+def _product_of_a_negation(eqn, known):
+    """(-a) * b = -(a * b) when a * b is computed already: a negation where there was a
+    product (a's own negation is left to DCE)."""
+    out = eqn.outputs[0]
+    for position in (0, 1):
+        a = _negated(eqn.inputs[position], known)
+        if a is None:
+            continue
+        b = eqn.inputs[1 - position]
+        product = known.computed("multiply", (a, b)) or known.computed("multiply", (b, a))
+        if product is not None and product.outputs[0].aval == out.aval:
+            return [Equation(primitive_for("negative"), [product.outputs[0]], [out])]
+    return None
+
+
+def _makes_fresh_array(eqn) -> bool:
+    """A one-output ufunc on arrays: its result is a new dense array, never a view."""
+    impl = rule_for(eqn, "impl")
+    return (isinstance(impl, np.ufunc) and impl.nout == 1 and not eqn.params
+            and eqn.outputs[0].aval.shape != ())
+
+
+def _sum_of_a_negation(eqn, known):
+    """sum(-x) = 0 - sum(x) for x a ufunc's result (-x is then laid out as x is, so both sums
+    add in the same order): numpy's sums start from +0.0, so a zero total is +0.0 either way,
+    and 0 - s is -s otherwise."""
+    out = eqn.outputs[0]
+    x = _negated(eqn.inputs[0], known)
+    if x is None or eqn.params["dtype"] is not None or not eqn.params["axes"]:
+        return None
+    maker = known.producer.get(x)
+    if maker is None or not _makes_fresh_array(maker) or x.aval.dtype != out.aval.dtype:
+        return None
+    total = Var(out.aval)
+    return [attrs.evolve(eqn, inputs=[x], outputs=[total]),
+            Equation(primitive_for("subtract"), [_literal(0, out.aval.dtype), total], [out])]
+
+
+def _step_source(atom, known):
+    """v when `atom` is -v, v * -1 or v * 1, else None."""
+    step = known.producer.get(atom) if type(atom) is Var else None
+    if step is not None and step.primitive.name == "multiply":
+        one = _scale_of(step, known, 1)
+        if one is not None:
+            return one
+    return _negated(atom, known)
+
+
+def _steps_out_of_a_region(eqn, known):
+    """An `elementwise` region's outputs that negate (or multiply by 1) another of its outputs
+    or one of its inputs, of the output's type, are computed after the region, where the
+    rules above meet them: e.g. one partial derivative of x[:, None] - x[None, :] negates the
+    other, and the partial of s * eye is eye * 1."""
+    region = eqn.params["region"]
+    inner = Known({v: e for e in region.equations for v in e.outputs}, dict(region.consts))
+    outer = dict(zip(region.inputs, eqn.inputs))
+    outer.update((v, var) for v, var in zip(region.outputs, eqn.outputs) if type(v) is Var)
+    sources = {}
+    for k, atom in enumerate(region.outputs):
+        source = _step_source(atom, inner)
+        if source in outer and outer[source].aval == eqn.outputs[k].aval:
+            sources[k] = source
+    # a source must stay an output of the region (or be one of its inputs)
+    steps = {k: inner.producer[region.outputs[k]] for k, source in sources.items()
+             if not any(region.outputs[j] is source for j in sources)}
+    kept = [k for k in range(len(region.outputs)) if k not in steps]
+    if not steps or not kept:
+        return None
+    body = eliminate_dead_code(Graph(region.inputs, region.consts, region.equations,
+                                     [region.outputs[k] for k in kept]))
+    fused = attrs.evolve(eqn, outputs=[eqn.outputs[k] for k in kept],
+                         params=Params({**eqn.params, "region": body}))
+    return [fused] + [attrs.evolve(step, inputs=[outer.get(a, a) for a in step.inputs],
+                                   outputs=[eqn.outputs[k]]) for k, step in steps.items()]
+
+
 # -- linear algebra ----------------------------------------------------------------------------
 
 _CHOLESKY = ("cholesky", "cholesky_lapack")
@@ -351,6 +522,19 @@ RULES = (
     Rule("solve with a Cholesky factor", "solve", _solve_with_factor, exact=False,
          doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
              "substitution instead of an LU factorization; rounding changes"),
+    Rule("product with one", "multiply", _product_with_one, exact=True,
+         doc="x * 1 = x when the product has x's type", when=_has_region),
+    Rule("product of a negation", "multiply", _product_of_a_negation, exact=True,
+         doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
+             "a * -1): a negation instead of a product (IEEE rounds symmetrically; a nan's "
+             "sign may differ)", when=_may_negate),
+    Rule("sum of a negation", "sum", _sum_of_a_negation, exact=True,
+         doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
+             "term (numpy's sums start from +0.0, so zeros keep their sign)", when=_may_negate),
+    Rule("negations out of a fused region", "elementwise", _steps_out_of_a_region,
+         exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
+                         "another output or an input is computed after the region, where "
+                         "the rules above meet it"),
     Rule("difference of a value with itself", "subtract", _self_difference, exact=True,
          doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
     Rule("where with a known mask", "where", _where_with_known_mask, exact=True,
@@ -381,6 +565,12 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     ['sum', 'sum', 'multiply']
     """
     table = _table(rules, level or ("exact" if exact else "reassociate"))
+    conditions = {rule.when for found in table.values() for rule in found if rule.when}
+    if conditions:
+        refused = {when for when in conditions if not when(graph)}
+        table = {name: [rule for rule in found if rule.when not in refused]
+                 for name, found in table.items()}
+        table = {name: found for name, found in table.items() if found}
     if not table or not any(eqn.primitive.name in table for eqn in graph.equations):
         return graph
     rewriter = GraphRewriter(graph)

@@ -8,12 +8,28 @@ from xform.ir.ad import Undefined, Zero, aval, zero_tangent
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.rules import register
+from xform.rules import contract
 from xform.rules.helpers import elementwise_batch, unbroadcast, zero_derivative
 
 
 def _scipy_linalg():
     import scipy.linalg
     return scipy.linalg
+
+
+_ROUTINES: dict = {}
+
+
+def _routine(kind, name, dtype):
+    """SciPy's BLAS or LAPACK (`kind`) routine `name` for `dtype`, cached: SciPy's own lookup
+    takes 0.5-0.7 us, a tenth of a triangular solve with one right-hand side."""
+    key = (kind, name, dtype)
+    found = _ROUTINES.get(key)
+    if found is None:
+        linalg = _scipy_linalg()
+        lookup = linalg.get_blas_funcs if kind == "blas" else linalg.get_lapack_funcs
+        found = _ROUTINES[key] = lookup((name,), dtype=dtype)[0]
+    return found
 
 
 def _mT(x):
@@ -24,7 +40,7 @@ def _stacked(fn, n_matrices):
     """`fn` on 2-d matrices, looped over the broadcast leading axes of its first arguments."""
     def impl(*args, **params):
         mats, rest = args[:n_matrices], args[n_matrices:]
-        if all(np.ndim(m) == 2 for m in mats):
+        if all(type(m) is np.ndarray and m.ndim == 2 for m in mats):
             return fn(*mats, *rest, **params)
         lead = np.broadcast_shapes(*(np.shape(m)[:-2] for m in mats))
         if not lead:
@@ -76,10 +92,10 @@ def _triangular_solve_2d(a, b, *, lower, trans, unit_diagonal):
         a, b = a.astype(dtype), b.astype(dtype)
     if b.shape[-1] == 1:
         # one right-hand side: BLAS-2 trsv, a third of trsm's time at n = 128
-        trsv, = _scipy_linalg().get_blas_funcs(("trsv",), (a, b))
+        trsv = _routine("blas", "trsv", a.dtype)
         return trsv(a.T, b[:, 0], lower=not lower, trans=1 - trans,
                     diag=int(unit_diagonal))[:, None]
-    trsm, = _scipy_linalg().get_blas_funcs(("trsm",), (a, b))
+    trsm = _routine("blas", "trsm", a.dtype)
     if b.flags.f_contiguous and not b.flags.c_contiguous:
         return trsm(1.0, a.T, b, side=0, lower=not lower, trans_a=1 - trans,
                     diag=int(unit_diagonal))
@@ -128,6 +144,13 @@ def _triangular_solve_transpose(ct, a, b, *, lower, trans, unit_diagonal):
     return None, unbroadcast(ct_b, b.aval)
 
 
+def _outer_product(left, right):
+    """left right^T for (stacks of) columns, by einsum: 13 us at n = 128 where numpy's
+    broadcast product takes 22 (one product per element either way; zeros come out +0.0)."""
+    batch = "".join(contract.fresh_letters("ijk", aval(left).ndim - 2))
+    return contract.einsum_p.bind(left, right, subscripts=f"{batch}ik,{batch}jk->{batch}ij")
+
+
 def _triangular_solve_vjp(primals, ans, ct, *, lower, trans, unit_diagonal):
     a, b = primals
     if type(ct) is Zero:
@@ -137,7 +160,7 @@ def _triangular_solve_vjp(primals, ans, ct, *, lower, trans, unit_diagonal):
     # op(A) X = B: A's cotangent is -ct_B X^T (trans: -X ct_B^T), on the triangle A is read
     left, right = (ans, ct_b) if trans else (ct_b, ans)
     if aval(ans).shape[-1] == 1:
-        outer = left * -_mT(right)      # one right-hand side: an outer product, not a matmul
+        outer = _outer_product(left, -right)     # one right-hand side: not a matmul
     else:
         outer = -np.matmul(left, _mT(right))
     ct_a = triangle_of(outer, lower=lower, unit_diagonal=unit_diagonal)
@@ -167,11 +190,15 @@ def triangular_solve(a, b, *, lower, trans=0, unit_diagonal=False):
 # With S = L^-T phi(L^T Lbar) L^-1 (phi: the lower triangle, half the diagonal), cholesky's
 # vjp reading A's lower triangle is phi(S + S^T). Computed by Murray's (2016) blocked
 # recursion, which halves the matrix until the blocks are small and there uses that formula:
-# about a third of the BLAS-3 work of the formula on the whole matrix (bench/SCIPY.md).
+# about a third of the BLAS-3 work of the formula on the whole matrix (bench/SCIPY.md). The
+# solves by L^-1 are products with an explicit inverse (BLAS trmm): OpenBLAS's trsm takes
+# two to three times trmm's time on blocks of 64 rows, and the inverse of a diagonal block
+# serves both its leaf and the solve of the block below it.
 
 cholesky_cotangent_p = Primitive("cholesky_cotangent")
 
-_LEAF_SIZE = 64   # blocks this small take the formula (measured: 32 and 64 equally fast)
+_LEAF_SIZE = 64      # blocks this small take the formula
+_INVERSE_BASE = 32   # trtri is unblocked below 64 rows: larger inverses are built from halves
 _PHI: dict = {}
 
 
@@ -183,45 +210,76 @@ def _phi(n, dtype):
     return _PHI[key]
 
 
-def _cholesky_cotangent_leaf(factor, ct, trmm, trsm):
-    # BLAS sees a C-order array as its transpose, so factor.T is the upper matrix U = L^T and
-    # each product or solve below is the transposed one, on fresh Fortran-order buffers.
-    m_t = trmm(1.0, factor.T, ct.T, side=1, lower=0, trans_a=1)       # (L^T Lbar)^T
-    m_t.T[...] *= _phi(factor.shape[0], factor.dtype)                  # P^T = phi(L^T Lbar)^T
-    x_t = trsm(1.0, factor.T, m_t, side=1, lower=0, trans_a=1, overwrite_b=1)   # P^T L^-1
-    s_t = trsm(1.0, factor.T, x_t, side=0, lower=0, trans_a=0, overwrite_b=1)   # S^T
-    out = s_t.T + s_t
-    out *= _phi(factor.shape[0], factor.dtype)
-    return out
+def _upper_inverse(factor, trmm, trtri):
+    """L^-T, Fortran order, of the lower factor L (C order): BLAS reads factor.T as U = L^T,
+    and U^-1 = [[U11^-1, -U11^-1 U12 U22^-1], [0, U22^-1]]."""
+    n = factor.shape[0]
+    if n <= _INVERSE_BASE:
+        inverse, info = trtri(factor.T, lower=0)
+        if info > 0:   # a zero on the diagonal: the infinities and nans a solve gives
+            trsm = _routine("blas", "trsm", factor.dtype)
+            return trsm(1.0, factor.T, np.eye(n, dtype=factor.dtype, order="F"), lower=0)
+        return inverse
+    h = n // 2
+    inverse = np.zeros((n, n), factor.dtype, order="F")
+    inverse[:h, :h] = top = _upper_inverse(factor[:h, :h], trmm, trtri)
+    inverse[h:, h:] = bottom = _upper_inverse(factor[h:, h:], trmm, trtri)
+    product = trmm(-1.0, top, factor[h:, :h].T, side=0, lower=0)
+    inverse[:h, h:] = trmm(1.0, bottom, product, side=1, lower=0, overwrite_b=1)
+    return inverse
 
 
-def _cholesky_cotangent_blocked(factor, ct, trmm, trsm):
+def _cholesky_cotangent_leaf(factor, ct, inverse, out, trmm):
+    # BLAS sees a C-order array as its transpose, so factor.T is the upper matrix U = L^T,
+    # `inverse` is U^-1 = L^-T, and each product below is the transposed one, on fresh
+    # Fortran-order buffers.
+    phi = _phi(factor.shape[0], factor.dtype)
+    m_t = trmm(1.0, factor.T, ct.T, side=1, lower=0, trans_a=1)          # (L^T Lbar)^T
+    m_t.T[...] *= phi                                                     # P^T
+    x_t = trmm(1.0, inverse, m_t, side=1, lower=0, trans_a=1, overwrite_b=1)   # P^T L^-1
+    s_t = trmm(1.0, inverse, x_t, side=0, lower=0, overwrite_b=1)             # S^T
+    total = s_t.T + s_t
+    np.multiply(total, phi, out=out)
+    return total
+
+
+def _cholesky_cotangent_blocked(factor, ct, inverse, out, trmm, trtri):
+    """Writes the cotangent phi(T) into `out` and returns the symmetric T when it has it
+    (a leaf), else None; `inverse`: factor's _upper_inverse, or None."""
     n = factor.shape[0]
     if n <= _LEAF_SIZE:
-        return _cholesky_cotangent_leaf(factor, ct, trmm, trsm)
+        if inverse is None:
+            inverse = _upper_inverse(factor, trmm, trtri)
+        return _cholesky_cotangent_leaf(factor, ct, inverse, out, trmm)
     # L = [[L11, 0], [L21, L22]] with L22 = chol(A22 - L21 L21^T), L21 = A21 L11^-T
     h = n // 2
-    out = np.zeros((n, n), factor.dtype)
-    out[h:, h:] = lower_right = _cholesky_cotangent_blocked(factor[h:, h:], ct[h:, h:],
-                                                             trmm, trsm)
+    lower_right = out[h:, h:]
+    total = _cholesky_cotangent_blocked(factor[h:, h:], ct[h:, h:],
+                                        None if inverse is None else inverse[h:, h:],
+                                        lower_right, trmm, trtri)
+    if total is None:
+        total = lower_right + lower_right.T
     l21 = factor[h:, :h]
-    ct21 = ct[h:, :h] - np.matmul(lower_right + lower_right.T, l21)
-    # A21's cotangent H = ct21 L11^-1, solved as L11^T H^T = ct21^T in place
-    h_t = trsm(1.0, factor[:h, :h].T, ct21.T, side=0, lower=0, trans_a=0, overwrite_b=1)
+    ct21 = ct[h:, :h] - np.matmul(total, l21)
+    top = _upper_inverse(factor[:h, :h], trmm, trtri) if inverse is None else inverse[:h, :h]
+    # A21's cotangent H = ct21 L11^-1, computed as H^T = L11^-T ct21^T
+    h_t = trmm(1.0, top, ct21.T, side=0, lower=0, overwrite_b=1)
     out[h:, :h] = h_t.T
-    out[:h, :h] = _cholesky_cotangent_blocked(factor[:h, :h], ct[:h, :h] - np.matmul(h_t, l21),
-                                              trmm, trsm)
-    return out
+    out[:h, h:] = 0
+    _cholesky_cotangent_blocked(factor[:h, :h], ct[:h, :h] - np.matmul(h_t, l21), top,
+                                out[:h, :h], trmm, trtri)
 
 
 def _cholesky_cotangent_2d(factor, ct):
     dtype = _float_dtype(factor.dtype, ct.dtype)
     factor = np.ascontiguousarray(factor, dtype)
     ct = np.ascontiguousarray(ct, dtype)
+    out = np.empty(factor.shape, dtype)
     if factor.size == 0:
-        return np.zeros(factor.shape, dtype)
-    trmm, trsm = _scipy_linalg().get_blas_funcs(("trmm", "trsm"), (factor, ct))
-    return _cholesky_cotangent_blocked(factor, ct, trmm, trsm)
+        return out
+    trmm, trtri = _routine("blas", "trmm", dtype), _routine("lapack", "trtri", dtype)
+    _cholesky_cotangent_blocked(factor, ct, None, out, trmm, trtri)
+    return out
 
 
 def _cholesky_cotangent_abstract_eval(factor, ct):
@@ -304,7 +362,7 @@ def _cholesky_potrf_2d(a, *, upper):
     n = a.shape[-1]
     if n == 0:
         return np.zeros(a.shape, dtype)
-    potrf, = _scipy_linalg().get_lapack_funcs(("potrf",), (a,))
+    potrf = _routine("lapack", "potrf", dtype)
     # LAPACK's `clean` zeroes the other triangle quickly only below an upper factor
     factor, info = potrf(a.T, lower=int(upper), clean=int(not upper))
     if info > 0:
