@@ -296,6 +296,15 @@ def _has_region(graph) -> bool:
 def _may_negate(graph) -> bool:
     """Whether the rules of negations may apply in `graph`: it holds a fused region (which
     may return a negation), a sum of a negation, or a product (-a) * b next to a * b."""
+    for eqn in graph.equations:     # first, cheaply: is there any negation at all?
+        name = eqn.primitive.name
+        if name == "elementwise":
+            return True
+        if name == "negative" or (name == "multiply" and any(
+                type(a) is Literal and a.value == -1 for a in eqn.inputs)):
+            break
+    else:
+        return False
     negated, products, readers = {}, set(), []
     for eqn in graph.equations:
         name = eqn.primitive.name
@@ -564,13 +573,11 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     >>> [e.primitive.name for e in xform.passes.dce(simplify(graph)).equations]
     ['sum', 'sum', 'multiply']
     """
-    table = _table(rules, level or ("exact" if exact else "reassociate"))
-    conditions = {rule.when for found in table.values() for rule in found if rule.when}
+    table, conditions = _table(rules, level or ("exact" if exact else "reassociate"))
     if conditions:
-        refused = {when for when in conditions if not when(graph)}
-        table = {name: [rule for rule in found if rule.when not in refused]
-                 for name, found in table.items()}
-        table = {name: found for name, found in table.items() if found}
+        refused = frozenset(when for when in conditions if not when(graph))
+        if refused:
+            table = _without(table, refused)
     if not table or not any(eqn.primitive.name in table for eqn in graph.equations):
         return graph
     rewriter = GraphRewriter(graph)
@@ -602,9 +609,9 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     return rewriter.build()
 
 
-def _table(rules, level) -> dict:
-    """primitive name -> the `rules` admitted at `level` (made once per rules and level: every
-    gradient's first call simplifies)."""
+def _table(rules, level) -> tuple:
+    """(primitive name -> the `rules` admitted at `level`, their distinct `when` tests), made
+    once per rules and level: every gradient's first call simplifies."""
     key = (id(rules), level)
     made = _tables.get(key)
     if made is None or made[0] is not rules:
@@ -613,10 +620,24 @@ def _table(rules, level) -> dict:
         for rule in rules:
             if admitted(rule):
                 table.setdefault(rule.primitive, []).append(rule)
-        made = _tables[key] = (rules, table)
+        conditions = tuple({rule.when: None for found in table.values() for rule in found
+                            if rule.when})
+        made = _tables[key] = (rules, (table, conditions))
     return made[1]
 
 
+def _without(table, refused) -> dict:
+    """`table` without the rules whose `when` test is in `refused` (made once per pair)."""
+    key = (id(table), refused)
+    made = _filtered.get(key)
+    if made is None or made[0] is not table:
+        kept = {name: [rule for rule in found if rule.when not in refused]
+                for name, found in table.items()}
+        made = _filtered[key] = (table, {name: found for name, found in kept.items() if found})
+    return made[1]
+
+
+_filtered: dict = {}
 _tables: dict = {}
 
 
