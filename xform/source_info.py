@@ -55,9 +55,10 @@ def is_excluded(filename: str) -> bool:
 _excluded_codes: dict = {}
 
 
-def user_frame():
-    """The innermost stack frame that belongs to the user; None when there is none."""
-    frame = sys._getframe(1)
+def user_frame(start=None):
+    """The innermost stack frame that belongs to the user (at `start` or above it, when
+    given); None when there is none."""
+    frame = sys._getframe(1) if start is None else start
     excluded_codes = _excluded_codes
     while frame is not None:
         code = frame.f_code
@@ -89,9 +90,10 @@ def scipy_callee(user) -> str | None:
     return f"{public}.{called.f_code.co_qualname}"
 
 
-def user_frame_info() -> SourceInfo | None:
-    """Where the innermost frame that belongs to the user is; None when there is none."""
-    frame = user_frame()
+def user_frame_info(start=None) -> SourceInfo | None:
+    """Where the innermost frame that belongs to the user (at `start` or above, when given)
+    is; None when there is none."""
+    frame = user_frame(sys._getframe(1) if start is None else start)
     if frame is None:
         return None
     # One SourceInfo per user line, shared by its equations: staging asks once per equation.

@@ -7,6 +7,7 @@ how closures over outer traced values work without perturbation confusion.
 """
 from __future__ import annotations
 
+import sys
 from contextvars import ContextVar
 
 import numpy as np
@@ -186,18 +187,20 @@ def bind(prim, *args, **params):
     if builder is not None:
         for a in args:
             if type(a) is Tracer:
-                return _stage_equation(builder, prim, args, params)
+                return _stage_equation(builder, prim, args, params, sys._getframe(1))
         # An effect (a random draw) is staged even on constants: each call must run it.
         if prim in effectful_primitives():
-            return _stage_equation(builder, prim, args, params)
+            return _stage_equation(builder, prim, args, params, sys._getframe(1))
     return _eval_concrete(prim, args, params)
 
 
 @unwatched
-def _stage_equation(builder, prim, args, params):
+def _stage_equation(builder, prim, args, params, caller):
+    """Stage `prim` on `args`; `caller` is the frame that called `bind`, where the search
+    for the user's line starts (the frames below it are xform's)."""
     source, origin = _rewriting.get()
     if source is None:
-        source = user_frame_info()
+        source = user_frame_info(caller)
     rules = RULES.get(prim)
     if rules is None or rules.abstract_eval is None:
         raise missing_rule(prim, "abstract_eval", source)

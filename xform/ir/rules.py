@@ -17,7 +17,7 @@ from typing import Callable
 import attrs
 
 from xform.errors import MissingRuleError, RegistrationError, install_construct_namer
-from xform.ir.core import subgraphs
+from xform.ir.core import Graph
 from xform.source_info import user_frame_info
 
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
@@ -264,8 +264,15 @@ def has_effects(eqn) -> bool:
         return True
     if not eqn.params:
         return False
-    if any(graph_has_effects(sub) for sub in subgraphs(eqn.params)):
-        return True
+    for value in eqn.params.values():     # xform.ir.core.subgraphs, written out: every
+        kind = type(value)                # equation of a fresh gradient's graph is asked
+        if kind is Graph:
+            if graph_has_effects(value):
+                return True
+        elif kind is tuple:
+            for item in value:
+                if type(item) is Graph and graph_has_effects(item):
+                    return True
     rules = RULES.get(eqn.primitive)
     if rules is not None and rules.inline is not None:     # a call: its callee's graph
         callee = rules.inline(eqn)

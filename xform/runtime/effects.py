@@ -27,6 +27,7 @@ from __future__ import annotations
 import inspect
 import sys
 import types
+import weakref
 
 import numpy as np
 
@@ -250,7 +251,9 @@ class _Walk:
         if function.__code__ in self._seen or _foreign(getattr(function, "__module__", None)):
             return
         self._seen.add(function.__code__)
-        held = None if function is self.root else function   # None: read off the root
+        # Checks read through the root, or a weak reference to a deeper function: the memo
+        # must keep no function of the user's alive.
+        held = None if function is self.root else weakref.ref(function)
         checks = self.checks
         if held is not None:
             checks.append((_CODE, held, None, function.__code__))
@@ -258,9 +261,9 @@ class _Walk:
             try:
                 value = cell.cell_contents
             except ValueError:  # a name of the enclosing scope not assigned yet
-                checks.append((_CELL, held and cell, i, _EMPTY))
+                checks.append((_CELL, held, i, _EMPTY))
                 continue
-            checks.append((_CELL, held and cell, i, _expected(value)))
+            checks.append((_CELL, held, i, _expected(value)))
             self.value(value, depth, cell, None, "cell")
         defaults = function.__defaults__ or ()
         checks.append((_DEFAULTS, held, None, len(defaults)))
@@ -273,8 +276,8 @@ class _Walk:
             self.value(value, depth, function.__kwdefaults__, k, "item")
         namespace = function.__globals__
         for code in nested_codes(function.__code__):
-            checks.extend((_GLOBAL, held and namespace, name,
-                           _expected(namespace.get(name, MISSING))) for name in code.co_names)
+            checks.extend((_GLOBAL, held, name, _expected(namespace.get(name, MISSING)))
+                          for name in code.co_names)
             names = code.co_names
             if not self.constructs and _CONSTRUCTORS.intersection(names):
                 self.constructs = True
@@ -296,31 +299,39 @@ _EMPTY = object()   # an unassigned cell
 
 
 def _expected(value):
-    return _SKIP if isinstance(value, _SKIPPED) else value
+    """What a check compares with: any skipped value will do; a function is held weakly."""
+    if isinstance(value, _SKIPPED):
+        return _SKIP
+    return weakref.ref(value) if type(value) is types.FunctionType else value
 
 
 def _holds(checks, root) -> bool:
     """Whether every read of a clean walk of `root`'s code gives what it gave then."""
-    closure, defaults, namespace = root.__closure__, root.__defaults__ or (), root.__globals__
     try:
         for kind, holder, key, expected in checks:
+            function = root if holder is None else holder()
+            if function is None:
+                return False
             if kind == _CELL:
                 try:
-                    value = (closure[key] if holder is None else holder).cell_contents
+                    value = function.__closure__[key].cell_contents
                 except ValueError:
                     value = _EMPTY
             elif kind == _GLOBAL:
-                value = (namespace if holder is None else holder).get(key, MISSING)
+                value = function.__globals__.get(key, MISSING)
             elif kind == _DEFAULT:
-                value = (defaults if holder is None else holder.__defaults__)[key]
+                value = function.__defaults__[key]
             elif kind == _DEFAULTS:
-                if len(defaults if holder is None else holder.__defaults__ or ()) != expected:
+                if len(function.__defaults__ or ()) != expected:
                     return False
                 continue
             else:
-                value = holder.__code__
+                value = function.__code__
             if expected is _SKIP:
                 if not isinstance(value, _SKIPPED):
+                    return False
+            elif type(expected) is weakref.ref:
+                if value is not expected():
                     return False
             elif value is not expected:
                 return False
