@@ -37,6 +37,12 @@ class Rule:
     when: object = None
     """None, or `when(graph) -> bool`: whether the rule can match in `graph` at all (a scan
     cheaper than the driver, which then skips graphs none of its rules can change)."""
+    needs: frozenset = frozenset()
+    """Primitive names of which the graph must hold one for the rule to match (the producer
+    it looks for): the driver skips the rule in graphs holding none."""
+    makes: frozenset = frozenset()
+    """Primitive names of the equations the rule may emit besides its own: what later
+    matches may then meet (the driver's filter counts them as present)."""
 
 
 @attrs.define
@@ -500,20 +506,20 @@ def _where_with_known_mask(eqn, known):
 
 RULES = (
     Rule("sum of a reshape", "sum", _sum_of_view("reshape"), exact=False,
-         doc="sum(reshape(x)) = sum(x): numpy's pairwise order follows the shape"),
+         needs=frozenset({"reshape"}), doc="sum(reshape(x)) = sum(x): numpy's pairwise order follows the shape"),
     Rule("sum of a transpose", "sum", _sum_of_view("transpose"), exact=False,
-         doc="sum(transpose(x)) = sum(x): numpy's pairwise order follows the layout"),
+         needs=frozenset({"transpose"}), doc="sum(transpose(x)) = sum(x): numpy's pairwise order follows the layout"),
     Rule("sum of an outer product", "sum", _sum_of_outer_product, exact=False,
-         doc="sum(x * y) = sum(x) * sum(y) when no axis spans both (kron, outer): the "
+         needs=frozenset({"multiply"}), makes=frozenset({'multiply', 'sum'}), doc="sum(x * y) = sum(x) * sum(y) when no axis spans both (kron, outer): the "
              "product is never built; the rounding of one sum of products changes"),
     Rule("sum of a broadcast", "sum", _sum_of_broadcast, exact=False,
-         doc="sum(broadcast_to(x)) = sum(x) * copies: one multiply for repeated additions"),
+         needs=frozenset({"broadcast_to"}), makes=frozenset({'multiply'}), doc="sum(broadcast_to(x)) = sum(x) * copies: one multiply for repeated additions"),
     Rule("max of a broadcast", "reduce_max", _extremum_of_broadcast, exact=True,
-         doc="max(broadcast_to(x)) = max(x) over every axis: the same elements"),
+         needs=frozenset({"broadcast_to"}), doc="max(broadcast_to(x)) = max(x) over every axis: the same elements"),
     Rule("min of a broadcast", "reduce_min", _extremum_of_broadcast, exact=True,
-         doc="min(broadcast_to(x)) = min(x) over every axis: the same elements"),
+         needs=frozenset({"broadcast_to"}), doc="min(broadcast_to(x)) = min(x) over every axis: the same elements"),
     Rule("dot with ones", "matmul", _dot_with_ones, exact=False,
-         doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
+         makes=frozenset({'sum'}), doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
              "becomes numpy's pairwise one; the gradient is a broadcast, not an outer product"),
     Rule("repeated scaling by constants", "multiply", _repeated_constant_scaling,
          exact=False, doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead "
@@ -522,32 +528,32 @@ RULES = (
          doc="(x * a) * b = x * (a * b) for 0-d values a, b: one rounding instead of two; "
              "a * b may overflow where (x * a) * b does not"),
     Rule("exp of log", "exp", _exp_of_log, exact=False, in_gradients=False,
-         doc="exp(log x) = x where x >= 0, nan below: within an ulp (the rewrite is the more "
+         needs=frozenset({"log"}), makes=frozenset({'less', 'where'}), doc="exp(log x) = x where x >= 0, nan below: within an ulp (the rewrite is the more "
              "accurate), log's warning for x < 0 is gone and the derivative at x <= 0 is "
              "where's, not nan"),
     Rule("cholesky by LAPACK", "cholesky", _cholesky_by_lapack, exact=False,
-         doc="cholesky(a) as LAPACK potrf on a's memory (no copies, a third of numpy's time "
+         makes=frozenset({'cholesky_lapack'}), doc="cholesky(a) as LAPACK potrf on a's memory (no copies, a third of numpy's time "
              "at n = 128): the same factor, rounded differently"),
     Rule("solve with a Cholesky factor", "solve", _solve_with_factor, exact=False,
-         doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
+         makes=frozenset({'triangular_solve'}), doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
              "substitution instead of an LU factorization; rounding changes"),
     Rule("product with one", "multiply", _product_with_one, exact=True,
          doc="x * 1 = x when the product has x's type", when=_has_region),
     Rule("product of a negation", "multiply", _product_of_a_negation, exact=True,
-         doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
+         makes=frozenset({'negative'}), doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
              "a * -1): a negation instead of a product (IEEE rounds symmetrically; a nan's "
              "sign may differ)", when=_may_negate),
     Rule("sum of a negation", "sum", _sum_of_a_negation, exact=True,
-         doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
+         makes=frozenset({'subtract'}), doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
              "term (numpy's sums start from +0.0, so zeros keep their sign)", when=_may_negate),
     Rule("negations out of a fused region", "elementwise", _steps_out_of_a_region,
-         exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
+         exact=True, makes=frozenset({'negative', 'multiply'}), doc="an elementwise region's output negating (or multiplying by 1) "
                          "another output or an input is computed after the region, where "
                          "the rules above meet it"),
     Rule("difference of a value with itself", "subtract", _self_difference, exact=True,
-         doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
+         makes=frozenset({'broadcast_to'}), doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
     Rule("where with a known mask", "where", _where_with_known_mask, exact=True,
-         doc="where(True, x, y) = x, where(False, x, y) = y, where(m, x, x) = x"),
+         makes=frozenset({'broadcast_to'}), doc="where(True, x, y) = x, where(False, x, y) = y, where(m, x, x) = x"),
 )
 
 
@@ -573,12 +579,13 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     >>> [e.primitive.name for e in xform.passes.dce(simplify(graph)).equations]
     ['sum', 'sum', 'multiply']
     """
-    table, conditions = _table(rules, level or ("exact" if exact else "reassociate"))
-    if conditions:
-        refused = frozenset(when for when in conditions if not when(graph))
-        if refused:
-            table = _without(table, refused)
-    if not table or not any(eqn.primitive.name in table for eqn in graph.equations):
+    table, conditions, mentioned = _table(rules, level or ("exact" if exact else "reassociate"))
+    # The names rules match or need that occur in the graph: the rules that cannot match go.
+    present = frozenset({eqn.primitive.name for eqn in graph.equations} & mentioned)
+    refused = frozenset(when for when in conditions if not when(graph)) if conditions \
+        else frozenset()
+    table = _applicable(table, present, refused)
+    if not table:
         return graph
     rewriter = GraphRewriter(graph)
     known = Known({}, dict(graph.consts))
@@ -610,8 +617,9 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
 
 
 def _table(rules, level) -> tuple:
-    """(primitive name -> the `rules` admitted at `level`, their distinct `when` tests), made
-    once per rules and level: every gradient's first call simplifies."""
+    """(primitive name -> the `rules` admitted at `level`, their distinct `when` tests, the
+    primitive names they match or need), made once per rules and level: every gradient's
+    first call simplifies."""
     key = (id(rules), level)
     made = _tables.get(key)
     if made is None or made[0] is not rules:
@@ -620,19 +628,32 @@ def _table(rules, level) -> tuple:
         for rule in rules:
             if admitted(rule):
                 table.setdefault(rule.primitive, []).append(rule)
-        conditions = tuple({rule.when: None for found in table.values() for rule in found
-                            if rule.when})
-        made = _tables[key] = (rules, (table, conditions))
+        kept = [rule for found in table.values() for rule in found]
+        conditions = tuple({rule.when: None for rule in kept if rule.when})
+        mentioned = frozenset(table).union(*(rule.needs for rule in kept))
+        made = _tables[key] = (rules, (table, conditions, mentioned))
     return made[1]
 
 
-def _without(table, refused) -> dict:
-    """`table` without the rules whose `when` test is in `refused` (made once per pair)."""
-    key = (id(table), refused)
+def _applicable(table, present, refused) -> dict:
+    """`table` without the rules of primitives not `present`, whose `needs` are not, or whose
+    `when` test is `refused` (made once per combination: graphs repeat them)."""
+    key = (id(table), present, refused)
     made = _filtered.get(key)
     if made is None or made[0] is not table:
-        kept = {name: [rule for rule in found if rule.when not in refused]
-                for name, found in table.items()}
+        def usable(rule, names):
+            return rule.when not in refused and (not rule.needs or rule.needs & names)
+        names = set(present)
+        while True:     # what rules that can fire may emit is present too
+            made_now = {made_name for name in names for rule in table.get(name, ())
+                        if usable(rule, names) for made_name in rule.makes} - names
+            if not made_now:
+                break
+            names |= made_now
+        kept = {name: [rule for rule in found if usable(rule, names)]
+                for name, found in table.items() if name in names}
+        if len(_filtered) >= 4096:
+            _filtered.clear()
         made = _filtered[key] = (table, {name: found for name, found in kept.items() if found})
     return made[1]
 
