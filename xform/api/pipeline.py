@@ -2,8 +2,6 @@
 fusion, the default pipeline, and copies of outputs callers must own."""
 from __future__ import annotations
 
-import contextlib
-import gc
 
 import numpy as np
 
@@ -12,22 +10,8 @@ from xform.ir.rules import primitive_for
 from xform.passes import eliminate_dead_code, optimize, pipeline_for
 from xform.passes.simplify import simplify
 from xform.passes.fuse import fuse_elementwise
+from xform.runtime.cache import collector_paused
 from xform.runtime.config import config
-
-
-@contextlib.contextmanager
-def _collection_paused():
-    """Python's cyclic collector paused while passes build and drop many small objects: its
-    full collections walk every live object, so on large graphs they made the passes
-    quadratic (bench/SPEED2.md). Re-enabled only if it was enabled, so that nested or
-    concurrent pauses never leave it off."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def fuse_if_enabled(graph, values_returned=True):
@@ -49,7 +33,7 @@ def finish_graph(graph, fuse=False, own_outputs=True):
     that would be a constant or a read-only broadcast view copied, so callers get their own
     writable arrays as numpy would give them (e.g. the gradient of np.sum). Residuals, which
     only xform reads, are left as they are."""
-    with _collection_paused():
+    with collector_paused():
         graph = optimize(graph, pipeline_for(config.algebra), checks=config.checks)
         if fuse and config.fusion:
             graph = fuse_elementwise(graph)

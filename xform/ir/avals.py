@@ -74,7 +74,7 @@ def is_differentiable(aval: ShapedArray) -> bool:
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
     """Tangents are numpy values at run time, never Python scalars, so they are strong."""
     if is_differentiable(aval):
-        return ShapedArray(aval.shape, aval.dtype)
+        return aval if not aval.weak_type else ShapedArray(aval.shape, aval.dtype)
     return ShapedArray(aval.shape, float0)
 
 

@@ -10,7 +10,6 @@ graphs, cache stagings and derived graphs, map threaded_map's chunks and optimiz
 """
 from __future__ import annotations
 
-import contextlib
 import gc
 import itertools
 import threading
@@ -27,19 +26,24 @@ from xform.runtime.executors import map_chunks
 from xform.runtime.tiers import FirstTier
 
 
-@contextlib.contextmanager
-def _collector_paused():
-    """No cyclic garbage collection while an entry is built: staging and the passes make
-    many small objects that all stay alive, and the collections they trigger would scan the
-    growing graph again and again (a fifth of the build time at 10k equations)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+class collector_paused:
+    """No cyclic garbage collection inside: staging, the passes and codegen make many small
+    objects that all stay alive, and the collections they trigger would scan the growing
+    graph again and again (a fifth of the build time at 10k equations; the passes were
+    quadratic on large graphs). Re-enabled only if it was enabled, so that nested or
+    concurrent pauses never leave it off. (A class, not a generator context manager: every
+    build enters one.)"""
+
+    __slots__ = ("_enabled",)
+
+    def __enter__(self):
+        self._enabled = gc.isenabled()
+        if self._enabled:
+            gc.disable()
+
+    def __exit__(self, *exc_info):
+        if self._enabled:
+            gc.enable()
 
 
 def _never_valid() -> bool:
@@ -175,7 +179,7 @@ class Cache:
                 _builds.added = []     # the nested builds' keys, dropped if this one fails
             _builds.depth = depth + 1
             try:
-                with _collector_paused():
+                with collector_paused():
                     if record:
                         watch = Watch(owner)
                         with recording(owner) as dependencies:

@@ -9,7 +9,6 @@ points pause the hook.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import types
@@ -329,22 +328,31 @@ def hook(frame, event, arg):
             recorder.add_code(code, frame.f_globals)
 
 
-@contextlib.contextmanager
-def recording(function):
-    """Record what staging `function` reads; yields the Dependencies being filled.
+class recording:
+    """Record what staging `function` reads; `with recording(f) as dependencies` gives the
+    Dependencies being filled, frozen when the block ends without an error.
 
     Only user code running inside `watching()` (the calls of staged functions) is seen, so
-    transforms, passes and codegen run at full speed.
+    transforms, passes and codegen run at full speed. (A class, not a generator context
+    manager: every build enters one.)
     """
-    dependencies = Dependencies()
-    dependencies.add_root(function)
-    stack = _recorders()
-    stack.append(dependencies)
-    try:
-        yield dependencies
-    finally:
-        stack.pop()
-    dependencies.freeze()
+
+    __slots__ = ("_function", "_dependencies", "_stack")
+
+    def __init__(self, function):
+        self._function = function
+
+    def __enter__(self) -> Dependencies:
+        dependencies = self._dependencies = Dependencies()
+        dependencies.add_root(self._function)
+        self._stack = _recorders()
+        self._stack.append(dependencies)
+        return dependencies
+
+    def __exit__(self, kind, value, traceback):
+        self._stack.pop()
+        if kind is None:
+            self._dependencies.freeze()
 
 
 class watching:

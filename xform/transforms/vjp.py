@@ -273,7 +273,9 @@ def _backward(graph, env, cts_out, active=None):
             previous = ct_env.get(atom)
             ct_env[atom] = ct if previous is None else add_tangents(previous, ct)
 
-    cts_in = [ct_env.get(v, Zero(tangent_aval(v.aval))) for v in graph.inputs]
+    cts_in = [ct_env.get(v) for v in graph.inputs]
+    cts_in = [Zero(tangent_aval(v.aval)) if ct is None else ct
+              for v, ct in zip(graph.inputs, cts_in)]
     return [a.value if type(a) is Literal else env[a] for a in graph.outputs], cts_in
 
 
