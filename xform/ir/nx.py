@@ -64,11 +64,14 @@ def live_equations(graph: Graph) -> set:
     """
     needed = {a for a in graph.outputs if type(a) is not Literal}
     live = set()
-    for index in range(len(graph.equations) - 1, -1, -1):
-        eqn = graph.equations[index]
-        if any(var in needed for var in eqn.outputs) or has_effects(eqn):
+    equations = graph.equations
+    for index in range(len(equations) - 1, -1, -1):
+        eqn = equations[index]
+        outputs = eqn.outputs
+        if ((outputs[0] in needed if len(outputs) == 1 else not needed.isdisjoint(outputs))
+                or has_effects(eqn)):
             live.add(index)
-            needed.update(a for a in eqn.inputs if type(a) is not Literal)
+            needed.update(eqn.inputs)        # Literals too, harmlessly: no Var is one
     return live
 
 
