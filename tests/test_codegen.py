@@ -202,13 +202,18 @@ def test_intermediates_are_freed_while_running():
 
 # -- compiled equals interpreted ------------------------------------------------------------------
 
-@pytest.mark.parametrize("fun", FUNCTIONS)
-@given(data=st.data())
-def test_compiled_equals_eval_graph(fun, data):
+def drawn_graph(fun, data):
+    """The graph of `fun` on two arrays of a drawn float dtype and shape, and the arrays."""
     dtype = data.draw(xst.float_dtypes)
     shape = data.draw(st.sampled_from([(2, 3), (1, 4), (3, 1)]))
     x, y = data.draw(xst.arrays(shape, dtype)), data.draw(xst.arrays(shape, dtype))
-    graph = xform.make_graph(fun)(x, y)
+    return xform.make_graph(fun)(x, y), x, y
+
+
+@pytest.mark.parametrize("fun", FUNCTIONS)
+@given(data=st.data())
+def test_compiled_equals_eval_graph(fun, data):
+    graph, x, y = drawn_graph(fun, data)
     compiled = compile_graph(graph)
     got, want = compiled(x, y), xform.eval_graph(graph, x, y)
     assert len(got) == len(want) == len(graph.outputs)

@@ -441,6 +441,10 @@ def test_random_scalar_programs_compute_what_numpy_computes(admitted, program, x
                                                             wrap_y):
     """Nested expressions, values read twice, unused values, checks and fallbacks: the
     compiled function's values and warnings are the interpreter's."""
+    check_scalar_dag(admitted, program, x, y, wrap_x, wrap_y)
+
+
+def check_scalar_dag(admitted, program, x, y, wrap_x, wrap_y):
     fun = lambda a, b: evaluate_scalar_dag(program, a, b)        # noqa: E731
     graph = xform.make_graph(fun)(wrap_x(x), wrap_y(y))
     with admission(admitted):

@@ -49,6 +49,18 @@ def test_graph_from_order_drops_unread_consts():
     assert same.consts == graph.consts and same.outputs == graph.outputs
 
 
+def test_with_equations_keeps_the_consts_read_or_returned():
+    graph, _ = _diamond()
+    (c, value), = graph.consts
+    unread = with_equations(graph, graph.equations[:2])
+    assert unread.consts == ()
+    returned = with_equations(graph, graph.equations[:2], outputs=(c,)).check()
+    assert returned.consts == ((c, value),)
+    other = Var(F64)
+    kept = with_equations(graph, graph.equations[:3], consts=[(c, value), (other, 1.0)])
+    assert kept.consts == ((c, value),)      # the one read by sin; not the unread one
+
+
 # -- call graphs ----------------------------------------------------------------------------------
 
 call_p = Primitive("test_nx_call", multiple_results=True)

@@ -46,7 +46,7 @@ def plain_indexing(graph: Graph, reads: dict, outputs: set) -> dict:
                 if eqn.primitive is reshape_p and eqn.params["shape"] == ()]
     if not reshapes:
         return {}
-    made_by = {v: i for i, eqn in enumerate(equations) for v in eqn.outputs}
+    made_by = {eqn.outputs[0]: i for i, eqn in enumerate(equations) if eqn.primitive is slice_p}
     found = {}
     for index in reshapes:
         eqn = equations[index]
@@ -68,11 +68,20 @@ def plain_indexing(graph: Graph, reads: dict, outputs: set) -> dict:
 _REUSE_MIN_SIZE = 1024
 
 
-def _makes_fresh_array(eqn) -> bool:
-    """A one-output ufunc on arrays: its result is a new array, never a view."""
-    impl = rule_for(eqn, "impl")
-    return (isinstance(impl, np.ufunc) and impl.nout == 1 and not eqn.params
-            and len(eqn.outputs) == 1 and eqn.outputs[0].aval.shape != ())
+def _fresh_arrays(equations) -> list:
+    """Per equation: whether it is a one-output ufunc on arrays (its result is a new array,
+    never a view). Each primitive's impl is looked at once."""
+    one_output_ufunc: dict = {}
+    fresh = []
+    for eqn in equations:
+        ufunc = one_output_ufunc.get(eqn.primitive)
+        if ufunc is None:
+            impl = rule_for(eqn, "impl")
+            ufunc = one_output_ufunc[eqn.primitive] = (isinstance(impl, np.ufunc)
+                                                       and impl.nout == 1)
+        fresh.append(ufunc and len(eqn.outputs) == 1 and eqn.outputs[0].aval.shape != ()
+                     and not eqn.params)
+    return fresh
 
 
 def buffer_reuse(graph: Graph, outputs: set) -> dict:
@@ -86,26 +95,32 @@ def buffer_reuse(graph: Graph, outputs: set) -> dict:
              and eqn.outputs[0].aval.size >= _REUSE_MIN_SIZE]
     if not large:
         return {}
-    fresh = [_makes_fresh_array(eqn) for eqn in equations]
-    made_by = {v: i for i, eqn in enumerate(equations) for v in eqn.outputs}
-    readers: dict = {}
+    fresh = _fresh_arrays(equations)
+    # Only values made by a fresh ufunc can qualify: the tables hold those alone (each entry
+    # of a table over the whole graph costs the more, the larger the graph).
+    made_fresh = set()
+    last_reader = {}                 # such a value -> the last equation reading it
+    viewed = set()                   # such values some other equation reads
     for index, eqn in enumerate(equations):
+        is_fresh = fresh[index]
         for atom in eqn.inputs:
-            if type(atom) is not Literal:
-                readers.setdefault(atom, []).append(index)
+            if atom in made_fresh:
+                last_reader[atom] = index
+                if not is_fresh:
+                    viewed.add(atom)
+        if is_fresh:
+            made_fresh.add(eqn.outputs[0])
     reuse = {}
     for index in large:
         if not fresh[index]:
             continue
         out = equations[index].outputs[0].aval
         for position, atom in enumerate(equations[index].inputs):
-            if (type(atom) is Literal or atom in outputs or atom.aval.shape != out.shape
+            if (atom not in made_fresh       # an argument or a constant: the user's array
+                    or atom in outputs or atom.aval.shape != out.shape
                     or atom.aval.dtype != out.dtype):
                 continue
-            maker = made_by.get(atom)
-            if maker is None or not fresh[maker]:
-                continue              # an argument or a constant: the user's array
-            if all(fresh[j] for j in readers[atom]) and readers[atom][-1] == index:
+            if atom not in viewed and last_reader[atom] == index:
                 reuse[index] = position
                 break
     return reuse

@@ -23,11 +23,14 @@ equation's values as they are made):
 
 Source generation makes a few linear passes over the equations (large graphs have 10^4-10^5
 of them); each pass over the graph's objects costs, so analyses share passes where they can.
+The code of a large graph is cut into functions of about SEGMENT_LINES statements, compiled one
+by one, since CPython compiles one huge function ever more slowly per statement (`_Segments`).
 Which values run as Python floats is planned in xform.codegen.scalar_plan; the other analyses
 are in xform.codegen.analyses.
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
 import itertools
@@ -35,6 +38,7 @@ import linecache
 import math
 import operator
 import threading
+import types
 import weakref
 from collections import Counter
 
@@ -147,7 +151,8 @@ def graph_source(graph: Graph, debug: bool = False,
     `v*` values, `s*` values held as Python floats, `numpy*` the numpy code of a run of them,
     `e*` equations (debug only); and the helpers `to_float`, `to_f64`, `isfinite`,
     `ScalarFallback`, `NonFiniteScalar` (and the local `fallback`). A literal, an impl without
-    params and a `math` function get one name however many equations use them.
+    params and a `math` function get one name however many equations use them. Code in
+    segments adds `xform_graph_<k>` (the segments) and `env` (the values they pass on).
     """
     equations = graph.equations
     names: dict = {}
@@ -170,6 +175,10 @@ def graph_source(graph: Graph, debug: bool = False,
         reuse = buffer_reuse(graph, outputs)
     absorbed = {producer for producer, _ in indexing.values()}
     sequence = schedule(graph, scalar, absorbed)
+    # the code of a large graph in segments (see SEGMENT_LINES); none for smaller ones
+    segment_lines = SEGMENT_LINES if len(equations) > SEGMENTED_ABOVE else None
+    if segment_lines:
+        sequence = _short_runs(sequence, segment_lines)
     infix = _infix_operators()
 
     literal_names: dict = {}
@@ -220,12 +229,25 @@ def graph_source(graph: Graph, debug: bool = False,
     float_names: dict = {}
     floats = itertools.count()
     body = []
+    prologue = []
     if scalar:
         namespace.update(to_float=float, to_f64=np.float64, isfinite=math.isfinite,
                          ScalarFallback=SCALAR_FALLBACK, NonFiniteScalar=NonFiniteScalar)
-        body.append("    fallback = False")
+        prologue.append("    fallback = False")
     runs = itertools.count()
     values = itertools.count()       # values are named as they are bound
+
+    # A large graph's function is cut into segments (see SEGMENT_LINES, `_Segments`): each
+    # name bound goes into `bound`, and each name read that is not there goes through `used`,
+    # which notes those of earlier segments (the segment takes them from `env`). The checks
+    # are written out where names are read most (each call costs).
+    segments = _Segments(args, values, floats)
+    bound, foreign = segments.bound, segments.foreign
+
+    def used(name):
+        if name not in bound and name[0] != "c":        # consts are globals
+            foreign[name] = None
+        return name
 
     # Primitives whose impl computes the same from a Python float as from an np.float64 at a
     # 0-d float64 operand (hook "takes_floats"): their operands held as Python floats are
@@ -233,24 +255,31 @@ def graph_source(graph: Graph, debug: bool = False,
     takes_floats = hooks_named("takes_floats") if scalar else {}
 
     def operand_name(atom):
-        return names[atom] if atom in has_numpy else float_names[atom]
+        name = names[atom] if atom in has_numpy else float_names[atom]
+        if name not in bound:
+            used(name)
+        return name
 
     def as_numpy(atoms):
         for atom in atoms:
             if type(atom) is not Literal and atom not in has_numpy:
                 names[atom] = name = f"v{next(values)}"
-                body.append(f"    {name} = to_f64({float_names[atom]})")
+                bound.add(name)
+                body.append(f"    {name} = to_f64({used(float_names[atom])})")
                 has_numpy.add(atom)
 
     def numpy_statement(index):
         eqn = equations[index]
+        outs = []
         for var in eqn.outputs:
-            names[var] = f"v{next(values)}"
-        outs = ", ".join([names[v] for v in eqn.outputs])
+            names[var] = name = f"v{next(values)}"
+            outs.append(name)
+        bound.update(outs)
+        outs = ", ".join(outs)
         if index in indexing:        # (never in debug mode)
             slice_index, where = indexing[index]
             (source,) = equations[slice_index].inputs
-            body.append(f"    {outs} = {names[source]}[{literal(where)}]")
+            body.append(f"    {outs} = {used(names[source])}[{literal(where)}]")
             return
         impl = impls[index]
         in_names = [literal(a.value) if type(a) is Literal else operand_name(a)
@@ -311,7 +340,8 @@ def graph_source(graph: Graph, debug: bool = False,
                 if maker is None:
                     if atom not in float_names:
                         float_names[atom] = name = f"s{next(floats)}"
-                        body.append(f"    {name} = to_float({names[atom]})")
+                        bound.add(name)
+                        body.append(f"    {name} = to_float({used(names[atom])})")
                     run_inputs[atom] = None
                     continue
                 reads_inside[atom] = reads_inside.get(atom, 0) + 1
@@ -343,6 +373,8 @@ def graph_source(graph: Graph, debug: bool = False,
                     expression, inner, inner_is_call = inlined.pop(atom)
                     name = expression if is_call or inner_is_call else f"({expression})"
                     depth = max(depth, inner)
+                elif name not in bound:
+                    used(name)
                 operands.append(name)
             expression = template.format(*operands)
             out = eqn.outputs[0]
@@ -356,6 +388,7 @@ def graph_source(graph: Graph, debug: bool = False,
                 inlined[out] = (expression, depth + 1, is_call)
                 continue
             float_names[out] = name = f"s{next(floats)}"
+            bound.add(name)
             body.append(f"        {name} = {expression}")
         sinks = [float_names[v] for v in dict.fromkeys(sinks)]
         for start in range(0, len(sinks), 32):
@@ -365,13 +398,14 @@ def graph_source(graph: Graph, debug: bool = False,
         # appear raised while handling ours
         recompute = f"numpy{next(runs)}"
         namespace[recompute] = _NumpyRun(graph, run, list(run_inputs), leaving)
-        arguments = [names[v] if v in has_numpy else f"to_f64({float_names[v]})"
+        arguments = [used(names[v]) if v in has_numpy else f"to_f64({used(float_names[v])})"
                      for v in run_inputs]
         call = f"{recompute}({', '.join(arguments)})"
         if leaving:
             call = f"{', '.join(float_names[v] for v in leaving)}, = map(to_float, {call})"
         body.extend(["    except ScalarFallback:", "        fallback = True", "    if fallback:",
                      f"        {call}", "        fallback = False"])
+        segments.has_runs = True
 
     for position, item in enumerate(sequence):
         if type(item) is list:
@@ -383,13 +417,142 @@ def graph_source(graph: Graph, debug: bool = False,
             has_numpy.update(equations[item].outputs)
         dead = deaths.get(position)
         if dead:
-            body.append(f"    del {', '.join(names[v] for v in dead)}")
+            dead = [names[v] for v in dead]
+            body.append(f"    del {', '.join(dead)}")
+            if not bound.issuperset(dead):
+                for name in dead:
+                    used(name)
+                cleared = segments.cleared(dead)
+                if cleared:
+                    body.append(cleared)
+        if segment_lines and len(body) - segments.start >= segment_lines:
+            segments.close(len(body))
+            bound, foreign = segments.bound, segments.foreign
     if scalar:
         as_numpy(graph.outputs)
-    outs = ", ".join(literal(a.value) if type(a) is Literal else names[a] for a in graph.outputs)
+    outs = ", ".join(literal(a.value) if type(a) is Literal else used(names[a])
+                     for a in graph.outputs)
     body.append(f"    return [{outs}]")
-    source = f"def xform_graph({', '.join(args)}):\n" + "\n".join(body) + "\n"
+    if segments.closed:
+        segments.close(len(body))
+        return segments.source(body, prologue), namespace
+    source = f"def xform_graph({', '.join(args)}):\n" + "\n".join(prologue + body) + "\n"
     return source, namespace
+
+
+# -- large graphs: the function in segments ------------------------------------------------------
+
+SEGMENT_LINES = 2000
+"""Statements per function of the generated code of a graph of over SEGMENTED_ABOVE equations,
+about. CPython compiles a function in time that grows faster than its size once its tables
+of names and constants outgrow the caches: here 1.7x per statement from 2,000 to 375,000
+statements (bench/STAGING_SCALE.md), already 1.2x from 2,000 to 3,000 on Python floats'
+code; so the code of a large graph is cut into functions of about this many statements,
+each compiled on its own (`_define`), which keeps compile() at the small-function rate."""
+
+SEGMENTED_ABOVE = 5000
+"""Equations of the largest graph whose code stays one function. Values that one segment
+makes and a later one reads pass through a list (about 25 ns each per call: a store, a load,
+a clear), where one function reads its locals for free: a gradient's residuals all cross
+from the forward segments to the backward ones, which costs up to a tenth of a call of
+scalar code. Below this size compile() costs little more per statement than in segments,
+and every call would pay."""
+
+
+def _short_runs(sequence: list, most: int) -> list:
+    """`sequence` with every run of scalar equations longer than `most` cut into consecutive
+    runs of at most that many, so that no segment holds one huge run (a run is one `try`
+    statement). Each piece is a run as any other: it converts its inputs, checks the values
+    that leave it, and falls back to numpy on its own; floats pass between pieces as they
+    pass between any two runs."""
+    if not any(type(item) is list and len(item) > most for item in sequence):
+        return sequence
+    cut = []
+    for item in sequence:
+        if type(item) is list and len(item) > most:
+            cut.extend(item[start:start + most] for start in range(0, len(item), most))
+        else:
+            cut.append(item)
+    return cut
+
+
+class _Segments:
+    """The cut of a large graph's function into functions `xform_graph_<k>(env)` of about
+    SEGMENT_LINES lines each, between items, called in order by `xform_graph`; the emitter
+    reports the names each statement binds (`bound`) and reads (`foreign` collects those bound
+    in an earlier segment) and closes a segment where an item ends.
+
+    A value that a later segment reads lives in the list `env` (one per call) from the end of
+    the segment that binds it: a segment takes what it reads from `env` on entry, and the slot
+    is cleared where the value is deleted, so every value is freed where the single function
+    would free it. The first segment takes the arguments. One statement per value and step:
+    a store, a load or a clear costs 7-9 ns so, where packing them into one tuple assignment
+    (or an itemgetter) costs 20-30 ns a value.
+    """
+
+    def __init__(self, args: list, values, floats):
+        self.args = args
+        self._counters = (values, floats)
+        self.bound = set(args)       # the names bound in the current segment
+        self.foreign = {}            # the names it reads from earlier ones, in order
+        self.start = 0               # its first line in the body
+        self.has_runs = False        # whether it holds scalar runs (the local `fallback`)
+        self.closed = []             # (first line, end line, foreign names, has_runs)
+        self._first = ([0], [0])     # per segment: its first value and float name numbers
+        self.slots = {}              # a name some segment reads from an earlier one -> slot
+
+    def close(self, stop: int) -> None:
+        """End the current segment at body line `stop`; the next one starts there. Its names
+        are numbered on from a number skipped here, which marks where they start."""
+        self.closed.append((self.start, stop, self.foreign, self.has_runs))
+        for first, counter in zip(self._first, self._counters):
+            first.append(next(counter))
+        self.bound, self.foreign, self.start, self.has_runs = set(), {}, stop, False
+
+    def _slot(self, name: str) -> int:
+        slot = self.slots.get(name)
+        if slot is None:
+            slot = self.slots[name] = len(self.slots)
+        return slot
+
+    def cleared(self, dead: list) -> str | None:
+        """The statement clearing the slots of `dead` names the current segment took from
+        `env`, after their `del` (None when there are none)."""
+        slots = [f"env[{self._slot(name)}]" for name in dead if name in self.foreign]
+        return f"    {' = '.join(slots)} = None" if slots else None
+
+    def _home(self, name: str) -> int:
+        """The segment binding `name` (arguments: the first)."""
+        if name[0] == "a":
+            return 0
+        first = self._first[1] if name[0] == "s" else self._first[0]
+        return bisect.bisect_right(first, int(name[1:])) - 1
+
+    def source(self, body: list, prologue: list) -> str:
+        """The functions' source."""
+        for _, _, foreign, _ in self.closed:
+            for name in foreign:
+                self._slot(name)
+        stores: dict = {}
+        for name in self.slots:
+            stores.setdefault(self._home(name), []).append(name)
+        parts = []
+        for k, (start, stop, foreign, has_runs) in enumerate(self.closed):
+            params = ", ".join(["env"] + (self.args if k == 0 else []))
+            text = [f"def xform_graph_{k}({params}):"]
+            if has_runs:
+                text.extend(prologue)
+            text.extend(f"    {name} = env[{self.slots[name]}]" for name in foreign)
+            text.extend(body[start:stop])
+            text.extend(f"    env[{self.slots[name]}] = {name}" for name in stores.get(k, ()))
+            parts.append("\n".join(text))
+        last = len(self.closed) - 1
+        driver = [f"def xform_graph({', '.join(self.args)}):",
+                  f"    env = [None] * {len(self.slots)}",
+                  f"    xform_graph_0({', '.join(['env'] + self.args)})"]
+        driver.extend(f"    xform_graph_{k}(env)" for k in range(1, last))
+        driver.append(f"    return xform_graph_{last}(env)")
+        return "\n".join(parts) + "\n" + "\n".join(driver) + "\n"
 
 
 # Files of generated code that has died. Their lines leave linecache at the next definition,
@@ -409,11 +572,31 @@ def _define(source: str, namespace: dict):
     while _dead_files:
         linecache.cache.pop(_dead_files.popleft(), None)
     filename = f"<xform-generated-{next(_counter)}>"
-    exec(compile(source, filename, "exec"), namespace)
+    for code in _compiled_functions(source, filename):
+        exec(code, namespace)
     # Registered so that tracebacks through generated code show its lines, for as long as
     # the code lives (linecache never drops entries without a file by itself).
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     return namespace["xform_graph"], filename
+
+
+def _compiled_functions(source: str, filename: str) -> list:
+    """The code of `source` (top-level `def`s only) as one module code per function, each
+    compiled on its own (see SEGMENT_LINES) with its line numbers those of `source`."""
+    pieces = source.split("\ndef ")
+    if len(pieces) == 1:
+        return [compile(source, filename, "exec")]
+    codes, line = [], 0
+    for i, piece in enumerate(pieces):
+        text = piece if i == 0 else "def " + piece
+        code = compile(text, filename, "exec")
+        if line:
+            code = code.replace(co_consts=tuple(
+                c.replace(co_firstlineno=c.co_firstlineno + line)
+                if isinstance(c, types.CodeType) else c for c in code.co_consts))
+        codes.append(code)
+        line += text.count("\n") + 1
+    return codes
 
 
 class _NumpyRun:

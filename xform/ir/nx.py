@@ -3,6 +3,8 @@ graph algorithms they run on them, rebuilding a Graph from an equation order, an
 layered layout of a picture (drawn by xform.ir.draw)."""
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import deque
 
 import networkx as nx
@@ -11,6 +13,7 @@ from xform.ir.core import Graph, Literal, subgraphs
 from xform.ir.rules import graph_has_effects, has_effects
 
 OUTPUT = "out"  # the sink node standing for the graph's outputs
+_inputs_of = operator.attrgetter("inputs")
 
 
 class _Root:
@@ -61,11 +64,14 @@ def live_equations(graph: Graph) -> set:
     """
     needed = {a for a in graph.outputs if type(a) is not Literal}
     live = set()
-    for index in range(len(graph.equations) - 1, -1, -1):
-        eqn = graph.equations[index]
-        if any(var in needed for var in eqn.outputs) or has_effects(eqn):
+    equations = graph.equations
+    for index in range(len(equations) - 1, -1, -1):
+        eqn = equations[index]
+        outputs = eqn.outputs
+        if ((outputs[0] in needed if len(outputs) == 1 else not needed.isdisjoint(outputs))
+                or has_effects(eqn)):
             live.add(index)
-            needed.update(a for a in eqn.inputs if type(a) is not Literal)
+            needed.update(eqn.inputs)        # Literals too, harmlessly: no Var is one
     return live
 
 
@@ -109,10 +115,14 @@ def with_equations(graph: Graph, equations, outputs=None, consts=None) -> Graph:
     """
     outputs = graph.outputs if outputs is None else outputs
     consts = graph.consts if consts is None else consts
-    read = {a for eqn in equations for a in eqn.inputs if type(a) is not Literal}
-    read.update(a for a in outputs if type(a) is not Literal)
-    return Graph(graph.inputs, tuple((v, c) for v, c in consts if v in read), equations,
-                 outputs)
+    if consts:
+        # Which consts are read: membership in the (small) set of consts, not a set of every
+        # atom read, whose inserts cost the more per equation the larger the graph.
+        held = {var for var, _ in consts}
+        read = held.intersection(itertools.chain.from_iterable(map(_inputs_of, equations)))
+        read.update(a for a in outputs if a in held)
+        consts = tuple((v, c) for v, c in consts if v in read)
+    return Graph(graph.inputs, tuple(consts), equations, outputs)
 
 
 def graph_from_order(graph: Graph, order, outputs=None) -> Graph:

@@ -3,6 +3,8 @@
 calls per use); afterwards it is one equation that adds the scalars into one array."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from xform.ir.avals import ShapedArray
@@ -11,6 +13,7 @@ from xform.ir.nx import with_equations
 from xform.ir.rules import RULES, primitive_for
 
 _SUMMABLE_KINDS = "fciu"  # not bool: add is `or` there, and no cotangent is boolean
+_primitive_of = operator.attrgetter("primitive")
 
 
 class _Primitives:
@@ -73,24 +76,32 @@ def accumulate_pads(graph: Graph) -> Graph:
     """
     equations = graph.equations
     prims = _Primitives()
-    uses: dict = {}
-    reader: dict = {}    # Var -> index of an equation reading it (the only one if used once)
-    producer: dict = {}  # Var -> index of the equation defining it
-    for index, eqn in enumerate(equations):
+    if not {prims.pad, prims.pad_sum} & set(map(_primitive_of, equations)):
+        return graph            # no tree has a pad among its leaves
+    # Only the values of the primitives a tree walk visits are followed (few of a graph's),
+    # so the tables stay small: each entry costs the more, the larger the graph.
+    walked = {prims.add, prims.pad, prims.pad_sum, prims.reshape}
+    producer: dict = {}  # such a value -> the index of the equation defining it
+    reader: dict = {}    # such a value -> the index of its only reader; -1 if read twice or
+    for index, eqn in enumerate(equations):    # returned, -2 if not read yet
         for atom in eqn.inputs:
-            if type(atom) is Var:
-                uses[atom] = uses.get(atom, 0) + 1
-                reader[atom] = index
-        for var in eqn.outputs:
-            producer[var] = index
+            seen = reader.get(atom)
+            if seen is not None:
+                reader[atom] = index if seen == -2 else -1
+        if eqn.primitive in walked:
+            for var in eqn.outputs:
+                producer[var] = index
+                reader[var] = -2
     for atom in graph.outputs:
         if type(atom) is Var:
-            uses[atom] = uses.get(atom, 0) + 1
-    sum_nodes = [_is_sum_node(eqn, prims.add) for eqn in equations]
+            reader[atom] = -1
+    add_p = prims.add
+    sum_nodes = [eqn.primitive is add_p and _is_sum_node(eqn, add_p) for eqn in equations]
 
     def absorbed(var) -> bool:
         """Whether `var`'s only reader is a sum node, which makes it part of that tree."""
-        return uses.get(var) == 1 and var in reader and sum_nodes[reader[var]]
+        index = reader.get(var, -1)
+        return index >= 0 and sum_nodes[index]
 
     removed = [False] * len(equations)
     replacements = {}  # root index -> equations emitted in its place
@@ -103,7 +114,7 @@ def accumulate_pads(graph: Graph) -> Graph:
         while stack:
             atom = stack.pop()
             index = producer.get(atom)
-            if index is None:   # an input or a constant
+            if index is None:   # an input, a constant, or made by another primitive
                 terms.append((atom, prims.full_window(shape)))
                 continue
             leaf = equations[index]

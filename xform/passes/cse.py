@@ -26,9 +26,13 @@ def _atom_key(atom):
 
 
 def _key(eqn):
-    """What makes two equations interchangeable; sub-graphs in params compare by identity."""
-    return (eqn.primitive, tuple(map(_atom_key, eqn.inputs)), eqn.params,
-            tuple(v.aval for v in eqn.outputs))
+    """What makes two equations interchangeable; sub-graphs in params compare by identity.
+    (Vars are their own keys: only Literals need `_atom_key`, which most equations lack.)"""
+    inputs, outputs = eqn.inputs, eqn.outputs
+    if Literal in map(type, inputs):
+        inputs = tuple(map(_atom_key, inputs))
+    avals = outputs[0].aval if len(outputs) == 1 else tuple([v.aval for v in outputs])
+    return eqn.primitive, inputs, eqn.params, avals
 
 
 def eliminate_common_subexpressions(graph: Graph) -> Graph:

@@ -20,20 +20,27 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     """
     # A graph's equations are in a topological order, so one backward sweep sees every
     # reader before the equation it reads.
+    # (Literals go into `live` with the inputs, harmlessly: no Var is one.)
     live = {a for a in graph.outputs if type(a) is not Literal}
     kept = []
     changed = False
     for eqn in reversed(graph.equations):
-        used = tuple(var in live for var in eqn.outputs)
-        if not any(used) and not has_effects(eqn):   # an unused draw still draws
-            changed = True
-            continue
-        rules = RULES.get(eqn.primitive)
-        if not all(used) and rules is not None and rules.dce is not None:
-            smaller = rules.dce(eqn, used)
-            if smaller is not None:
-                eqn, changed = smaller, True
-        live.update(a for a in eqn.inputs if type(a) is not Literal)
+        outputs = eqn.outputs
+        if len(outputs) == 1:                           # most equations: used or not
+            if outputs[0] not in live and not has_effects(eqn):
+                changed = True
+                continue
+        else:
+            used = tuple([var in live for var in outputs])
+            if not any(used) and not has_effects(eqn):   # an unused draw still draws
+                changed = True
+                continue
+            rules = RULES.get(eqn.primitive)
+            if not all(used) and rules is not None and rules.dce is not None:
+                smaller = rules.dce(eqn, used)
+                if smaller is not None:
+                    eqn, changed = smaller, True
+        live.update(eqn.inputs)
         kept.append(eqn)
     if not changed and all(var in live for var, _ in graph.consts):
         return graph

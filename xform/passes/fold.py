@@ -3,14 +3,16 @@ replace higher-order equations (a `cond` with a known predicate becomes its take
 and simplify with the primitives' peephole hooks (x * 1 -> x, ...) run to a fixed point."""
 from __future__ import annotations
 
+import operator
 from collections import deque
+from itertools import repeat
 
 import numpy as np
 
 from xform.ir.builder import using_builder
 from xform.ir.core import Equation, Graph, Literal, Var
 from xform.ir.nx import live_equations
-from xform.ir.rules import RULES, UNKNOWN, has_effects, hooks_named
+from xform.ir.rules import RULES, UNKNOWN, derived, has_effects, hooks_named
 from xform.passes.rewrite import GraphRewriter, literal_of
 
 MAX_FOLDED_SIZE = 10_000  # elements: larger results stay staged rather than bloat the consts
@@ -89,6 +91,7 @@ def fold_constants(graph: Graph) -> Graph:
     queue = deque((eqn, index in live) for index, eqn in enumerate(graph.equations))
     splices = 0
     peepholes = hooks_named("peephole")
+    folds = _fold_hooks()
 
     def value_of(atom):
         if type(atom) is Literal:
@@ -101,8 +104,9 @@ def fold_constants(graph: Graph) -> Graph:
         if not is_live:
             rewriter.emit(eqn)
             continue
-        known = [value_of(a) for a in eqn.inputs]
-        if all(value is not UNKNOWN for value in known):
+        # (written out: this runs once per equation)
+        known = [a.value if type(a) is Literal else values.get(a, UNKNOWN) for a in eqn.inputs]
+        if not any(map(operator.is_, known, repeat(UNKNOWN))):
             outs = _evaluate(eqn, known, returned)
             if outs is not None:
                 for var, value in zip(eqn.outputs, outs):
@@ -112,8 +116,7 @@ def fold_constants(graph: Graph) -> Graph:
                     else:
                         rewriter.replace(var, literal_of(value, var.aval))
                 continue
-        rules = RULES.get(eqn.primitive)
-        hook = rules.fold if rules is not None else None
+        hook = folds.get(eqn.primitive)
         if hook is not None and splices < _MAX_SPLICES:
             found = hook(eqn, known)
             if found is not None:
@@ -122,19 +125,29 @@ def fold_constants(graph: Graph) -> Graph:
                 spliced = rewriter.splice(body, atoms, eqn.outputs)
                 queue.extendleft((new, True) for new in reversed(spliced))
                 continue
-        result = _simplify(eqn, value_of, producer, peepholes)
-        if type(result) is not Equation and any(
-                var in returned and atom in inputs for var, atom in zip(eqn.outputs, result)):
-            # Returning an input where numpy returns a new array would let callers who write
-            # into the result change their own argument.
+        if eqn.primitive in peepholes:
+            result = _simplify(eqn, value_of, producer, peepholes)
+            if type(result) is not Equation and any(
+                    var in returned and atom in inputs for var, atom in zip(eqn.outputs, result)):
+                # Returning an input where numpy returns a new array would let callers who
+                # write into the result change their own argument.
+                result = eqn
+        else:
             result = eqn
         if type(result) is Equation:
             rewriter.emit(result)
-            producer.update((var, result) for var in result.outputs)
+            for var in result.outputs:
+                producer[var] = result
         else:
             for var, atom in zip(eqn.outputs, result):
                 rewriter.replace(var, atom)
     return rewriter.build()
+
+
+@derived
+def _fold_hooks() -> dict:
+    """primitive -> its `Rules.fold` hook, for the primitives that have one."""
+    return {prim: rules.fold for prim, rules in RULES.items() if rules.fold is not None}
 
 
 __all__ = ["MAX_FOLDED_SIZE", "fold_constants"]

@@ -73,8 +73,8 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
 
 
 def _fuse_regions(graph, max_width, fusible):
-    if not _has_fusible_pair(graph, fusible) or not _pays(
-            [eqn for eqn in graph.equations if fusible(eqn)], fusible):
+    candidates = [eqn for eqn in graph.equations if fusible(eqn)]
+    if not _pays(candidates, fusible) or not _has_fusible_pair(candidates):
         return graph
     dag = dataflow_graph(graph)
     groups = _Groups(graph, max_width, fusible)
@@ -243,15 +243,15 @@ def _pays(members, fusible) -> bool:
                for eqn in members)
 
 
-def _has_fusible_pair(graph, fusible) -> bool:
-    """Whether some fusible equation reads another's output: the least a region needs. A
-    linear sweep, so that graphs with nothing to fuse (scalar code) pay no more."""
+def _has_fusible_pair(candidates) -> bool:
+    """Whether some of the fusible equations `candidates` (in graph order) reads another's
+    output: the least a region needs. A linear sweep, so that graphs with nothing to fuse
+    (scalar code) pay no more."""
     produced = set()
-    for eqn in graph.equations:
-        if fusible(eqn):
-            if any(type(a) is Var and a in produced for a in eqn.inputs):
-                return True
-            produced.update(eqn.outputs)
+    for eqn in candidates:
+        if not produced.isdisjoint(eqn.inputs):
+            return True
+        produced.update(eqn.outputs)
     return False
 
 
@@ -268,7 +268,11 @@ class _Fusible:
         if eqn.primitive is self.fusion_p:
             return _typed(eqn)
         # Scalars gain nothing (no residual arrays to save) and would pay an extra call.
-        return eqn.primitive in self.elementwise and any(v.aval.shape for v in eqn.outputs)
+        if eqn.primitive not in self.elementwise:
+            return False
+        outputs = eqn.outputs
+        return bool(outputs[0].aval.shape) if len(outputs) == 1 else any(
+            v.aval.shape for v in outputs)
 
 
 def _typed(eqn) -> bool:
@@ -372,6 +376,8 @@ def _merge_siblings(graph: Graph, fusion_p) -> Graph:
     for index, eqn in enumerate(graph.equations):
         if eqn.primitive is fusion_p and _typed(eqn):
             buckets.setdefault(_inputs_key(eqn), []).append(index)
+    if all(len(indices) == 1 for indices in buckets.values()):
+        return graph                  # no two over the same inputs
     current = dict(enumerate(graph.equations))
     interned = {}
     for indices in (i for i in buckets.values() if len(i) > 1):

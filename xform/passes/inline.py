@@ -7,7 +7,7 @@ from collections import deque
 from xform.ir.core import Graph, subgraphs
 from xform.ir.nx import call_graph, callee_of, recursive_nodes
 from xform.passes.rewrite import GraphRewriter
-from xform.ir.rules import RULES
+from xform.ir.rules import RULES, derived
 
 _MAX_GROWTH = 100_000  # equations added per pass: a DAG of calls can still grow exponentially
 
@@ -30,8 +30,10 @@ def inline_calls(graph: Graph, max_equations: int = 200) -> Graph:
         c:f64[] = add b 1.0
       in (c) }
     """
-    if not any(_may_call(eqn) for eqn in graph.equations):
-        return graph
+    call_primitives = _call_primitives()
+    if not any(eqn.primitive in call_primitives or (eqn.params and _holds_graphs(eqn.params))
+               for eqn in graph.equations):
+        return graph      # no call, nor a sub-graph that may hold one: no call graph to build
     calls = call_graph(graph)
     # Recursive callees, and callees past the call graph's size limit (their calls unknown).
     blocked = recursive_nodes(calls)
@@ -53,12 +55,14 @@ def inline_calls(graph: Graph, max_equations: int = 200) -> Graph:
     return rewriter.build()
 
 
-def _may_call(eqn) -> bool:
-    """Whether `eqn` is a call or holds sub-graphs that may contain one (a cheap check that
-    lets graphs without calls skip building the call graph)."""
-    rules = RULES.get(eqn.primitive)
-    return (rules is not None and rules.inline is not None) or any(
-        True for _ in subgraphs(eqn.params))
+@derived
+def _call_primitives() -> frozenset:
+    """The primitives with an `inline` rule (calls)."""
+    return frozenset(prim for prim, rules in RULES.items() if rules.inline is not None)
+
+
+def _holds_graphs(params) -> bool:
+    return any(True for _ in subgraphs(params))
 
 
 __all__ = ["inline_calls"]

@@ -3,6 +3,8 @@ equations in order with their inputs substituted, splices closed sub-graphs in p
 equation, and rebuilds the graph, returning the input graph itself when nothing changed."""
 from __future__ import annotations
 
+import operator
+
 import attrs
 import numpy as np
 
@@ -33,6 +35,7 @@ class GraphRewriter:
         self.equations = []
         self.consts = list(graph.consts)
         self._env = {}  # Var -> the Atom now standing for it
+        self.emit = self.equations.append   # emit(eqn): one call per equation, kept cheap
 
     def read(self, atom):
         if type(atom) is Literal:
@@ -42,7 +45,7 @@ class GraphRewriter:
     def substituted(self, eqn):
         """`eqn` with its inputs read through the substitutions made so far."""
         env = self._env
-        if not env:
+        if not env or env.keys().isdisjoint(eqn.inputs):
             return eqn
         # Literals are never keys (atoms hash and compare by identity), so `get` passes them.
         inputs = tuple([env.get(a, a) for a in eqn.inputs])
@@ -56,9 +59,6 @@ class GraphRewriter:
         if type(atom) is Literal and atom.aval != var.aval:
             atom = literal_of(atom.value, var.aval)
         self._env[var] = atom
-
-    def emit(self, eqn) -> None:
-        self.equations.append(eqn)
 
     def add_const(self, var: Var, value) -> None:
         self.consts.append((var, value))
@@ -99,8 +99,8 @@ class GraphRewriter:
         """The rewritten graph; `graph` itself when every equation came back unchanged."""
         outputs = tuple(self._output(a) for a in self.graph.outputs)
         unchanged = (len(self.equations) == len(self.graph.equations)
-                     and all(a is b for a, b in zip(self.equations, self.graph.equations))
-                     and all(a is b for a, b in zip(outputs, self.graph.outputs))
+                     and all(map(operator.is_, self.equations, self.graph.equations))
+                     and all(map(operator.is_, outputs, self.graph.outputs))
                      and len(self.consts) == len(self.graph.consts))
         if unchanged:
             return self.graph
