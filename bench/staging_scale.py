@@ -16,9 +16,8 @@ import numpy as np
 
 import xform
 from bench.timing import machine
-from xform.api import pipeline
 from xform.codegen.emit import _define, graph_source
-from xform.passes import optimize
+from xform.passes import optimize, pipeline_for
 from xform.passes.fuse import fuse_elementwise
 from xform.passes.nested import optimize_subgraphs
 from xform.passes.simplify import simplify
@@ -112,13 +111,15 @@ def phases(f, x) -> tuple:
 def _phases(f, x) -> tuple:
     times = {}
     graph = _timed(times, "stage", xform.make_graph(f), x)
-    simplified = _timed(times, "simplify", simplify, graph, exact=config.algebra == "exact")
+    # as pipeline.fuse_if_enabled for a gradient (only derivatives are returned)
+    level = "gradient" if config.algebra == "exact" else config.algebra
+    simplified = _timed(times, "simplify", simplify, graph, level=level)
     fused = (_timed(times, "fuse", fuse_elementwise, simplified) if config.fusion
              else simplified)
     grad_graph = _timed(times, "reverse", vjp_graph, fused, (True,), [0], (), seed_ones=True,
                         adopt=True)
     # finish_graph's optimize: the passes inside sub-graphs once, then each pass on the graph
-    passes = pipeline._passes()
+    passes = pipeline_for(config.algebra)
     grad_graph = _timed(times, "subgraphs", optimize_subgraphs, grad_graph,
                         lambda sub: optimize(sub, passes), {})
     for run_pass in passes:
