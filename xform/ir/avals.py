@@ -112,6 +112,21 @@ def array_aval(array: np.ndarray) -> ShapedArray:
 _ARRAY_AVALS: dict = {}
 
 
+def shaped_array(shape: tuple, dtype: np.dtype, weak_type: bool = False) -> ShapedArray:
+    """`ShapedArray(shape, dtype, weak_type)` for a tuple `shape` and an np.dtype, memoized:
+    for the abstract evals on the per-equation path (slices, reshapes, pads)."""
+    key = (shape, dtype, weak_type)
+    aval = _SHAPED.get(key)
+    if aval is None:
+        if len(_SHAPED) >= 4096:   # bounded, as _ARRAY_AVALS
+            _SHAPED.clear()
+        aval = _SHAPED[key] = ShapedArray(shape, dtype, weak_type)
+    return aval
+
+
+_SHAPED: dict = {}
+
+
 # Scalar types' avals, made once: staging asks for them on every literal.
 SCALAR_AVALS = {kind: ShapedArray((), dtype, weak_type=kind is not bool)
                 for kind, dtype in _PY_SCALARS.items()}

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from xform.errors import shape_error
-from xform.ir.avals import ShapedArray, is_differentiable
+from xform.ir.avals import ShapedArray, is_differentiable, shaped_array
 from xform.ir.core import Primitive
 from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front,
                          zero_tangent, zeros)
@@ -23,7 +23,7 @@ reshape_p = Primitive("reshape")
 def _reshape_abstract_eval(x, *, shape):
     if math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape an array of size {x.size} into shape {shape}")
-    return ShapedArray(shape, x.dtype, x.weak_type and not shape)
+    return shaped_array(tuple(shape), x.dtype, x.weak_type and not shape)
 
 
 def _reshape_batch(size, args, dims, *, shape):
@@ -205,13 +205,15 @@ def _slice_length(start, stop, step):
 
 
 def _slice_abstract_eval(x, *, starts, stops, steps):
-    if not len(starts) == len(stops) == len(steps) == x.ndim:
+    if not len(starts) == len(stops) == len(steps) == len(x.shape):
         raise ValueError(f"slice needs one start, stop and step per axis of {x.shape}")
+    lengths = []
     for n, a, b, c in zip(x.shape, starts, stops, steps):
         if not (0 <= a <= b <= n and c >= 1):
             raise ValueError(f"bad slice {a}:{b}:{c} of an axis of length {n}")
-    shape = tuple(_slice_length(a, b, c) for a, b, c in zip(starts, stops, steps))
-    return ShapedArray(shape, x.dtype, x.weak_type and not shape)
+        lengths.append(-(-(b - a) // c))    # _slice_length, inline: once per staged slice
+    shape = tuple(lengths)
+    return shaped_array(shape, x.dtype, x.weak_type and not shape)
 
 
 def _slice_transpose(ct, x, *, starts, stops, steps):
@@ -219,7 +221,7 @@ def _slice_transpose(ct, x, *, starts, stops, steps):
     for n, a, c, m in zip(x.aval.shape, starts, steps, aval(ct).shape):
         last = a + (m - 1) * c + 1 if m else a
         widths.append((a, n - last, c - 1 if m > 1 else 0))
-    return (_pad(ct, np.zeros((), aval(ct).dtype), tuple(widths)),)
+    return (_pad(ct, plus_zero(aval(ct).dtype), tuple(widths)),)
 
 
 def _slice_batch(size, args, dims, *, starts, stops, steps):
@@ -284,7 +286,24 @@ def _unpadded_slice(n, lo, interior):
     return lo, (lo + (n - 1) * (interior + 1) + 1 if n else lo), interior + 1
 
 
+_PLUS_ZEROS: dict = {}    # dtype -> its read-only 0-d +0
+
+
+def plus_zero(dtype) -> np.ndarray:
+    """A shared read-only 0-d +0 of `dtype`: the padding of cotangents (reverse mode pads once
+    per slice it transposes), which the pad impl knows by identity."""
+    zero = _PLUS_ZEROS.get(dtype)
+    if zero is None:
+        zero = np.zeros((), dtype)
+        zero.flags.writeable = False
+        zero = _PLUS_ZEROS.setdefault(zero.dtype, zero)
+        _PLUS_ZEROS[dtype] = zero
+    return zero
+
+
 def _is_plus_zero(value):
+    if type(value) is np.ndarray and _PLUS_ZEROS.get(value.dtype) is value:
+        return True
     value = np.asarray(value)
     return value.dtype.kind in "biuf" and value == 0 and not np.signbit(value)
 
@@ -304,7 +323,7 @@ def _pad_abstract_eval(x, value, *, widths):
         raise ValueError(f"the padding value must be a scalar, got shape {value.shape}")
     if len(widths) != x.ndim or any(w < 0 for triple in widths for w in triple):
         raise ValueError(f"pad widths {widths} do not fit an array of shape {x.shape}")
-    return ShapedArray(_padded_shape(x.shape, widths), x.dtype, x.weak_type)
+    return shaped_array(_padded_shape(x.shape, widths), x.dtype, x.weak_type)
 
 
 def _pad_jvp(primals, tangents, *, widths):
@@ -434,7 +453,7 @@ def diag_embed(v, n1, n2, offset):
     m * m square, then edge padding places that square."""
     shape = aval(v).shape
     lead, m = shape[:-1], shape[-1]
-    zero = np.zeros((), aval(v).dtype)
+    zero = plus_zero(aval(v).dtype)
     keep = ((0, 0, 0),) * len(lead)
     square = np.reshape(_pad(v, zero, keep + ((0, 0, m if m > 1 else 0),)), lead + (m, m))
     row, col = min(max(0, -offset), n1), min(max(0, offset), n2)
