@@ -200,10 +200,6 @@ register(split_p, impl=_split_impl, abstract_eval=_split_abstract_eval, jvp=line
 slice_p = Primitive("slice")
 
 
-def _slice_length(start, stop, step):
-    return max(0, -(-(stop - start) // step))
-
-
 def _slice_abstract_eval(x, *, starts, stops, steps):
     if not len(starts) == len(stops) == len(steps) == len(x.shape):
         raise ValueError(f"slice needs one start, stop and step per axis of {x.shape}")
@@ -211,7 +207,7 @@ def _slice_abstract_eval(x, *, starts, stops, steps):
     for n, a, b, c in zip(x.shape, starts, stops, steps):
         if not (0 <= a <= b <= n and c >= 1):
             raise ValueError(f"bad slice {a}:{b}:{c} of an axis of length {n}")
-        lengths.append(-(-(b - a) // c))    # _slice_length, inline: once per staged slice
+        lengths.append(-(-(b - a) // c))    # ceil((b - a) / c), >= 0 since a <= b
     shape = tuple(lengths)
     return shaped_array(shape, x.dtype, x.weak_type and not shape)
 
