@@ -23,7 +23,7 @@ import numpy as np
 
 import xform
 from bench import suite
-from bench.timing import fmt, machine
+from bench.timing import fmt, machine, report
 
 
 def relax(xp, occ, n=800):
@@ -233,11 +233,7 @@ def main():
         phases(only, options.samples)
         return
     results = run(options.samples, only)
-    table = markdown(results, options.samples)
-    print(table)
-    if options.markdown:
-        with open(options.markdown, "w") as out:
-            out.write(table)
+    report(markdown(results, options.samples), options.markdown)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import re
 import subprocess
 import sys
 
+from bench.timing import report
+
 FAST_ROWS_SAMPLES = 100    # sub-millisecond rows: counted over this many first calls
 SLOW_ROW_CALLS = {"_sum_1000": 3, "_sum_sin_1000": 2, "large_single_block": 5,
                   "naive_map_sin_cos_exp": 5, "map_sin_cos_exp": 5, "relax_800": 1}
@@ -103,11 +105,7 @@ def main():
     parser.add_argument("--markdown", default="")
     options = parser.parse_args()
     results = run([r for r in options.rows.split(",") if r], options.samples)
-    text = markdown(results)
-    print(text)
-    if options.markdown:
-        with open(options.markdown, "w") as out:
-            out.write(text)
+    report(markdown(results), options.markdown)
 
 
 if __name__ == "__main__":

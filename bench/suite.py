@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 import xform
-from bench.timing import compare, fmt, machine
+from bench.timing import compare, fmt, machine, report
 
 # -- the rows, written once against a numpy-like namespace `xp` ------------------------------
 
@@ -356,11 +356,7 @@ def main():
     parser.add_argument("--markdown", default="")
     options = parser.parse_args()
     columns, results = run(options.samples, [r for r in options.rows.split(",") if r])
-    text = markdown(columns, results)
-    print(text)
-    if options.markdown:
-        with open(options.markdown, "w") as out:
-            out.write(text + "\n")
+    report(markdown(columns, results), options.markdown)
 
 
 if __name__ == "__main__":

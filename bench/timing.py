@@ -49,3 +49,12 @@ def fmt(seconds: float) -> str:
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds:.3g} s"
+
+
+def report(text: str, markdown_path: str = "") -> None:
+    """Print a benchmark's markdown and also write it to `markdown_path` when one is given
+    (the benches' `--markdown` option)."""
+    print(text)
+    if markdown_path:
+        with open(markdown_path, "w") as out:
+            out.write(text.rstrip("\n") + "\n")

@@ -2,7 +2,6 @@
 fusion, the default pipeline, and copies of outputs callers must own."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from xform.ir.core import Equation, Graph, Var

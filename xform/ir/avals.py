@@ -97,28 +97,18 @@ def aval_of(value) -> ShapedArray:
 
 
 def array_aval(array: np.ndarray) -> ShapedArray:
-    """aval_of an ndarray (memoized by shape and dtype)."""
-    key = (array.shape, array.dtype)
-    aval = _ARRAY_AVALS.get(key)
-    if aval is None:
-        if len(_ARRAY_AVALS) >= 4096:   # bounded: a program may meet many shapes
-            _ARRAY_AVALS.clear()
-        aval = _ARRAY_AVALS[key] = ShapedArray(array.shape, array.dtype)
-    return aval
-
-
-# Arrays' avals by (shape, dtype): a first call's reverse mode asks for one per cotangent, and
-# making a ShapedArray (its converters) costs several dict lookups' time.
-_ARRAY_AVALS: dict = {}
+    """aval_of an ndarray."""
+    return shaped_array(array.shape, array.dtype)
 
 
 def shaped_array(shape: tuple, dtype: np.dtype, weak_type: bool = False) -> ShapedArray:
     """`ShapedArray(shape, dtype, weak_type)` for a tuple `shape` and an np.dtype, memoized:
-    for the abstract evals on the per-equation path (slices, reshapes, pads)."""
+    a first call's reverse mode asks for one per cotangent and abstract evals one per
+    equation, and making a ShapedArray (its converters) costs several dict lookups' time."""
     key = (shape, dtype, weak_type)
     aval = _SHAPED.get(key)
     if aval is None:
-        if len(_SHAPED) >= 4096:   # bounded, as _ARRAY_AVALS
+        if len(_SHAPED) >= 4096:   # bounded: a program may meet many shapes
             _SHAPED.clear()
         aval = _SHAPED[key] = ShapedArray(shape, dtype, weak_type)
     return aval

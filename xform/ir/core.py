@@ -185,10 +185,6 @@ class Params(dict):
         super().__init__(items or ())
         self._hash = None
 
-    @property
-    def _items(self) -> dict:
-        return self
-
     def __hash__(self):
         if self._hash is None:
             self._hash = hash(tuple(sorted((k, _hashable(v)) for k, v in self.items())))

@@ -80,7 +80,7 @@ def concrete_env(graph, args) -> dict:
             with source_scope(eqn.source, eqn.origin):
                 outs = bind(eqn.primitive, *values, **eqn.params)
         else:
-            outs = impl(*values, **eqn.params._items)   # the dict: `**` of a Mapping is slow
+            outs = impl(*values, **eqn.params)
         if eqn.primitive.multiple_results:
             env.update(zip(eqn.outputs, outs))
         else:

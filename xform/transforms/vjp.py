@@ -239,7 +239,7 @@ def _backward(graph, env, cts_out, active=None):
         if effects and has_effects(eqn):
             _check_replays_no_draw(eqn)
         prim = eqn.primitive
-        params = eqn.params._items      # `**` of the dict: of a Mapping it is slow
+        params = eqn.params
         with source_scope(eqn.source, _vjp_origin(prim)):
             if prim.multiple_results:
                 cts = [zero_tangent(v.aval) if ct is None else ct
