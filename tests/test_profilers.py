@@ -157,3 +157,35 @@ def test_under_the_pure_python_profile_module():
     for profiler in profilers:
         names = {function for (_, _, function) in profiler.timings}
         assert "middle" in names and "innermost" in names
+
+
+def test_the_recorders_hook_sees_the_staged_code_and_not_stagings_own():
+    """Each event of the recorder's profile hook costs a frame object and a dict of locals
+    in CPython 3.11, so staging keeps the hook's window to the user's call: its Python
+    frames are the staged functions and numpy's, xform's only where it leaves the window
+    (the scopes' exits, and the pause around each of xform's entry points) and the Tracer's
+    operators the user's code calls."""
+    from xform.ir import hooks
+    from xform.runtime import dependencies
+
+    seen = []
+    original_hook = dependencies.hook
+
+    def spy(frame, event, arg):
+        if event == "call":
+            seen.append((frame.f_code.co_filename, frame.f_code.co_name))
+        return original_hook(frame, event, arg)
+
+    hooks.install_watcher(dependencies.watching, spy)
+    dependencies.hook = spy   # what `watching` installs
+    try:
+        _redefine_innermost(2.0)
+        xform.grad(outer)(0.3)
+    finally:
+        dependencies.hook = original_hook
+        hooks.install_watcher(dependencies.watching, original_hook)
+    names = {name for _, name in seen}
+    assert {"outer", "middle", "innermost"} <= names
+    xform_frames = {name for filename, name in seen
+                    if "/xform/" in filename and not filename.endswith("tracer.py")}
+    assert xform_frames <= {"__exit__", "paused"}, xform_frames

@@ -249,3 +249,24 @@ def test_stop_gradient_maps_over_trees():
     value = {"a": np.ones(2), "b": (1.0,)}
     out = xform.stop_gradient(value)
     assert tree_structure(out) == tree_structure(value)
+
+
+@given(st.lists(st.one_of(st.floats(allow_nan=False), st.integers(), st.booleans(),
+                          st.builds(np.ones, st.integers(0, 3))), max_size=5),
+       st.one_of(st.none(), st.just([1.0]), st.just({"a": 1.0})))
+def test_flat_tuples_take_the_short_path_to_the_walked_structure(items, container):
+    """A tuple of plain leaves (a call's arguments) is flattened without the walk; its
+    structure equals and hashes like the one the walk builds, which a tuple holding a
+    container still goes through."""
+    flat = tuple(items)
+    leaves, treedef = tree_flatten(flat)
+    walked = tree.TreeDef(tuple, None, (LEAF,) * len(items))
+    assert leaves == list(items) and treedef == walked and hash(treedef) == hash(walked)
+    assert type(tree_unflatten(treedef, leaves)) is tuple
+    assert tree_unflatten(treedef, leaves) == flat
+    assert tree_unflatten(walked, leaves) == flat
+    if container is not None:
+        nested = flat + (container,)
+        nested_leaves, nested_def = tree_flatten(nested)
+        assert nested_def != tree.flat_tuple(len(nested))
+        assert tree_unflatten(nested_def, nested_leaves) == nested

@@ -132,6 +132,17 @@ def _node(x) -> tuple[Any, Any, list] | None:
     return None
 
 
+_FLAT_TUPLES: dict = {}
+
+
+def flat_tuple(n: int) -> TreeDef:
+    """The structure of a tuple of `n` leaves (made once per length)."""
+    treedef = _FLAT_TUPLES.get(n)
+    if treedef is None:
+        treedef = _FLAT_TUPLES[n] = TreeDef(tuple, None, (LEAF,) * n)
+    return treedef
+
+
 def tree_flatten(tree, is_leaf=None) -> tuple[list, TreeDef]:
     """`(leaves, treedef)`: the leaves left to right (dicts by sorted key) and the structure;
     `is_leaf(x)` true stops the walk at `x` (as in JAX).
@@ -140,6 +151,13 @@ def tree_flatten(tree, is_leaf=None) -> tuple[list, TreeDef]:
     >>> tree_flatten((1.0, [2.0, None]))
     ([1.0, 2.0], (*, [*, None]))
     """
+    if type(tree) is tuple and is_leaf is None:
+        # A call's arguments, most often arrays and numbers: no walk.
+        for x in tree:
+            if type(x) not in _LEAF_KINDS:
+                break
+        else:
+            return list(tree), flat_tuple(len(tree))
     leaves: list = []
 
     def walk(x) -> TreeDef:
@@ -192,6 +210,8 @@ def tree_unflatten(treedef: TreeDef, leaves):
     (1, {'a': 2})
     """
     leaves = list(leaves)
+    if treedef is _FLAT_TUPLES.get(len(leaves)):
+        return tuple(leaves)
     if len(leaves) != treedef.num_leaves:
         raise TreeMismatchError(f"structure {treedef} has {treedef.num_leaves} leaves, "
                                 f"got {len(leaves)}", user_frame_info())

@@ -112,15 +112,28 @@ def differentiated_static(fun, argnums, static_argnums, static_argnames, name):
     """`(static, static_keywords)` for a transform differentiating `argnums`: the positions
     it does not differentiate are automatic, static_argnums/static_argnames explicit."""
     explicit_spec, static_keywords = static_positions(fun, static_argnums, static_argnames)
+    memo_key = (argnums, explicit_spec) if type(argnums) in (int, tuple) else None
 
     def static(n_args):
+        # Remembered across transforms: grad(f) is often made anew for each call.
+        found = _STATIC_POSITIONS.get((memo_key, n_args)) if memo_key is not None else None
+        if found is not None:
+            return found
         nums = normalize_argnums(argnums, n_args)
         explicit = present_argnums(explicit_spec, n_args)
         if set(nums) & set(explicit):
             raise TypeCheckError(f"{name}: argnums {argnums} and the static arguments "
                                  f"{explicit} overlap", user_frame_info())
-        return explicit, tuple(i for i in range(n_args) if i not in nums)
+        found = explicit, tuple(i for i in range(n_args) if i not in nums)
+        if memo_key is not None:
+            if len(_STATIC_POSITIONS) >= 1024:
+                _STATIC_POSITIONS.clear()
+            _STATIC_POSITIONS[(memo_key, n_args)] = found
+        return found
     return static, static_keywords
+
+
+_STATIC_POSITIONS: dict = {}   # ((argnums, explicit static positions), n_args) -> static()
 
 
 def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_argnums,

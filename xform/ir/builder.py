@@ -22,7 +22,7 @@ from xform.ir.hooks import unwatched, user_code_scope
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.ir.rules import RULES, effectful_primitives, missing_rule
-from xform.tree import tree_flatten, tree_unflatten
+from xform.tree import LEAF, tree_flatten, tree_unflatten
 
 _current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder", default=None)
 # While a transform re-emits an equation, the equations it makes keep that equation's user line
@@ -240,18 +240,16 @@ def _eval_concrete(prim, args, params):
     return rules.impl(*args, **params)
 
 
-def _call_user_code(fun, args):
-    try:
-        return fun(*args)
-    except ValueError as err:
+def _user_code_error(err):
+    """What to raise, from None, for `err` raised by the staged user code; None to re-raise
+    `err` as it is."""
+    if isinstance(err, ValueError):
         # `array[i] = tracer`: numpy replaces Tracer.__float__'s error by its own
-        if isinstance(err.__cause__, XformError):
-            raise err.__cause__ from None
-        raise
-    except RecursionError as err:
-        raise (err if isinstance(err, XformError) else recursion_error(err)) from None
-    except MemoryError as err:   # a huge constant made while staging
-        raise (err if isinstance(err, XformError) else out_of_memory_error(err)) from None
+        return err.__cause__ if isinstance(err.__cause__, XformError) else None
+    if isinstance(err, XformError):
+        return err
+    # a RecursionError, or a MemoryError (a huge constant made while staging)
+    return recursion_error(err) if isinstance(err, RecursionError) else out_of_memory_error(err)
 
 
 def stage_function(fun, in_tree, avals):
@@ -263,12 +261,18 @@ def stage_function(fun, in_tree, avals):
     while True:
         builder = GraphBuilder(parent=current_builder())
         with using_builder(builder):
-            tracers = [builder.new_input(aval) for aval in avals]
+            args = tree_unflatten(in_tree, [builder.new_input(aval) for aval in avals])
             installed = None
             try:
-                with user_code_scope():    # (which installs what arrived before it)
-                    installed = hooks.stand_ins_installed()
-                    out = _call_user_code(fun, tree_unflatten(in_tree, tracers))
+                try:
+                    # (the scope installs the stand-ins that arrived before it)
+                    with user_code_scope() as installed:
+                        out = fun(*args)
+                except (ValueError, RecursionError, MemoryError) as err:
+                    raised = _user_code_error(err)
+                    if raised is None:
+                        raise
+                    raise raised from None
                 break
             except Exception:
                 # A SciPy module imported while `fun` ran: its stand-ins were not in place
@@ -276,6 +280,9 @@ def stage_function(fun, in_tree, avals):
                 # effects).
                 if installed is None or hooks.stand_ins_installed(True) == installed:
                     raise
-    out_leaves, out_tree = tree_flatten(out)
+    if type(out) is Tracer:     # (most often: no walk)
+        out_leaves, out_tree = [out], LEAF
+    else:
+        out_leaves, out_tree = tree_flatten(out)
     graph = builder.build(out_leaves)
     return graph, builder.captured_values, out_tree

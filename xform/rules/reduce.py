@@ -19,8 +19,10 @@ def reduced_shape(shape, axes, keepdims=False):
 
 
 def expand_reduced(ct, shape, axes):
-    """Undo a reduction's shape change: put size-1 axes back at `axes`, then broadcast."""
-    ct = np.reshape(ct, reduced_shape(shape, axes, keepdims=True))
+    """Undo a reduction's shape change: put size-1 axes back at `axes`, then broadcast (a
+    0-d cotangent, a full reduction's, broadcasts as it is)."""
+    if aval(ct).shape:
+        ct = np.reshape(ct, reduced_shape(shape, axes, keepdims=True))
     return np.broadcast_to(ct, shape)
 
 
