@@ -46,12 +46,24 @@ def ndim(value) -> int:
     return len(aval(value).shape)
 
 
+def broadcast_scalar(value, shape: tuple):
+    """`np.broadcast_to(value, shape)` of a concrete 0-d `value` (a numpy scalar or a 0-d
+    array): the same read-only view with zero strides, made by the ndarray constructor.
+    np.broadcast_to's Python-level checks cost several times that, and a first call's
+    reverse mode broadcasts every full reduction's cotangent (a sum's)."""
+    if value.dtype.kind not in "biufc":     # (no buffer to view: objects, float0)
+        return np.broadcast_to(value, shape)
+    view = np.ndarray(shape, value.dtype, buffer=value, strides=(0,) * len(shape))
+    view.flags.writeable = False
+    return view
+
+
 def zeros(aval_: ShapedArray):
     """A concrete zero array of `aval_` that costs no memory (a broadcast view)."""
     dtype = aval_.dtype if aval_.dtype != float0 else float0
     if not aval_.shape:
         return np.zeros((), dtype)[()] if dtype != float0 else np.zeros((), float0)
-    return np.broadcast_to(np.zeros((), dtype), aval_.shape)
+    return broadcast_scalar(np.zeros((), dtype), aval_.shape)
 
 
 def instantiate(value):

@@ -15,6 +15,8 @@ from xform.ir.rules import UNKNOWN, primitive_for
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
+    if type(ct) is np.ndarray and ct.shape == target.shape and ct.dtype == target.dtype:
+        return ct   # (a first call's reverse mode, on concrete arrays: most often so)
     ct_aval = aval(ct)
     if ct_aval.shape != target.shape:
         shape = ct_aval.shape

@@ -7,7 +7,7 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.ad import aval, move_to_front
+from xform.ir.ad import aval, broadcast_scalar, move_to_front
 from xform.rules.helpers import defjvp, defvjp, linear_jvp, zero_derivative
 from xform.ir.rules import register
 
@@ -23,6 +23,8 @@ def expand_reduced(ct, shape, axes):
     0-d cotangent, a full reduction's, broadcasts as it is)."""
     if aval(ct).shape:
         ct = np.reshape(ct, reduced_shape(shape, axes, keepdims=True))
+    elif isinstance(ct, (np.ndarray, np.generic)):
+        return broadcast_scalar(ct, shape)
     return np.broadcast_to(ct, shape)
 
 
