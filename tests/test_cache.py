@@ -362,6 +362,50 @@ def test_dead_functions_are_not_kept_alive():
     assert xform.cache_info()["entries"] == entries
 
 
+def test_a_dying_function_takes_its_entries_and_no_others():
+    """Its entries are found through the index of entries per function, not by a scan of
+    the cache (which made every first call of a transform made anew cost as much as the
+    cache is large)."""
+    from xform.runtime.cache import CACHE
+
+    keep = [xform.jit(lambda x, k=k: x * k) for k in range(50)]
+    for j in keep:
+        j(1.0)
+        j(np.ones(3))    # two signatures: two entries per function
+
+    def short_lived(x):
+        return x + 1.0
+    xform.jit(short_lived)(1.0)
+    xform.jit(short_lived)(np.ones(2))
+    entries, functions = xform.cache_info()["entries"], len(CACHE._keys_of)
+    builds = xform.cache_info()["builds"]
+    del short_lived
+    gc.collect()
+    assert xform.cache_info()["entries"] == entries - 2
+    assert len(CACHE._keys_of) == functions - 1
+    assert all(j(2.0) == 2.0 * k and j(np.ones(3))[0] == k for k, j in enumerate(keep))
+    assert xform.cache_info()["builds"] == builds    # the others' entries stayed
+
+
+def test_the_index_of_entries_per_function_follows_eviction_and_clear():
+    from xform.runtime.cache import CACHE
+
+    xform.clear_cache()
+    assert CACHE._keys_of == {}
+    xform.set_cache_size(4)
+    try:
+        functions = [xform.jit(lambda x, k=k: x * k) for k in range(10)]
+        for j in functions:
+            j(1.0)
+        filed = [key for keys in CACHE._keys_of.values() for key in keys]
+        assert sorted(map(repr, filed)) == sorted(map(repr, CACHE._entries))
+        assert len(filed) == 4
+    finally:
+        xform.set_cache_size(2048)
+    xform.clear_cache()
+    assert CACHE._keys_of == {}
+
+
 def test_dependency_check_is_cheap_and_small():
     from xform.runtime.dependencies import Dependencies, recording
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, float0,
+from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, float0, shaped_array,
                              is_differentiable)
 from xform.ir.tracer import Tracer
 
@@ -71,7 +71,7 @@ def instantiate(value):
 
 
 def zero_tangent(aval_: ShapedArray) -> Zero:
-    return Zero(ShapedArray(aval_.shape, aval_.dtype if is_differentiable(aval_) else float0))
+    return Zero(shaped_array(aval_.shape, aval_.dtype if is_differentiable(aval_) else float0))
 
 
 def add_tangents(a, b):

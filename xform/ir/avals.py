@@ -74,8 +74,8 @@ def is_differentiable(aval: ShapedArray) -> bool:
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
     """Tangents are numpy values at run time, never Python scalars, so they are strong."""
     if is_differentiable(aval):
-        return aval if not aval.weak_type else ShapedArray(aval.shape, aval.dtype)
-    return ShapedArray(aval.shape, float0)
+        return aval if not aval.weak_type else shaped_array(aval.shape, aval.dtype)
+    return shaped_array(aval.shape, float0)
 
 
 _PY_SCALARS = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64),

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from xform.ir.avals import ShapedArray
+from xform.ir.avals import ShapedArray, shaped_array
 from xform.ir.core import Primitive
 from xform.ir.ad import aval, broadcast_scalar, move_to_front
 from xform.rules.helpers import defjvp, defvjp, linear_jvp, zero_derivative
@@ -42,8 +42,8 @@ def _reduction_dtype(numpy_fn, x):
 
 def _reduction_abstract_eval(numpy_fn):
     def abstract_eval(x, *, axes, dtype=None):
-        return ShapedArray(reduced_shape(x.shape, axes),
-                           dtype if dtype is not None else _reduction_dtype(numpy_fn, x))
+        return shaped_array(reduced_shape(x.shape, axes),
+                            dtype if dtype is not None else _reduction_dtype(numpy_fn, x))
     return abstract_eval
 
 
@@ -91,7 +91,7 @@ def _scan_abstract_eval(numpy_fn):
     def abstract_eval(x, *, axis, reverse=False, exclusive=False):
         if not 0 <= axis < x.ndim:
             raise ValueError(f"axis {axis} is out of bounds for an array of dimension {x.ndim}")
-        return ShapedArray(x.shape, _reduction_dtype(numpy_fn, x))
+        return shaped_array(x.shape, _reduction_dtype(numpy_fn, x))
     return abstract_eval
 
 

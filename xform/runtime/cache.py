@@ -105,6 +105,10 @@ class Cache:
     def __init__(self, max_entries: int = 2048):
         self.max_entries = max_entries
         self._entries: OrderedDict = OrderedDict()
+        # function key -> the keys of its entries, so that a function's death (each first
+        # call of a transform made anew lets the last one die) costs its entries, not a
+        # scan of the whole cache
+        self._keys_of: dict = {}
         self._compiled = weakref.WeakKeyDictionary()
         self._lock = threading.RLock()
         self._retired_hits = 0  # hits of entries that have left the cache
@@ -124,10 +128,25 @@ class Cache:
         self._retired_hits += entry.hits
         entry.discard()
 
+    def _file(self, full_key, entry) -> None:
+        self._entries[full_key] = entry
+        self._keys_of.setdefault(full_key[0], []).append(full_key)
+
+    def _unfile(self, full_key):
+        """Take the entry of `full_key` out of the cache (retired), if it is there."""
+        entry = self._entries.pop(full_key, None)
+        if entry is not None:
+            keys = self._keys_of.get(full_key[0])
+            if keys is not None:
+                keys.remove(full_key)
+                if not keys:
+                    del self._keys_of[full_key[0]]
+            self._retire(entry)
+        return entry
+
     def _evict_beyond(self, max_entries) -> None:
         while len(self._entries) > max_entries:
-            _, evicted = self._entries.popitem(last=False)
-            self._retire(evicted)
+            self._unfile(next(iter(self._entries)))
             self.evictions += 1
 
     def _function_key(self, fun):
@@ -138,8 +157,10 @@ class Cache:
 
     def _forget_function(self, function_ref) -> None:
         with self._lock:
-            for key in [k for k in self._entries if k[0] is function_ref or k[0] == function_ref]:
-                self._retire(self._entries.pop(key))
+            for full_key in self._keys_of.pop(function_ref, ()):
+                entry = self._entries.pop(full_key, None)
+                if entry is not None:
+                    self._retire(entry)
 
     def lookup(self, fun, key):
         """The usable entry for (fun, key), or None (a stale one is dropped)."""
@@ -156,8 +177,7 @@ class Cache:
             self.invalidations += 1
             with self._lock:
                 if self._entries.get(full_key) is entry:
-                    del self._entries[full_key]
-                    self._retire(entry)
+                    self._unfile(full_key)
         self.misses += 1
         return None
 
@@ -194,9 +214,7 @@ class Cache:
                 if depth == 0:
                     # A failed staging leaves the cache as it was, its callees' entries too.
                     for added in _builds.added:
-                        stale = self._entries.pop(added, None)
-                        if stale is not None:
-                            self._retire(stale)
+                        self._unfile(added)
                 raise
             finally:
                 _builds.depth = depth
@@ -206,7 +224,8 @@ class Cache:
                 # call stages (and draws) again, as eager numpy would draw again.
                 entry.valid = _valid_during_this_build()
             self.builds += 1
-            self._entries[full_key] = entry
+            self._unfile(full_key)     # a stale entry another thread left
+            self._file(full_key, entry)
             if depth > 0:
                 _builds.added.append(full_key)
             self._evict_beyond(self.max_entries)
@@ -229,6 +248,7 @@ class Cache:
             # (_forget_function) then see a consistent map, not one half cleared.
             entries = list(self._entries.values())
             self._entries.clear()
+            self._keys_of.clear()
             for entry in entries:
                 self._retire(entry)
             self._compiled.clear()
