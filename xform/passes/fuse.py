@@ -65,6 +65,8 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     >>> fuse_elementwise(small) is small        # too small to pay
     True
     """
+    if len(graph.equations) < 2:     # no region, and nothing to merge
+        return graph
     fusion_p = primitive_for("fusion")
     graph = _merge_siblings(graph, fusion_p)
     fused = _fuse_regions(graph, max_width, _Fusible(fusion_p, elementwise_primitives()))
