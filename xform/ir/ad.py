@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, float0, shaped_array,
-                             is_differentiable)
+from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, float0,
+                             is_differentiable, shaped_array)
 from xform.ir.tracer import Tracer
 
 NOT_MAPPED = None  # batch dimension of an argument that is the same for every example

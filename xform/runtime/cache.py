@@ -224,7 +224,7 @@ class Cache:
                 # call stages (and draws) again, as eager numpy would draw again.
                 entry.valid = _valid_during_this_build()
             self.builds += 1
-            self._unfile(full_key)     # a stale entry another thread left
+            self._unfile(full_key)     # the invalid entry found above, if any
             self._file(full_key, entry)
             if depth > 0:
                 _builds.added.append(full_key)
