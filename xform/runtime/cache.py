@@ -132,7 +132,7 @@ class Cache:
         self._entries[full_key] = entry
         self._keys_of.setdefault(full_key[0], []).append(full_key)
 
-    def _unfile(self, full_key):
+    def _unfile(self, full_key) -> None:
         """Take the entry of `full_key` out of the cache (retired), if it is there."""
         entry = self._entries.pop(full_key, None)
         if entry is not None:
@@ -142,7 +142,6 @@ class Cache:
                 if not keys:
                     del self._keys_of[full_key[0]]
             self._retire(entry)
-        return entry
 
     def _evict_beyond(self, max_entries) -> None:
         while len(self._entries) > max_entries:
