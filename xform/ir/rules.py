@@ -280,13 +280,41 @@ def has_effects(eqn) -> bool:
     return False
 
 
+@derived
+def _inlined_primitives() -> frozenset:
+    """The primitives with an `inline` rule (calls: their callee is a graph)."""
+    return frozenset(prim for prim, rules in RULES.items() if rules.inline is not None)
+
+
+def _holds_graph(params) -> bool:
+    """Whether equation `params` hold a sub-graph (alone or in a tuple)."""
+    for value in params.values():
+        kind = type(value)
+        if kind is Graph or (kind is tuple and any(type(item) is Graph for item in value)):
+            return True
+    return False
+
+
 def graph_has_effects(graph) -> bool:
-    """Whether some equation of `graph` (or of its sub-graphs) has an effect (memoized)."""
+    """Whether some equation of `graph` (or of its sub-graphs) has an effect (memoized for
+    graphs with sub-graphs; a flat graph, such as a gradient's on its first call, is one
+    pass, cheaper than the memo's weak references)."""
+    effectful = effectful_primitives()
+    if not effectful:
+        return False
+    inlined = _inlined_primitives()
+    for eqn in graph.equations:
+        primitive = eqn.primitive
+        if primitive in effectful:
+            return True
+        if primitive in inlined or (eqn.params and _holds_graph(eqn.params)):
+            break
+    else:
+        return False
     found = _effects_of.get(graph)
     if found is None:
         _effects_of[graph] = False      # a recursive call reaching it again: not decided here
-        found = _effects_of[graph] = bool(effectful_primitives()) and any(
-            has_effects(eqn) for eqn in graph.equations)
+        found = _effects_of[graph] = any(has_effects(eqn) for eqn in graph.equations)
     return found
 
 
