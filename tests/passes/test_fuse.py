@@ -456,3 +456,18 @@ def test_regions_are_fused_only_where_they_pay(monkeypatch, name, fun, size, fus
     assert size >= fuse.FUSION_MIN_SIZE if "large" in name else size < fuse.FUSION_MIN_SIZE
     x = np.linspace(0.1, 0.9, size)
     assert ("elementwise" in _fused_primitives(fun, x)) is fused
+
+
+@pytest.mark.parametrize("matrix_size", [4, 64])
+def test_a_graph_where_no_region_pays_is_returned_itself(monkeypatch, matrix_size):
+    # With a small matrix no equation pays (the pass returns at once); with a large one the
+    # matmul's output is large, so the pass looks at the regions, and the small
+    # transcendental chain still does not pay.
+    monkeypatch.undo()  # the real cost model
+    a = np.linspace(0.1, 0.9, matrix_size * matrix_size).reshape(matrix_size, matrix_size)
+    graph = xform.make_graph(lambda a, x: np.sum(a @ a) + np.sum(np.sin(np.cos(x))))(
+        a, np.linspace(0.1, 0.9, 8))
+    assert fuse_elementwise(graph) is graph
+    large = np.linspace(0.1, 0.9, 4096)
+    graph = xform.make_graph(lambda a, x: np.sum(a @ a) + np.sum(np.sin(np.cos(x))))(a, large)
+    assert "elementwise" in [e.primitive.name for e in fuse_elementwise(graph).equations]

@@ -68,8 +68,13 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     if len(graph.equations) < 2:     # no region, and nothing to merge
         return graph
     fusion_p = primitive_for("fusion")
+    fusible = _Fusible(fusion_p, elementwise_primitives())
+    if not _pays(graph.equations, fusible):
+        # No equation pays, so no region can; and no `elementwise` equation has a sibling to
+        # merge with. (One pass: a first call on small arrays pays no more for fusion.)
+        return graph
     graph = _merge_siblings(graph, fusion_p)
-    fused = _fuse_regions(graph, max_width, _Fusible(fusion_p, elementwise_primitives()))
+    fused = _fuse_regions(graph, max_width, fusible)
     # Regions just made may share work too (the graph was not CSE'd, say).
     return fused if fused is graph else _merge_siblings(fused, fusion_p)
 
@@ -239,10 +244,15 @@ def _pays(members, fusible) -> bool:
     is an `elementwise` member (fused already) or a transcendental equation with outputs
     of FUSION_MIN_SIZE elements or more (see FUSION_MIN_SIZE). A region pays only if one of
     its equations does, so a graph with no such equation is not grouped at all."""
-    return any(eqn.primitive is fusible.fusion_p
-               or (eqn.primitive.name not in _ARITHMETIC
-                   and max(v.aval.size for v in eqn.outputs) >= FUSION_MIN_SIZE)
-               for eqn in members)
+    fusion_p = fusible.fusion_p
+    for eqn in members:     # (a loop, not nested generators: every first call asks)
+        if eqn.primitive is fusion_p:
+            return True
+        if eqn.primitive.name not in _ARITHMETIC:
+            for var in eqn.outputs:
+                if var.aval.size >= FUSION_MIN_SIZE:
+                    return True
+    return False
 
 
 def _has_fusible_pair(candidates) -> bool:
