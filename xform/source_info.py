@@ -50,23 +50,18 @@ def is_excluded(filename: str) -> bool:
     return excluded
 
 
-# code object -> is_excluded(its file): staging walks about ten of xform's frames per
-# equation, so each step is one lookup, not a call. Bounded: redefined functions' code dies.
-_excluded_codes: dict = {}
-
-
 def user_frame(start=None):
     """The innermost stack frame that belongs to the user (at `start` or above it, when
     given); None when there is none."""
     frame = sys._getframe(1) if start is None else start
-    excluded_codes = _excluded_codes
+    # Staging walks several of xform's frames per equation: each step is one lookup of the
+    # file name (whose hash a string keeps; a code object's is computed on every lookup).
+    excluded_files = _excluded_cache
     while frame is not None:
-        code = frame.f_code
-        excluded = excluded_codes.get(code)
+        filename = frame.f_code.co_filename
+        excluded = excluded_files.get(filename)
         if excluded is None:
-            if len(excluded_codes) >= 65536:
-                excluded_codes.clear()
-            excluded = excluded_codes[code] = is_excluded(code.co_filename)
+            excluded = is_excluded(filename)
         if not excluded:
             return frame
         frame = frame.f_back
@@ -97,13 +92,13 @@ def user_frame_info(start=None) -> SourceInfo | None:
     if frame is None:
         return None
     # One SourceInfo per user line, shared by its equations: staging asks once per equation.
-    key = (frame.f_code, frame.f_lineno)
+    code = frame.f_code
+    key = (code.co_filename, frame.f_lineno, code.co_name)
     info = _infos.get(key)
     if info is None:
-        if len(_infos) >= 65536:    # bounded: code objects of redefined functions die
+        if len(_infos) >= 65536:    # bounded: a notebook's cells make new file names
             _infos.clear()
-        code = frame.f_code
-        info = _infos[key] = SourceInfo(code.co_filename, frame.f_lineno, code.co_name)
+        info = _infos[key] = SourceInfo(*key)
     return info
 
 
