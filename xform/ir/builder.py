@@ -266,8 +266,9 @@ def stage_function(fun, in_tree, avals):
             try:
                 try:
                     # (the scope installs the stand-ins that arrived before it)
-                    with user_code_scope() as installed:
-                        out = fun(*args)
+                    scope = user_code_scope()
+                    with scope as installed:
+                        out = scope.call(fun, args)
                 except (ValueError, RecursionError, MemoryError) as err:
                     raised = _user_code_error(err)
                     if raised is None:

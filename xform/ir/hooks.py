@@ -16,8 +16,9 @@ _profile_hook = object()
 
 
 def install_watcher(scope, profile_hook) -> None:
-    """Run staged user code inside `scope()`, which may install `profile_hook` with
-    `sys.setprofile`; xform's entry points (`unwatched`) then pause `profile_hook`."""
+    """Run staged user code inside `scope()`, whose `__enter__` says whether `profile_hook`
+    should see it: the call is then made with `profile_hook` installed by `sys.setprofile`
+    (`user_code_scope.call`), and xform's entry points (`unwatched`) pause it."""
     global _scope, _profile_hook
     _scope, _profile_hook = scope, profile_hook
 
@@ -48,14 +49,14 @@ def install_stand_in_count(count) -> None:
 
 
 class user_code_scope:
-    """The context in which `stage_function` calls the function it stages: the staging
-    scope, then the watcher's; `as` gives `stand_ins_installed()` as the staging scope left
-    it. Entered last and left first, so that the watcher's profile hook (each of whose
-    events CPython 3.11 pays with a frame object and a dict of its locals) sees little
-    besides the user's code. (A class, not a generator context manager: every staging
-    enters one.)"""
+    """The context in which `stage_function` calls the function it stages, through `call`:
+    the staging scope, then the watcher's; `as` gives `stand_ins_installed()` as the staging
+    scope left it. The watcher's profile hook (each of whose events CPython 3.11 pays with a
+    frame object and a dict of its locals) is installed by `call` right around the user's
+    function, so that it sees little besides the user's code: not these scopes' own frames.
+    (A class, not a generator context manager: every staging enters one.)"""
 
-    __slots__ = ("_staging", "_watching")
+    __slots__ = ("_staging", "_watching", "_hook")
 
     def __enter__(self) -> int:
         self._staging = _staging_scope()
@@ -63,11 +64,22 @@ class user_code_scope:
         try:
             installed = stand_ins_installed()
             self._watching = _scope()
-            self._watching.__enter__()
+            self._hook = _profile_hook if self._watching.__enter__() else None
         except BaseException:
             self._staging.__exit__(*sys.exc_info())
             raise
         return installed
+
+    def call(self, fun, args):
+        """`fun(*args)`, seen by the watcher's profile hook if it asked to see it."""
+        hook = self._hook
+        if hook is None:
+            return fun(*args)
+        sys.setprofile(hook)    # (no event: nothing is installed yet)
+        try:
+            return fun(*args)
+        finally:
+            sys.setprofile(None)
 
     def __exit__(self, *exc_info):
         try:

@@ -356,8 +356,10 @@ class recording:
 
 
 class watching:
-    """See the Python functions that run inside, for every active recording. (A class, not a
-    generator context manager: every staging enters one.)
+    """Whether the Python functions that run inside are to be seen, for every active
+    recording: `__enter__` says whether the staged call should run with `hook` installed
+    (xform.ir.hooks.user_code_scope.call). (A class, not a generator context manager: every
+    staging enters one.)
 
     Notes: a profiler that is already active (cProfile, another library's) is left alone,
     since one installed from C cannot be restored from Python; then what each recording's
@@ -365,23 +367,20 @@ class watching:
     by its code and closures, and theirs, a few levels deep.
     """
 
-    __slots__ = ("_hooked",)
+    __slots__ = ()
 
-    def __enter__(self):
-        self._hooked = False
+    def __enter__(self) -> bool:
         stack = getattr(_local, "stack", None)
         if not stack:
-            return
+            return False
         if sys.getprofile() is not None:
             for recorder in stack:
                 recorder.add_reachable()
-            return
-        sys.setprofile(hook)
-        self._hooked = True
+            return False
+        return True
 
     def __exit__(self, *exc_info):
-        if self._hooked:
-            sys.setprofile(None)
+        pass
 
 
 install_watcher(watching, hook)
