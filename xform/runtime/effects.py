@@ -305,6 +305,9 @@ def _expected(value):
     return weakref.ref(value) if type(value) is types.FunctionType else value
 
 
+_WEAK_REFERENCE = weakref.ref
+
+
 def _holds(checks, root) -> bool:
     """Whether every read of a clean walk of `root`'s code gives what it gave then."""
     try:
@@ -312,13 +315,13 @@ def _holds(checks, root) -> bool:
             function = root if holder is None else holder()
             if function is None:
                 return False
-            if kind == _CELL:
+            if kind == _GLOBAL:     # (the most common kind first)
+                value = function.__globals__.get(key, MISSING)
+            elif kind == _CELL:
                 try:
                     value = function.__closure__[key].cell_contents
                 except ValueError:
                     value = _EMPTY
-            elif kind == _GLOBAL:
-                value = function.__globals__.get(key, MISSING)
             elif kind == _DEFAULT:
                 value = function.__defaults__[key]
             elif kind == _DEFAULTS:
@@ -330,7 +333,7 @@ def _holds(checks, root) -> bool:
             if expected is _SKIP:
                 if not isinstance(value, _SKIPPED):
                     return False
-            elif type(expected) is weakref.ref:
+            elif type(expected) is _WEAK_REFERENCE:
                 if value is not expected():
                     return False
             elif value is not expected:
@@ -340,7 +343,8 @@ def _holds(checks, root) -> bool:
     return True
 
 
-# code object -> the checks of a clean walk of a function with that code (bounded: a
+# id(code object) -> (the code object, the checks of a clean walk of a function with that
+# code): keyed by id, since a code object's hash is computed anew on every lookup (bounded: a
 # function redefined in a loop makes new code objects)
 _clean_walks: dict = {}
 
@@ -406,8 +410,8 @@ class Watch:
         self._token = None
         code = getattr(function, "__code__", None) if type(function) is types.FunctionType \
             else None
-        checks = _clean_walks.get(code) if code is not None else None
-        if checks is not None and _holds(checks, function):
+        remembered = _clean_walks.get(id(code)) if code is not None else None
+        if remembered is not None and remembered[0] is code and _holds(remembered[1], function):
             # The same code reading the same objects: the walk would find nothing again.
             self._constructs, self._generators, self._before, self._places = False, [], [], []
             return
@@ -429,7 +433,7 @@ class Watch:
                 and len(walk._seen) <= _MAX_OBJECTS):
             if len(_clean_walks) >= 1024:
                 _clean_walks.clear()
-            _clean_walks[code] = tuple(walk.checks)
+            _clean_walks[id(code)] = (code, tuple(walk.checks))
 
     def __enter__(self) -> "Watch":
         proxies = {}
