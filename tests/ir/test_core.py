@@ -229,3 +229,26 @@ def test_graph_check_returns_self_and_str_is_listing():
     assert graph.check() is graph
     assert str(graph) == repr(graph)
     assert "= sin a" in str(graph)
+
+
+@given(shape=xst.shapes(max_dims=3), dtype=xst.float_dtypes)
+def test_equal_avals_of_staging_are_one_object(shape, dtype):
+    # Staging's avals come from one memo, so the dicts keyed by avals (abstract evals' caches,
+    # transposes' Undefined values) match them by identity rather than by ShapedArray.__eq__:
+    # the inputs' avals of every staging of a signature, and element-wise results.
+    x = np.ones(shape, dtype)
+    first = xform.make_graph(lambda a: np.sin(np.cos(a)))(x)
+    second = xform.make_graph(lambda a: np.cos(a) * 2.0)(x)
+    assert first.inputs[0].aval is second.inputs[0].aval
+    sin_out, cos_out = first.equations[1].outputs[0].aval, first.equations[0].outputs[0].aval
+    assert sin_out == cos_out and sin_out is cos_out
+
+
+def test_equations_without_parameters_share_one_empty_params():
+    graph = xform.make_graph(lambda a: np.sin(np.cos(a)) + np.sum(a))(np.ones(3))
+    sin_eqn, cos_eqn = graph.equations[1], graph.equations[0]
+    assert not sin_eqn.params and sin_eqn.params is cos_eqn.params
+    assert type(sin_eqn.params) is Params
+    with pytest.raises(TypeError):
+        sin_eqn.params["axes"] = (0,)   # shared, so it must stay immutable
+    assert next(e for e in graph.equations if e.primitive.name == "sum").params["axes"] == (0,)

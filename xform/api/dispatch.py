@@ -15,7 +15,7 @@ import numpy as np
 
 from xform.api.pipeline import finish_graph, first_tier_graph
 from xform.errors import RestagingWarning, TypeCheckError, out_of_memory_error
-from xform.ir.avals import ShapedArray
+from xform.ir.avals import ShapedArray, shaped_array
 from xform.ir.builder import current_builder
 from xform.ir.interpret import eval_graph, run_concrete
 from xform.ir.tracer import Tracer
@@ -129,8 +129,9 @@ def leaf_signatures(leaves, args, statics=None) -> tuple:
 
 
 def aval_of_signature(signature) -> ShapedArray:
-    shape, dtype, weak = signature
-    return ShapedArray(shape, dtype, weak)
+    # From the aval memo: the avals of a signature's every first call are then one object,
+    # which dict lookups keyed by avals match by identity.
+    return shaped_array(*signature)
 
 
 def normalize_argnums(argnums, n_args):

@@ -194,6 +194,9 @@ def bind(prim, *args, **params):
     return _eval_concrete(prim, args, params)
 
 
+_NO_PARAMS = Params()   # shared by the equations without parameters (Params are immutable)
+
+
 @unwatched
 def _stage_equation(builder, prim, args, params, caller):
     """Stage `prim` on `args`; `caller` is the frame that called `bind`, where the search
@@ -218,10 +221,12 @@ def _stage_equation(builder, prim, args, params, caller):
                          "reshape, transpose or broadcast explicitly") from None
     if prim.multiple_results:
         outs = [Var(aval) for aval in out_avals]
-        builder.add(Equation(prim, in_atoms, outs, Params(params), source, origin))
+        builder.add(Equation(prim, in_atoms, outs, Params(params) if params else _NO_PARAMS,
+                             source, origin))
         return [Tracer(builder, var) for var in outs]
     out = Var(out_avals)
-    builder.add(Equation(prim, in_atoms, (out,), Params(params), source, origin))
+    builder.add(Equation(prim, in_atoms, (out,), Params(params) if params else _NO_PARAMS,
+                         source, origin))
     return Tracer(builder, out)
 
 

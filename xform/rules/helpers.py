@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 
 from xform.ir.ad import NOT_MAPPED, Zero, add_tangents, aval, move_to_front, ndim, zero_tangent
-from xform.ir.avals import ShapedArray, is_differentiable
+from xform.ir.avals import ShapedArray, is_differentiable, shaped_array
 from xform.ir.core import Params
 from xform.ir.rules import UNKNOWN, primitive_for
 
@@ -241,7 +241,9 @@ def elementwise_abstract_eval(numpy_fn):
                 dtype = np.result_type(numpy_fn(*[dummy(a) for a in avals], **params))
             _DTYPE_CACHE[dtype_key] = dtype
         shape = np.broadcast_shapes(*[a.shape for a in avals])
-        result = ShapedArray(shape, dtype)
+        # (from the aval memo: the next equation's key then holds the same object, which
+        # tuple comparison matches by identity, not by ShapedArray.__eq__)
+        result = shaped_array(shape, dtype)
         if len(results) >= _MAX_CACHED_RESULTS:
             results.clear()
         results[key] = result
