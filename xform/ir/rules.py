@@ -290,8 +290,12 @@ def _holds_graph(params) -> bool:
     """Whether equation `params` hold a sub-graph (alone or in a tuple)."""
     for value in params.values():
         kind = type(value)
-        if kind is Graph or (kind is tuple and any(type(item) is Graph for item in value)):
+        if kind is Graph:
             return True
+        if kind is tuple:
+            for item in value:
+                if type(item) is Graph:
+                    return True
     return False
 
 

@@ -66,8 +66,9 @@ def gradient_values(graph, args, live=None, wanted=None, kept=None) -> list:
     env = concrete_env(graph, args)
     token = _at_once.set(_Origins(graph, env))
     try:
+        # (no effects: the graph is computable_at_once)
         outs, cts_in = _backward(graph, env, _seeds(graph, live, [None] * len(live)),
-                                 _depending_on(graph, wanted))
+                                 _depending_on(graph, wanted), effects=False)
     finally:
         _at_once.reset(token)
     grads = [instantiate(cts_in[i]) for i in wanted if is_differentiable(graph.inputs[i].aval)]
@@ -194,10 +195,11 @@ def vjp_eval(graph, primals, cts_out):
     return _backward(graph, emit_equations(graph, primals), cts_out)
 
 
-def _backward(graph, env, cts_out, active=None):
+def _backward(graph, env, cts_out, active=None, effects=None):
     """The backward pass of `graph` given its forward environment `env` (values or tracers),
     in the current builder if any; returns (outs, cts_in). With `active` (a set of vars), only
-    those get cotangents, and equations reading none of them are skipped.
+    those get cotangents, and equations reading none of them are skipped. `effects`: whether
+    `graph` has effects, when the caller knows (else asked).
 
     (The loop body is written out, with no helper calls per input: a gradient's first call
     runs it once per equation, eagerly, so its overhead is the call's.)"""
@@ -216,7 +218,8 @@ def _backward(graph, env, cts_out, active=None):
     for atom, ct in zip(graph.outputs, cts_out):
         accumulate(atom, ct)
 
-    effects = graph_has_effects(graph)
+    if effects is None:
+        effects = graph_has_effects(graph)
     rules_of = RULES.get
     for eqn in reversed(graph.equations):
         outputs = eqn.outputs
