@@ -44,6 +44,13 @@ def rows():
 
 
 BUDGET = 20.0  # seconds per candidate and row: slower first calls get fewer samples (>= 3)
+# Throwaway first calls per candidate before a row is measured, within WARM_UP_BUDGET
+# seconds (at least one): CPython 3.11 specializes a function's bytecode only after several
+# calls, and a first call runs much code once, so the first few first calls of a process run
+# slower, xform's (more code) more than autograd's. Without them the suite's first row
+# measured 2.26x where the same row measured later reads 2.09x.
+WARM_UP = 10
+WARM_UP_BUDGET = 0.5
 
 
 def _xform_grad(tier):
@@ -69,16 +76,17 @@ def _timed(fn, args):
     return time.perf_counter() - wall, time.process_time() - cpu, value
 
 
-def measure(name, row, args, nums, candidates, samples, budget=None):
+def measure(name, row, args, nums, candidates, samples, budget=None, at_least=3):
     """{candidate: (first wall, first cpu, second wall, second cpu)}: medians over `samples`
-    fresh functions per candidate (fewer past `budget`, default BUDGET), round-robin."""
+    fresh functions per candidate (fewer past `budget`, default BUDGET, but `at_least`),
+    round-robin."""
     budget = BUDGET if budget is None else budget
     times = {c: [] for c in candidates}
     spent = dict.fromkeys(candidates, 0.0)
     failed = {}
     for sample in range(samples):
         for label, make in candidates.items():
-            if label in failed or (sample >= 3 and spent[label] > budget):
+            if label in failed or (sample >= at_least and spent[label] > budget):
                 continue
             if make.tier is not None:
                 xform.config.update("tier", make.tier)
@@ -110,9 +118,9 @@ def run(samples=7, only=None):
         if only and name not in only:
             continue
         row(np, *args)  # numpy's own first-use costs (BLAS start-up) are not ours to count
-        # nor are once-per-process costs (a first use imports scipy.linalg, ...): one
-        # throwaway first call per candidate
-        measure(name, row, args, nums, candidates, 1, budget=0.0)
+        # nor are once-per-process costs (a first use imports scipy.linalg, ...) or the
+        # interpreter's warm-up: throwaway first calls per candidate (WARM_UP)
+        measure(name, row, args, nums, candidates, WARM_UP, budget=WARM_UP_BUDGET, at_least=1)
         result = measure(name, row, args, nums, candidates, samples)
         results.append((name, result))
         print(_line(name, result), flush=True)
