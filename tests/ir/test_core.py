@@ -252,3 +252,12 @@ def test_equations_without_parameters_share_one_empty_params():
     with pytest.raises(TypeError):
         sin_eqn.params["axes"] = (0,)   # shared, so it must stay immutable
     assert next(e for e in graph.equations if e.primitive.name == "sum").params["axes"] == (0,)
+
+
+def test_holds_subgraphs_agrees_with_subgraphs():
+    from xform.ir.core import holds_subgraphs, subgraphs
+    graph = xform.make_graph(np.sin)(1.0)
+    for params in [Params(), Params({"axes": (0, 1)}), Params({"body": graph}),
+                   Params({"branches": (graph, graph)}), Params({"pair": (1, graph)}),
+                   Params({"nested": ((graph,),)})]:   # (subgraphs looks one tuple deep)
+        assert holds_subgraphs(params) is bool(list(subgraphs(params)))

@@ -310,6 +310,20 @@ def subgraphs(params: Mapping):
                     yield item
 
 
+def holds_subgraphs(params: Mapping) -> bool:
+    """Whether `params` hold a Graph, directly or inside a tuple (`subgraphs` not empty; a
+    loop, since passes ask it of every equation)."""
+    for value in params.values():
+        kind = type(value)
+        if kind is Graph:
+            return True
+        if kind is tuple:
+            for item in value:
+                if type(item) is Graph:
+                    return True
+    return False
+
+
 def rewire(graph: Graph, inputs, outputs=None) -> Graph:
     """`graph` with new inputs and outputs. `inputs` holds, per new input, an existing input
     Var of `graph` or a ShapedArray for a fresh, unused input; `outputs` holds indices into

@@ -17,7 +17,7 @@ from typing import Callable
 import attrs
 
 from xform.errors import MissingRuleError, RegistrationError, install_construct_namer
-from xform.ir.core import Graph
+from xform.ir.core import Graph, holds_subgraphs
 from xform.source_info import user_frame_info
 
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
@@ -281,22 +281,9 @@ def has_effects(eqn) -> bool:
 
 
 @derived
-def _inlined_primitives() -> frozenset:
+def call_primitives() -> frozenset:
     """The primitives with an `inline` rule (calls: their callee is a graph)."""
     return frozenset(prim for prim, rules in RULES.items() if rules.inline is not None)
-
-
-def _holds_graph(params) -> bool:
-    """Whether equation `params` hold a sub-graph (alone or in a tuple)."""
-    for value in params.values():
-        kind = type(value)
-        if kind is Graph:
-            return True
-        if kind is tuple:
-            for item in value:
-                if type(item) is Graph:
-                    return True
-    return False
 
 
 def graph_has_effects(graph) -> bool:
@@ -306,12 +293,12 @@ def graph_has_effects(graph) -> bool:
     effectful = effectful_primitives()
     if not effectful:
         return False
-    inlined = _inlined_primitives()
+    calls = call_primitives()
     for eqn in graph.equations:
         primitive = eqn.primitive
         if primitive in effectful:
             return True
-        if primitive in inlined or (eqn.params and _holds_graph(eqn.params)):
+        if primitive in calls or (eqn.params and holds_subgraphs(eqn.params)):
             break
     else:
         return False

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from xform.ir.core import Graph, subgraphs
+from xform.ir.core import Graph, holds_subgraphs
 from xform.ir.nx import call_graph, callee_of, recursive_nodes
 from xform.passes.rewrite import GraphRewriter
-from xform.ir.rules import RULES, derived
+from xform.ir.rules import call_primitives
 
 _MAX_GROWTH = 100_000  # equations added per pass: a DAG of calls can still grow exponentially
 
@@ -30,8 +30,8 @@ def inline_calls(graph: Graph, max_equations: int = 200) -> Graph:
         c:f64[] = add b 1.0
       in (c) }
     """
-    call_primitives = _call_primitives()
-    if not any(eqn.primitive in call_primitives or (eqn.params and _holds_graphs(eqn.params))
+    calls = call_primitives()
+    if not any(eqn.primitive in calls or (eqn.params and holds_subgraphs(eqn.params))
                for eqn in graph.equations):
         return graph      # no call, nor a sub-graph that may hold one: no call graph to build
     calls = call_graph(graph)
@@ -53,16 +53,6 @@ def inline_calls(graph: Graph, max_equations: int = 200) -> Graph:
                 continue
         rewriter.emit(eqn)
     return rewriter.build()
-
-
-@derived
-def _call_primitives() -> frozenset:
-    """The primitives with an `inline` rule (calls)."""
-    return frozenset(prim for prim, rules in RULES.items() if rules.inline is not None)
-
-
-def _holds_graphs(params) -> bool:
-    return any(True for _ in subgraphs(params))
 
 
 __all__ = ["inline_calls"]
