@@ -291,19 +291,23 @@ def test_a_global_read_deeper_than_the_root_rebound_to_a_generator_is_found():
         DEEPER_SOURCE = lambda: 2.0  # noqa: E731
 
 
+_DRAWING_CALLEE = xform.function(lambda y: y - np.random.normal())
+
 # where the draw sits -> the function staged, and whether its graph has an effect
 _DRAW_PLACES = {
     "nowhere": (lambda x: xform.cond(x > 0, lambda y: y * 2.0, lambda y: y, x), False),
     "at top level": (lambda x: x + np.random.normal(), True),
     "in a cond branch": (lambda x: xform.cond(x > 0, lambda y: y + np.random.normal(),
                                               lambda y: y, x), True),
-    "in a switch branch": (lambda x: xform.switch(1, [lambda y: y, lambda y: y * np.random.rand()],
-                                                  x), True),
+    "in a switch branch": (lambda x: xform.switch(np.where(x > 0, 1, 0), [
+        lambda y: y, lambda y: y * np.random.rand()], x), True),   # (a traced index)
     "in a while body": (lambda x: xform.while_loop(lambda c: c[0] < 3, lambda c: (
         c[0] + 1, c[1] + np.random.normal()), (0, x))[1], True),
     "in a fori body": (lambda x: xform.fori_loop(0, 3, lambda i, c: c * np.random.rand(), x),
                        True),
-    "in a jitted callee": (lambda x: xform.jit(lambda y: y - np.random.normal())(x) * 2.0, True),
+    "in a jitted callee, inlined": (lambda x: xform.jit(lambda y: y - np.random.normal())(x)
+                                    * 2.0, True),
+    "in a called function": (lambda x: _DRAWING_CALLEE(x) * 2.0, True),    # a `call` equation
     "in a loop inside a branch": (lambda x: xform.cond(x > 0, lambda y: xform.fori_loop(
         0, 2, lambda i, c: c + np.random.rand(), y), lambda y: y, x), True),
 }
@@ -314,5 +318,7 @@ def test_a_draw_is_found_as_an_effect_at_any_depth(place):
     from xform.ir.rules import graph_has_effects
     fun, draws = _DRAW_PLACES[place]
     graph = xform.make_graph(fun)(0.5)
+    at_top = any(e.primitive.name == "random_draw" for e in graph.equations)
+    assert at_top is (place in ("at top level", "in a jitted callee, inlined"))
     assert graph_has_effects(graph) is draws
     assert graph_has_effects(graph) is draws    # asked again (a graph with sub-graphs: memo)
