@@ -245,6 +245,11 @@ def unproxied(value):
 
 # -- numpy's legacy module functions (the global RandomState) ------------------------------------
 
+# The stand-ins of the module functions (`np.random.randn`), a group a staging does without
+# when its function provably cannot reach them (xform.runtime.effects.Watch).
+LEGACY_GROUP = "numpy.random"
+
+
 def _legacy_draw(name):
     def replacement(*args, **kwargs):
         return stage_draw(np.random.mtrand._rand, name, args, kwargs)
@@ -267,10 +272,10 @@ def _staging(args, kwargs) -> bool:
 for _name in sorted(DRAWS):
     if callable(getattr(np.random, _name, None)) and \
             getattr(getattr(np.random, _name), "__self__", None) is np.random.mtrand._rand:
-        stand_in((np.random, _name), _legacy_draw(_name), when=_staging)
+        stand_in((np.random, _name), _legacy_draw(_name), when=_staging, group=LEGACY_GROUP)
 for _name in _STATEFUL:
-    stand_in((np.random, _name), _legacy_stateful(_name), when=_staging)
+    stand_in((np.random, _name), _legacy_stateful(_name), when=_staging, group=LEGACY_GROUP)
 
-__all__ = ["DRAWS", "PROXY_TYPES", "BoundDraw", "note_unstaged", "proxy_for",
+__all__ = ["DRAWS", "LEGACY_GROUP", "PROXY_TYPES", "BoundDraw", "note_unstaged", "proxy_for",
            "stand_in_for_static", "unproxied",
            "reset_unstaged", "stage_draw", "unstaged_effects"]

@@ -13,6 +13,11 @@ Either way the stand-in routes a call to xform only when a Tracer is among its a
 (looked for inside lists, tuples and dicts); any other call, from any thread, runs the
 original with the original arguments, and so does a call made inside the replacement.
 `xform.overlay` registers users' replacements of their own functions here too.
+
+A stand-in may belong to a `group` that a staging can do without (numpy.random's ~50 module
+functions): a caller that has shown the staged code cannot reach them (xform.runtime.effects,
+whose walk of the function found no way to numpy.random) stages inside `without_group(...)`,
+and the scope then leaves that group's attributes alone, which is most of its cost.
 """
 from __future__ import annotations
 
@@ -133,9 +138,16 @@ class _AttributeSwap:
 _swaps: list = []          # every registered swap, applied while anything is staged
 # What staging_scope sets on entry and resets on exit: per plain module, the attributes as
 # one mapping for its __dict__ (one update), and setattr's argument columns (owners, names,
-# values) for the rest (functions' __code__, classes' attributes), in `_swaps` order.
-_staged_settings: tuple = ((), ((), (), ()))
-_original_settings: tuple = ((), ((), (), ()))
+# values) for the rest (functions' __code__, classes' attributes), in `_swaps` order; for
+# the swaps of no group, and per group.
+_NO_SETTINGS = ((), ((), (), ()))
+_staged_settings: tuple = _NO_SETTINGS
+_original_settings: tuple = _NO_SETTINGS
+_group_settings: dict = {}   # group -> (staged settings, original settings)
+_group_depth: dict = {}      # group -> stagings in progress that use it, over all threads
+_skipped = threading.local() # .groups: the groups this thread's stagings do without now
+_NO_GROUPS = frozenset()
+_groups_without: dict = {}   # skipped groups -> the groups a staging then uses
 _original_codes: dict = {} # trampoline code -> the code it stands in for
 _pending: dict = {}        # module name -> installers waiting for the module's import
 _installed = 0             # installers run so far
@@ -144,11 +156,12 @@ _lock = threading.RLock()  # re-entered: installers call stand_in
 _depth = 0                 # stagings in progress, over all threads
 
 
-def stand_in(function, replacement, when=_has_tracer) -> None:
+def stand_in(function, replacement, when=_has_tracer, group=None) -> None:
     """While staging, calls of `function` (a Python function, or a builtin given as
     `(owner, "name")`) with a Tracer among their arguments run `replacement` instead
     (`when(args, kwargs)` decides instead, for callables taking functions that close over
-    traced values).
+    traced values). A stand-in of a `group` is left out of stagings inside
+    `without_group(group)`.
 
     >>> from xform.numpy.stand_ins import stand_in, remove_stand_in
     >>> def halve(x): return x / 2
@@ -161,10 +174,11 @@ def stand_in(function, replacement, when=_has_tracer) -> None:
         swap = _AttributeSwap(*function, replacement, when)
     else:
         swap = _CodeSwap(getattr(function, "_implementation", function), replacement, when)
+    swap.group = group
     with _lock:
         _swaps.append(swap)
         _update_settings()
-        if _depth:
+        if _depth if group is None else _group_depth.get(group):
             swap.apply()
 
 
@@ -193,7 +207,8 @@ def remove_stand_in(function) -> None:
             return
         _swaps.remove(same[-1])
         _update_settings()
-        if _depth:
+        group = same[-1].group
+        if _depth if group is None else _group_depth.get(group):
             same[-1].restore()
             if len(same) > 1:
                 same[-2].apply()
@@ -231,10 +246,20 @@ def installed_count(install_new=False) -> int:
 
 def _update_settings() -> None:
     global _staged_settings, _original_settings
-    settings = [swap.settings() for swap in _swaps]
-    _staged_settings = _grouped([(owner, name, staged) for owner, name, staged, _ in settings])
-    _original_settings = _grouped([(owner, name, original)
-                                   for owner, name, _, original in settings])
+    by_group: dict = {}
+    for swap in _swaps:
+        by_group.setdefault(swap.group, []).append(swap.settings())
+    _group_settings.clear()
+    _groups_without.clear()
+    for group, settings in by_group.items():
+        staged = _grouped([(owner, name, value) for owner, name, value, _ in settings])
+        original = _grouped([(owner, name, value) for owner, name, _, value in settings])
+        if group is None:
+            _staged_settings, _original_settings = staged, original
+        else:
+            _group_settings[group] = staged, original
+    if None not in by_group:
+        _staged_settings = _original_settings = _NO_SETTINGS
 
 
 def _grouped(assignments):
@@ -259,24 +284,62 @@ def _set_all(settings) -> None:
     collections.deque(map(setattr, *columns), maxlen=0)
 
 
+class without_group:
+    """Stagings this thread starts inside leave the stand-ins of `group` out (see the
+    module's docstring); nested, the innermost says.
+
+    >>> from xform.numpy.stand_ins import without_group
+    >>> with without_group("numpy.random"):
+    ...     float(xform.jit(lambda x: x + 1)(1.0))
+    2.0
+    """
+
+    __slots__ = ("_groups", "_before")
+
+    def __init__(self, *groups):
+        self._groups = frozenset(groups)
+
+    def __enter__(self):
+        self._before = getattr(_skipped, "groups", _NO_GROUPS)
+        _skipped.groups = self._groups
+
+    def __exit__(self, *exc_info):
+        _skipped.groups = self._before
+
+
 class staging_scope:
-    """The scope of staged user code: the stand-ins are in place while any thread stages.
+    """The scope of staged user code: the stand-ins are in place while any thread stages,
+    a group's while any staging that uses it does.
     (A class, not a generator context manager: every staging enters one.)"""
 
-    __slots__ = ()
+    __slots__ = ("_groups",)
 
     def __enter__(self):
         global _depth
         if _pending and len(sys.modules) != _modules_seen:   # a module imported since
             install_pending()
+        skipped = getattr(_skipped, "groups", _NO_GROUPS)
         with _lock:
+            groups = _groups_without.get(skipped)
+            if groups is None:
+                groups = _groups_without[skipped] = tuple(group for group in _group_settings
+                                                           if group not in skipped)
+            self._groups = groups
             _depth += 1
             if _depth == 1:
                 _set_all(_staged_settings)
+            for group in groups:
+                depth = _group_depth[group] = _group_depth.get(group, 0) + 1
+                if depth == 1:
+                    _set_all(_group_settings[group][0])
 
     def __exit__(self, *exc_info):
         global _depth
         with _lock:
+            for group in reversed(self._groups):
+                depth = _group_depth[group] = _group_depth[group] - 1
+                if depth == 0 and group in _group_settings:
+                    _set_all(_group_settings[group][1])
             _depth -= 1
             if _depth == 0:
                 _set_all(_original_settings)

@@ -18,8 +18,15 @@ shuffling a concrete array, a generator made inside the function (`default_rng()
 that reads a clock, a file or the environment (`time.time()`, `open`, `os.environ`). The
 walk snapshots the states of every generator it found and compares them after staging.
 
+numpy.random's module functions (`np.random.randn`) stage their draws through stand-ins
+(xform.numpy.random), about fifty module attributes set and reset around each staging. A
+staging goes without them when the walk shows its function cannot call them: it followed
+every function (nothing too deep, no object's method, no library but numpy's), none of whose
+code names "random" or looks names up at run time (`getattr`, `eval`).
+
 Limits: a generator the walk does not reach (deeper than its bounds, or passed in as an
-argument) is drawn from while staging and frozen. `threaded_map` refuses a function that
+argument) is drawn from while staging and frozen, and so is numpy's global generator by a
+module function passed in as an argument (`f(x, np.random.randn)`). `threaded_map` refuses a function that
 draws (xform.errors.UnsupportedError): its elements run concurrently.
 """
 from __future__ import annotations
@@ -33,8 +40,9 @@ import numpy as np
 
 from xform.errors import UnsupportedError
 from xform.ir.reads import MISSING, named_globals, nested_codes
-from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
-                                 reset_unstaged, unproxied, unstaged_effects)
+from xform.numpy.random import (DRAWS, LEGACY_GROUP, PROXY_TYPES, BoundDraw, note_unstaged,
+                                 proxy_for, reset_unstaged, unproxied, unstaged_effects)
+from xform.numpy.stand_ins import without_group
 from xform.source_info import user_frame_info
 
 # Names whose call makes a fresh generator: its draws cannot be seen through a state we hold.
@@ -44,6 +52,13 @@ _CONSTRUCTORS = frozenset({"default_rng", "RandomState", "Generator", "SeedSeque
 # `rvs` without a random_state): its state costs ~30 us to read, so only then is it watched.
 _GLOBAL_DRAWS = frozenset({"random", "rvs"})
 _MAX_DEPTH = 4  # functions followed through the globals they name
+# Packages whose functions never call numpy.random's module functions (`np.random.randn`).
+_DRAW_FREE = frozenset({"numpy", "xform", "builtins", "math", "cmath", "functools",
+                        "itertools", "operator", "collections", "typing", "types", "abc"})
+# Names through which code can reach a module's attributes by a computed name.
+_DYNAMIC_LOOKUPS = frozenset({"getattr", "eval", "exec", "__import__", "import_module",
+                              "__dict__", "vars", "globals", "locals", "__getattribute__",
+                              "attrgetter", "methodcaller"})
 # Modules whose functions read the world (clocks, files, the environment): a function that
 # names one is staged on every call.
 _EFFECT_MODULES = frozenset({"time", "datetime", "os", "io", "pathlib", "uuid", "secrets"})
@@ -155,6 +170,10 @@ class _Walk:
         self.fixed = set()          # ids of generators found somewhere no proxy can go
         self.constructs = False     # makes a fresh generator, or reads a clock or a file
         self.global_draws = False
+        # Whether the code may call numpy.random's module functions: it names "random" (or
+        # looks names up at run time), or runs code the walk did not follow (too deep, a
+        # library's, an object's method).
+        self.legacy_reachable = False
         self._seen = set()
         self._names = frozenset()   # the names the code being walked uses (module attributes)
         # A clean walk (functions and foreign modules only, nothing found) can be skipped next
@@ -179,9 +198,13 @@ class _Walk:
                 self.constructs = True
             elif depth < _MAX_DEPTH:
                 self.function(value, depth + 1)
+            else:
+                self.legacy_reachable = True
             return
         if type(value) is not types.ModuleType or not _foreign(value.__name__):
             self.clean = False
+        elif not _draw_free(value.__name__):
+            self.legacy_reachable = True
         if isinstance(value, PROXY_TYPES) or type(value) is BoundDraw:
             # another staging's stand-in: watch the real generator
             real = unproxied(value)
@@ -202,6 +225,8 @@ class _Walk:
         elif isinstance(value, types.FunctionType):
             if depth < _MAX_DEPTH:
                 self.function(value, depth + 1)
+            else:
+                self.legacy_reachable = True
         elif inspect.ismethod(value):
             self.value(value.__self__, depth)
             self.value(value.__func__, depth)
@@ -248,7 +273,12 @@ class _Walk:
                 self.value(type(value), depth + 1)     # class attributes, methods
 
     def function(self, function: types.FunctionType, depth: int) -> None:
-        if function.__code__ in self._seen or _foreign(getattr(function, "__module__", None)):
+        if function.__code__ in self._seen:
+            return
+        module = getattr(function, "__module__", None)
+        if _foreign(module):
+            if not _draw_free(module):
+                self.legacy_reachable = True
             return
         self._seen.add(function.__code__)
         # Checks read through the root, or a weak reference to a deeper function: the memo
@@ -283,6 +313,9 @@ class _Walk:
                 self.constructs = True
             if not self.global_draws and _GLOBAL_DRAWS.intersection(names):
                 self.global_draws = True
+            if not self.legacy_reachable and (_DYNAMIC_LOOKUPS.intersection(names) or
+                                              any("random" in name for name in names)):
+                self.legacy_reachable = True
             if not self.constructs and any(name not in function.__globals__
                                            for name in _EFFECT_BUILTINS.intersection(names)):
                 self.constructs = True
@@ -344,14 +377,21 @@ def _holds(checks, root) -> bool:
 
 
 # id(code object) -> (the code object, the checks of a clean walk of a function with that
-# code): keyed by id, since a code object's hash is computed anew on every lookup (bounded: a
-# function redefined in a loop makes new code objects)
+# code, whether it may reach numpy.random's module functions): keyed by id, since a code
+# object's hash is computed anew on every lookup (bounded: a function redefined in a loop
+# makes new code objects)
 _clean_walks: dict = {}
 
 
 def _foreign(module) -> bool:
     """numpy's, SciPy's, xform's own functions: what the user's generators cannot be in."""
     return isinstance(module, str) and module.partition(".")[0] in _FOREIGN
+
+
+def _draw_free(module: str) -> bool:
+    """Whether the module's code never calls numpy.random's module functions."""
+    return (module.partition(".")[0] in _DRAW_FREE and module != "numpy.random"
+            and not module.startswith("numpy.random."))
 
 
 def _raw_state(generator):
@@ -399,7 +439,7 @@ class Watch:
     be staged on every call."""
 
     __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw", "_places",
-                 "_swapped", "_unstaged", "_token")
+                 "_swapped", "_unstaged", "_token", "_legacy")
 
     def __init__(self, function):
         generator_types = _generator_types()
@@ -414,6 +454,7 @@ class Watch:
         if remembered is not None and remembered[0] is code and _holds(remembered[1], function):
             # The same code reading the same objects: the walk would find nothing again.
             self._constructs, self._generators, self._before, self._places = False, [], [], []
+            self._legacy = None if remembered[2] else without_group(LEGACY_GROUP)
             return
         walk = _Walk(generator_types)
         walk.root = function
@@ -428,16 +469,22 @@ class Watch:
         # A generator also held where no proxy can go keeps its real draws everywhere: part
         # staged, part drawn while staging would put its draws out of order.
         self._places = [(g, place) for g, place in walk.places if id(g) not in walk.fixed]
+        # numpy.random's module functions need their stand-ins only if the code can call them
+        legacy = (walk.legacy_reachable or walk.global_draws or not walk.clean
+                  or bool(walk.generators))
+        self._legacy = None if legacy else without_group(LEGACY_GROUP)
         if (code is not None and walk.clean and not walk.constructs and not walk.global_draws
                 and not walk.generators and generator_types is _ALL_GENERATOR_TYPES
                 and len(walk._seen) <= _MAX_OBJECTS):
             if len(_clean_walks) >= 1024:
                 _clean_walks.clear()
-            _clean_walks[id(code)] = (code, tuple(walk.checks))
+            _clean_walks[id(code)] = (code, tuple(walk.checks), legacy)
 
     def __enter__(self) -> "Watch":
         proxies = {}
         self._unstaged, self._token = unstaged_effects()
+        if self._legacy is not None:
+            self._legacy.__enter__()
         try:
             for generator, place in self._places:
                 proxy = proxies.get(id(generator))
@@ -454,6 +501,8 @@ class Watch:
             place.restore()
         self._swapped = []
         reset_unstaged(self._token)
+        if self._legacy is not None:
+            self._legacy.__exit__()
 
     def keep_states(self) -> "Watch":
         """Also keep the states in the form `rewind` can restore (before staging)."""

@@ -1,0 +1,137 @@
+"""numpy.random's module functions (`np.random.randn`) have stand-ins only for stagings that can
+reach them (xform/runtime/effects.py decides, xform/numpy/stand_ins.py `without_group` leaves
+them out): every way of reaching them still draws anew on every call, and a function that
+cannot reach them stages without them."""
+import numpy as np
+import numpy.random as npr
+import pytest
+
+import xform
+from xform.numpy import stand_ins
+from xform.numpy.random import LEGACY_GROUP
+from xform.numpy.stand_ins import staging_scope, without_group
+
+ORIGINAL_RANDN = np.random.randn
+ORIGINAL_ARRAY = np.array
+
+
+def stand_ins_in_place():
+    # (read through xform's module only: an object of the test's would hide the function
+    # from the walk, which then keeps the stand-ins)
+    return stand_ins._group_depth.get(LEGACY_GROUP, 0)
+
+
+def test_the_scope_leaves_a_skipped_group_alone_and_restores_it():
+    with without_group(LEGACY_GROUP), staging_scope():
+        assert np.random.randn is ORIGINAL_RANDN
+        assert np.array is not ORIGINAL_ARRAY           # the other stand-ins are in place
+        with without_group(), staging_scope():          # a nested staging that needs them
+            assert np.random.randn is not ORIGINAL_RANDN
+        assert np.random.randn is ORIGINAL_RANDN        # gone with it; the outer one is open
+        assert np.array is not ORIGINAL_ARRAY
+    with staging_scope():
+        assert np.random.randn is not ORIGINAL_RANDN
+    assert np.random.randn is ORIGINAL_RANDN and np.array is ORIGINAL_ARRAY
+
+
+def test_without_group_nests_and_is_per_thread():
+    with without_group(LEGACY_GROUP):
+        with without_group():
+            with staging_scope():
+                assert np.random.randn is not ORIGINAL_RANDN
+        with staging_scope():
+            assert np.random.randn is ORIGINAL_RANDN
+
+
+def plain(x):
+    return np.sum(np.sin(x)) * (1 + stand_ins_in_place())
+
+
+def names_numpy_random(x):
+    _ = np.random.default_rng  # named, not called: still a way to numpy.random
+    return np.sum(np.sin(x)) * (1 + stand_ins_in_place())
+
+
+@pytest.mark.parametrize("function, in_place", [(plain, 0), (names_numpy_random, 1)])
+def test_a_staging_has_the_stand_ins_only_if_its_function_can_reach_them(function, in_place):
+    x = np.linspace(0.0, 1.0, 3)
+    for _ in range(2):     # a fresh function each time: the second is the walk's memo hit
+        fresh = lambda x: function(x)
+        np.testing.assert_allclose(xform.grad(fresh)(x), np.cos(x) * (1 + in_place))
+
+
+# -- every way to numpy.random's module functions still draws on every call ----------------------
+
+def _draw():
+    return np.random.randn()
+
+
+def _depth5():
+    return _draw()
+
+
+def _depth4():
+    return _depth5()
+
+
+def _depth3():
+    return _depth4()
+
+
+def _depth2():
+    return _depth3()
+
+
+def through_a_deep_chain(x):         # deeper than the walk follows functions
+    return x + _depth2()
+
+
+def through_an_alias(x):             # `import numpy.random as npr`
+    return x + npr.randn()
+
+
+def through_getattr(x):              # a name computed at run time
+    return x + getattr(np, "ran" "dom").randn()
+
+
+class Sampler:
+    def draw(self):
+        return np.random.randn()
+
+
+SAMPLER = Sampler()
+
+
+def through_a_method(x):             # an object's method: the walk does not follow it
+    return x + SAMPLER.draw()
+
+
+def _library_draw():
+    return np.random.randn()
+
+
+_library_draw.__module__ = "scipy._a_library"   # a library the walk does not enter
+
+
+def through_a_library(x):
+    return x + _library_draw()
+
+
+@pytest.mark.parametrize("function", [through_a_deep_chain, through_an_alias, through_getattr,
+                                      through_a_method, through_a_library],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("transform", ["jit", "grad"])
+def test_each_way_to_the_global_generator_draws_on_every_call(function, transform):
+    staged = xform.jit(function) if transform == "jit" else xform.grad(function)
+    np.random.seed(5)
+    got = [staged(0.5) for _ in range(3)]
+    np.random.seed(5)
+    eager = [function(0.5) for _ in range(3)]
+    if transform == "jit":
+        np.testing.assert_array_equal(got, eager)
+        assert got[0] != got[1]
+    else:
+        assert got == [1.0] * 3
+        np.random.seed(5)
+        staged(0.5)
+        assert np.random.randn() == eager[1] - 0.5      # the gradient's call drew once
