@@ -209,6 +209,24 @@ def test_missing_rule_names_the_line():
     assert "test_errors_noderiv" in info.value.cause and "jvp" in str(info.value)
 
 
+def test_a_primitive_bound_in_a_numpy_callback_names_the_callbacks_line():
+    # numpy calls the callback from inside its own call, whose line is not the one to name
+    noderiv_p = Primitive("test_errors_noderiv_in_callback")
+    register(noderiv_p, impl=np.cos, abstract_eval=lambda x: x)
+
+    def piece(x):
+        return noderiv_p.bind(x) * 2.0                            # line: piece
+
+    def row(v):
+        return noderiv_p.bind(v) * 3.0                            # line: row
+
+    for fun, tag in [(lambda x: np.piecewise(x, [x > 0.5], [piece, 0.0]), "piece"),
+                     (lambda x: np.sum(np.apply_along_axis(row, 0, x)), "row")]:
+        with pytest.raises(xform.MissingRuleError) as info:
+            xform.grad(lambda x: np.sum(fun(x)))(np.ones(3))
+        assert_points_at(info.value, __file__, tag)
+
+
 # -- transform misuse ------------------------------------------------------------------------
 
 def test_grad_of_a_non_scalar_output():

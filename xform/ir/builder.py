@@ -76,6 +76,9 @@ class GraphBuilder:
         self._consts: dict[int, tuple[Var, np.ndarray]] = {}
         self._captures: dict[int, tuple[Var, Tracer]] = {}
         self._adopted: set[Var] = set()  # Vars shared with adopted graphs (see `adopt`)
+        # The frame that called the numpy protocol entry now staging into this builder
+        # (xform.ir.tracer), where the search for the user's line starts.
+        self.entry_caller = None
 
     def new_input(self, aval: ShapedArray) -> Tracer:
         var = Var(aval)
@@ -194,6 +197,20 @@ def bind(prim, *args, **params):
     return _eval_concrete(prim, args, params)
 
 
+def call_back(function, *args, **kwargs):
+    """`function(*args, **kwargs)`, the user's function that an implementation of a numpy
+    function calls (np.piecewise's functions): the lines of the equations it stages are
+    searched for from its own frames, not from the numpy call's (`entry_caller`)."""
+    builder = _current_builder.get()
+    if builder is None:
+        return function(*args, **kwargs)
+    outer, builder.entry_caller = builder.entry_caller, None
+    try:
+        return function(*args, **kwargs)
+    finally:
+        builder.entry_caller = outer
+
+
 _NO_PARAMS = Params()   # shared by the equations without parameters (Params are immutable)
 
 
@@ -203,7 +220,9 @@ def _stage_equation(builder, prim, args, params, caller):
     for the user's line starts (the frames below it are xform's)."""
     source, origin = _rewriting.get()
     if source is None:
-        source = user_frame_info(caller)
+        # From the entry's caller when one is known: the frames between it and `caller` are
+        # xform's, and each step of the search makes a frame object.
+        source = user_frame_info(builder.entry_caller or caller)
     rules = RULES.get(prim)
     if rules is None or rules.abstract_eval is None:
         raise missing_rule(prim, "abstract_eval", source)

@@ -6,6 +6,7 @@ the hooks xform.numpy installs (`install_numpy_protocol`).
 """
 from __future__ import annotations
 
+import sys
 
 import numpy as np
 
@@ -94,13 +95,26 @@ class Tracer:
     __hash__ = object.__hash__
 
     # -- numpy protocols --------------------------------------------------------------
+    # The entries from numpy's C code name their caller to their builder: its frame is where
+    # the search for the user's line of the equations they stage starts (2: under
+    # `unwatched`'s wrapper).
     @unwatched
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _array_ufunc(ufunc, method, inputs, kwargs)
+        builder = self.builder
+        outer, builder.entry_caller = builder.entry_caller, sys._getframe(2)
+        try:
+            return _array_ufunc(ufunc, method, inputs, kwargs)
+        finally:
+            builder.entry_caller = outer
 
     @unwatched
     def __array_function__(self, func, types, args, kwargs):
-        return _fn(func)(*args, **kwargs)
+        builder = self.builder
+        outer, builder.entry_caller = builder.entry_caller, sys._getframe(2)
+        try:
+            return _fn(func)(*args, **kwargs)
+        finally:
+            builder.entry_caller = outer
 
     def __array__(self, dtype=None, copy=None):
         raise concretization("array")

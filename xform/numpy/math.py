@@ -8,6 +8,7 @@ import numpy as np
 
 from xform.errors import TypeCheckError, shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
+from xform.ir.builder import call_back
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes, normalize_axis
 from xform.numpy.index import take
@@ -481,7 +482,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
     dtype = aval(x).dtype
     y = np.zeros_like(x)
     for cond, func in zip(conditions, funclist):
-        value = func(x, *args, **kw) if callable(func) else func
+        value = call_back(func, x, *args, **kw) if callable(func) else func
         y = np.where(cond, as_array(value).astype(dtype), y)
     return y
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from xform.errors import ConcretizationError, TypeCheckError, shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
+from xform.ir.builder import call_back
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axis
 from xform.numpy.index import index_add, take, take_along_axis
@@ -216,7 +217,8 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     outer = aval(moved).shape[:-1]
     if 0 in outer:
         raise shape_error("Cannot apply_along_axis when any iteration dimensions are 0")
-    results = [as_array(func1d(moved[index], *args, **kwargs)) for index in np.ndindex(outer)]
+    results = [as_array(call_back(func1d, moved[index], *args, **kwargs))
+               for index in np.ndindex(outer)]
     inner = aval(results[0]).shape
     stacked = reshape(np.stack(results), outer + inner)
     # numpy puts the function's output axes where `axis` was
@@ -232,7 +234,7 @@ def apply_over_axes(func, a, axes):
     rank = ndim(value)
     for axis in (axes,) if np.ndim(axes) == 0 else axes:
         axis = rank + axis if axis < 0 else axis
-        result = as_array(func(value, axis))
+        result = as_array(call_back(func, value, axis))
         if ndim(result) != ndim(value):
             result = np.expand_dims(result, axis)
             if ndim(result) != ndim(value):
