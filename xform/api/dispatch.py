@@ -461,10 +461,12 @@ class Transformed(CachedCall):
         if statics:
             leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
         fun = self.fun
+        static_values = tuple(statics.values())
         if static_keywords:
             fixed = {name: stand_in_for_static(k.value if type(k) is _ByIdentity else k[1])
                      for name, k in static_keywords}
             fun = functools.partial(fun, **fixed)
+            static_values += tuple(fixed.values())
         fun = with_statics(fun, in_tree, statics, keywords)
         if current_builder() is not None:
             graph, captured, unflatten = self.build(fun, in_tree,
@@ -492,7 +494,7 @@ class Transformed(CachedCall):
                 run = functools.partial(run_concrete, first_tier_graph(graph, finish))
             return FirstTier(run, lambda: CACHE.compiled(finish(graph_of())).fn), unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature, statics_key),
-                            make)
+                            make, arguments=static_values)
         fn, unflatten = entry.value
         if type(fn) is FirstTier:
             fn.attach(entry)

@@ -65,7 +65,8 @@ def make_graph(fun, static_argnums=()):
         dynamic, static = _split_static(args, static_nums)
         leaves, in_tree = tree_flatten(dynamic)
         avals = [aval_of_signature(leaf_signature(x)) for x in leaves]
-        with Watch(fun):    # its random draws appear as random_draw equations
+        # its random draws appear as random_draw equations
+        with Watch(fun, tuple(value for _, value in static)):
             return stage_function(_with_static(fun, static, len(args)), in_tree, avals)[0]
     return staged
 
@@ -91,7 +92,7 @@ def eval_shape(fun, *args, **kwargs):
     {'out': f64[2]}
     """
     leaves, in_tree = tree_flatten(args, is_leaf=_is_shaped)
-    with Watch(fun):    # its random draws are staged, not drawn
+    with Watch(fun, tuple(kwargs.values())):    # its random draws are staged, not drawn
         graph, _, out_tree = stage_function(functools.partial(fun, **kwargs), in_tree,
                                             [_aval_of_example(x) for x in leaves])
     return tree_unflatten(out_tree, [atom.aval for atom in graph.outputs])
@@ -185,7 +186,8 @@ class _Jitted(CachedCall):
             return CACHE.compiled(finish_graph(graph)).fn, _unflattener(out_tree)
         statics_key = (tuple((j, static_key(v)) for j, v in statics.items()),
                       tuple((name, static_key(v)) for name, v in static_keywords))
-        entry = CACHE.build(self.fun, ("jit", in_tree, signature, statics_key), make)
+        entry = CACHE.build(self.fun, ("jit", in_tree, signature, statics_key), make,
+                            arguments=(*statics.values(), *(v for _, v in static_keywords)))
         fn, finish = entry.value
         try:
             results = fn(*leaves)

@@ -6,6 +6,8 @@ them instead, as stacks, concatenations and broadcasts.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from xform.errors import UnsupportedError
@@ -13,7 +15,7 @@ from xform.ir.concrete import concretization
 from xform.ir.tracer import Tracer
 from xform.source_info import user_frame_info
 from xform.numpy.join import concatenate, stack
-from xform.numpy.stand_ins import contains_tracer, stand_in
+from xform.numpy.stand_ins import contains_tracer, define_group, stand_in
 from xform.numpy.protocol import implements
 from xform.numpy.shape import copy
 
@@ -123,16 +125,53 @@ def _leaf_ndims(x):
         yield np.ndim(x)
 
 
+# The stand-ins below, a group a staging does without when its code cannot reach them
+# (xform.runtime.effects.Watch): code that spells none of their names, nor the name of a numpy
+# callable that runs numpy's own Python on its arguments (np.polynomial's functions call
+# np.array; np.vectorize, np.ma, ...).
+CONSTRUCTORS_GROUP = "numpy constructors"
+_CONSTRUCTOR_NAMES = frozenset({
+    "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "full", "append",
+    "r_", "c_", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack", "zeros",
+    "ones", "empty", "arange", "eye", "identity", "tri"})
+
+
+def _passes_to_xform(value) -> bool:
+    """Whether calling (or reading) numpy's `value` with traced values reaches xform without
+    running numpy's own Python: a ufunc, a function numpy dispatches (`__array_function__`),
+    a scalar type or dtype, a constant, the linalg and fft modules of such functions."""
+    return (isinstance(value, np.ufunc) or type(value).__name__ == "_ArrayFunctionDispatcher"
+            or (isinstance(value, type) and (issubclass(value, np.generic) or value is np.dtype))
+            or isinstance(value, (int, float, complex, str, bytes, type(None)))
+            or value is np.linalg or value is np.fft)
+
+
+@functools.cache
+def _reaching_names() -> frozenset:
+    # numpy's submodules load on first use (np.polynomial): by name, not from its namespace
+    names = set(_CONSTRUCTOR_NAMES) | {"polynomial", "ma", "char", "rec", "strings", "lib",
+                                       "testing", "ctypeslib", "matlib", "emath", "core"}
+    names.update(getattr(np, "__numpy_submodules__", ()))
+    names -= {"linalg", "fft"}
+    for namespace in (np, np.linalg, np.fft):
+        names.update(name for name, value in vars(namespace).items()
+                     if not _passes_to_xform(value))
+    return frozenset(names)
+
+
+define_group(CONSTRUCTORS_GROUP, lambda names: not _reaching_names().isdisjoint(names))
+
 for _name, _replacement in [("array", _array), ("asarray", _asarray),
                             ("asanyarray", _asarray), ("ascontiguousarray", _ascontiguousarray),
                             ("asfortranarray", _ascontiguousarray)]:
-    stand_in((np, _name), _replacement)
-stand_in(np.full, _full)
+    stand_in((np, _name), _replacement, group=CONSTRUCTORS_GROUP)
+stand_in(np.full, _full, group=CONSTRUCTORS_GROUP)
 stand_in(np.append, lambda arr, values, axis=None: np.append(staged_array(arr),
-                                                            staged_array(values), axis))
-stand_in(type(np.r_).__mro__[1].__getitem__, _axis_concatenate)
+                                                            staged_array(values), axis),
+         group=CONSTRUCTORS_GROUP)
+stand_in(type(np.r_).__mro__[1].__getitem__, _axis_concatenate, group=CONSTRUCTORS_GROUP)
 for _function in (np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
-    stand_in(_function, _staged_items(_function))
+    stand_in(_function, _staged_items(_function), group=CONSTRUCTORS_GROUP)
 
 
 def _needs_a_concrete_shape(name):
@@ -143,4 +182,4 @@ def _needs_a_concrete_shape(name):
 
 # numpy reads their shape with __index__ and replaces our error by its own TypeError
 for _name in ("zeros", "ones", "empty", "arange", "eye", "identity", "tri"):
-    stand_in((np, _name), _needs_a_concrete_shape(_name))
+    stand_in((np, _name), _needs_a_concrete_shape(_name), group=CONSTRUCTORS_GROUP)

@@ -19,7 +19,7 @@ from xform.errors import UnsupportedError
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer
-from xform.numpy.stand_ins import stand_in
+from xform.numpy.stand_ins import define_group, stand_in
 from xform.numpy.views import assign
 from xform.rules.random import GeneratorRef, Operand, call_method, draw_p
 from xform.source_info import user_frame_info
@@ -248,6 +248,7 @@ def unproxied(value):
 # The stand-ins of the module functions (`np.random.randn`), a group a staging does without
 # when its function provably cannot reach them (xform.runtime.effects.Watch).
 LEGACY_GROUP = "numpy.random"
+define_group(LEGACY_GROUP, lambda names: any("random" in name for name in names))
 
 
 def _legacy_draw(name):

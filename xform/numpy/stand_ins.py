@@ -15,9 +15,11 @@ original with the original arguments, and so does a call made inside the replace
 `xform.overlay` registers users' replacements of their own functions here too.
 
 A stand-in may belong to a `group` that a staging can do without (numpy.random's ~50 module
-functions): a caller that has shown the staged code cannot reach them (xform.runtime.effects,
-whose walk of the function found no way to numpy.random) stages inside `without_group(...)`,
-and the scope then leaves that group's attributes alone, which is most of its cost.
+functions, numpy's constructors), defined with the names through which code reaches it
+(`define_group`): a caller that has shown the staged code cannot reach a group
+(xform.runtime.effects, whose walk saw all the code a function can run and the names it
+spells: `groups_unreached`) stages inside `without_group(...)`, and the scope then leaves
+that group alone: setting and resetting the stand-ins is most of its cost.
 """
 from __future__ import annotations
 
@@ -148,6 +150,7 @@ _group_depth: dict = {}      # group -> stagings in progress that use it, over a
 _skipped = threading.local() # .groups: the groups this thread's stagings do without now
 _NO_GROUPS = frozenset()
 _groups_without: dict = {}   # skipped groups -> the groups a staging then uses
+_reached_by: dict = {}       # group -> names -> whether code spelling them can reach it
 _original_codes: dict = {} # trampoline code -> the code it stands in for
 _pending: dict = {}        # module name -> installers waiting for the module's import
 _installed = 0             # installers run so far
@@ -284,6 +287,25 @@ def _set_all(settings) -> None:
     collections.deque(map(setattr, *columns), maxlen=0)
 
 
+def define_group(group: str, reached_by) -> None:
+    """Name a group of stand-ins: `reached_by(names)` says whether code that spells those
+    names (globals and attributes alike, a code object's co_names) can call one of them."""
+    _reached_by[group] = reached_by
+
+
+def groups_unreached(names) -> frozenset:
+    """The groups that code spelling only `names` cannot reach (if it runs no other code).
+
+    >>> from xform.numpy.stand_ins import groups_unreached
+    >>> sorted(groups_unreached({"np", "sum", "sin"}))
+    ['numpy constructors', 'numpy.random']
+    >>> sorted(groups_unreached({"np", "array", "sin"}))
+    ['numpy.random']
+    """
+    return frozenset(group for group, reached_by in _reached_by.items()
+                     if not reached_by(names))
+
+
 class without_group:
     """Stagings this thread starts inside leave the stand-ins of `group` out (see the
     module's docstring); nested, the innermost says.
@@ -326,7 +348,7 @@ class staging_scope:
                                                            if group not in skipped)
             self._groups = groups
             _depth += 1
-            if _depth == 1:
+            if _depth == 1 and _staged_settings is not _NO_SETTINGS:
                 _set_all(_staged_settings)
             for group in groups:
                 depth = _group_depth[group] = _group_depth.get(group, 0) + 1
@@ -336,12 +358,13 @@ class staging_scope:
     def __exit__(self, *exc_info):
         global _depth
         with _lock:
-            for group in reversed(self._groups):
-                depth = _group_depth[group] = _group_depth[group] - 1
-                if depth == 0 and group in _group_settings:
-                    _set_all(_group_settings[group][1])
+            if self._groups:
+                for group in reversed(self._groups):
+                    depth = _group_depth[group] = _group_depth[group] - 1
+                    if depth == 0 and group in _group_settings:
+                        _set_all(_group_settings[group][1])
             _depth -= 1
-            if _depth == 0:
+            if _depth == 0 and _original_settings is not _NO_SETTINGS:
                 _set_all(_original_settings)
 
 

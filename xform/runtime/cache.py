@@ -180,10 +180,11 @@ class Cache:
         self.misses += 1
         return None
 
-    def build(self, owner, key, make, record=True):
+    def build(self, owner, key, make, record=True, arguments=()):
         """The entry for (owner, key), building it with `make()` if there is none;
         concurrent callers wait and share one build. `owner` is a function (what staging it
-        reads is recorded, unless `record` is False) or a graph (for transformed graphs)."""
+        reads is recorded, unless `record` is False; `arguments`, its static arguments, are
+        watched for random generators with it) or a graph (for transformed graphs)."""
         entry = self.lookup(owner, key)
         if entry is not None:
             return entry
@@ -200,7 +201,7 @@ class Cache:
             try:
                 with collector_paused():
                     if record:
-                        watch = Watch(owner)
+                        watch = Watch(owner, arguments)
                         with recording(owner) as dependencies:
                             with watch:     # its draws staged, restored before recording ends
                                 value = make()

@@ -18,11 +18,13 @@ shuffling a concrete array, a generator made inside the function (`default_rng()
 that reads a clock, a file or the environment (`time.time()`, `open`, `os.environ`). The
 walk snapshots the states of every generator it found and compares them after staging.
 
-numpy.random's module functions (`np.random.randn`) stage their draws through stand-ins
-(xform.numpy.random), about fifty module attributes set and reset around each staging. A
-staging goes without them when the walk shows its function cannot call them: it followed
-every function (nothing too deep, no object's method, no library but numpy's), none of whose
-code names "random" or looks names up at run time (`getattr`, `eval`).
+The walk also tells which stand-ins (xform.numpy.stand_ins) a staging needs: numpy.random's
+module functions (`np.random.randn`, which stage their draws) and numpy's constructors
+(`np.array` of traced values) are about seventy attributes and code objects set and reset
+around each staging. A staging goes without a group of them when the walk followed every
+function its code can run (nothing too deep, no object's method, no library's function, no
+name looked up at run time: `getattr`, `eval`) and none of that code spells a name through
+which the group is reached ("random"; "array", "stack", "polynomial", ...).
 
 Limits: a generator the walk does not reach (deeper than its bounds, or passed in as an
 argument) is drawn from while staging and frozen, and so is numpy's global generator by a
@@ -40,9 +42,9 @@ import numpy as np
 
 from xform.errors import UnsupportedError
 from xform.ir.reads import MISSING, named_globals, nested_codes
-from xform.numpy.random import (DRAWS, LEGACY_GROUP, PROXY_TYPES, BoundDraw, note_unstaged,
-                                 proxy_for, reset_unstaged, unproxied, unstaged_effects)
-from xform.numpy.stand_ins import without_group
+from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
+                                 reset_unstaged, unproxied, unstaged_effects)
+from xform.numpy.stand_ins import groups_unreached, without_group
 from xform.source_info import user_frame_info
 
 # Names whose call makes a fresh generator: its draws cannot be seen through a state we hold.
@@ -52,9 +54,13 @@ _CONSTRUCTORS = frozenset({"default_rng", "RandomState", "Generator", "SeedSeque
 # `rvs` without a random_state): its state costs ~30 us to read, so only then is it watched.
 _GLOBAL_DRAWS = frozenset({"random", "rvs"})
 _MAX_DEPTH = 4  # functions followed through the globals they name
-# Packages whose functions never call numpy.random's module functions (`np.random.randn`).
-_DRAW_FREE = frozenset({"numpy", "xform", "builtins", "math", "cmath", "functools",
-                        "itertools", "operator", "collections", "typing", "types", "abc"})
+# Packages whose functions call no stand-in (xform.numpy.stand_ins) with the user's values:
+# the walk need not follow them to know which stand-ins a staging needs. numpy's and xform's
+# own functions are not among them (np.polynomial's call np.array, xform's call the user's
+# functions they hold), only their modules, through which code reaches what its names say.
+_TRANSPARENT = frozenset({"builtins", "math", "cmath", "functools", "itertools", "operator",
+                          "collections", "typing", "types", "abc"})
+_TRANSPARENT_MODULES = frozenset({"numpy", "numpy.linalg", "numpy.fft", "xform"})
 # Names through which code can reach a module's attributes by a computed name.
 _DYNAMIC_LOOKUPS = frozenset({"getattr", "eval", "exec", "__import__", "import_module",
                               "__dict__", "vars", "globals", "locals", "__getattribute__",
@@ -170,10 +176,11 @@ class _Walk:
         self.fixed = set()          # ids of generators found somewhere no proxy can go
         self.constructs = False     # makes a fresh generator, or reads a clock or a file
         self.global_draws = False
-        # Whether the code may call numpy.random's module functions: it names "random" (or
-        # looks names up at run time), or runs code the walk did not follow (too deep, a
-        # library's, an object's method).
-        self.legacy_reachable = False
+        # What the walked code names (co_names: globals and attributes alike), and whether
+        # it may run code the walk did not follow (too deep, a library's) or reach names it
+        # does not spell (`getattr`): which stand-ins a staging needs (`Watch`).
+        self.names = set()
+        self.opaque = False
         self._seen = set()
         self._names = frozenset()   # the names the code being walked uses (module attributes)
         # A clean walk (functions and foreign modules only, nothing found) can be skipped next
@@ -199,12 +206,12 @@ class _Walk:
             elif depth < _MAX_DEPTH:
                 self.function(value, depth + 1)
             else:
-                self.legacy_reachable = True
+                self.opaque = True
             return
         if type(value) is not types.ModuleType or not _foreign(value.__name__):
             self.clean = False
-        elif not _draw_free(value.__name__):
-            self.legacy_reachable = True
+        elif not _transparent(value.__name__, module=True):
+            self.opaque = True
         if isinstance(value, PROXY_TYPES) or type(value) is BoundDraw:
             # another staging's stand-in: watch the real generator
             real = unproxied(value)
@@ -226,7 +233,7 @@ class _Walk:
             if depth < _MAX_DEPTH:
                 self.function(value, depth + 1)
             else:
-                self.legacy_reachable = True
+                self.opaque = True
         elif inspect.ismethod(value):
             self.value(value.__self__, depth)
             self.value(value.__func__, depth)
@@ -277,8 +284,8 @@ class _Walk:
             return
         module = getattr(function, "__module__", None)
         if _foreign(module):
-            if not _draw_free(module):
-                self.legacy_reachable = True
+            if not _transparent(module, module=False):
+                self.opaque = True
             return
         self._seen.add(function.__code__)
         # Checks read through the root, or a weak reference to a deeper function: the memo
@@ -313,9 +320,9 @@ class _Walk:
                 self.constructs = True
             if not self.global_draws and _GLOBAL_DRAWS.intersection(names):
                 self.global_draws = True
-            if not self.legacy_reachable and (_DYNAMIC_LOOKUPS.intersection(names) or
-                                              any("random" in name for name in names)):
-                self.legacy_reachable = True
+            self.names.update(names)
+            if not self.opaque and _DYNAMIC_LOOKUPS.intersection(names):
+                self.opaque = True
             if not self.constructs and any(name not in function.__globals__
                                            for name in _EFFECT_BUILTINS.intersection(names)):
                 self.constructs = True
@@ -377,7 +384,7 @@ def _holds(checks, root) -> bool:
 
 
 # id(code object) -> (the code object, the checks of a clean walk of a function with that
-# code, whether it may reach numpy.random's module functions): keyed by id, since a code
+# code, the stand-in groups a staging of it does without): keyed by id, since a code
 # object's hash is computed anew on every lookup (bounded: a function redefined in a loop
 # makes new code objects)
 _clean_walks: dict = {}
@@ -388,10 +395,13 @@ def _foreign(module) -> bool:
     return isinstance(module, str) and module.partition(".")[0] in _FOREIGN
 
 
-def _draw_free(module: str) -> bool:
-    """Whether the module's code never calls numpy.random's module functions."""
-    return (module.partition(".")[0] in _DRAW_FREE and module != "numpy.random"
-            and not module.startswith("numpy.random."))
+def _transparent(name: str, module: bool) -> bool:
+    """Whether a module (`module`), or a function of the module named `name`, reaches no
+    stand-in but through names the user's code spells (see `_TRANSPARENT`)."""
+    top = name.partition(".")[0]
+    if top == "numpy" or top == "xform":
+        return module and name in _TRANSPARENT_MODULES
+    return top in _TRANSPARENT
 
 
 def _raw_state(generator):
@@ -439,9 +449,11 @@ class Watch:
     be staged on every call."""
 
     __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw", "_places",
-                 "_swapped", "_unstaged", "_token", "_legacy")
+                 "_swapped", "_unstaged", "_token", "_skip")
 
-    def __init__(self, function):
+    def __init__(self, function, arguments=()):
+        """`arguments`: what `function` is called with besides traced values (static
+        arguments, keywords), walked as what it holds."""
         generator_types = _generator_types()
         self._loaded = bool(generator_types)
         self._raw = None
@@ -450,16 +462,18 @@ class Watch:
         self._token = None
         code = getattr(function, "__code__", None) if type(function) is types.FunctionType \
             else None
-        remembered = _clean_walks.get(id(code)) if code is not None else None
+        remembered = _clean_walks.get(id(code)) if code is not None and not arguments else None
         if remembered is not None and remembered[0] is code and _holds(remembered[1], function):
             # The same code reading the same objects: the walk would find nothing again.
             self._constructs, self._generators, self._before, self._places = False, [], [], []
-            self._legacy = None if remembered[2] else without_group(LEGACY_GROUP)
+            self._skip = without_group(*remembered[2]) if remembered[2] else None
             return
         walk = _Walk(generator_types)
         walk.root = function
         # Any callable: a function, a method, a transformed function (its `fun`), a partial
         walk.value(function, 0)
+        for argument in arguments:
+            walk.value(argument, 0)
         legacy = _legacy_generator() if walk.global_draws else None
         if legacy is not None:
             walk.generators[id(legacy)] = legacy
@@ -469,22 +483,24 @@ class Watch:
         # A generator also held where no proxy can go keeps its real draws everywhere: part
         # staged, part drawn while staging would put its draws out of order.
         self._places = [(g, place) for g, place in walk.places if id(g) not in walk.fixed]
-        # numpy.random's module functions need their stand-ins only if the code can call them
-        legacy = (walk.legacy_reachable or walk.global_draws or not walk.clean
-                  or bool(walk.generators))
-        self._legacy = None if legacy else without_group(LEGACY_GROUP)
-        if (code is not None and walk.clean and not walk.constructs and not walk.global_draws
+        # The stand-ins a staging can do without: those of the groups none of whose names the
+        # code spells, once the walk has seen all the code can run
+        unreached = (groups_unreached(walk.names) if walk.clean and not walk.opaque
+                     and not walk.global_draws and not walk.generators else frozenset())
+        self._skip = without_group(*unreached) if unreached else None
+        if (code is not None and not arguments and walk.clean and not walk.constructs
+                and not walk.global_draws
                 and not walk.generators and generator_types is _ALL_GENERATOR_TYPES
                 and len(walk._seen) <= _MAX_OBJECTS):
             if len(_clean_walks) >= 1024:
                 _clean_walks.clear()
-            _clean_walks[id(code)] = (code, tuple(walk.checks), legacy)
+            _clean_walks[id(code)] = (code, tuple(walk.checks), unreached)
 
     def __enter__(self) -> "Watch":
         proxies = {}
         self._unstaged, self._token = unstaged_effects()
-        if self._legacy is not None:
-            self._legacy.__enter__()
+        if self._skip is not None:
+            self._skip.__enter__()
         try:
             for generator, place in self._places:
                 proxy = proxies.get(id(generator))
@@ -501,8 +517,8 @@ class Watch:
             place.restore()
         self._swapped = []
         reset_unstaged(self._token)
-        if self._legacy is not None:
-            self._legacy.__exit__()
+        if self._skip is not None:
+            self._skip.__exit__()
 
     def keep_states(self) -> "Watch":
         """Also keep the states in the form `rewind` can restore (before staging)."""

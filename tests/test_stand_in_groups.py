@@ -1,24 +1,27 @@
-"""numpy.random's module functions (`np.random.randn`) have stand-ins only for stagings that can
-reach them (xform/runtime/effects.py decides, xform/numpy/stand_ins.py `without_group` leaves
-them out): every way of reaching them still draws anew on every call, and a function that
-cannot reach them stages without them."""
+"""Stand-in groups (xform/numpy/stand_ins.py `without_group`), numpy.random's module functions
+(`np.random.randn`) and numpy's constructors (`np.array` of traced values), are in place only
+for stagings that can reach them (xform/runtime/effects.py decides): every way of reaching
+them still works, and a function that cannot reach them stages without them."""
 import numpy as np
 import numpy.random as npr
 import pytest
 
 import xform
-from xform.numpy import stand_ins
+import xform.numpy.stand_ins
+from xform.numpy.construct import CONSTRUCTORS_GROUP
 from xform.numpy.random import LEGACY_GROUP
-from xform.numpy.stand_ins import staging_scope, without_group
+from xform.numpy.stand_ins import groups_unreached, staging_scope, without_group
 
 ORIGINAL_RANDN = np.random.randn
 ORIGINAL_ARRAY = np.array
+LEGACY, CONSTRUCTORS = LEGACY_GROUP, CONSTRUCTORS_GROUP
 
 
-def stand_ins_in_place():
-    # (read through xform's module only: an object of the test's would hide the function
-    # from the walk, which then keeps the stand-ins)
-    return stand_ins._group_depth.get(LEGACY_GROUP, 0)
+def groups_in_place():
+    # (read through xform's module by name: an object of the test's would hide the function
+    # from the walk, which then keeps every stand-in)
+    depth = xform.numpy.stand_ins._group_depth
+    return (depth.get(LEGACY, 0) > 0) + 2 * (depth.get(CONSTRUCTORS, 0) > 0)
 
 
 def test_the_scope_leaves_a_skipped_group_alone_and_restores_it():
@@ -43,21 +46,62 @@ def test_without_group_nests_and_is_per_thread():
             assert np.random.randn is ORIGINAL_RANDN
 
 
+@pytest.mark.parametrize("names, reached", [
+    ({"np", "sum", "sin", "linalg", "solve", "fft", "pi", "float64"}, set()),
+    ({"np", "random", "normal"}, {LEGACY_GROUP, CONSTRUCTORS_GROUP}),  # a numpy submodule
+    ({"random_state"}, {LEGACY_GROUP}),
+    ({"np", "array"}, {CONSTRUCTORS_GROUP}),
+    ({"P", "polynomial", "polyval"}, {CONSTRUCTORS_GROUP}),   # np.polynomial calls np.array
+    ({"vectorize"}, {CONSTRUCTORS_GROUP}),
+    ({"r_"}, {CONSTRUCTORS_GROUP})])
+def test_the_names_that_reach_each_group(names, reached):
+    assert {LEGACY_GROUP, CONSTRUCTORS_GROUP} - groups_unreached(names) == reached
+
+
 def plain(x):
-    return np.sum(np.sin(x)) * (1 + stand_ins_in_place())
+    return np.sum(np.sin(x)) * (1 + groups_in_place())
 
 
 def names_numpy_random(x):
     _ = np.random.default_rng  # named, not called: still a way to numpy.random
-    return np.sum(np.sin(x)) * (1 + stand_ins_in_place())
+    return np.sum(np.sin(x)) * (1 + groups_in_place())
 
 
-@pytest.mark.parametrize("function, in_place", [(plain, 0), (names_numpy_random, 1)])
+def builds_an_array(x):
+    return np.sum(np.sin(np.array([x[0], x[1], x[2]]))) * (1 + groups_in_place())
+
+
+def _plain_helper(x):
+    return np.sin(x)
+
+
+def hands_itself_to_xform(x):       # an xform function runs what it is given: not followed
+    return np.sum(xform.stop_gradient(0.0) + _plain_helper(x)) * (1 + groups_in_place())
+
+
+@pytest.mark.parametrize("function, in_place", [
+    (plain, 0), (names_numpy_random, 3), (builds_an_array, 2), (hands_itself_to_xform, 0)])
 def test_a_staging_has_the_stand_ins_only_if_its_function_can_reach_them(function, in_place):
     x = np.linspace(0.0, 1.0, 3)
     for _ in range(2):     # a fresh function each time: the second is the walk's memo hit
         fresh = lambda x: function(x)
         np.testing.assert_allclose(xform.grad(fresh)(x), np.cos(x) * (1 + in_place))
+
+
+def _array_of(x):
+    return np.array([x, 2 * x])
+
+
+def test_a_static_function_argument_is_walked_too():
+    staged = xform.jit(lambda x, make: np.sum(make(x)), static_argnums=1)
+    np.testing.assert_allclose(staged(1.5, _array_of), 4.5)
+    grad = xform.grad(lambda x, make: np.sum(make(x)), static_argnums=1)
+    np.testing.assert_allclose(grad(1.5, _array_of), 3.0)
+
+
+def test_a_function_xform_holds_is_walked_through_it():
+    from xform.testing import check_grads
+    check_grads(lambda x: np.sum(np.array([x, np.sin(x)])), (0.3,), order=1)
 
 
 # -- every way to numpy.random's module functions still draws on every call ----------------------
@@ -135,3 +179,12 @@ def test_each_way_to_the_global_generator_draws_on_every_call(function, transfor
         np.random.seed(5)
         staged(0.5)
         assert np.random.randn() == eager[1] - 0.5      # the gradient's call drew once
+
+
+def test_a_generator_passed_as_a_static_argument_draws_on_every_call():
+    def f(x, rng):
+        return x + rng.standard_normal()
+    staged = xform.jit(f, static_argnums=1)
+    rng, twin = np.random.default_rng(0), np.random.default_rng(0)
+    got = [staged(0.5, rng) for _ in range(3)]
+    np.testing.assert_array_equal(got, [f(0.5, twin) for _ in range(3)])
