@@ -25,6 +25,18 @@ def outer(x):
     return np.sin(middle(x))
 
 
+class _Holder:
+    def call(self, x):
+        return middle(x)
+
+
+_HOLDER = _Holder()
+
+
+def outer_through_an_object(x):   # a method: the walk cannot see what runs, the hook must
+    return np.sin(_HOLDER.call(x))
+
+
 def _redefine_innermost(factor):
     def innermost(x):
         return x * factor
@@ -181,13 +193,60 @@ def test_the_recorders_hook_sees_the_staged_code_and_not_stagings_own():
     dependencies.hook = spy   # what `watching` installs
     try:
         _redefine_innermost(2.0)
-        xform.grad(outer)(0.3)
+        xform.grad(outer_through_an_object)(0.3)
     finally:
         dependencies.hook = original_hook
         hooks.install_watcher(dependencies.watching, original_hook)
     names = {name for _, name in seen}
-    assert {"outer", "middle", "innermost"} <= names
+    assert {"outer_through_an_object", "call", "middle", "innermost"} <= names
     package = os.path.dirname(xform.__file__)
     xform_frames = {name for filename, name in seen
                     if filename.startswith(package) and not filename.endswith("tracer.py")}
     assert xform_frames <= {"paused"}, xform_frames
+
+
+def _make(g):
+    return lambda x: np.sin(g(x))
+
+
+_NESTED = _make(_make(middle))     # a closure of `_make`'s code holding another
+
+
+def _nested_gradient(x, factor):
+    inner = x * factor + 1.0
+    return np.cos(np.sin(inner)) * np.cos(inner) * factor
+
+
+def test_code_the_walk_sees_whole_is_recorded_with_no_hook_and_stays_sound():
+    """A function whose code, closures and callees the walk followed to the end (no object's
+    method, no library's function) is recorded statically: no profile hook is installed, and
+    a redefinition two calls down, or of a closure's callee, is still noticed."""
+    from xform.ir import hooks
+    from xform.runtime import dependencies
+
+    events = []
+    original_hook = dependencies.hook
+
+    def spy(frame, event, arg):
+        events.append(event)
+        return original_hook(frame, event, arg)
+
+    hooks.install_watcher(dependencies.watching, spy)
+    dependencies.hook = spy
+    try:
+        check_redefinition_is_noticed(lambda call: call())
+        assert events == []
+        scale = {"f": lambda x: x * 2.0}
+
+        grad = xform.grad(_make(lambda x: scale["f"](x)))    # reads a dict
+        assert np.isclose(grad(0.3), np.cos(0.6) * 2.0)
+        assert events                                      # a dict: the hook watched it
+        events.clear()
+        grad_nested = xform.grad(_NESTED)
+        assert np.isclose(grad_nested(0.3), _nested_gradient(0.3, 5.0))
+        _redefine_innermost(3.0)          # read three calls down, through two cells
+        assert np.isclose(grad_nested(0.3), _nested_gradient(0.3, 3.0))
+        assert events == []
+    finally:
+        dependencies.hook = original_hook
+        hooks.install_watcher(dependencies.watching, original_hook)

@@ -202,7 +202,10 @@ class Cache:
                 with collector_paused():
                     if record:
                         watch = Watch(owner, arguments)
-                        with recording(owner) as dependencies:
+                        # (functions given as static arguments are not the root's callees)
+                        functions = watch.functions if watch.complete and not arguments \
+                            else None
+                        with recording(owner, functions) as dependencies:
                             with watch:     # its draws staged, restored before recording ends
                                 value = make()
                             dependencies.draws = dependencies.draws or watch.drew()

@@ -5,7 +5,9 @@ them, and the root function's closure cells (found by the walk in xform.ir.reads
 with the objects they held. A cache hit re-checks those bindings by identity; any change means
 the entry is stale. The profile hook runs only while staged user code does: `watching` is
 installed into ir at import as the scope of that code (xform.ir.hooks), and xform's own entry
-points pause the hook.
+points pause the hook. When the cache's walk of the function (xform.runtime.effects) followed
+every function it can run, those are recorded at once instead, and no hook is installed: its
+events cost more than the walk's answer (`recording`).
 """
 from __future__ import annotations
 
@@ -75,7 +77,9 @@ class Dependencies:
         self._prints_when_seen = {}  # id(array) -> its fingerprint when staging first saw it
         self._seen_containers = set()
         self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
+        self.static = False  # recorded at once, with no profile hook (`recording`)
         self._seen_codes = set()
+        self._added = set()  # ids of the functions `add_function` recorded
 
     def freeze(self) -> None:
         """Snapshot the guarded containers and arrays as they are when recording ends."""
@@ -242,8 +246,9 @@ class Dependencies:
 
     def add_function(self, function) -> None:
         """The function's code, its closure cells, and the globals its code names."""
-        if not isinstance(function, types.FunctionType):
+        if not isinstance(function, types.FunctionType) or id(function) in self._added:
             return
+        self._added.add(id(function))
         self.codes.append((function, code_outside_staging(function)))
         self._add_closure_and_globals(function)
 
@@ -280,12 +285,13 @@ class Dependencies:
         ones theirs name, `depth` levels deep (methods reached through objects are missed)."""
         root = self.root() if self.root is not None else None
         frontier = [root] if root is not None else []
-        seen = set()
+        seen = {id(root)}
         for _ in range(depth):
+            # (by identity: closures of one code hold different cells)
             functions = [value for function in frontier
-                         for value in _named_functions(function) if value.__code__ not in seen]
+                         for value in _named_functions(function) if id(value) not in seen]
             for function in functions:
-                seen.add(function.__code__)
+                seen.add(id(function))
                 self.add_function(function)
             frontier = functions
 
@@ -302,6 +308,8 @@ def _named_functions(function) -> list:
     named = [value for code in nested_codes(function.__code__)
              for _, value in named_globals(code, function.__globals__)]
     named += [value for _, _, value in closure_cells(function)]
+    named += function.__defaults__ or ()
+    named += (function.__kwdefaults__ or {}).values()
     return [value for value in named if isinstance(value, types.FunctionType)]
 
 
@@ -333,18 +341,25 @@ class recording:
     Dependencies being filled, frozen when the block ends without an error.
 
     Only user code running inside `watching()` (the calls of staged functions) is seen, so
-    transforms, passes and codegen run at full speed. (A class, not a generator context
-    manager: every build enters one.)
+    transforms, passes and codegen run at full speed. With `functions` (every function
+    besides the root that the staging can run, known to the caller:
+    xform.runtime.effects.Watch.complete), those are recorded at once and no profile hook
+    is needed. (A class, not a generator context manager: every build enters one.)
     """
 
-    __slots__ = ("_function", "_dependencies", "_stack")
+    __slots__ = ("_function", "_dependencies", "_stack", "_functions")
 
-    def __init__(self, function):
+    def __init__(self, function, functions=None):
         self._function = function
+        self._functions = functions
 
     def __enter__(self) -> Dependencies:
         dependencies = self._dependencies = Dependencies()
         dependencies.add_root(self._function)
+        if self._functions is not None:
+            dependencies.static = True
+            for function in self._functions:
+                dependencies.add_function(function)
         self._stack = _recorders()
         self._stack.append(dependencies)
         return dependencies
@@ -373,6 +388,11 @@ class watching:
         stack = getattr(_local, "stack", None)
         if not stack:
             return False
+        for recorder in stack:
+            if not recorder.static:
+                break
+        else:
+            return False    # every recorder has what the hook would see
         if sys.getprofile() is not None:
             for recorder in stack:
                 recorder.add_reachable()

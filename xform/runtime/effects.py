@@ -181,6 +181,7 @@ class _Walk:
         # does not spell (`getattr`): which stand-ins a staging needs (`Watch`).
         self.names = set()
         self.opaque = False
+        self.functions = []         # the functions followed, the root's callees first
         self._seen = set()
         self._names = frozenset()   # the names the code being walked uses (module attributes)
         # A clean walk (functions and foreign modules only, nothing found) can be skipped next
@@ -280,20 +281,22 @@ class _Walk:
                 self.value(type(value), depth + 1)     # class attributes, methods
 
     def function(self, function: types.FunctionType, depth: int) -> None:
-        if function.__code__ in self._seen:
+        # (by identity: closures of one code hold different cells)
+        if id(function) in self._seen:
             return
         module = getattr(function, "__module__", None)
         if _foreign(module):
             if not _transparent(module, module=False):
                 self.opaque = True
             return
-        self._seen.add(function.__code__)
+        self._seen.add(id(function))
         # Checks read through the root, or a weak reference to a deeper function: the memo
         # must keep no function of the user's alive.
         held = None if function is self.root else weakref.ref(function)
         checks = self.checks
         if held is not None:
             checks.append((_CODE, held, None, function.__code__))
+            self.functions.append(function)
         for i, cell in enumerate(function.__closure__ or ()):
             try:
                 value = cell.cell_contents
@@ -384,7 +387,8 @@ def _holds(checks, root) -> bool:
 
 
 # id(code object) -> (the code object, the checks of a clean walk of a function with that
-# code, the stand-in groups a staging of it does without): keyed by id, since a code
+# code, the stand-in groups a staging of it does without, whether the walk saw all the code
+# it can run): keyed by id, since a code
 # object's hash is computed anew on every lookup (bounded: a function redefined in a loop
 # makes new code objects)
 _clean_walks: dict = {}
@@ -449,7 +453,7 @@ class Watch:
     be staged on every call."""
 
     __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw", "_places",
-                 "_swapped", "_unstaged", "_token", "_skip")
+                 "_swapped", "_unstaged", "_token", "_skip", "complete", "functions")
 
     def __init__(self, function, arguments=()):
         """`arguments`: what `function` is called with besides traced values (static
@@ -467,6 +471,10 @@ class Watch:
             # The same code reading the same objects: the walk would find nothing again.
             self._constructs, self._generators, self._before, self._places = False, [], [], []
             self._skip = without_group(*remembered[2]) if remembered[2] else None
+            self.complete = remembered[3]
+            self.functions = [function for function in (held() for kind, held, _, _ in
+                                                        remembered[1] if kind == _CODE)
+                              if function is not None]
             return
         walk = _Walk(generator_types)
         walk.root = function
@@ -485,7 +493,11 @@ class Watch:
         self._places = [(g, place) for g, place in walk.places if id(g) not in walk.fixed]
         # The stand-ins a staging can do without: those of the groups none of whose names the
         # code spells, once the walk has seen all the code can run
-        unreached = (groups_unreached(walk.names) if walk.clean and not walk.opaque
+        # Whether the walk followed every function the staged code can run, and which (what a
+        # recording then reads with no profile hook: xform.runtime.dependencies.recording)
+        self.complete = walk.clean and not walk.opaque
+        self.functions = walk.functions
+        unreached = (groups_unreached(walk.names) if self.complete
                      and not walk.global_draws and not walk.generators else frozenset())
         self._skip = without_group(*unreached) if unreached else None
         if (code is not None and not arguments and walk.clean and not walk.constructs
@@ -494,7 +506,7 @@ class Watch:
                 and len(walk._seen) <= _MAX_OBJECTS):
             if len(_clean_walks) >= 1024:
                 _clean_walks.clear()
-            _clean_walks[id(code)] = (code, tuple(walk.checks), unreached)
+            _clean_walks[id(code)] = (code, tuple(walk.checks), unreached, self.complete)
 
     def __enter__(self) -> "Watch":
         proxies = {}
