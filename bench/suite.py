@@ -301,16 +301,14 @@ def _peer_versions() -> str:
     return ", ".join(versions) or "none installed"
 
 
-FIRST_CALL_TARGET = 2.0  # issue 17: xform's first gradient call <= 2x autograd's
-
-
 def _geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
 def markdown(columns, results) -> str:
     """Two tables from one run: per-call gradient time / primal (with each system's geomean),
-    and first calls (with xform / autograd against FIRST_CALL_TARGET)."""
+    and first calls (with xform / autograd: a quick look, each system's samples taken in a
+    row with no warm-up; issue 17's target is judged by bench/first_call.py)."""
     lines = [f"Benchmarks: gradient time / numpy primal time (medians, round-robin, same run); "
              f"{datetime.date.today()}; {machine()}; peers: {_peer_versions()}", ""]
     lines += ["| row | primal | " + " | ".join(columns) + " | xform target |",
@@ -331,20 +329,17 @@ def markdown(columns, results) -> str:
                      + f" | {target} ({met}) |")
     lines.append("| geomean (rows each system ran) | | " + " | ".join(
         f"{_geomean(ratios[c]):.2f}" for c in columns) + " | |")
-    lines += ["", f"First gradient call (stage + transform + compile + run for xform; the "
-              f"peer's first gradient call; median of {FIRST_CALL_SAMPLES} fresh functions, "
-              f"one when a call takes over {FIRST_CALL_BUDGET:g} s):", "",
-              "| row | " + " | ".join(columns) + " | xform / autograd | target |",
-              "|" + "---|" * (len(columns) + 3)]
+    lines += ["", f"First gradient call (xform's default tier; the peer's first gradient "
+              f"call; median of {FIRST_CALL_SAMPLES} fresh functions taken in a row, one when a "
+              f"call takes over {FIRST_CALL_BUDGET:g} s; no warm-up, so the small rows read "
+              f"high: issue 17's target is judged by `python -m bench.first_call`):", "",
+              "| row | " + " | ".join(columns) + " | xform / autograd |",
+              "|" + "---|" * (len(columns) + 2)]
     for name, _, _, first, _ in results:
         cells = [fmt(first[c]) if c in first else "n/a" for c in columns]
-        if "autograd" in first:
-            ratio = first["xform"] / first["autograd"]
-            verdict = "met" if ratio <= FIRST_CALL_TARGET else "missed"
-            lines.append(f"| {name} | " + " | ".join(cells)
-                         + f" | {ratio:.2f} | {FIRST_CALL_TARGET:g} ({verdict}) |")
-        else:
-            lines.append(f"| {name} | " + " | ".join(cells) + " | n/a | |")
+        ratio = (f"{first['xform'] / first['autograd']:.2f}" if "autograd" in first
+                 else "n/a")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
     lines += ["", "(!) marks a peer whose gradient disagrees with xform's (rtol 1e-6)."]
     return "\n".join(lines)
 

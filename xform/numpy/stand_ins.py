@@ -181,7 +181,7 @@ def stand_in(function, replacement, when=_has_tracer, group=None) -> None:
     with _lock:
         _swaps.append(swap)
         _update_settings()
-        if _depth if group is None else _group_depth.get(group):
+        if (_depth if group is None else _group_depth.get(group)):
             swap.apply()
 
 
@@ -211,7 +211,7 @@ def remove_stand_in(function) -> None:
         _swaps.remove(same[-1])
         _update_settings()
         group = same[-1].group
-        if _depth if group is None else _group_depth.get(group):
+        if (_depth if group is None else _group_depth.get(group)):
             same[-1].restore()
             if len(same) > 1:
                 same[-2].apply()

@@ -388,7 +388,7 @@ def _holds(checks, root) -> bool:
 
 # id(code object) -> (the code object, the checks of a clean walk of a function with that
 # code, the stand-in groups a staging of it does without, whether the walk saw all the code
-# it can run): keyed by id, since a code
+# it can run, weak references to the functions it followed): keyed by id, since a code
 # object's hash is computed anew on every lookup (bounded: a function redefined in a loop
 # makes new code objects)
 _clean_walks: dict = {}
@@ -472,9 +472,7 @@ class Watch:
             self._constructs, self._generators, self._before, self._places = False, [], [], []
             self._skip = without_group(*remembered[2]) if remembered[2] else None
             self.complete = remembered[3]
-            self.functions = [function for function in (held() for kind, held, _, _ in
-                                                        remembered[1] if kind == _CODE)
-                              if function is not None]
+            self.functions = [held() for held in remembered[4]]
             return
         walk = _Walk(generator_types)
         walk.root = function
@@ -506,7 +504,9 @@ class Watch:
                 and len(walk._seen) <= _MAX_OBJECTS):
             if len(_clean_walks) >= 1024:
                 _clean_walks.clear()
-            _clean_walks[id(code)] = (code, tuple(walk.checks), unreached, self.complete)
+            _clean_walks[id(code)] = (code, tuple(walk.checks), unreached, self.complete,
+                                      tuple(held for kind, held, _, _ in walk.checks
+                                            if kind == _CODE))
 
     def __enter__(self) -> "Watch":
         proxies = {}
