@@ -28,8 +28,8 @@ which the group is reached ("random"; "array", "stack", "polynomial", ...).
 
 Limits: a generator the walk does not reach (deeper than its bounds, or passed in as an
 argument) is drawn from while staging and frozen, and so is numpy's global generator by a
-module function passed in as an argument (`f(x, np.random.randn)`). `threaded_map` refuses a function that
-draws (xform.errors.UnsupportedError): its elements run concurrently.
+module function passed in as an argument (`f(x, np.random.randn)`). `threaded_map` refuses a
+function that draws (xform.errors.UnsupportedError): its elements run concurrently.
 """
 from __future__ import annotations
 
@@ -450,7 +450,9 @@ class Watch:
     staging): their holders hold proxies whose draws are staged as `random_draw` equations,
     restored on exit. Afterwards `drew()` says whether staging drew anyway (a generator no
     proxy could stand for moved, a fresh generator, a clock, a seed): then the function must
-    be staged on every call."""
+    be staged on every call. Inside, stagings go without the stand-in groups the function
+    cannot reach; `complete` says whether the walk followed every function it can run, and
+    `functions` lists them (besides `function`)."""
 
     __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw", "_places",
                  "_swapped", "_unstaged", "_token", "_skip", "complete", "functions")
@@ -489,12 +491,12 @@ class Watch:
         # A generator also held where no proxy can go keeps its real draws everywhere: part
         # staged, part drawn while staging would put its draws out of order.
         self._places = [(g, place) for g, place in walk.places if id(g) not in walk.fixed]
-        # The stand-ins a staging can do without: those of the groups none of whose names the
-        # code spells, once the walk has seen all the code can run
         # Whether the walk followed every function the staged code can run, and which (what a
         # recording then reads with no profile hook: xform.runtime.dependencies.recording)
         self.complete = walk.clean and not walk.opaque
         self.functions = walk.functions
+        # The stand-ins a staging can do without: those of the groups none of whose names the
+        # code spells, once the walk has seen all the code can run
         unreached = (groups_unreached(walk.names) if self.complete
                      and not walk.global_draws and not walk.generators else frozenset())
         self._skip = without_group(*unreached) if unreached else None
