@@ -2,6 +2,8 @@
 (`np.random.randn`) and numpy's constructors (`np.array` of traced values), are in place only
 for stagings that can reach them (xform/runtime/effects.py decides): every way of reaching
 them still works, and a function that cannot reach them stages without them."""
+import threading
+
 import numpy as np
 import numpy.random as npr
 import pytest
@@ -37,13 +39,27 @@ def test_the_scope_leaves_a_skipped_group_alone_and_restores_it():
     assert np.random.randn is ORIGINAL_RANDN and np.array is ORIGINAL_ARRAY
 
 
-def test_without_group_nests_and_is_per_thread():
+def test_the_innermost_without_group_decides():
     with without_group(LEGACY_GROUP):
         with without_group():
             with staging_scope():
                 assert np.random.randn is not ORIGINAL_RANDN
         with staging_scope():
             assert np.random.randn is ORIGINAL_RANDN
+
+
+def test_without_group_is_this_threads_only():
+    seen = []
+
+    def other_thread():
+        with staging_scope():
+            seen.append(np.random.randn is not ORIGINAL_RANDN)
+    with without_group(LEGACY_GROUP):
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+    assert seen == [True]
+    assert np.random.randn is ORIGINAL_RANDN
 
 
 @pytest.mark.parametrize("names, reached", [
@@ -75,7 +91,7 @@ def _plain_helper(x):
     return np.sin(x)
 
 
-def hands_itself_to_xform(x):       # an xform function runs what it is given: not followed
+def hands_itself_to_xform(x):       # xform called through its module: the walk stays complete
     return np.sum(xform.stop_gradient(0.0) + _plain_helper(x)) * (1 + groups_in_place())
 
 
@@ -99,7 +115,7 @@ def test_a_static_function_argument_is_walked_too():
     np.testing.assert_allclose(grad(1.5, _array_of), 3.0)
 
 
-def test_a_function_xform_holds_is_walked_through_it():
+def test_a_function_that_xform_holds_keeps_every_stand_in():
     from xform.testing import check_grads
     check_grads(lambda x: np.sum(np.array([x, np.sin(x)])), (0.3,), order=1)
 
