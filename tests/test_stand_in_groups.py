@@ -204,3 +204,15 @@ def test_a_generator_passed_as_a_static_argument_draws_on_every_call():
     rng, twin = np.random.default_rng(0), np.random.default_rng(0)
     got = [staged(0.5, rng) for _ in range(3)]
     np.testing.assert_array_equal(got, [f(0.5, twin) for _ in range(3)])
+
+
+def test_a_draw_function_passed_as_an_argument_draws_on_every_call():
+    def f(x, draw):
+        return x * draw()
+    np.random.seed(1)
+    gradients = [xform.grad(f)(0.5, np.random.randn) for _ in range(3)]
+    values = [xform.jit(f, static_argnums=1)(0.5, np.random.randn) for _ in range(3)]
+    np.random.seed(1)
+    eager = [np.random.randn() for _ in range(6)]
+    np.testing.assert_array_equal(gradients, eager[:3])
+    np.testing.assert_array_equal(values, [0.5 * d for d in eager[3:]])

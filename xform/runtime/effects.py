@@ -26,10 +26,12 @@ function its code can run (nothing too deep, no object's method, no library's fu
 name looked up at run time: `getattr`, `eval`) and none of that code spells a name through
 which the group is reached ("random"; "array", "stack", "polynomial", ...).
 
-Limits: a generator the walk does not reach (deeper than its bounds, or passed in as an
-argument) is drawn from while staging and frozen, and so is numpy's global generator by a
-module function passed in as an argument (`f(x, np.random.randn)`). `threaded_map` refuses a
-function that draws (xform.errors.UnsupportedError): its elements run concurrently.
+Static arguments and keywords (what a transform does not trace: `f(x, np.random.randn)`) are
+walked with the function.
+
+Limits: a generator the walk does not reach (deeper than its bounds) is drawn from while
+staging and frozen. `threaded_map` refuses a function that draws
+(xform.errors.UnsupportedError): its elements run concurrently.
 """
 from __future__ import annotations
 
