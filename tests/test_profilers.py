@@ -242,6 +242,11 @@ def test_code_the_walk_sees_whole_is_recorded_with_no_hook_and_stays_sound():
         assert np.isclose(grad(0.3), np.cos(0.6) * 2.0)
         assert events                                      # a dict: the hook watched it
         events.clear()
+        staged = xform.jit(lambda x, g: np.sin(g(x)), static_argnums=1)
+        assert np.isclose(staged(0.3, middle), np.sin(0.3 * 5.0 + 1.0))
+        _redefine_innermost(4.0)          # read by the function given as a static argument
+        assert np.isclose(staged(0.3, middle), np.sin(0.3 * 4.0 + 1.0))
+        _redefine_innermost(5.0)
         grad_nested = xform.grad(_NESTED)
         assert np.isclose(grad_nested(0.3), _nested_gradient(0.3, 5.0))
         _redefine_innermost(3.0)          # read three calls down, through two cells

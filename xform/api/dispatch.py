@@ -461,7 +461,7 @@ class Transformed(CachedCall):
         if statics:
             leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
         fun = self.fun
-        static_values = tuple(statics.values())
+        static_values = tuple(statics.values()) if statics else ()
         if static_keywords:
             fixed = {name: stand_in_for_static(k.value if type(k) is _ByIdentity else k[1])
                      for name, k in static_keywords}

@@ -202,10 +202,8 @@ class Cache:
                 with collector_paused():
                     if record:
                         watch = Watch(owner, arguments)
-                        # (functions given as static arguments are not the root's callees)
-                        functions = watch.functions if watch.complete and not arguments \
-                            else None
-                        with recording(owner, functions) as dependencies:
+                        with recording(owner, watch.functions if watch.complete else None) \
+                                as dependencies:
                             with watch:     # its draws staged, restored before recording ends
                                 value = make()
                             dependencies.draws = dependencies.draws or watch.drew()

@@ -79,7 +79,7 @@ class Dependencies:
         self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
         self.static = False  # recorded at once, with no profile hook (`recording`)
         self._seen_codes = set()
-        self._added = set()  # ids of the functions `add_function` recorded
+        self._added = set()  # ids of the functions recorded (the root's too)
 
     def freeze(self) -> None:
         """Snapshot the guarded containers and arrays as they are when recording ends."""
@@ -240,6 +240,7 @@ class Dependencies:
         if not isinstance(function, types.FunctionType):
             return
         self.root, self.root_code = weakref.ref(function), code_outside_staging(function)
+        self._added.add(id(function))
         self._add_closure_and_globals(function)
         for value in function.__defaults__ or ():
             self.add_contents(value)
@@ -253,14 +254,13 @@ class Dependencies:
         self._add_closure_and_globals(function)
 
     def _add_closure_and_globals(self, function) -> None:
-        # The code first: a function whose closure holds itself is then seen as visited.
+        # (`function` is in `_added` already: one whose closure holds itself stops there)
         self.add_code(code_outside_staging(function), function.__globals__)
         for _, cell, value in closure_cells(function):
             value = unproxied(value)    # a generator stands in a proxy only while staged
             self.cells.append((cell, value))
             self.add_contents(value)
-            if isinstance(value, types.FunctionType) and value.__code__ not in self._seen_codes:
-                self.add_function(value)
+            self.add_function(value)    # (by identity: closures of one code differ)
 
     def add_code(self, code, namespace) -> None:
         """The globals `code` and the functions defined in it name (modules excepted)."""

@@ -476,7 +476,7 @@ class Watch:
             self._constructs, self._generators, self._before, self._places = False, [], [], []
             self._skip = without_group(*remembered[2]) if remembered[2] else None
             self.complete = remembered[3]
-            self.functions = [held() for held in remembered[4]]
+            self.functions = [held() for held in remembered[4]] if self.complete else []
             return
         walk = _Walk(generator_types)
         walk.root = function
