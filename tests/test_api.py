@@ -65,7 +65,8 @@ def test_new_shape_or_dtype_is_a_new_signature():
     fun(np.ones((3, 1)))
     fun(np.ones(4))
     assert body.calls == 4
-    assert delta(before) == {"hits": 1, "misses": 4, "compiles": 4}
+    # (a signature's first call runs the values its staging computed; its second compiles)
+    assert delta(before) == {"hits": 1, "misses": 4, "compiles": 1}
 
 
 def test_python_float_numpy_float64_and_float32_are_different_signatures():
@@ -76,7 +77,8 @@ def test_python_float_numpy_float64_and_float32_are_different_signatures():
     results = [fun(2.0, x32), fun(np.float64(2.0), x32), fun(np.float32(2.0), x32),
                fun(np.full((), 2.0, np.float32), x32), fun(3.0, x32)]
     assert body.calls == 3                        # a 0-d float32 array is a float32 scalar
-    assert delta(before)["misses"] == 3 and delta(before)["compiles"] == 3
+    # (compiled on a signature's second call: the f32 and the float ones)
+    assert delta(before)["misses"] == 3 and delta(before)["compiles"] == 2
     # the signatures matter: a Python float is weak and keeps float32, np.float64 does not
     assert [r.dtype for r in results] == [np.float32, np.float64, np.float32, np.float32,
                                           np.float32]
@@ -166,7 +168,9 @@ def test_jit_inside_jit_is_inlined():
     inner = xform.jit(inner_body)
     outer = xform.jit(lambda x: inner(x) + inner(x * 2.0))
     before = xform.cache_info()
-    assert_bit_equal(outer(np.ones(3)), np.cos(np.ones(3)) * 2.0 + np.cos(np.ones(3) * 2.0) * 2.0)
+    for _ in range(2):      # (the second call compiles)
+        assert_bit_equal(outer(np.ones(3)),
+                         np.cos(np.ones(3)) * 2.0 + np.cos(np.ones(3) * 2.0) * 2.0)
     assert delta(before)["compiles"] == 1         # only the outer function is compiled
     graph = xform.make_graph(lambda x: inner(x))(1.0)
     assert [e.primitive.name for e in graph.equations] == ["cos", "multiply"]

@@ -92,6 +92,13 @@ def int_of_a_traced_value(x):
     return int(x)                                                             # line: int
 
 
+def float_of_a_differentiated_value(x):
+    return x * float(x)                                                       # line: float-cut
+
+
+SCALAR = xform.ShapedArray((), np.float64)   # an abstract value: a staging without values
+
+
 def len_of_a_traced_scalar(x):
     return len(x)                                                             # line: len
 
@@ -109,7 +116,7 @@ WEIGHTS = np.ones(3)
 
 
 def write_traced_into_a_concrete_array(x):
-    out = np.zeros(3)
+    out = TABLE.copy()     # numpy's own method: a concrete array (np.array(TABLE) stages)
     out[0] = x                                                                # line: write
     return out
 
@@ -229,13 +236,18 @@ CASES = [
      xform.ShapeError, "vjp_fn got a cotangent of shape (4,)"),
     ("vjp cotangent of another dtype", "ct-dtype", complex_cotangent_for_a_real_output,
      xform.TypeCheckError, "a complex cotangent (complex128) for a real value"),
-    ("Python control flow on a traced value", "if",
-     lambda: xform.jit(branch_on_a_traced_value)(1.0), xform.ConcretizationError,
+    ("Python control flow on a value staged without values", "if",
+     lambda: xform.make_graph(branch_on_a_traced_value)(SCALAR), xform.ConcretizationError,
      "a Python `if` on a traced value"),
-    ("range() of a traced value", "range", lambda: xform.jit(range_of_a_traced_value)(
-        np.asarray(3)), xform.ConcretizationError, "range() of a traced value"),
-    ("int() of a traced value", "int", lambda: xform.jit(int_of_a_traced_value)(1.0),
-     xform.ConcretizationError, "int() of a traced value"),
+    ("range() of a value staged without values", "range",
+     lambda: xform.make_graph(range_of_a_traced_value)(xform.ShapedArray((), np.int64)),
+     xform.ConcretizationError, "range() of a traced value"),
+    ("int() of a value staged without values", "int",
+     lambda: xform.make_graph(int_of_a_traced_value)(SCALAR), xform.ConcretizationError,
+     "int() of a traced value"),
+    ("float() of a value being differentiated", "float-cut",
+     lambda: xform.grad(float_of_a_differentiated_value)(1.0), xform.ConcretizationError,
+     "float() of a value that is being differentiated"),
     ("len() of a traced scalar", "len", lambda: xform.jit(len_of_a_traced_scalar)(1.0),
      xform.TypeCheckError, "len() of a 0-d traced value"),
     ("unsupported numpy function", "numpy", lambda: xform.jit(unsupported_numpy)(X),

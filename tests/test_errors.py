@@ -71,17 +71,27 @@ def index_a_constant(x):
     return TABLE[x.astype(int)]                                   # line: index
 
 
+def python_max(x):
+    return max(0.0, x)                                            # line: max
+
+
 def zeros_of_traced_size(x):
     return np.zeros(x.astype(int))                                # line: zeros
 
 
-CONTROL_FLOW = ("stage the choice: np.where(c, a, b), xform.cond(pred, true_fn, false_fn, x) "
-                "or xform.switch; if the value is a setting rather than data, make the "
-                "argument static (static_argnums)")
-LOOP = ("stage the loop: xform.while_loop(cond_fn, body_fn, init) or xform.fori_loop; if the "
-        "bound is a setting rather than data, make the argument static (static_argnums)")
-TO_ARRAY = ("keep it an array (x.astype(float), np.item needs a concrete value too); if it is "
-            "a setting rather than data, make the argument static (static_argnums)")
+ABSTRACT = ("this staging has no values (make_graph or eval_shape of shapes, a body of "
+            "xform.cond, while_loop or scan, an @xform.function): ")
+CONTROL_FLOW = ABSTRACT + ("stage the choice: np.where(c, a, b), xform.cond(pred, true_fn, "
+                           "false_fn, x) or xform.switch; or call the transform on arrays, "
+                           "whose values decide")
+LOOP = ABSTRACT + ("stage the loop: xform.while_loop(cond_fn, body_fn, init) or "
+                   "xform.fori_loop; or call the transform on arrays, whose values decide")
+
+
+def to_array(kind):
+    return ABSTRACT + (f"keep it an array (np.asarray(x, dtype={kind}) in place of {kind}(x), "
+                       "which eager numpy takes too); or call the transform on arrays, whose "
+                       "values are read")
 NEEDS = " needs a concrete value, but this value is traced"
 
 # (function, tagged line, exact cause, exact hint): the table of what needs a concrete value
@@ -90,8 +100,8 @@ CONCRETIZATION_CASES = [
     (while_loop, "while", "a Python `while` on a traced value" + NEEDS, LOOP),
     (to_bool, "bool", "Python control flow (`if`, `while`, `and`, `or`, bool()) on a traced "
      "value" + NEEDS, CONTROL_FLOW),
-    (to_float, "float", "float() of a traced value" + NEEDS, TO_ARRAY),
-    (to_int, "int", "int() of a traced value" + NEEDS, TO_ARRAY),
+    (to_float, "float", "float() of a traced value" + NEEDS, to_array("float")),
+    (to_int, "int", "int() of a traced value" + NEEDS, to_array("int")),
     (with_math, "math", "math.exp of a traced value (Python's math module needs a float)"
      + NEEDS, "use numpy's function instead (np.sin, np.exp, ...), which stages"),
     (python_range, "range", "range() of a traced value" + NEEDS, LOOP),
@@ -100,9 +110,12 @@ CONCRETIZATION_CASES = [
      "np.take_along_axis(A, i, axis), which stage, or make A a traced value (pass it as an "
      "argument)"),
     (zeros_of_traced_size, "zeros", "numpy.zeros with a traced shape or size" + NEEDS,
-     "shapes and sizes must be concrete: make the argument static (static_argnums), or build "
-     "from a traced array of the right shape: np.zeros_like(x), np.ones_like(x), "
-     "np.full_like(x, v)"),
+     ABSTRACT + "build from a traced array of the right shape (np.zeros_like(x), "
+     "np.ones_like(x), np.full_like(x, v)); or call the transform on arrays, whose values give "
+     "the size"),
+    (python_max, "max", "Python's max() of a traced value" + NEEDS, ABSTRACT +
+     "use np.maximum(a, b), which stages; or call the transform on arrays, whose values "
+     "decide"),
     (to_numpy, "asarray", "converting a traced value to a numpy array with numpy's own "
      "conversion" + NEEDS, "np.array / np.asarray / np.stack stage when called through `np.`; "
      "a name imported with `from numpy import ...` before staging, or a library's internal "
@@ -110,13 +123,27 @@ CONCRETIZATION_CASES = [
 ]
 
 
+def of_shapes(fun):
+    return lambda x: xform.make_graph(fun)(xform.ShapedArray((), np.float64))
+
+
+def shapes_only(fun):
+    return lambda x: xform.eval_shape(fun, xform.ShapedArray((), np.float64))
+
+
+def in_a_cond_branch(fun):
+    return lambda x: xform.jit(lambda y: xform.cond(y > 0, fun, fun, y))(x)
+
+
+# Transforms called on arrays answer these questions from the values (tests/test_values.py);
+# stagings without values still cannot.
 @pytest.mark.parametrize("fun, tag, cause, hint", CONCRETIZATION_CASES,
                          ids=[case[1] for case in CONCRETIZATION_CASES])
-@pytest.mark.parametrize("transform", [xform.jit, xform.grad, xform.vmap],
+@pytest.mark.parametrize("transform", [of_shapes, shapes_only, in_a_cond_branch],
                          ids=lambda t: t.__name__)
 def test_concretization_names_the_construct_and_its_fix(fun, tag, cause, hint, transform):
     with pytest.raises(xform.ConcretizationError) as info:
-        transform(fun)(np.array([1.5, 2.5]) if transform is xform.vmap else 1.5)
+        transform(fun)(1.5)
     assert_points_at(info.value, __file__, tag, fun.__name__)
     assert (info.value.cause, info.value.hint) == (cause, hint)
     assert_message_shape(info.value)
@@ -177,8 +204,12 @@ def test_unsupported_ufunc_and_options():
         xform.jit(lambda x: np.gcd(x, 2))(np.arange(3))
     with pytest.raises(xform.UnsupportedError, match="where="):
         xform.jit(lambda x: np.sin(x, where=x > 0))(np.ones(3))
+    buffer = np.empty(3)    # the caller's array: staged code never writes into it
     with pytest.raises(xform.UnsupportedError, match="out="):
-        xform.jit(lambda x: np.sin(x, out=np.empty(3)))(np.ones(3))
+        xform.jit(lambda x: np.sin(x, out=buffer))(np.ones(3))
+    # an array the function makes itself is written as eager numpy writes it
+    np.testing.assert_array_equal(
+        xform.jit(lambda x: np.sin(x, out=np.empty(3)))(np.ones(3)), np.sin(np.ones(3)))
 
 
 def test_registering_makes_an_unsupported_function_work():

@@ -433,48 +433,71 @@ def test_reading_stages_no_extra_equations():
 
 # -- errors, each naming the user's line -----------------------------------------------------------
 
-def write_scalar_into_concrete(x):
-    y = np.zeros(3)
-    y[0] = x                                                      # line: concrete_scalar
+# Arrays the function makes with numpy's constructors stage their writes (as eager numpy
+# writes them); arrays made outside, or by numpy's own methods (`A.copy()`), are numpy's to
+# write, and a traced value cannot go into them.
+OUTSIDE = np.zeros(3)
+OUTSIDE_INTEGERS = np.zeros(3, np.int64)
+
+
+def write_scalar_into_concrete(x, made=lambda: np.zeros(3)):
+    y = made()
+    y[0] = x[0]                                                   # line: concrete_scalar
     return y
 
 
-def write_slice_into_concrete(x):
-    y = np.zeros(3)
+def write_slice_into_concrete(x, made=lambda: np.zeros(3)):
+    y = made()
     y[:2] = x[:2]                                                 # line: concrete_slice
     return y
 
 
-def add_into_concrete(x):
-    y = np.zeros(3)
+def add_into_concrete(x, made=lambda: np.zeros(3)):
+    y = made()
     y[1] += x[0]                                                  # line: concrete_add
+    return y
 
 
-def write_into_concrete_integers(x):
-    y = np.zeros(3, np.int64)
+def write_into_concrete_integers(x, made=lambda: np.zeros(3, np.int64)):
+    y = made()
     y[2] = x[0] > 0                                               # line: concrete_int
     return y
 
 
-def write_at_a_traced_index(x):
-    y = np.zeros(3)
+def write_at_a_traced_index(x, made=lambda: np.zeros(3)):
+    y = made()
     y[np.argmax(x)] = 1.0                                         # line: concrete_index
     return y
 
 
-@pytest.mark.parametrize("fun, tag", [
-    (write_scalar_into_concrete, "concrete_scalar"),
-    (write_slice_into_concrete, "concrete_slice"),
-    (add_into_concrete, "concrete_add"),
-    (write_into_concrete_integers, "concrete_int"),
-    (write_at_a_traced_index, "concrete_index"),
-])
+CONCRETE_WRITES = [(write_scalar_into_concrete, "concrete_scalar"),
+                   (write_slice_into_concrete, "concrete_slice"),
+                   (add_into_concrete, "concrete_add"),
+                   (write_into_concrete_integers, "concrete_int"),
+                   (write_at_a_traced_index, "concrete_index")]
+
+
+@pytest.mark.parametrize("fun, tag", CONCRETE_WRITES)
+def test_writes_into_an_array_the_function_makes_stage(fun, tag):
+    x = np.array([0.5, 2.0, -1.0])
+    np.testing.assert_array_equal(xform.jit(fun)(x), fun(x))
+    xs = np.array([[0.5, 2.0, -1.0], [3.0, -2.0, 0.25]])
+    np.testing.assert_array_equal(xform.vmap(fun)(xs), np.stack([fun(r) for r in xs]))
+    if fun(x).dtype.kind == "f":
+        check_grads(lambda y: np.sum(fun(y) ** 2), (x,), order=1)
+
+
+@pytest.mark.parametrize("fun, tag", CONCRETE_WRITES)
 @pytest.mark.parametrize("transform", [xform.jit, lambda f: xform.grad(lambda x: np.sum(f(x))),
                                        xform.vmap], ids=["jit", "grad", "vmap"])
 def test_write_into_a_concrete_array(fun, tag, transform):
+    outside = OUTSIDE_INTEGERS if tag == "concrete_int" else OUTSIDE
+
+    def made_outside(x):
+        return fun(x, made=outside.copy)      # numpy's own method: a concrete array
     x = np.ones(3) if transform is not xform.vmap else np.ones((2, 3))
     with pytest.raises(xform.ConcretizationError) as info:
-        transform(fun)(x)
+        transform(made_outside)(x)
     assert_points_at(info.value, __file__, tag, fun.__name__)
     assert "concrete numpy array" in info.value.cause
     for fix in ("np.zeros_like(x)", "xform.index_add", "np.stack"):
@@ -530,6 +553,22 @@ def traced_mask_with_values_per_entry(x):
     return y
 
 
+def test_a_traced_mask_with_one_value_per_true_entry():
+    # The count of True entries is read from the call's values (and guarded): a call with
+    # another count fails as eagerly, where numpy's assignment cannot fit the values.
+    fun = xform.jit(traced_mask_with_values_per_entry)
+    for x in (np.array([1.0, -1.0, 2.0, 3.0]), np.array([-1.0, 1.0, 2.0, 3.0])):
+        np.testing.assert_array_equal(fun(x), traced_mask_with_values_per_entry(x))
+    with pytest.raises(ValueError):
+        traced_mask_with_values_per_entry(np.ones(2))
+    with pytest.raises(xform.ShapeError):
+        fun(np.ones(2))
+    with pytest.raises(xform.ConcretizationError) as info:    # a staging without values
+        xform.make_graph(traced_mask_with_values_per_entry)(xform.ShapedArray((4,),
+                                                                              np.float64))
+    assert_points_at(info.value, __file__, "mask_values", "traced_mask_with_values_per_entry")
+
+
 def add_a_float_into_integers(x):
     y = x.astype(np.int64)
     y += 1.5                                                      # line: casting
@@ -537,14 +576,12 @@ def add_a_float_into_integers(x):
 
 
 def out_into_concrete(x):
-    return np.add(x, 1.0, out=np.zeros(3))                        # line: out_concrete
+    return np.add(x, 1.0, out=OUTSIDE)                            # line: out_concrete
 
 
 @pytest.mark.parametrize("fun, tag, error, fragment, x", [
     (write_from_a_branch, "nested", xform.UnsupportedError, "enclosing function", np.ones(3)),
     (write_a_read_only_view, "read_only", xform.TypeCheckError, "read-only", np.ones((2, 2))),
-    (traced_mask_with_values_per_entry, "mask_values", xform.ConcretizationError,
-     "number of True entries", np.ones(3)),
     (add_a_float_into_integers, "casting", xform.TypeCheckError, "same_kind", np.ones(3)),
     (out_into_concrete, "out_concrete", xform.UnsupportedError, "concrete numpy array",
      np.ones(3)),

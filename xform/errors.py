@@ -226,6 +226,26 @@ class RestagingWarning(UserWarning):
     """
 
 
+class PathLimitWarning(UserWarning):
+    """A function's decisions on data (`if x > 0:`, `while err > tol:`, `range(n)` of a
+    traced n) took more paths than `xform.config.max_paths` for one signature: past it, each
+    call is staged and interpreted anew (correct, at about autograd's cost).
+
+    Triggered by e.g. a `while` loop whose trip count changes with the data. Fix: stage the
+    decision (`np.where`, `xform.cond`, `xform.while_loop`), or raise the bound
+    (`xform.config.update("max_paths", 32)`).
+    """
+
+
+class PathLimitError(XformError, RuntimeError):
+    """The strict form of PathLimitWarning (`xform.config.update("path_limit", "raise")`):
+    a call needed a path past `xform.config.max_paths`.
+
+    Fix: stage the decision named (`np.where`, `xform.cond`, `xform.while_loop`), or raise
+    the bound.
+    """
+
+
 def _deepest_user_source(err: BaseException):
     """The deepest line of the user's code in `err`'s traceback (where staging was when it
     failed), or the user's line of the current call when the traceback has none."""

@@ -6,6 +6,7 @@ import importlib.util
 import linecache
 import os
 import sys
+import sysconfig
 
 import attrs
 import numpy as np
@@ -48,6 +49,31 @@ def is_excluded(filename: str) -> bool:
         excluded = filename.startswith(_EXCLUDED) or filename.startswith("<xform")
         _excluded_cache[filename] = excluded
     return excluded
+
+
+# Code that is not the user's: the standard library and installed packages.
+_INSTALLED_PREFIXES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
+                                                                "purelib", "platlib")})
+
+
+def is_users_file(filename: str) -> bool:
+    """Whether code in `filename` is the user's own: not xform's, numpy's, SciPy's, the
+    standard library's, an installed package's, or generated (`<...>`)."""
+    return not (filename.startswith("<") or filename.startswith(_INSTALLED_PREFIXES)
+                or is_excluded(filename))
+
+
+# Generated code that is a library's, not the user's (the user's: a notebook cell, a doctest,
+# exec'd source).
+_LIBRARY_GENERATED = ("<xform", "<frozen", "<attrs", "<string>", "<makefun", "<decorator")
+
+
+def is_users_code(filename: str) -> bool:
+    """is_users_file, and also source the user generated or typed (`<ipython-input-3>`,
+    `<doctest ...>`, exec'd text), but not a library's generated code."""
+    if filename.startswith("<"):
+        return not filename.startswith(_LIBRARY_GENERATED)
+    return is_users_file(filename)
 
 
 def user_frame(start=None):

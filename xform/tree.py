@@ -10,13 +10,14 @@ names (`xform.tree_util` is this module): key paths, register_pytree_node, regis
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any, Callable
 
 import attrs
 import numpy as np
 
 from xform.errors import TreeMismatchError
-from xform.source_info import user_frame_info
+from xform.source_info import is_users_file, user_frame_info
 
 _REGISTRY: dict[type, tuple[Callable, Callable]] = {}
 
@@ -129,7 +130,100 @@ def _node(x) -> tuple[Any, Any, list] | None:
     names = _fields(kind)
     if names is not None:
         return kind, names, [getattr(x, n) for n in names]
+    if _is_plain_class(kind):
+        return _plain_node(x)
     return None
+
+
+def _is_plain_class(kind) -> bool:
+    """Whether instances of `kind` are plain objects whose attributes are a pytree: a class
+    the user's own code defines (not a library's), whose instances keep their attributes in
+    a `__dict__` and that is no container, array or callable (memoized per class)."""
+    plain = _PLAIN.get(kind)
+    if plain is None:
+        module = sys.modules.get(getattr(kind, "__module__", ""), None)
+        filename = getattr(module, "__file__", None)
+        users = (kind.__module__ not in ("builtins", "__builtin__") if filename is None
+                 else is_users_file(filename))
+        plain = (users and isinstance(kind, type) and kind.__init__ is not object.__init__
+                 and "__slots__" not in vars(kind) and not issubclass(
+                     kind, (tuple, list, dict, set, np.ndarray, np.generic, BaseException))
+                 and not any("__call__" in vars(c) or "__array__" in vars(c)
+                             for c in kind.__mro__[:-1]))
+        if len(_PLAIN) >= 4096:
+            _PLAIN.clear()
+        _PLAIN[kind] = plain
+    return plain
+
+
+_PLAIN: dict = {}
+# The attributes of a plain object that are children (traced where a transform reads them):
+# arrays, floats and complex numbers, and containers and objects holding them. Ints, bools,
+# strings, functions and every other value are static: kept as they are, part of the
+# structure (an int is most often a setting, as a layer count: `range(self.n_layers)`).
+_STATIC_IN_OBJECTS = (bool, int, str, bytes, type(None))
+
+
+def _is_static_attribute(value) -> bool:
+    kind = type(value)
+    if kind in _STATIC_IN_OBJECTS or callable(value) and not _is_plain_class(kind):
+        return True
+    if isinstance(value, (np.ndarray, np.generic, float, complex)):
+        return False
+    if kind in (tuple, list, dict) or kind in _REGISTRY or _fields(kind) is not None \
+            or hasattr(value, "shape") and hasattr(value, "dtype"):
+        return False
+    return not _is_plain_class(kind)
+
+
+class _Static:
+    """A plain object's static attribute in a structure: equal to another by value when
+    hashable, else by identity (the object itself is kept)."""
+
+    __slots__ = ("value", "_key")
+
+    def __init__(self, value):
+        self.value = value
+        try:
+            hash(value)
+            self._key = (type(value), value)
+        except TypeError:
+            self._key = None
+
+    def __hash__(self):
+        return hash(self._key) if self._key is not None else id(self.value)
+
+    def __eq__(self, other):
+        if type(other) is not _Static:
+            return False
+        if self._key is not None:
+            return self._key == other._key
+        return self.value is other.value
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+class _PlainAux(tuple):
+    """A plain object's structure: (child attribute names, ((name, _Static), ...))."""
+
+
+def _plain_node(x):
+    attributes = vars(x)
+    names = tuple(sorted(n for n, v in attributes.items() if not _is_static_attribute(v)))
+    statics = tuple(sorted((n, _Static(v)) for n, v in attributes.items()
+                           if n not in names))
+    return type(x), _PlainAux((names, statics)), [attributes[n] for n in names]
+
+
+def _build_plain(kind, aux, children):
+    """A plain object from its children: a new instance (its __init__ not run), so that what
+    a staged function assigns to it never reaches the caller's object."""
+    names, statics = aux
+    obj = object.__new__(kind)
+    obj.__dict__.update((n, s.value) for n, s in statics)
+    obj.__dict__.update(zip(names, children))
+    return obj
 
 
 _FLAT_TUPLES: dict = {}
@@ -199,6 +293,8 @@ def _build(kind, aux, children):
         return _REGISTRY[kind][1](aux, children)
     if hasattr(kind, "_fields"):
         return kind(*children)
+    if type(aux) is _PlainAux:
+        return _build_plain(kind, aux, children)
     return _build_fields(kind, aux, children)
 
 

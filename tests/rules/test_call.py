@@ -79,9 +79,10 @@ def test_derived_graphs_of_a_recursive_callee_are_built_once():
         return xform.cond(n > 0, lambda: 0.5 * halving(x, n - 1), lambda: x)
     builds = xform.cache_info()["builds"]
     assert xform.grad(halving)(1.0, 3) == 0.125
-    # The staging, the callee and the vjps of it, its graph and its branches: the optimizer
-    # asking for vjp(halving) inside vjp(halving) leaves that call unopened, not rebuilt.
-    assert xform.cache_info()["builds"] - builds < 12
+    # The staging, the callee and the vjps of it, its graph and its branches, and the callee
+    # compiled once to compute its value while staging: the optimizer asking for
+    # vjp(halving) inside vjp(halving) leaves that call unopened, not rebuilt.
+    assert xform.cache_info()["builds"] - builds < 15
 
 
 def test_recursive_call_typed_from_the_base_case_is_checked():

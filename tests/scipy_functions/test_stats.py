@@ -380,5 +380,6 @@ def test_quantile_derivatives(name, q, loc, scale):
 
 
 def test_a_statistics_function_names_itself_when_it_fails_on_a_tracer():
+    # (a staging without values: with values, SciPy's own checks read them)
     with pytest.raises(xform.XformError, match=r"scipy\.stats\.entropy is not supported"):
-        xform.jit(lambda p: scipy.stats.entropy(p))(np.array([0.2, 0.8]))
+        xform.make_graph(lambda p: scipy.stats.entropy(p))(xform.ShapedArray((2,), np.float64))

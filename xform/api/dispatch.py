@@ -14,13 +14,15 @@ import weakref
 import numpy as np
 
 from xform.api.pipeline import finish_graph, first_tier_graph
-from xform.errors import RestagingWarning, TypeCheckError, out_of_memory_error
+from xform.errors import RestagingWarning, TypeCheckError, XformError, out_of_memory_error
 from xform.ir.avals import ShapedArray, shaped_array
-from xform.ir.builder import current_builder
+from xform.ir.builder import KnownValues, current_builder
+from xform.ir.values import NO_VALUE, recording_decisions, staged_values
 from xform.ir.interpret import eval_graph, run_concrete
 from xform.ir.tracer import Tracer
 from xform.numpy.random import stand_in_for_static
 from xform.runtime.cache import CACHE
+from xform.runtime.paths import Path, Paths
 from xform.runtime.tiers import FirstTier, first_call_tier
 from xform.source_info import user_frame_info
 from xform.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -417,9 +419,10 @@ class Transformed(CachedCall):
     """
 
     def __init__(self, fun, kind, build, params=(), finish=finish_graph, static=None,
-                 static_keywords=(), keywords_automatic=True, first_call=None):
+                 static_keywords=(), keywords_automatic=True, first_call=None, inline=False):
         super().__init__()
         self.fun = fun
+        self.inline = inline
         self.kind = kind
         self.build = build
         self.first_call = first_call
@@ -469,34 +472,58 @@ class Transformed(CachedCall):
             static_values += tuple(fixed.values())
         fun = with_statics(fun, in_tree, statics, keywords)
         if current_builder() is not None:
+            if self.inline:     # jit inside a staging: the function's equations, as they are
+                return unflatten_call(fun, leaves, in_tree)
             graph, captured, unflatten = self.build(fun, in_tree,
-                                                    [aval_of_signature(s) for s in signature])
+                                                    [aval_of_signature(s) for s in signature],
+                                                    known_values(leaves))
             return unflatten(eval_graph(graph, *leaves, *captured))
 
         statics_key = ((tuple((j, static_key(v)) for j, v in statics.items()), static_keywords)
                        if statics or static_keywords else _NO_STATICS)
 
+        def stage_path(path_leaves):
+            """(run, unflatten, decisions, generators, drew) of the path `path_leaves` take."""
+            avals = [aval_of_signature(s) for s in signature]
+            known = KnownValues.of(path_leaves)
+            finish = self.finish
+            with recording_decisions() as record:
+                first = None
+                if first_call_tier() == "compile" or self.first_call is None:
+                    graph, captured, unflatten = self.build(fun, in_tree, avals, known)
+                    run, graph_of = None, lambda: graph
+                else:
+                    run, graph_of, captured, unflatten, first = self.first_call(
+                        fun, in_tree, avals, known)
+                if run is None and first_call_tier() != "compile":
+                    graph = graph_of()
+                    first_graph = first_tier_graph(graph, finish)
+                    run = functools.partial(run_concrete, first_graph)
+                    values = staged_values(first_graph)
+                    if values is not None:      # what staging computed, not computed again
+                        first = functools.partial(run_concrete_known, first_graph, values)
+            if captured:
+                raise XformError("a traced value was captured outside any staging",
+                                 user_frame_info())
+            generators = tuple(g for g, _ in record.generators.values())
+            if first_call_tier() == "compile":
+                run = CACHE.compiled(finish(graph)).fn
+            else:
+                run = FirstTier(run, lambda: CACHE.compiled(finish(graph_of())).fn, first)
+            return run, unflatten, record.decisions, generators
+
         def make():
             if statics or static_keywords:
                 count_restaging(self.fun, self.kind)
-            avals = [aval_of_signature(s) for s in signature]
-            finish = self.finish
-            if first_call_tier() == "compile" or self.first_call is None:
-                graph, captured, unflatten = self.build(fun, in_tree, avals)
-                run, graph_of = None, lambda: graph
-            else:
-                run, graph_of, captured, unflatten = self.first_call(fun, in_tree, avals)
-            assert not captured, "nothing can be captured outside any staging"
-            if first_call_tier() == "compile":
-                return CACHE.compiled(finish(graph)).fn, unflatten
-            if run is None:
-                graph = graph_of()
-                run = functools.partial(run_concrete, first_tier_graph(graph, finish))
-            return FirstTier(run, lambda: CACHE.compiled(finish(graph_of())).fn), unflatten
+            run, unflatten, decisions, generators = stage_path(leaves)
+            if not decisions:
+                return run, unflatten
+            return guarded_paths(self.fun, self.kind, stage_path, run, unflatten, decisions,
+                                 generators), _results
         entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature, statics_key),
                             make, arguments=static_values)
         fn, unflatten = entry.value
-        if type(fn) is FirstTier:
+        if type(fn) is FirstTier or type(fn) is Paths:
             fn.attach(entry)
         try:
             results = fn(*leaves)
@@ -508,6 +535,38 @@ class Transformed(CachedCall):
             else:
                 self._remember_with_statics(args, statics, entry)
         return unflatten(results)
+
+
+def run_concrete_known(graph, known, args):
+    return run_concrete(graph, args, known)
+
+
+def _results(results):
+    """The unflatten of an entry whose Paths unflatten each path's results themselves."""
+    return results
+
+
+def unflatten_call(fun, leaves, in_tree):
+    return fun(*tree_unflatten(in_tree, leaves))
+
+
+def known_values(leaves):
+    """The KnownValues of a call's leaves inside an enclosing staging, or None when that
+    staging knows none of them (it stages abstract values)."""
+    known = KnownValues.of(leaves)
+    return known if any(v is not NO_VALUE for v in known.values) else None
+
+
+def guarded_paths(fun, kind, stage_path, run, unflatten, decisions, generators):
+    """The Paths of an entry whose first path (`run`, `unflatten`) decided `decisions`."""
+    def stage(leaves, entry):
+        (path_run, path_unflatten, path_decisions, path_generators), keep = \
+            CACHE.stage_path(fun, lambda: stage_path(leaves), entry)
+        return (lambda *args: path_unflatten(path_run(*args)), path_decisions,
+                path_generators, keep)
+    name = f"{kind} of '{getattr(fun, '__qualname__', getattr(fun, '__name__', repr(fun)))}'"
+    return Paths(name, stage, Path(lambda *args: unflatten(run(*args)), decisions,
+                                   generators))
 
 
 class KeywordCall:
@@ -539,8 +598,9 @@ class KeywordTransformed(KeywordCall, Transformed):
 
 
 def transformed(fun, kind, build, params=(), finish=finish_graph, static=None,
-                static_keywords=(), keywords_automatic=True, keywords=False, first_call=None):
+                static_keywords=(), keywords_automatic=True, keywords=False, first_call=None,
+                inline=False):
     """A Transformed, taking keyword arguments when `keywords` or `fun` may need them."""
     cls = KeywordTransformed if keywords or accepts_keywords(fun) else Transformed
     return cls(fun, kind, build, params, finish, static, static_keywords, keywords_automatic,
-               first_call)
+               first_call, inline)

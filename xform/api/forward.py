@@ -84,8 +84,10 @@ def jvp(fun, primals, tangents, has_aux=False):
     _check_tangents(avals, t_leaves, p_tree, t_tree)
     diff = [is_differentiable(a) for a in avals]
 
-    def build(fun, in_tree, _avals):
-        graph, captured, out_tree = stage_function(fun, p_tree, avals)
+    def build(fun, in_tree, _avals, known=None):
+        if known is not None:   # (the leaves are the primals', then the tangents')
+            known = known.taking(range(len(avals))).perturbing(range(len(avals)))
+        graph, captured, out_tree = stage_function(fun, p_tree, avals, known)
         if has_aux and (out_tree.kind is not tuple or len(out_tree.children) != 2):
             raise TypeCheckError("jvp with has_aux=True needs fun to return (output, aux)",
                                  user_frame_info())
@@ -122,11 +124,13 @@ def linearize(fun, *primals):
     return Transformed(fun, "linearize", _build_linearize, finish=as_built)(*primals)
 
 
-def _build_linearize(fun, in_tree, avals):
+def _build_linearize(fun, in_tree, avals, known=None):
     """The forward graph (leaves -> outputs, residuals) and an unflatten giving `linearize`'s
     result, whose f_jvp runs the linear graph on the call's residuals."""
     diff = [is_differentiable(a) for a in avals]
-    graph, captured, out_tree = stage_function(fun, in_tree, avals)
+    if known is not None:
+        known = known.perturbing(range(len(avals)))
+    graph, captured, out_tree = stage_function(fun, in_tree, avals, known)
     forward, linear = jvp_split(graph, diff + [False] * len(captured))
     n_out = len(graph.outputs)
     if forward is None:

@@ -73,10 +73,11 @@ def _jacobian_transform(fun, name, body, argnums, has_aux, holomorphic, allow_in
     if not callable(fun):
         raise not_callable_error(fun, name)
 
-    def build(fun, in_tree, avals):
+    def build(fun, in_tree, avals, known=None):
         nums = normalize_argnums(argnums, len(in_tree.children))
         offsets = np.cumsum([0] + [c.num_leaves for c in in_tree.children])
-        wanted = [avals[i] for n in nums for i in range(offsets[n], offsets[n + 1])]
+        positions = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
+        wanted = [avals[i] for i in positions]
         check_input_dtypes(name, wanted, holomorphic, allow_int)
         if name != "jacrev" and not holomorphic and any(a.dtype.kind == "c" for a in wanted):
             raise TypeCheckError(f"{name} needs real inputs (complex ones: pass "
@@ -84,7 +85,9 @@ def _jacobian_transform(fun, name, body, argnums, has_aux, holomorphic, allow_in
 
         def staged(*args):
             return body(fun, args, nums)
-        graph, captured, out_tree = stage_function(staged, in_tree, avals)
+        if known is not None:
+            known = known.perturbing(positions)
+        graph, captured, out_tree = stage_function(staged, in_tree, avals, known)
         scalars = [i for i, out in enumerate(graph.outputs) if not out.aval.shape]
 
         def unflatten(outs):

@@ -10,7 +10,10 @@ from xform.errors import (ShapeError, TreeMismatchError, TypeCheckError, Unsuppo
                           not_callable_error)
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
-from xform.ir.builder import stage_function
+from xform.ir.builder import KnownValues, stage_function
+from xform.ir.interpret import run_concrete
+from xform.ir.values import (NO_VALUE, GuardFailure, decisions_so_far, forget_decisions_after,
+                             has_guards)
 from xform.ir.core import Graph
 from xform.ir.rules import graph_has_effects
 from xform.runtime.effects import Watch
@@ -30,7 +33,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None):
     """
     if not callable(fun):
         raise not_callable_error(fun, "vmap")
-    def build(fun, in_tree, avals):
+    def build(fun, in_tree, avals, known=None):
         args_tree = in_tree
         axes = _in_axes_leaves(in_axes, args_tree)
         dims = []
@@ -64,18 +67,30 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None):
         if axis_name is not None:
             return _staged_with_axis_name(fun, args_tree, example_avals, dims, size, axis_name,
                                           out_axes)
+        decided = decisions_so_far()
         with watch:
-            graph, captured, out_tree = stage_function(fun, args_tree, example_avals)
+            # Decisions on data are made on lane 0's values; the batched graph's guards then
+            # ask every lane for the same outcome.
+            graph, captured, out_tree = stage_function(fun, args_tree, example_avals,
+                                                       _lane(known, dims, 0))
         out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
         drew = watch.drew()
         if drew or graph_has_effects(graph):
             # Draws per element, as a Python loop over the elements would make them.
             if drew:
                 watch.rewind()
+            forget_decisions_after(decided)
             return _staged_per_element(fun, args_tree, avals, dims, size, out_tree,
-                                       out_axes_leaves)
+                                       out_axes_leaves, known)
         batched = batch_graph(graph, dims + [NOT_MAPPED] * len(captured), size,
                                 out_axes_leaves)
+        if known is not None and not captured and has_guards(graph) \
+                and not _lanes_agree(batched, known.values):
+            # Lanes that decide differently: each lane staged on its own values, with its
+            # own guards (what `[fun(x) for x in xs]` computes, lane by lane).
+            forget_decisions_after(decided)
+            return _staged_per_element(fun, args_tree, avals, dims, size, out_tree,
+                                       out_axes_leaves, known)
         return batched, captured, lambda outs: tree_unflatten(out_tree, outs)
 
     def static(n_args):
@@ -114,7 +129,28 @@ def _staged_with_axis_name(fun, args_tree, example_avals, dims, size, axis_name,
     return batched, captured, lambda outs: tree_unflatten(out_tree, outs)
 
 
-def _staged_per_element(fun, args_tree, avals, dims, size, out_tree, out_axes_leaves):
+def _lane(known, dims, i):
+    """The KnownValues of lane `i` of a call's leaves (None stays None)."""
+    if known is None:
+        return None
+    values = [v if d is NOT_MAPPED or v is NO_VALUE else np.take(v, i, axis=d)
+              for v, d in zip(known.values, dims)]
+    return KnownValues(values, known.perturbed)
+
+
+def _lanes_agree(batched, values) -> bool:
+    """Whether every lane of this call takes lane 0's path through `batched`'s guards."""
+    if any(v is NO_VALUE for v in values):
+        return True     # (nothing to ask: its guards decide when it runs)
+    try:
+        run_concrete(batched, values)
+    except GuardFailure:
+        return False
+    return True
+
+
+def _staged_per_element(fun, args_tree, avals, dims, size, out_tree, out_axes_leaves,
+                        known=None):
     """vmap of a function that draws random numbers: `fun` staged once per element, in
     element order, so that every element draws its own values (what `[fun(x) for x in xs]`
     draws, bit for bit: element 0's draws, in program order, then element 1's, ...); the
@@ -130,7 +166,7 @@ def _staged_per_element(fun, args_tree, avals, dims, size, out_tree, out_axes_le
         return [outs[0][k] if axis is None else np.stack([o[k] for o in outs], axis=axis)
                 for k, axis in enumerate(out_axes_leaves)]
 
-    graph, captured, _ = stage_function(per_element, args_tree, avals)
+    graph, captured, _ = stage_function(per_element, args_tree, avals, known)
     return graph, captured, lambda outs: tree_unflatten(out_tree, outs)
 
 

@@ -17,6 +17,7 @@ from xform.errors import (MissingRuleError, ShapeError, TreeMismatchError, TypeC
 from xform.ir.ad import Zero, instantiate
 from xform.ir.avals import float0, is_differentiable
 from xform.ir.builder import stage_function
+from xform.ir.values import staged_values
 from xform.source_info import user_frame_info
 from xform.transforms.derived import vjp_split
 from xform.transforms.transpose import backward_pass
@@ -142,7 +143,7 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
     if not callable(fun):
         raise not_callable_error(fun, name)
 
-    def forward(fun, in_tree, avals):
+    def forward(fun, in_tree, avals, known):
         """The function's graph, ready for reverse mode, with vjp_graph's options and the
         unflatten of the results: what both tiers of a gradient start from."""
         nums = normalize_argnums(argnums, len(in_tree.children))
@@ -150,12 +151,14 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
                                             initial=0))
         wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
         check_input_dtypes(name, [avals[i] for i in wanted], holomorphic, allow_int)
-        graph, captured, out_tree = stage_function(fun, in_tree, avals)
+        if known is not None:
+            known = known.perturbing(wanted)
+        graph, captured, out_tree = stage_function(fun, in_tree, avals, known)
         _check_scalar_output(graph, has_aux, out_tree, name, holomorphic)
         out_shape = graph.outputs[0].aval.shape
         if out_shape:   # a size-1 array output (as autograd): differentiate it as a scalar
             graph, captured, out_tree = stage_function(_first_output_as_scalar(fun, has_aux),
-                                                       in_tree, avals)
+                                                       in_tree, avals, known)
         # Fused here, for both tiers: the first call must compute what later calls compute,
         # bit for bit, and a fused region's vjp (NDual) rounds differently from its
         # equations' rules.
@@ -185,17 +188,22 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
         # The forward pass is `graph` itself (adopted).
         return vjp_graph(graph, seed_ones=True, adopt=True, **options)
 
-    def build(fun, in_tree, avals):
-        graph, options, captured, unflatten = forward(fun, in_tree, avals)
+    def build(fun, in_tree, avals, known=None):
+        graph, options, captured, unflatten = forward(fun, in_tree, avals, known)
         return reverse_graph(graph, options), captured, unflatten
 
-    def first_call(fun, in_tree, avals):
+    def first_call(fun, in_tree, avals, known=None):
         """The interpreted tier's first call: the gradient computed at once, by the rules on
         concrete values, and no reverse-mode graph built until the next call compiles."""
-        graph, options, captured, unflatten = forward(fun, in_tree, avals)
-        run = (functools.partial(gradient_values_owned, graph, options)
-               if computable_at_once(graph) else None)
-        return run, lambda: reverse_graph(graph, options), captured, unflatten
+        graph, options, captured, unflatten = forward(fun, in_tree, avals, known)
+        run = first = None
+        if computable_at_once(graph):
+            run = functools.partial(gradient_values_owned, graph, options)
+            values = staged_values(graph)
+            if values is not None:      # the forward pass, computed while staging
+                first = functools.partial(gradient_values_owned, graph,
+                                          {**options, "known": values})
+        return run, lambda: reverse_graph(graph, options), captured, unflatten, first
 
     static, static_keywords = differentiated_static(fun, argnums, static_argnums,
                                                     static_argnames, name)
@@ -256,10 +264,12 @@ def vjp(fun, *primals, has_aux=False):
                        finish=as_built)(*primals)
 
 
-def _build_vjp(has_aux, fun, in_tree, avals):
+def _build_vjp(has_aux, fun, in_tree, avals, known=None):
     """The forward graph (leaves -> outputs, residuals) and an unflatten giving `vjp`'s result,
     whose vjp_fn runs the backward graph on the call's residuals."""
-    graph, captured, out_tree = stage_function(fun, in_tree, avals)
+    if known is not None:
+        known = known.perturbing(range(len(avals)))
+    graph, captured, out_tree = stage_function(fun, in_tree, avals, known)
     if has_aux:
         if out_tree.kind is not tuple or len(out_tree.children) != 2:
             raise TypeCheckError("vjp with has_aux=True needs fun to return (output, aux)",
@@ -323,7 +333,8 @@ def linear_transpose(fun, *primals):
     p_leaves, p_tree = tree_flatten(primals)
     avals = [aval_of_signature(leaf_signature(x)) for x in p_leaves]
 
-    def build(fun, ct_tree, ct_avals):
+    def build(fun, ct_tree, ct_avals, known=None):
+        # (the primals give shapes only: the function is staged on abstract values)
         graph, captured, out_tree = stage_function(fun, p_tree, avals)
         if ct_tree.children[0] != out_tree:
             raise TreeMismatchError(f"linear_transpose: a cotangent of structure "

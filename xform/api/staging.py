@@ -7,15 +7,12 @@ import operator
 
 import numpy as np
 
-from xform.api.dispatch import (CachedCall, KeywordCall, accepts_keywords, aval_of_signature,
-                                count_restaging, leaf_signature, leaf_signatures,
-                                normalize_argnums, present_argnums, run, split_static,
-                                static_key, static_positions, with_statics)
+from xform.api.dispatch import (aval_of_signature, leaf_signature, normalize_argnums,
+                                present_argnums, run, static_positions, transformed)
 from xform.api.pipeline import finish_graph
-from xform.errors import TreeMismatchError, not_callable_error, out_of_memory_error
+from xform.errors import TreeMismatchError, not_callable_error
 from xform.ir.avals import ShapedArray
-from xform.ir.builder import current_builder, stage_function
-from xform.runtime.cache import CACHE
+from xform.ir.builder import KnownValues, stage_function
 from xform.runtime.effects import Watch
 from xform.source_info import user_frame_info
 from xform.tree import tree_flatten, tree_unflatten
@@ -63,12 +60,28 @@ def make_graph(fun, static_argnums=()):
         static_nums = (normalize_argnums(static_nums_spec, len(args))
                        if static_nums_spec else ())
         dynamic, static = _split_static(args, static_nums)
-        leaves, in_tree = tree_flatten(dynamic)
-        avals = [aval_of_signature(leaf_signature(x)) for x in leaves]
+        leaves, in_tree = tree_flatten(dynamic, is_leaf=_is_shaped_only)
+        avals = [_aval_of_example(x) for x in leaves]
+        # Arrays and numbers are staged with their values: Python's questions about them
+        # are answered and shown as guards. Abstract shapes (ShapedArray) stage without.
+        known = (None if any(isinstance(x, ShapedArray) or not _is_value(x) for x in leaves)
+                 else KnownValues.of(leaves))
         # its random draws appear as random_draw equations
         with Watch(fun, tuple(value for _, value in static)):
-            return stage_function(_with_static(fun, static, len(args)), in_tree, avals)[0]
+            return stage_function(_with_static(fun, static, len(args)), in_tree, avals,
+                                  known)[0]
     return staged
+
+
+def _is_shaped_only(x) -> bool:
+    """An abstract example: a ShapedArray or anything with shape and dtype that is no array
+    (JAX's ShapeDtypeStruct)."""
+    return isinstance(x, ShapedArray) or (hasattr(x, "shape") and hasattr(x, "dtype")
+                                          and not isinstance(x, (np.ndarray, np.generic)))
+
+
+def _is_value(x) -> bool:
+    return isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
 
 
 def _is_shaped(x) -> bool:
@@ -78,7 +91,7 @@ def _is_shaped(x) -> bool:
 def _aval_of_example(x):
     """The aval of an example argument: an array, a number, or anything with `shape` and
     `dtype` (a ShapedArray, JAX's ShapeDtypeStruct)."""
-    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.generic):
+    if _is_shaped_only(x):
         return ShapedArray(tuple(x.shape), np.dtype(x.dtype))
     return aval_of_signature(leaf_signature(x))
 
@@ -147,61 +160,15 @@ def jit(fun, static_argnums=(), static_argnames=()):
     """
     if not callable(fun):
         raise not_callable_error(fun, "jit")
-    cls = _KeywordJitted if static_argnames or accepts_keywords(fun) else _Jitted
-    return cls(fun, static_argnums, static_argnames)
+    explicit_spec, static_keywords = static_positions(fun, static_argnums, static_argnames)
+
+    def static(n_args):
+        return present_argnums(explicit_spec, n_args), ()
+    return transformed(fun, "jit", _build_jit, static=static, static_keywords=static_keywords,
+                       keywords_automatic=False, keywords=bool(static_argnames), inline=True)
 
 
-class _Jitted(CachedCall):
-    def __init__(self, fun, static_argnums, static_argnames=()):
-        super().__init__()
-        self.fun = fun
-        self.static_argnums, self.static_keywords = static_positions(fun, static_argnums,
-                                                                     static_argnames)
-        functools.update_wrapper(self, fun, updated=())
-
-    def _build_and_call(self, args, keywords=None):
-        fun = self.fun
-        if current_builder() is not None:
-            return fun(*args, **keywords) if keywords else fun(*args)
-        explicit = present_argnums(self.static_argnums, len(args))
-        static_keywords = ()
-        if keywords:
-            static_keywords = tuple((name, keywords.pop(name)) for name in sorted(keywords)
-                                    if name in self.static_keywords)
-            args = (*args, keywords)
-            fun = functools.partial(fun, **dict(static_keywords)) if static_keywords else fun
-        else:
-            keywords = None
-        leaves, in_tree, statics = split_static(args, explicit, ())
-        signature = leaf_signatures(leaves, args, statics)
-        if statics:
-            leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
-        staged = with_statics(fun, in_tree, statics, keywords)
-
-        def make():
-            if statics or static_keywords:
-                count_restaging(self.fun, "jit")
-            avals = [aval_of_signature(s) for s in signature]
-            graph, _, out_tree = stage_function(staged, in_tree, avals)
-            return CACHE.compiled(finish_graph(graph)).fn, _unflattener(out_tree)
-        statics_key = (tuple((j, static_key(v)) for j, v in statics.items()),
-                      tuple((name, static_key(v)) for name, v in static_keywords))
-        entry = CACHE.build(self.fun, ("jit", in_tree, signature, statics_key), make,
-                            arguments=(*statics.values(), *(v for _, v in static_keywords)))
-        fn, finish = entry.value
-        try:
-            results = fn(*leaves)
-        except MemoryError as err:
-            raise out_of_memory_error(err) from None
-        # Filed for the fast path once a call succeeded: one that failed (out of memory)
-        # comes back here, where the failure is reported as an xform error.
-        if keywords is None and len(leaves) == len(args):
-            if not statics:
-                self._remember(args, entry)
-            else:   # a static value is part of the key
-                self._remember_with_statics(args, statics, entry)
-        return finish(results)
-
-
-class _KeywordJitted(KeywordCall, _Jitted):
-    """A jitted function that takes keyword arguments."""
+def _build_jit(fun, in_tree, avals, known=None):
+    """jit's graph: the function as staged (inside another staging, jit inlines it)."""
+    graph, captured, out_tree = stage_function(fun, in_tree, avals, known)
+    return graph, captured, _unflattener(out_tree)

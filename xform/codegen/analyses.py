@@ -124,3 +124,55 @@ def buffer_reuse(graph: Graph, outputs: set) -> dict:
                 reuse[index] = position
                 break
     return reuse
+
+
+# -- updates in place (`u[t + 1] = ...` in a loop) -------------------------------------------------
+
+def writes_in_place(graph: Graph, sequence: list, indexing: dict, outputs: set,
+                    in_place: dict) -> set:
+    """The equations, of primitives with an in-place impl (`in_place`: primitive -> impl, the
+    rule hook "in_place", e.g. scatter), that may write into their first input's buffer: an
+    array an in-place-capable equation of this graph made (never an argument, a constant or a
+    view of one), read by nothing later, and of which no view is alive (a value derived from
+    it by an equation that is no ufunc may be a view; it must be read no later either).
+    `sequence` is the emitter's order, so that "later" is the order the code runs in."""
+    equations = graph.equations
+    if not any(eqn.primitive in in_place for eqn in equations):
+        return set()
+    fresh = _fresh_arrays(equations)
+    order = [i for item in sequence for i in (item if type(item) is list else (item,))]
+    last_read: dict = {}
+    for position, item in enumerate(sequence):
+        for atom in item_inputs(graph, item, indexing):
+            last_read[atom] = position
+    position_of = {}
+    for position, item in enumerate(sequence):
+        for i in (item if type(item) is list else (item,)):
+            position_of[i] = position
+    owned = set()       # arrays an updating equation made: this call's own buffers
+    aliases: dict = {}  # var -> the vars that may share its buffer (itself included)
+    found = set()
+    for index in order:
+        eqn = equations[index]
+        if eqn.primitive in in_place and eqn.inputs and type(eqn.inputs[0]) is not Literal:
+            target = eqn.inputs[0]
+            here = position_of[index]
+            if (target in owned and target not in outputs
+                    and all(last_read.get(v, -1) <= here and v not in outputs
+                            for v in aliases.get(target, (target,)))):
+                found.add(index)
+            owned.add(eqn.outputs[0])
+            continue
+        if fresh[index]:
+            continue
+        # anything else may return a view of its array inputs
+        shared = set()
+        for atom in eqn.inputs:
+            if type(atom) is not Literal and atom.aval.shape:
+                shared |= aliases.get(atom, {atom})
+        if shared:
+            for var in eqn.outputs:
+                group = shared | {var}
+                for member in group:
+                    aliases[member] = aliases.get(member, {member}) | group
+    return found

@@ -44,7 +44,8 @@ from collections import Counter
 
 import numpy as np
 
-from xform.codegen.analyses import buffer_reuse, item_inputs, plain_indexing, value_deaths
+from xform.codegen.analyses import (buffer_reuse, item_inputs, plain_indexing, value_deaths,
+                                    writes_in_place)
 from xform.codegen.scalar import EXACT, SCALAR_FALLBACK, NonFiniteScalar, bits
 from xform.codegen.scalar_plan import literal_float, scalar_equations, schedule
 from xform.ir.core import Graph, Literal
@@ -211,13 +212,17 @@ def graph_source(graph: Graph, debug: bool = False,
     # not arguments (the caller holds them anyway), and not 0-d values that are surely no
     # view of an array (made by a ufunc or by indexing): nothing to free, and each line costs
     # compile time.
+    in_place = {} if debug else hooks_named("in_place")
+    updates = (writes_in_place(graph, sequence, indexing, outputs, in_place) if in_place
+               else ())
     impls = {}
     deletable = set()
     for item in sequence:
         if type(item) is list:
             continue
         eqn = equations[item]
-        impls[item] = impl = rule_for(eqn, "impl")
+        impls[item] = impl = (in_place[eqn.primitive] if item in updates
+                              else rule_for(eqn, "impl"))
         keeps_nothing = item in indexing or type(impl) is np.ufunc
         for var in eqn.outputs:
             if var not in outputs and (var.aval.shape or not keeps_nothing):

@@ -7,6 +7,7 @@ how closures over outer traced values work without perturbation confusion.
 """
 from __future__ import annotations
 
+import dis
 import sys
 from contextvars import ContextVar
 
@@ -19,9 +20,12 @@ from xform.ir import core as core_module
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir import hooks
 from xform.ir.hooks import unwatched, user_code_scope
-from xform.source_info import user_frame_info
+from xform.source_info import is_users_code, user_frame_info
 from xform.ir.tracer import Tracer
 from xform.ir.rules import RULES, effectful_primitives, missing_rule
+from xform.ir.concrete import concretization, derivative_cut
+from xform.ir.values import (NO_VALUE, GuardKey, compute_values, guard_p, keep_values,
+                             note_decision, outcome_of)
 from xform.tree import LEAF, tree_flatten, tree_unflatten
 
 _current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder", default=None)
@@ -79,10 +83,24 @@ class GraphBuilder:
         # The frame that called the numpy protocol entry now staging into this builder
         # (xform.ir.tracer), where the search for the user's line starts.
         self.entry_caller = None
+        # Staging with values (xform.ir.values): var -> its value for this call, or None
+        # when the builder stages abstract values only; `dependent` holds the vars whose
+        # value depends on the inputs (a question Python asks of them is guarded),
+        # `perturbed` those a derivative flows through (float() of them would cut it).
+        self.values: dict | None = None
+        self.dependent: set = set()
+        self.perturbed: set = set()
+        self.guard_sites: dict = {}     # user line -> guards recorded at it so far
+        self.generator_copies: dict = {}   # id(generator) -> the copy staging draws from
 
-    def new_input(self, aval: ShapedArray) -> Tracer:
+    def new_input(self, aval: ShapedArray, value=NO_VALUE, perturbed=False) -> Tracer:
         var = Var(aval)
         self.inputs.append(var)
+        if value is not NO_VALUE:
+            self.values[var] = value
+            self.dependent.add(var)
+            if perturbed:
+                self.perturbed.add(var)
         return Tracer(self, var)
 
     def adopt_inputs(self, graph: Graph) -> list[Tracer]:
@@ -116,6 +134,8 @@ class GraphBuilder:
             if entry is None:
                 entry = (Var(ShapedArray(value.shape, value.dtype)), value)
                 self._consts[id(value)] = entry
+                if self.values is not None:
+                    self.values[entry[0]] = value
             return entry[0]
         if isinstance(value, (bool, int, float, complex, np.generic, np.ndarray)):
             aval = aval_of(value)
@@ -148,7 +168,49 @@ class GraphBuilder:
                              "return values from staged functions instead of storing them")
         var = Var(tracer.aval)
         self._captures[id(tracer)] = (var, tracer)
+        if self.values is not None:
+            # what the enclosing staging knows of it, this one knows
+            outer = tracer.builder
+            value = NO_VALUE if outer.values is None else outer.values.get(tracer.graph_var,
+                                                                            NO_VALUE)
+            if value is not NO_VALUE:
+                self.values[var] = value
+            if outer.values is None or tracer.graph_var in outer.dependent:
+                self.dependent.add(var)
+            if tracer.graph_var in outer.perturbed:
+                self.perturbed.add(var)
         return var
+
+    def decide(self, tracer: Tracer, kind: str, what: str | None = None):
+        """`bool(tracer)` (kind "bool"), `int`, `operator.index` ("index"), `float`,
+        `complex`: what eager numpy answers for this call's value, guarded when the value
+        depends on the inputs (xform.ir.values). Raises the ConcretizationError of `what`
+        (default: `kind`) when there is no value, or when float() or complex() would cut a
+        derivative."""
+        var = tracer.graph_var
+        value = NO_VALUE if self.values is None else self.values.get(var, NO_VALUE)
+        if value is NO_VALUE or kind != "bool" and _numpy_writes_it(sys._getframe(2)):
+            raise concretization(what or kind)
+        outcome = outcome_of(kind, value)
+        if var not in self.dependent:
+            return outcome      # a constant's answer never changes
+        if kind in ("float", "complex") and var in self.perturbed:
+            raise derivative_cut(kind)
+        site = user_frame_info()
+        key = GuardKey(site, self.guard_sites.get(site, -1) + 1)
+        self.guard_sites[site] = key.nth
+        bind(guard_p, tracer, key=key, kind=kind, expected=outcome)
+        note_decision(key, outcome)
+        return outcome
+
+    def constant_value(self, tracer: Tracer):
+        """The value of `tracer` when it depends on no input (an array made from constants
+        while staging), else None."""
+        var = tracer.graph_var
+        if self.values is None or var in self.dependent:
+            return None
+        value = self.values.get(var, NO_VALUE)
+        return None if value is NO_VALUE else np.asarray(value)
 
     @property
     def captured_values(self) -> list[Tracer]:
@@ -163,6 +225,62 @@ class GraphBuilder:
         capture_vars = [var for var, _ in self._captures.values()]
         return Graph(tuple(self.inputs) + tuple(capture_vars),
                      tuple(self._consts.values()), self.equations, out_atoms)
+
+
+def _numpy_writes_it(caller) -> bool:
+    """Whether the user's line asking (`caller`, the frame that called the tracer's method)
+    is numpy's own write into a concrete array, `y[i] = x`: the value would be frozen into
+    `y`, which numpy writes itself (an array made in the function by np.zeros stages it)."""
+    code = caller.f_code
+    if not is_users_code(code.co_filename):
+        return False
+    return code.co_code[caller.f_lasti] == _STORE_SUBSCR
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+class KnownValues:
+    """What a staging knows of its argument leaves: `values` (NO_VALUE where unknown), and
+    `perturbed`, the positions a derivative flows through (float() of them is refused).
+
+    >>> from xform.ir.builder import KnownValues
+    >>> KnownValues.of([np.ones(2), 3.0], perturbed=(0,)).perturbed
+    frozenset({0})
+    """
+
+    __slots__ = ("values", "perturbed")
+
+    def __init__(self, values, perturbed=frozenset()):
+        self.values = values
+        self.perturbed = perturbed
+
+    @classmethod
+    def of(cls, leaves, perturbed=()):
+        """The leaves of a call: concrete ones are their own values; a tracer's value is
+        its staging's, and it is perturbed when a derivative flows through it there."""
+        values = []
+        flows = set(perturbed)
+        for i, leaf in enumerate(leaves):
+            if type(leaf) is Tracer:
+                builder = leaf.builder
+                values.append(NO_VALUE if builder.values is None
+                              else builder.values.get(leaf.graph_var, NO_VALUE))
+                if leaf.graph_var in builder.perturbed:
+                    flows.add(i)
+            else:
+                values.append(leaf)
+        return cls(values, frozenset(flows))
+
+    def perturbing(self, positions) -> "KnownValues":
+        """The same values with a derivative flowing through `positions` too."""
+        return KnownValues(self.values, self.perturbed | frozenset(positions))
+
+    def taking(self, positions) -> "KnownValues":
+        """The values at `positions` only, in that order."""
+        index = {p: i for i, p in enumerate(positions)}
+        return KnownValues([self.values[p] for p in positions],
+                           frozenset(index[p] for p in self.perturbed if p in index))
 
 
 class source_scope:
@@ -240,12 +358,18 @@ def _stage_equation(builder, prim, args, params, caller):
                          "reshape, transpose or broadcast explicitly") from None
     if prim.multiple_results:
         outs = [Var(aval) for aval in out_avals]
-        builder.add(Equation(prim, in_atoms, outs, Params(params) if params else _NO_PARAMS,
-                             source, origin))
+        eqn = Equation(prim, in_atoms, outs, Params(params) if params else _NO_PARAMS,
+                       source, origin)
+        builder.add(eqn)
+        if builder.values is not None and outs:
+            compute_values(builder, eqn, rules)
         return [Tracer(builder, var) for var in outs]
     out = Var(out_avals)
-    builder.add(Equation(prim, in_atoms, (out,), Params(params) if params else _NO_PARAMS,
-                         source, origin))
+    eqn = Equation(prim, in_atoms, (out,), Params(params) if params else _NO_PARAMS, source,
+                   origin)
+    builder.add(eqn)
+    if builder.values is not None:
+        compute_values(builder, eqn, rules)
     return Tracer(builder, out)
 
 
@@ -276,16 +400,24 @@ def _user_code_error(err):
     return recursion_error(err) if isinstance(err, RecursionError) else out_of_memory_error(err)
 
 
-def stage_function(fun, in_tree, avals):
-    """Stage `fun(*args)` on tracers of `avals` laid out as `in_tree`.
+def stage_function(fun, in_tree, avals, known=None):
+    """Stage `fun(*args)` on tracers of `avals` laid out as `in_tree`; with `known` (a
+    KnownValues), tracers that carry this call's values (xform.ir.values).
 
     Returns (graph, captured, out_tree): the graph's inputs are the argument leaves, then the
     traced values of enclosing stagings that `fun` closes over (`captured`, in order).
     """
     while True:
         builder = GraphBuilder(parent=current_builder())
+        if known is None:
+            inputs = [builder.new_input(aval) for aval in avals]
+        else:
+            builder.values = {}
+            perturbed = known.perturbed
+            inputs = [builder.new_input(aval, value, i in perturbed)
+                      for i, (aval, value) in enumerate(zip(avals, known.values))]
         with using_builder(builder):
-            args = tree_unflatten(in_tree, [builder.new_input(aval) for aval in avals])
+            args = tree_unflatten(in_tree, inputs)
             installed = None
             try:
                 try:
@@ -310,4 +442,6 @@ def stage_function(fun, in_tree, avals):
     else:
         out_leaves, out_tree = tree_flatten(out)
     graph = builder.build(out_leaves)
+    if builder.values is not None and builder.parent is None:
+        keep_values(builder.values, builder.equations)
     return graph, builder.captured_values, out_tree

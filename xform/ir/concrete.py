@@ -9,18 +9,26 @@ import dis
 import linecache
 
 from xform.errors import ConcretizationError
-from xform.source_info import SourceInfo, scipy_callee, user_frame
+from xform.source_info import SourceInfo, scipy_callee, user_frame, user_frame_info
 
-_CONTROL_FLOW = "stage the choice: np.where(c, a, b), xform.cond(pred, true_fn, false_fn, x) " \
-                "or xform.switch; if the value is a setting rather than data, make the " \
-                "argument static (static_argnums)"
-_LOOP = "stage the loop: xform.while_loop(cond_fn, body_fn, init) or xform.fori_loop; if " \
-        "the bound is a setting rather than data, make the argument static (static_argnums)"
+# Transforms called on arrays answer these questions from the values; a staging without
+# values (abstract shapes, a body of a staged cond or loop, an @xform.function) cannot.
+_ABSTRACT = ("this staging has no values (make_graph or eval_shape of shapes, a body of "
+             "xform.cond, while_loop or scan, an @xform.function): ")
+_CONTROL_FLOW = _ABSTRACT + "stage the choice: np.where(c, a, b), xform.cond(pred, " \
+    "true_fn, false_fn, x) or xform.switch; or call the transform on arrays, whose values " \
+    "decide"
+_LOOP = _ABSTRACT + "stage the loop: xform.while_loop(cond_fn, body_fn, init) or " \
+    "xform.fori_loop; or call the transform on arrays, whose values decide"
 
 
 def _construct(kind: str, instruction, line: str, expression: str):
     """(what was asked, the fix) for a concretization of `kind` at `instruction`."""
     if kind == "bool":
+        if expression.startswith(("max(", "min(")):
+            name = expression[:3]
+            return (f"Python's {name}() of a traced value", _ABSTRACT + f"use np.{name}imum(a, b), "
+                    "which stages; or call the transform on arrays, whose values decide")
         if line.startswith("while"):
             return "a Python `while` on a traced value", _LOOP
         if line.startswith(("if", "elif")) or " if " in line:
@@ -36,21 +44,26 @@ def _construct(kind: str, instruction, line: str, expression: str):
                 "stage, or make A a traced value (pass it as an argument)")
     if instruction is not None and instruction.opname == "STORE_SUBSCR":
         return ("writing a traced value or index into a concrete numpy array (`y[i] = x`, y "
-                "made from constants by np.zeros, np.empty, np.array, ...: numpy performs "
-                "the write itself)", "make y a traced array, so that the "
-                "write stages: y = np.zeros_like(x) (or np.zeros_like(x, shape=...)), y = "
-                "x.copy(); or build it without writes: np.stack([...]), "
-                "xform.index_add(y, i, x)")
+                "made outside the staged function, or by numpy's own methods such as "
+                "y = A.copy(): numpy performs the write itself)", "make y inside the "
+                "function with numpy's functions, whose writes stage: y = np.zeros(...), "
+                "np.empty(...), np.array(A), np.zeros_like(x); or build it "
+                "without writes: np.stack([...]), xform.index_add(y, i, x)")
+    if kind.startswith("size of "):
+        return (f"{kind[8:]} of a traced array (its size depends on the values)", _ABSTRACT +
+                "keep the shape with np.where(mask, x, 0); or call the transform on arrays, "
+                "whose values give the size")
     if kind.startswith("numpy."):
-        return (f"{kind} with a traced shape or size", "shapes and sizes must be concrete: "
-                "make the argument static (static_argnums), or build from a traced array "
-                "of the right shape: np.zeros_like(x), np.ones_like(x), np.full_like(x, v)")
+        return (f"{kind} with a traced shape or size", _ABSTRACT + "build from a traced "
+                "array of the right shape (np.zeros_like(x), np.ones_like(x), "
+                "np.full_like(x, v)); or call the transform on arrays, whose values give the "
+                "size")
     if kind == "index":
         if expression.startswith("range("):
             return "range() of a traced value", _LOOP
-        return ("a traced value used as an index, size or count",
-                "sizes and counts must be concrete: make the argument static "
-                "(static_argnums), or index with np.take / np.where")
+        return ("a traced value used as an index, size or count", _ABSTRACT +
+                "index with np.take / np.where, or call the transform on arrays, whose values "
+                "give the size")
     if kind == "array":
         return ("converting a traced value to a numpy array with numpy's own conversion",
                 "np.array / np.asarray / np.stack stage when called through `np.`; a name "
@@ -61,9 +74,9 @@ def _construct(kind: str, instruction, line: str, expression: str):
         return (f"{expression.partition('(')[0]} of a traced value (Python's math module "
                 "needs a float)", "use numpy's function instead (np.sin, np.exp, ...), "
                 "which stages")
-    return (f"{kind}() of a traced value", "keep it an array (x.astype(float), np.item "
-            "needs a concrete value too); if it is a setting rather than data, make the "
-            "argument static (static_argnums)")
+    return (f"{kind}() of a traced value", _ABSTRACT + f"keep it an array (np.asarray(x, "
+            f"dtype={kind}) in place of {kind}(x), which eager numpy takes too); or call the "
+            "transform on arrays, whose values are read")
 
 
 def concretization(kind: str) -> ConcretizationError:
@@ -88,6 +101,19 @@ def concretization(kind: str) -> ConcretizationError:
                      "(docs: 'Plain numpy: what works'), or call it on concrete values")
     return ConcretizationError(f"{what} needs a concrete value, but this value is traced",
                                source, fix)
+
+
+def derivative_cut(kind: str) -> ConcretizationError:
+    """The error for `float(x)` or `complex(x)` (also `math.sin(x)`, `x.item()`) of a value a
+    derivative flows through: the Python number would carry no derivative."""
+    source = user_frame_info()
+    what = "a Python float" if kind == "float" else "a Python complex"
+    return ConcretizationError(
+        f"{kind}() of a value that is being differentiated: {what} carries no derivative, "
+        "so the derivative would be cut here", source,
+        "keep it an array: use numpy's functions (np.sin, np.exp, ...) instead of Python's "
+        "math module, and drop the float(); to cut the derivative on purpose, use "
+        "xform.stop_gradient(x)")
 
 
 def _expression(filename: str, instruction) -> str:

@@ -52,27 +52,43 @@ def emit_equations(graph, args) -> dict:
     return env
 
 
-def run_concrete(graph, args) -> list:
+def run_concrete(graph, args, known=None) -> list:
     """Evaluate `graph` on concrete `args` (arrays and scalars, no tracers) with each
     primitive's impl; returns the list of outputs. eval_graph's results without its per-
     equation staging checks: the interpreter of a transform's first call
     (xform.runtime.tiers), whose values are the compiled code's (the scalar path's are too:
-    xform.codegen.scalar keeps numpy's bits unless scalar_math is "fast").
+    xform.codegen.scalar keeps numpy's bits unless scalar_math is "fast"); `known` as in
+    concrete_env.
 
     >>> from xform.ir.interpret import run_concrete
     >>> run_concrete(xform.make_graph(lambda x: np.sin(x) * 2)(1.0), [0.5])
     [np.float64(0.958851077208406)]
     """
-    env = concrete_env(graph, args)
+    env = concrete_env(graph, args, known)
     return [atom.value if type(atom) is Literal else env[atom] for atom in graph.outputs]
 
 
-def concrete_env(graph, args) -> dict:
-    """run_concrete's environment: var -> value for every var of `graph`."""
+def concrete_env(graph, args, known=None) -> dict:
+    """run_concrete's environment: var -> value for every var of `graph`. `known` holds
+    `(values, equations)` computed already for these `args` by staging with values
+    (xform.ir.values): those equations are not run again."""
     env = dict(graph.consts)
     env.update(zip(graph.inputs, args))
     rules = RULES
+    if known is not None:
+        known_values, staged = known
+        recomputed = set()
     for eqn in graph.equations:
+        if known is not None:
+            # An equation staging computed, none of whose inputs was computed again here (a
+            # pass may have rewritten one: its value may round differently)
+            outputs = eqn.outputs
+            if outputs and eqn in staged and all(var in known_values for var in outputs) \
+                    and all(type(a) is Literal or a not in recomputed for a in eqn.inputs):
+                for var in outputs:
+                    env[var] = known_values[var]
+                continue
+            recomputed.update(outputs)
         values = [atom.value if type(atom) is Literal else env[atom] for atom in eqn.inputs]
         rule = rules.get(eqn.primitive)
         impl = None if rule is None else rule.impl

@@ -24,7 +24,7 @@ RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
               "fold", "dce", "inline", "decomposition")
 ZERO_KINDS = ("jvp", "transpose", "vjp")  # the rule kinds that tangents/cotangents reach
 # The traits (and the symbolic_zeros flag), declared in `register` next to the rules.
-TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks", "construct", "effectful")
+TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks", "construct", "effectful", "kept")
 
 
 @attrs.frozen
@@ -92,7 +92,9 @@ class Rules:
     `construct`, for a primitive users never call by name, the construct it implements as
     users know it ("xform.while_loop"), which errors name instead of the primitive;
     `effectful`, running it has an effect (a random draw advances its generator): no pass
-    drops, merges, folds or reorders it, and staging emits it even on constants.
+    drops, merges, folds or reorders it, and staging emits it even on constants; `kept`,
+    it has no outputs but must run (a guard checks the path a call takes): dead-code
+    elimination keeps it.
     `calls[kind]` is the rule as transforms call it (`rule_for`).
     """
 
@@ -113,6 +115,7 @@ class Rules:
     hooks: Mapping = attrs.field(factory=dict, converter=_frozen_hooks)
     construct: str | None = None
     effectful: bool = False
+    kept: bool = False
     calls: dict = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self):
@@ -249,6 +252,12 @@ def is_elementwise(prim) -> bool:
     True
     """
     return prim in elementwise_primitives()
+
+
+@derived
+def kept_primitives() -> frozenset:
+    """The primitives registered `kept=True`."""
+    return frozenset(prim for prim, rules in RULES.items() if rules.kept)
 
 
 @derived

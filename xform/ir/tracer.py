@@ -117,23 +117,44 @@ class Tracer:
             builder.entry_caller = outer
 
     def __array__(self, dtype=None, copy=None):
-        raise concretization("array")
+        # a constant's value (np.zeros made while staging, read by a library); a value that
+        # depends on the inputs would be frozen into numpy's array
+        value = self.builder.constant_value(self)
+        if value is None:
+            raise concretization("array")
+        return np.array(value, dtype=dtype)
 
-    # -- concretization: the error names the construct and its fix (xform.ir.concrete) ----
+    # -- questions Python asks: answered from the staging's values and guarded, or the
+    # error that names the construct and its fix (xform.ir.values, xform.ir.concrete) ------
     def __bool__(self):
-        raise concretization("bool")
+        return self.builder.decide(self, "bool")
 
     def __float__(self):
-        raise concretization("float")
+        return self.builder.decide(self, "float")
 
     def __int__(self):
-        raise concretization("int")
+        return self.builder.decide(self, "int")
 
     def __complex__(self):
-        raise concretization("complex")
+        return self.builder.decide(self, "complex")
 
     def __index__(self):
-        raise concretization("index")
+        return self.builder.decide(self, "index")
+
+    def item(self, *index):
+        element = self[index] if index else self
+        if element.size != 1:
+            raise TypeCheckError("item() of a traced array of more than one element",
+                                 user_frame_info(), "index it first: x[i].item()")
+        kind = {"b": "bool", "i": "int", "u": "int", "c": "complex"}.get(self.dtype.kind,
+                                                                       "float")
+        return self.builder.decide(element.reshape(()), kind)
+
+    def tolist(self):
+        value = self.builder.constant_value(self)
+        if value is None:
+            raise concretization("array")
+        return value.tolist()
 
     # -- writes: staged as functional updates, with numpy's view semantics --------------
     @unwatched

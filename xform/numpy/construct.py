@@ -7,16 +7,18 @@ them instead, as stacks, concatenations and broadcasts.
 from __future__ import annotations
 
 import functools
+import sys
 
 import numpy as np
 
 from xform.errors import UnsupportedError
 from xform.ir.concrete import concretization
+from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer
-from xform.source_info import user_frame_info
+from xform.source_info import is_users_code, user_frame_info
 from xform.numpy.join import concatenate, stack
 from xform.numpy.stand_ins import contains_tracer, define_group, stand_in
-from xform.numpy.protocol import implements
+from xform.numpy.protocol import function_for, implements
 from xform.numpy.shape import copy
 
 
@@ -161,11 +163,10 @@ def _reaching_names() -> frozenset:
 
 define_group(CONSTRUCTORS_GROUP, lambda names: not _reaching_names().isdisjoint(names))
 
-for _name, _replacement in [("array", _array), ("asarray", _asarray),
+for _name, _replacement in [("asarray", _asarray),
                             ("asanyarray", _asarray), ("ascontiguousarray", _ascontiguousarray),
                             ("asfortranarray", _ascontiguousarray)]:
     stand_in((np, _name), _replacement, group=CONSTRUCTORS_GROUP)
-stand_in(np.full, _full, group=CONSTRUCTORS_GROUP)
 stand_in(np.append, lambda arr, values, axis=None: np.append(staged_array(arr),
                                                             staged_array(values), axis),
          group=CONSTRUCTORS_GROUP)
@@ -174,12 +175,107 @@ for _function in (np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
     stand_in(_function, _staged_items(_function), group=CONSTRUCTORS_GROUP)
 
 
-def _needs_a_concrete_shape(name):
-    def refuse(*args, **kwargs):
-        raise concretization(f"numpy.{name}")
-    return refuse
+# Arrays made fresh by numpy's constructors in the user's own code, while staging, are
+# traced constants: writes of traced values into them stage (`u = np.zeros((T, n))`, then
+# `u[t + 1] = u[t] + dt * f(u[t])`), as numpy's own write into a concrete array cannot. A
+# library's calls (numpy's, SciPy's) get numpy's arrays, as ever. A traced size or count
+# (`np.zeros(n)`) is read as `int(n)`: from the staging's values, guarded, where there are.
+_FRESH = ("zeros", "ones", "empty", "full", "eye", "identity", "arange", "tri", "linspace",
+          "zeros_like", "ones_like", "empty_like", "full_like", "array")
 
 
-# numpy reads their shape with __index__ and replaces our error by its own TypeError
-for _name in ("zeros", "ones", "empty", "arange", "eye", "identity", "tri"):
-    stand_in((np, _name), _needs_a_concrete_shape(_name), group=CONSTRUCTORS_GROUP)
+# Given a tracer, these reach xform through numpy's own dispatch (their traced argument is an
+# array, not a size).
+_DISPATCHED = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "linspace"})
+
+
+def _traced_or_users(name):
+    """Whether a call of the constructor `name` is staged: on tracers, or from the user's
+    own code. (A library's compiled code, SciPy's or numpy's Cython, has no frame: the
+    frame below the stand-in then belongs to whoever called that library, so the caller's
+    code must also spell the name.)"""
+    def when(args, kwargs) -> bool:
+        if contains_tracer(args) or contains_tracer(kwargs):
+            return True
+        if current_builder() is None:
+            return False
+        code = sys._getframe(3).f_code  # (the frames: this test, the route, the stand-in)
+        return name in code.co_names and is_users_code(code.co_filename)
+    return when
+
+
+def _fresh(original):
+    def made_fresh(*args, **kwargs):
+        if contains_tracer(args) or contains_tracer(kwargs):
+            made = original(*_sizes(args), **_sizes(kwargs))
+        else:
+            made = original(*args, **kwargs)
+        if type(made) is np.ndarray and made.ndim:
+            builder = current_builder()
+            return Tracer(builder, builder.atom(made))
+        return made
+    return made_fresh
+
+
+def _sizes(args):
+    """Shapes, sizes and counts given as traced values, as Python ints (guarded)."""
+    def size(value):
+        if type(value) is Tracer:
+            return value.builder.decide(value, "index", "numpy.zeros")
+        if type(value) in (tuple, list):
+            return type(value)(size(v) for v in value)
+        return value
+    if type(args) is dict:
+        return {k: size(v) for k, v in args.items()}
+    return tuple(size(v) for v in args)
+
+
+def _fresh_or_staged(name):
+    original = getattr(np, name)
+    staged = {"array": _array, "full": _full}.get(name)
+
+    def route(*args, **kwargs):
+        traced = contains_tracer(args) or contains_tracer(kwargs)
+        if traced and staged is not None:
+            made = staged(*args, **kwargs)
+            if type(made) is Tracer:
+                return made
+        elif traced and name in _DISPATCHED:
+            return original(*args, **kwargs)    # numpy dispatches it to xform
+        return _fresh(original)(*args, **kwargs)
+    return route
+
+
+for _name in _FRESH:
+    stand_in((np, _name), _fresh_or_staged(_name),
+             when=_traced_or_users(_name), group=CONSTRUCTORS_GROUP)
+
+
+# numpy's functions of an array-like see a list where one holds tracers (np.sum([a, b * b]),
+# np.linalg.norm([a, b]), np.max([x, 0.0])), so numpy's dispatch never reaches xform: while
+# staging, these stand in and stage the list as an array.
+CONTAINERS_GROUP = "numpy functions of lists"
+_OF_LISTS = [getattr(np, name) for name in (
+    "sum", "mean", "prod", "max", "min", "amax", "amin", "std", "var", "median", "average",
+    "cumsum", "cumprod", "sort", "argmax", "argmin", "all", "any", "diff", "clip", "round",
+    "ptp", "nansum", "nanmean", "nanmax", "nanmin", "dot", "inner", "outer", "abs",
+    "transpose", "reshape", "ravel", "squeeze", "flip", "roll", "trace", "diag", "cross",
+    "interp", "polyval", "var", "cov", "corrcoef", "exp", "log", "sqrt", "sin", "cos")
+    if hasattr(getattr(getattr(np, name), "_implementation", None), "__code__")] + [
+        np.linalg.norm, np.linalg.det, np.linalg.inv, np.linalg.solve]
+
+
+def _with_lists_staged(numpy_function):
+    def staged(*args, **kwargs):
+        args = [staged_array(a) if type(a) in (list, tuple) and contains_tracer(a) else a
+                for a in args]
+        kwargs = {k: staged_array(v) if type(v) in (list, tuple) and contains_tracer(v) else v
+                  for k, v in kwargs.items()}
+        return function_for(numpy_function)(*args, **kwargs)
+    return staged
+
+
+_LIST_NAMES = frozenset({f.__name__ for f in _OF_LISTS} | {"linalg"})
+define_group(CONTAINERS_GROUP, lambda names: not _LIST_NAMES.isdisjoint(names))
+for _function in dict.fromkeys(_OF_LISTS):
+    stand_in(_function, _with_lists_staged(_function), group=CONTAINERS_GROUP)

@@ -16,6 +16,7 @@ from xform.numpy.views import ViewKind, assign, base_of, link, writable_builder
 from xform.rules.index import (ARRAY, FULL, gather_p, index_layout, scatter_add_p,
                                 scatter_p)
 from xform.rules.shape import reshape_p, slice_p, static_slice
+from xform.rules.sized import nonzero_p
 from xform.source_info import user_frame_info
 
 
@@ -39,11 +40,7 @@ def _classify(item):
         return _slice_entry(item)
     if type(item) is Tracer:
         if item.dtype.kind == "b":
-            raise ConcretizationError(
-                "boolean mask indexing x[mask] needs a concrete mask, but this mask is traced "
-                "(the result's size would depend on the data)", user_frame_info(),
-                "use np.where(mask, x, 0) to keep the shape, or pass the mask as a concrete "
-                "numpy array (e.g. a closure constant or static argument)")
+            return TracedMask(item)
         if item.dtype.kind not in "iu":
             raise TypeCheckError(_VALID, user_frame_info())
         return item
@@ -61,8 +58,35 @@ def _classify(item):
     return int(array) if array.ndim == 0 else array
 
 
+class TracedMask:
+    """A traced boolean mask in an index: its positions are staged (np.nonzero), their count
+    decided from the staging's values and guarded, as numpy's size is the count."""
+
+    __slots__ = ("mask", "ndim", "shape")
+
+    def __init__(self, mask):
+        self.mask, self.ndim, self.shape = mask, mask.ndim, mask.shape
+
+    def positions(self):
+        if self.ndim == 0:
+            raise unsupported_error("indexing with a traced scalar boolean (x[b])")
+        return nonzero_positions(self.mask, "boolean mask indexing x[mask]")
+
+
+def nonzero_positions(a, what):
+    """np.nonzero of traced `a`: one index array per axis, whose length, the number of
+    nonzero entries, is decided from the staging's values (a guard) so that each staged path
+    has fixed shapes; `what` names the construct in the error of a staging without values."""
+    if a.ndim == 0:
+        raise shape_error("Calling nonzero on 0d arrays is not allowed. Use "
+                          "np.atleast_1d(scalar).nonzero() instead.")
+    count = np.sum(a != 0, dtype=np.intp)
+    return tuple(nonzero_p.bind(a, count=count.builder.decide(count, "index",
+                                                              f"size of {what}")))
+
+
 def _is_mask(item):
-    return isinstance(item, np.ndarray) and item.dtype.kind == "b"
+    return (isinstance(item, np.ndarray) and item.dtype.kind == "b") or type(item) is TracedMask
 
 
 def parse_index(shape, index):
@@ -73,6 +97,7 @@ def parse_index(shape, index):
     >>> parse_index((3, 4), (slice(1, None), [0, 2]))
     (((1, None, None), 'array'), [array([0, 2])])
     """
+    index = _constants_as_values(index)
     items = [_classify(item) for item in (index if isinstance(index, tuple) else (index,))]
     if sum(item is Ellipsis for item in items) > 1:
         raise shape_error("an index can only have a single ellipsis ('...')")
@@ -93,7 +118,7 @@ def parse_index(shape, index):
             if item.shape != shape[axis:axis + item.ndim]:
                 raise shape_error(f"boolean index of shape {item.shape} does not match the "
                                   f"indexed axes {shape[axis:axis + item.ndim]}")
-            positions = np.nonzero(item)
+            positions = item.positions() if type(item) is TracedMask else np.nonzero(item)
             entries.extend([ARRAY] * len(positions))
             arrays.extend(positions)
             axis += item.ndim
@@ -197,6 +222,17 @@ def _strip_leading_ones(values, rank):
     return values
 
 
+def _constants_as_values(index):
+    """An index whose traced items that depend on no input (an array the function made
+    from constants: `y[np.array([True, False])]`) are their values, as eager numpy has them."""
+    if type(index) is Tracer:
+        value = index.builder.constant_value(index)
+        return index if value is None else value
+    if type(index) is tuple and any(type(item) is Tracer for item in index):
+        return tuple(_constants_as_values(item) for item in index)
+    return index
+
+
 def _set_where(x, mask, values):
     """`x[mask] = values` for a traced boolean `mask`, as np.where: values must not depend on
     how many entries are True (one value, or one per position of the unmasked axes)."""
@@ -208,10 +244,10 @@ def _set_where(x, mask, values):
     values = _strip_leading_ones(values, len(rest) + 1)
     if ndim(values) > len(rest):
         if aval(values).shape[0] != 1:
-            raise ConcretizationError(
-                "x[mask] = values with a traced mask needs values that do not depend on the "
-                "number of True entries (one value, or one per unmasked position)",
-                user_frame_info(), "use np.where(mask, new_values, x)")
+            # one value per True entry: at the mask's positions, whose count the staging's
+            # values decide (a guard)
+            return set_item(x, nonzero_positions(mask, "x[mask] = values, one per True "
+                                                 "entry"), values)
         values = reshape(values, aval(values).shape[1:])
     values = fit_values(x, rest, values)
     return np.where(reshape(mask, mask.shape + (1,) * len(rest)), values, x)
@@ -221,6 +257,7 @@ def set_item(x, index, values):
     """Functional `x[index] = values`: a new array, with numpy's assignment semantics (values
     broadcast to the selection and cast to x's dtype; of repeated indices the last wins)."""
     shape = aval(x).shape
+    index = _constants_as_values(index)
     if type(index) is Tracer and index.dtype.kind == "b":
         return _set_where(x, index, values)
     index, arrays = parse_index(shape, index)

@@ -167,3 +167,15 @@ FUNCTIONS[np.zeros_like] = _like(0)
 FUNCTIONS[np.ones_like] = _like(1)
 FUNCTIONS[np.empty_like] = _like(0)
 FUNCTIONS[np.full_like] = _full_like
+
+
+def with_constants_read(x):
+    """`x`, or its value when it is a traced array that depends on no input (one the staged
+    function made from constants, np.arange(5) % 2 == 0): for the functions that need a
+    concrete argument (indices that size a result, counts)."""
+    if type(x) is Tracer:
+        value = x.builder.constant_value(x)
+        if value is not None:
+            return value
+    return x
+

@@ -9,8 +9,8 @@ from xform.ir.ad import aval, ndim
 from xform.ir.builder import call_back
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axis
-from xform.numpy.index import index_add, take, take_along_axis
-from xform.numpy.protocol import implements
+from xform.numpy.index import index_add, nonzero_positions, take, take_along_axis
+from xform.numpy.protocol import implements, with_constants_read
 from xform.numpy.shape import as_array, broadcast_to, flip, ravel, reshape, transpose
 from xform.rules.linalg import sort_gather_p
 from xform.rules.search import argpartition_p
@@ -81,6 +81,7 @@ def append(arr, values, axis=None):
 
 
 def _static_indices(obj, name):
+    obj = with_constants_read(obj)
     if type(obj) is Tracer:
         raise TypeCheckError(f"numpy.{name} needs concrete indices (the result's shape "
                              "depends on them); this index is traced", user_frame_info())
@@ -127,51 +128,57 @@ def resize(a, new_shape):
 
 
 def _concrete_condition(condition, name):
+    """`condition`'s flat positions where it holds: concrete, or traced with the count
+    decided from the staging's values (guarded)."""
     if type(condition) is Tracer:
-        raise ConcretizationError(
-            f"numpy.{name} with a traced condition: the result's size depends on the values",
-            user_frame_info(), "use np.where(condition, a, 0) to keep the shape, or pass the "
-            "condition as a concrete array (a closure constant or static argument)")
-    return np.asarray(condition)
+        return flatnonzero(condition)
+    return np.flatnonzero(np.asarray(condition))
 
 
 @implements(np.compress)
 def compress(condition, a, axis=None, out=None):
-    """`np.compress` with a concrete condition: the selected slices, one gather."""
-    condition = _concrete_condition(condition, "compress")
+    """`np.compress`: the selected slices, one gather (a traced condition's count is
+    decided from the staging's values, and guarded)."""
     if out is not None:
         raise unsupported_error("numpy.compress(..., out=...)")
     a = as_array(a)
     if axis is None:
         a, axis = ravel(a), 0
     axis = normalize_axis(axis, ndim(a))
-    if condition.ndim != 1:
+    if ndim(condition) != 1:
         raise shape_error("condition must be a 1-d array")
-    if condition.size > aval(a).shape[axis]:
-        raise shape_error(f"condition of length {condition.size} is longer than axis {axis} "
-                          f"of length {aval(a).shape[axis]}")
-    return take(a, np.flatnonzero(condition), axis=axis)
+    if aval(condition).size > aval(a).shape[axis]:
+        raise shape_error(f"condition of length {aval(condition).size} is longer than axis "
+                          f"{axis} of length {aval(a).shape[axis]}")
+    return take(a, _concrete_condition(condition, "compress"), axis=axis)
 
 
 @implements(np.extract)
 def extract(condition, arr):
-    """`np.extract` with a concrete condition: the flattened elements where it holds."""
-    condition = _concrete_condition(condition, "extract")
-    return take(ravel(as_array(arr)), np.flatnonzero(condition))
+    """`np.extract`: the flattened elements where the condition holds."""
+    return take(ravel(as_array(arr)), _concrete_condition(condition, "extract"))
 
 
-def _data_dependent(name):
-    def refuse(a, *args, **kwargs):
-        raise ConcretizationError(
-            f"numpy.{name} of a traced array: the result's size depends on the values",
-            user_frame_info(), "use np.where(condition, x, y) to keep the shape, or call "
-            f"np.{name} on a concrete array (a closure constant or static argument)")
-    refuse.__doc__ = f"`np.{name}` needs concrete values: the result's size depends on them."
-    return refuse
+@implements(np.nonzero)
+def nonzero(a):
+    """`np.nonzero`: one index array per axis; the count is decided from the staging's
+    values and guarded, so each path has fixed shapes."""
+    return nonzero_positions(as_array(a), "numpy.nonzero")
 
 
-for _name in ("nonzero", "flatnonzero", "argwhere"):
-    implements(getattr(np, _name))(_data_dependent(_name))
+@implements(np.flatnonzero)
+def flatnonzero(a):
+    """`np.flatnonzero`: the flat positions of the nonzero entries (count guarded)."""
+    return nonzero(ravel(as_array(a)))[0]
+
+
+@implements(np.argwhere)
+def argwhere(a):
+    """`np.argwhere`: the positions of the nonzero entries, one row each (count guarded)."""
+    a = as_array(a)
+    if ndim(a) == 0:
+        return reshape(nonzero(reshape(a, (1,)))[0], (-1, 1))[:, :0]
+    return np.stack(nonzero(a), axis=1)
 
 
 @implements(np.choose)

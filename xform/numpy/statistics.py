@@ -11,8 +11,9 @@ from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes
 from xform.numpy.index import index_add, take, take_along_axis
 from xform.numpy.math import scalar_result
-from xform.numpy.protocol import implements
+from xform.numpy.protocol import implements, with_constants_read
 from xform.numpy.shape import as_array, broadcast_to, ravel, reshape, transpose
+from xform.rules.sized import unique_index_p
 from xform.rules.reduce import reduced_shape
 from xform.rules.search import searchsorted_p
 from xform.source_info import user_frame_info
@@ -506,6 +507,7 @@ def _data_dependent_size(name, fix):
 
 
 def _concrete_counts(x, name):
+    x = with_constants_read(x)
     if type(x) is Tracer:
         raise _data_dependent_size(name, "pass the integers to count as a concrete array (a "
                                    "closure constant or static argument); the weights may "
@@ -535,8 +537,32 @@ def _unique_refusal(name):
     return refuse
 
 
-for _name in ("unique", "unique_values", "unique_counts", "unique_inverse", "unique_all"):
+for _name in ("unique_counts", "unique_inverse", "unique_all"):
     implements(getattr(np, _name))(_unique_refusal(_name))
+
+
+@implements(np.unique)
+def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True, sorted=True):
+    """`np.unique` of traced values (flattened; `return_index` too): the number of distinct
+    values is decided from the staging's values and guarded, so each path has fixed shapes;
+    each value is gathered from its first position, so derivatives flow to it."""
+    if return_inverse or return_counts or axis is not None:
+        raise unsupported_error("numpy.unique(..., return_inverse / return_counts / axis) of "
+                                "a traced array")
+    flat = ravel(as_array(ar))
+    ordered = np.sort(flat)
+    distinct = np.sum(ordered[1:] != ordered[:-1], dtype=np.intp) + (aval(flat).size > 0)
+    count = distinct.builder.decide(distinct, "index", "size of numpy.unique")
+    first = unique_index_p.bind(flat, count=count)
+    values = take(flat, first)
+    return (values, first) if return_index else values
+
+
+@implements(np.unique_values)
+def unique_values(x):
+    """`np.unique_values`: np.unique's values (count guarded)."""
+    return unique(x)
 
 
 @implements(np.count_nonzero)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xform.ir.core import Graph, Literal
 from xform.ir.nx import with_equations
-from xform.ir.rules import RULES, has_effects
+from xform.ir.rules import RULES, has_effects, kept_primitives
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:
@@ -22,6 +22,7 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     # reader before the equation it reads.
     # (Literals go into `live` with the inputs, harmlessly: no Var is one.)
     live = {a for a in graph.outputs if type(a) is not Literal}
+    always = kept_primitives()
     kept = []
     changed = False
     for eqn in reversed(graph.equations):
@@ -32,7 +33,8 @@ def eliminate_dead_code(graph: Graph) -> Graph:
                 continue
         else:
             used = tuple([var in live for var in outputs])
-            if not any(used) and not has_effects(eqn):   # an unused draw still draws
+            # an unused draw still draws; a guard has no outputs but checks the path
+            if not any(used) and eqn.primitive not in always and not has_effects(eqn):
                 changed = True
                 continue
             rules = RULES.get(eqn.primitive)

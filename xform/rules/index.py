@@ -233,6 +233,13 @@ def _scatter_impl(x, updates, *arrays, index):
     return out
 
 
+def _scatter_in_place(x, updates, *arrays, index):
+    # codegen's form when `x` is a buffer of this call that nothing reads later
+    # (xform.codegen.analyses.writes_in_place): the write without the copy
+    x[numpy_index(index, arrays)] = updates
+    return x
+
+
 def _scatter_abstract_eval(x, updates, *arrays, index):
     _check_index_arrays(arrays)
     selected, _, _ = index_layout(x.shape, index, [a.shape for a in arrays])
@@ -288,7 +295,7 @@ def _scatter_batch(size, args, dims, *, index):
 
 register(scatter_p, impl=_scatter_impl, abstract_eval=_scatter_abstract_eval,
          jvp=_scatter_jvp, transpose=_scatter_transpose, batch=_scatter_batch,
-         symbolic_zeros=True, linear_in=(0, 1))
+         symbolic_zeros=True, linear_in=(0, 1), hooks={"in_place": _scatter_in_place})
 
 
 __all__ = ["ARRAY", "FULL", "gather_p", "index_layout", "numpy_index", "scatter_add_p",

@@ -4,6 +4,7 @@ anew from that generator, in program order; `nondifferentiable` stands for a der
 through a draw's parameters, and raises if it is ever computed."""
 from __future__ import annotations
 
+import copy
 import itertools
 
 import numpy as np
@@ -82,6 +83,17 @@ def _draw_impl(*operands, method, generator, args, kwargs, aval):
     return call_method(generator.generator, method, args, kwargs, operands)
 
 
+def _draw_speculative_impl(copies, *operands, method, generator, args, kwargs, aval):
+    """The draw's value while staging (xform.ir.values), from a copy of the generator kept
+    in `copies` for the whole staging: the user's generator advances only when the staged
+    code runs."""
+    original = generator.generator
+    entry = copies.get(id(original))
+    if entry is None:
+        entry = copies[id(original)] = (original, copy.deepcopy(original))
+    return call_method(entry[1], method, args, kwargs, operands)
+
+
 def _draw_abstract_eval(*avals, method, generator, args, kwargs, aval):
     return aval
 
@@ -126,7 +138,7 @@ def _draw_batch(size, operands, dims, **params):
 
 register(draw_p, impl=_draw_impl, abstract_eval=_draw_abstract_eval, jvp=_draw_jvp,
          vjp=_draw_vjp, batch=_draw_batch, symbolic_zeros=True, effectful=True,
-         construct="numpy.random draw")
+         hooks={"speculative_impl": _draw_speculative_impl}, construct="numpy.random draw")
 
 
 def _raise_nondifferentiable(x, *, shape, dtype, method, what, source):

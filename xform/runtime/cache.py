@@ -23,6 +23,7 @@ from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, note, recording
 from xform.runtime.effects import Watch, raise_shared_draws
 from xform.runtime.executors import map_chunks
+from xform.runtime.paths import Paths, paths_info
 from xform.runtime.tiers import FirstTier
 
 
@@ -89,6 +90,14 @@ class Entry:
     def discard(self) -> None:
         with _validity:
             self.valid = _never_valid
+
+    def add_dependencies(self, dependencies) -> None:
+        """Check `dependencies` too from now on (what staging one more path read)."""
+        with _validity:
+            if self.valid is _never_valid:
+                return
+            self.dependencies = self.dependencies.merged(dependencies)
+            self.valid = self._general = self.dependencies.valid
 
     def specialize(self) -> None:
         """The generated check in place of the general one, unless the entry left the cache
@@ -193,32 +202,8 @@ class Cache:
             entry = self._entries.get(full_key)
             if entry is not None and entry.valid():
                 return entry
-            depth = getattr(_builds, "depth", 0)
-            if depth == 0:
-                _builds.number = next(_build_numbers)
-                _builds.added = []     # the nested builds' keys, dropped if this one fails
-            _builds.depth = depth + 1
-            try:
-                with collector_paused():
-                    if record:
-                        watch = Watch(owner, arguments)
-                        with recording(owner, watch.functions if watch.complete else None) \
-                                as dependencies:
-                            with watch:     # its draws staged, restored before recording ends
-                                value = make()
-                            dependencies.draws = dependencies.draws or watch.drew()
-                        if not (type(value) is tuple and value and type(value[0]) is FirstTier):
-                            dependencies.specialize()   # a first tier's promotion does
-                    else:
-                        dependencies, value = Dependencies(), make()
-            except BaseException:
-                if depth == 0:
-                    # A failed staging leaves the cache as it was, its callees' entries too.
-                    for added in _builds.added:
-                        self._unfile(added)
-                raise
-            finally:
-                _builds.depth = depth
+            nested = getattr(_builds, "depth", 0) > 0
+            value, dependencies = self._recorded(owner, make, record, arguments)
             entry = Entry(value, dependencies)
             if dependencies.draws:
                 # Its draws are constants of what was built: this call's only, so the next
@@ -227,10 +212,53 @@ class Cache:
             self.builds += 1
             self._unfile(full_key)     # the invalid entry found above, if any
             self._file(full_key, entry)
-            if depth > 0:
+            if nested:
                 _builds.added.append(full_key)
             self._evict_beyond(self.max_entries)
             return entry
+
+    def stage_path(self, owner, make, entry):
+        """`(make(), keep)`: one more path of `entry`, staged with what it reads recorded and
+        added to the entry's checks (xform.runtime.paths); not `keep` when the staging drew
+        random numbers it could not stage."""
+        with self._lock:
+            value, dependencies = self._recorded(owner, make, True, ())
+        if dependencies.draws:
+            return value, False
+        if entry is not None:
+            entry.add_dependencies(dependencies)
+        return value, True
+
+    def _recorded(self, owner, make, record, arguments):
+        """`(make(), dependencies)`: a build, with what it reads recorded (`record`)."""
+        depth = getattr(_builds, "depth", 0)
+        if depth == 0:
+            _builds.number = next(_build_numbers)
+            _builds.added = []     # the nested builds' keys, dropped if this one fails
+        _builds.depth = depth + 1
+        try:
+            with collector_paused():
+                if record:
+                    watch = Watch(owner, arguments)
+                    with recording(owner, watch.functions if watch.complete else None) \
+                            as dependencies:
+                        with watch:     # its draws staged, restored before recording ends
+                            value = make()
+                        dependencies.draws = dependencies.draws or watch.drew()
+                    if not (type(value) is tuple and value
+                            and type(value[0]) in (FirstTier, Paths)):
+                        dependencies.specialize()   # a first tier's promotion does
+                else:
+                    dependencies, value = Dependencies(), make()
+        except BaseException:
+            if depth == 0:
+                # A failed staging leaves the cache as it was, its callees' entries too.
+                for added in _builds.added:
+                    self._unfile(added)
+            raise
+        finally:
+            _builds.depth = depth
+        return value, dependencies
 
     def compiled(self, graph):
         compiled = self._compiled.get(graph)
@@ -259,7 +287,7 @@ class Cache:
         return {"hits": self.hits, "misses": self.misses, "builds": self.builds,
                 "compiles": self.compiles, "invalidations": self.invalidations,
                 "evictions": self.evictions, "entries": len(self._entries),
-                "max_entries": self.max_entries}
+                "max_entries": self.max_entries, "paths": paths_info()}
 
 
 CACHE = Cache()
@@ -268,7 +296,8 @@ CACHE = Cache()
 def cache_info() -> dict:
     """Counters of the global cache: hits, misses, builds (stagings), compiles,
     invalidations (entries rebuilt because something they read was redefined), evictions,
-    entries and max_entries.
+    entries and max_entries; and `paths`, `{transform of function: paths kept}` for the
+    functions that decide on data (xform.runtime.paths).
 
     >>> before = xform.cache_info()["builds"]
     >>> g = xform.grad(lambda x: x * x); _ = g(1.0), g(2.0)

@@ -9,7 +9,10 @@ on whatever a function returns (a `grad`, which numpy does not define, may also 
 does) and `tier` (how a transform's first call of a signature runs: "auto", the default,
 interprets the transformed graph on the first call and compiles it, fully optimized, on the
 second; "interpret" never compiles the top-level graph; "compile" compiles on the first call;
-see xform.runtime.tiers). A leaf: whatever depends on an option (the cache of compiled
+see xform.runtime.tiers), and the paths of functions that decide on data (xform.runtime.paths):
+`max_paths` (8: paths kept per signature), `path_limit` ("warn", the default, warns once
+and stages each call past the bound anew; "raise" raises PathLimitError) and `explain_paths`
+(log every new path with the decision that needed it). A leaf: whatever depends on an option (the cache of compiled
 code) registers with `on_change`.
 """
 from __future__ import annotations
@@ -29,9 +32,10 @@ class Config:
     np.float64(0.0)
     """
 
-    _SWITCHES = ("debug", "checks", "fusion")
+    _SWITCHES = ("debug", "checks", "fusion", "explain_paths")
     _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("exact", "reassociate"),
-                "tier": ("auto", "interpret", "compile")}
+                "tier": ("auto", "interpret", "compile"), "path_limit": ("warn", "raise")}
+    _COUNTS = ("max_paths",)
 
     def __init__(self):
         self.debug = False
@@ -42,6 +46,10 @@ class Config:
         self.algebra = "exact"
         # a first call interpreted: passes, codegen and compile() pay off from the second
         self.tier = "auto"
+        # torch.compile's recompile limit is 8 too: past it, a warning, never silence
+        self.max_paths = 8
+        self.path_limit = "warn"
+        self.explain_paths = False
         self._observers = []
 
     def on_change(self, callback) -> None:
@@ -55,8 +63,11 @@ class Config:
                                  f"{', '.join(map(repr, self._CHOICES[name]))}, not {value!r}")
         elif name in self._SWITCHES:
             value = bool(value)
+        elif name in self._COUNTS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"xform option {name!r} takes a positive int, not {value!r}")
         else:
-            options = ", ".join((*self._SWITCHES, *self._CHOICES))
+            options = ", ".join((*self._SWITCHES, *self._CHOICES, *self._COUNTS))
             raise KeyError(f"unknown xform option {name!r}; options: {options}")
         if getattr(self, name) != value:
             setattr(self, name, value)

@@ -16,8 +16,6 @@ import threading
 import types
 import weakref
 
-import sysconfig
-
 import numpy as np
 
 from xform.errors import SideEffectError
@@ -25,16 +23,8 @@ from xform.ir.hooks import install_watcher
 from xform.ir.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
 from xform.numpy.random import unproxied
 from xform.numpy.stand_ins import code_outside_staging
-from xform.source_info import SourceInfo, is_excluded
+from xform.source_info import SourceInfo, is_users_file
 
-# Code that is not the user's: the standard library, installed packages, generated code.
-_STABLE_PREFIXES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
-                                                             "purelib", "platlib")})
-
-
-def _is_user_code(filename: str) -> bool:
-    return not (filename.startswith("<") or filename.startswith(_STABLE_PREFIXES)
-                or is_excluded(filename))
 
 # Not looked into by the content guards: their attributes are code, not state a staging reads
 # as a value.
@@ -53,7 +43,7 @@ def _is_users_class(cls) -> bool:
         filename = getattr(module, "__file__", None)
         # No file: __main__ of a notebook or the REPL, the user's too.
         known = _users_classes[cls] = (cls.__module__ != "builtins" if filename is None
-                                       else _is_user_code(filename))
+                                       else is_users_file(filename))
     return known
 
 
@@ -95,6 +85,17 @@ class Dependencies:
                                                        container.items())
                                       if type(container) is dict
                                       else tuple(unproxied(v) for v in container)))
+
+    def merged(self, other: "Dependencies") -> "Dependencies":
+        """The checks of both (an entry's paths are staged one by one, each reading what its
+        own decisions reach)."""
+        both = Dependencies()
+        both.root, both.root_code = self.root or other.root, self.root_code or other.root_code
+        for name in ("globals", "codes", "cells", "contents", "arrays"):
+            setattr(both, name, getattr(self, name) + getattr(other, name))
+        both.draws = self.draws or other.draws
+        both.static = self.static and other.static
+        return both
 
     def specialize(self):
         """Replace `valid` by one generated expression with every binding inlined, and return
@@ -200,7 +201,7 @@ class Dependencies:
         what = f"'{names[0]}' ({array.dtype}{list(array.shape)})" if names else \
             f"of shape {array.shape}"
         frame = sys._getframe(1)
-        while frame is not None and not _is_user_code(frame.f_code.co_filename):
+        while frame is not None and not is_users_file(frame.f_code.co_filename):
             frame = frame.f_back
         source = None if frame is None else SourceInfo(frame.f_code.co_filename, frame.f_lineno,
                                                        frame.f_code.co_name)
@@ -330,7 +331,7 @@ def hook(frame, event, arg):
     code = frame.f_code
     user = _user_files.get(code.co_filename)
     if user is None:
-        user = _user_files[code.co_filename] = _is_user_code(code.co_filename)
+        user = _user_files[code.co_filename] = is_users_file(code.co_filename)
     if user:
         for recorder in _local.stack:
             recorder.add_code(code, frame.f_globals)

@@ -410,7 +410,7 @@ def _transparent(name: str, module: bool) -> bool:
     return top in _TRANSPARENT
 
 
-def _raw_state(generator):
+def raw_state(generator):
     """Where `generator` is in its stream, in the form its setter takes back."""
     if hasattr(generator, "get_state"):                 # numpy's RandomState
         return generator.get_state(legacy=False)
@@ -419,7 +419,7 @@ def _raw_state(generator):
     return getattr(generator, "bit_generator", generator).state
 
 
-def _set_raw_state(generator, state) -> None:
+def set_raw_state(generator, state) -> None:
     if hasattr(generator, "set_state"):
         generator.set_state(state)
     elif hasattr(generator, "setstate"):
@@ -538,13 +538,13 @@ class Watch:
 
     def keep_states(self) -> "Watch":
         """Also keep the states in the form `rewind` can restore (before staging)."""
-        self._raw = [_raw_state(g) for g in self._generators]
+        self._raw = [raw_state(g) for g in self._generators]
         return self
 
     def rewind(self) -> None:
         """Put every watched generator back where it was (needs `keep_states`)."""
         for generator, state in zip(self._generators, self._raw):
-            _set_raw_state(generator, state)
+            set_raw_state(generator, state)
 
     def drew(self) -> bool:
         """Whether staging drew (or read the world) in a way no equation stands for."""

@@ -36,10 +36,11 @@ class FirstTier:
     (entry)` names the cache entry (whose `value` is `(this, unflatten)`) once it exists.
     """
 
-    __slots__ = ("_run", "_compile", "_entry", "_ran", "_compiled", "_lock")
+    __slots__ = ("_run", "_first", "_compile", "_entry", "_ran", "_compiled", "_lock")
 
-    def __init__(self, run, compile):
+    def __init__(self, run, compile, first=None):
         self._run = run
+        self._first = first     # the first call's run, given the values staging computed
         self._compile = compile   # () -> the compiled function, of the full pipeline
         self._entry = None
         self._ran = False
@@ -54,8 +55,9 @@ class FirstTier:
         if compiled is not None:
             return compiled(*args)
         if not self._ran or config.tier == "interpret":
+            first, self._first = self._first, None
             self._ran = True
-            return self._run(args)
+            return (first or self._run)(args)
         return self.promote()(*args)
 
     def promote(self):

@@ -38,7 +38,7 @@ NOT_DIFFERENTIABLE_TO_FLOAT64 = frozenset({"float32"})
 # cannot check (a generator outside the program draws anew on every call).
 NOT_AUTOGRAD = frozenset({"inplace", "cond", "while_loop", "fori_loop", "scan", "function",
                           "custom_jvp", "custom_vjp", "random_state", "grad", "jit",
-                          "switch", "vmap"})
+                          "switch", "vmap", "fill"})
 
 
 @attrs.frozen
@@ -514,13 +514,77 @@ def _draw_from_state(w):
     return True
 
 
+# Python control flow on the data (staged with values, one path per sequence of decisions).
+
+def _python_if(w):
+    name, shape = w.pick()
+    test = f"np.sum({name})" if shape else name
+    target = w.fresh()
+    w.body += [f"if {test} > {w.draw(st.sampled_from(('0.0', '0.3', '-0.2')))}:",
+               f"    {target} = {w.unary(name)}", "else:", f"    {target} = {w.unary(name)}"]
+    w.env.append((target, shape))
+    w.features.add("python_if")
+    return True
+
+
+def _python_while(w):
+    name, shape = w.pick()
+    target, trips = w.fresh(), w.fresh("k")
+    size = f"np.max(np.abs({target}))" if shape else f"abs({target})"
+    # A contraction: the trip count depends on the data, and the loop ends within 6 trips.
+    w.body += [f"{target}, {trips} = {name}, 0", f"while {size} > 0.2 and {trips} < 6:",
+               f"    {target} = 0.6 * np.sin({target})", f"    {trips} += 1"]
+    w.env.append((target, shape))
+    w.features.add("python_while")
+    return True
+
+
+def _python_range(w):
+    picked, counted = w.pick(lambda s: bool(s)), w.pick()
+    if picked is None:
+        return False
+    (name, shape), target = picked, w.fresh()
+    w.body += [f"{target} = {name}",
+               f"for _ in range(int(np.sum({counted[0]} > 0.0)) % 3):",
+               f"    {target} = 0.5 * {w.unary(target)} + 0.5 * {target}"]
+    w.env.append((target, shape))
+    w.features.add("python_range")
+    return True
+
+
+def _builtins(w):
+    name, shape = w.pick()
+    scalar = f"np.sum({name})" if shape else name
+    expr = w.draw(st.sampled_from((
+        f"max(0.1, {scalar}) * {name}", f"min({scalar}, 0.2) + {name}",
+        f"abs({scalar}) * {name}", f"(1.0 if {scalar} > 0.0 else -2.0) * {name}")))
+    w.assign(expr, shape, "builtins")
+    return True
+
+
+def _fill(w):
+    picked = w.pick(lambda s: len(s) == 1)
+    if picked is None:
+        return False
+    (name, shape), (steps, target) = picked, (w.draw(st.integers(2, 4)), w.fresh("u"))
+    w.body += [f"{target} = np.zeros(({steps}, {shape[0]}))", f"{target}[0] = {name}",
+               f"for t in range({steps - 1}):",
+               f"    {target}[t + 1] = {target}[t] + 0.1 * {w.unary(f'{target}[t]')}"]
+    w.assign(f"{target}[-1]", shape, "fill")
+    return True
+
+
 STATEMENTS = {
     "elementwise": _elementwise, "binary": _binary, "reduction": _reduction,
     "shape": _shape_op, "indexing": _indexing, "inplace": _inplace,
     "contraction": _contraction, "linalg": _linalg, "where": _where, "cond": _cond,
     "loop": _static_loop, "call": _call, "custom": _custom, "random": _draw,
     "random_state": _draw_from_state, "dtype": _dtype, "misc": _misc, "nested": _nested,
+    "python_if": _python_if, "python_while": _python_while, "python_range": _python_range,
+    "builtins": _builtins, "fill": _fill,
 }
+# The statements that decide on data in Python (each call may take another path).
+PYTHON_CONTROL_FLOW = ("python_if", "python_while", "python_range", "builtins", "fill")
 # Not "random_state": a program drawing anew on every call has no derivative to check.
 DEFAULT_STATEMENTS = tuple(name for name in STATEMENTS if name != "random_state")
 
@@ -560,4 +624,4 @@ def _programs(draw, max_statements, statements, input_shapes):
                    _exec(source, numpy))
 
 
-__all__ = ["Program", "programs"]
+__all__ = ["PYTHON_CONTROL_FLOW", "Program", "programs"]

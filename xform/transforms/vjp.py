@@ -56,14 +56,15 @@ def vjp_graph(graph, live=None, wanted=None, kept=None, seed_ones=False, adopt=F
     return builder.build([outs[i] for i in kept] + grads)
 
 
-def gradient_values(graph, args, live=None, wanted=None, kept=None) -> list:
+def gradient_values(graph, args, live=None, wanted=None, kept=None, known=None) -> list:
     """What `vjp_graph(graph, live, wanted, kept, seed_ones=True)` computes on concrete `args`,
     computed at once and no graph built: the forward pass by each primitive's impl, then the
     same rules as vjp_graph's on concrete values, whose operations then run eagerly, as
     autograd's do (the first call of a gradient, xform.runtime.tiers). Must run outside any
-    staging, on a graph `computable_at_once`."""
+    staging, on a graph `computable_at_once`. `known`: the forward values staging computed
+    already (xform.ir.interpret.concrete_env)."""
     live, wanted, kept = _options(graph, live, wanted, kept)
-    env = concrete_env(graph, args)
+    env = concrete_env(graph, args, known)
     token = _at_once.set(_Origins(graph, env))
     try:
         # (no effects: the graph is computable_at_once)

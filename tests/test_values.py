@@ -1,0 +1,328 @@
+"""Staging with values (xform.ir.values, xform.runtime.paths): Python's questions about traced
+values are answered from this call's values and guarded; one transformed object serves every
+path, called alternately, and agrees with eager numpy and finite differences on each."""
+import logging
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import xform
+from xform.errors import ConcretizationError, PathLimitError, PathLimitWarning
+from xform.testing import check_grads
+
+from tests.source_lines import assert_points_at
+
+
+def branchy(a):
+    if a > 0:
+        return a * 3.0
+    return a * 2.0
+
+
+def newton_sqrt(a):
+    x = a
+    while abs(x * x - a) > 1e-12:
+        x = 0.5 * (x + a / x)
+    return x
+
+
+def march(u0, T=30, dt=0.01):
+    u = np.zeros((T, u0.size))
+    u[0] = u0
+    for t in range(T - 1):
+        u[t + 1] = u[t] + dt * (-u[t] ** 3)
+    return np.sum(u[-1])
+
+
+def march_eager(u0, T=30, dt=0.01):
+    u = u0.copy()
+    for _ in range(T - 1):
+        u = u + dt * (-u ** 3)
+    return np.sum(u)
+
+
+def central_difference(f, x, eps=1e-6):
+    x = np.asarray(x, dtype=float)
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = eps
+        grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
+    return grad if grad.shape else grad[()]
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    xform.clear_cache()
+    yield
+    xform.clear_cache()
+
+
+def test_if_on_one_transformed_object_called_alternately():
+    grad, jit = xform.grad(branchy), xform.jit(branchy)
+    for x in [1.5, -2.0, 0.5, -0.25, 3.0, -1.0]:
+        assert jit(x) == branchy(x)
+        assert grad(x) == pytest.approx(central_difference(branchy, x))
+    paths = xform.cache_info()["paths"]
+    assert paths["grad of 'branchy'"] == paths["jit of 'branchy'"] == 2
+
+
+def test_while_on_data_matches_finite_differences_per_trip_count():
+    grad = xform.grad(newton_sqrt)
+    for a in [2.0, 9.0, 2.0, 0.3, 100.0, 9.0]:
+        assert xform.jit(newton_sqrt)(a) == newton_sqrt(a)
+        assert grad(a) == pytest.approx(0.5 / np.sqrt(a), rel=1e-9)
+        assert grad(a) == pytest.approx(central_difference(newton_sqrt, a), rel=1e-6)
+
+
+def test_preallocated_array_filled_in_a_loop():
+    grad = xform.grad(march)
+    for u0 in [np.array([0.5, -1.0, 2.0]), np.array([1.0, 1.0, -0.5])]:
+        assert xform.jit(march)(u0) == march(u0)
+        np.testing.assert_allclose(grad(u0), central_difference(march_eager, u0), rtol=1e-6)
+        np.testing.assert_allclose(grad(u0), xform.grad(march_eager)(u0), rtol=1e-12)
+
+
+# The second derivative of fn(x) ** 3, in closed form.
+@pytest.mark.parametrize("fn, points, second", [
+    (branchy, [1.5, -2.0, 0.7, -0.3], lambda x: 162 * x if x > 0 else 48 * x),
+    (newton_sqrt, [2.0, 9.0, 0.5, 9.0], lambda x: 0.75 / np.sqrt(x))])
+def test_other_transforms_on_both_sides(fn, points, second):
+    hessian = xform.hessian(lambda x: fn(x) ** 3)
+    gradient = xform.grad(lambda x: fn(x) ** 3)
+    for x in points:
+        assert hessian(x) == pytest.approx(second(x), rel=1e-9)
+        _, tangent = xform.jvp(gradient, (x,), (1.0,))
+        assert tangent == pytest.approx(second(x), rel=1e-9)
+        assert tangent == pytest.approx(central_difference(gradient, x), rel=1e-5)
+    check_grads(fn, (points[0],), order=2)
+    check_grads(fn, (points[1],), order=2)
+
+
+def test_vmap_lanes_that_disagree_are_each_right():
+    mapped = xform.vmap(branchy)
+    mapped_grad = xform.vmap(xform.grad(branchy))
+    for xs in [np.array([1.0, 2.0]), np.array([-1.0, 2.0, -3.0]), np.array([-1.0, -2.0]),
+               np.array([4.0, -2.0, 5.0])]:
+        np.testing.assert_array_equal(mapped(xs), [branchy(x) for x in xs])
+        np.testing.assert_array_equal(mapped_grad(xs), [3.0 if x > 0 else 2.0 for x in xs])
+
+
+def test_vmap_of_a_loop_with_a_trip_count_per_lane():
+    xs = np.array([2.0, 9.0, 0.5, 100.0])
+    np.testing.assert_allclose(xform.vmap(newton_sqrt)(xs), np.sqrt(xs), rtol=1e-12)
+    np.testing.assert_allclose(xform.vmap(xform.grad(newton_sqrt))(xs), 0.5 / np.sqrt(xs),
+                               rtol=1e-9)
+
+
+def test_builtins_over_traced_scalars():
+    relu = xform.grad(lambda a: max(0.0, a) * 2)
+    assert relu(1.5) == 2.0 and relu(-1.5) == 0.0
+    smaller = xform.grad(lambda a, b: min(a, b), argnums=(0, 1))
+    assert smaller(1.0, 2.0) == (1.0, 0.0) and smaller(3.0, 2.0) == (0.0, 1.0)
+    first = xform.jit(lambda a: sorted([a, 2.0 * a, -a])[0])
+    assert first(1.0) == -1.0 and first(-1.0) == -2.0
+    both = xform.jit(lambda v: bool(any(v > 0) and all(v < 5)))
+    assert both(np.array([1.0, 2.0])) and not both(np.array([1.0, 7.0]))
+
+
+def test_integers_from_values_index_and_bound_loops():
+    def total(v, n):
+        return sum(v[i] for i in range(n))
+    v = np.array([1.0, -2.0, 3.0])
+    jitted = xform.jit(total)
+    assert jitted(v, np.int64(2)) == -1.0 and jitted(v, np.int64(3)) == 2.0
+    peak = xform.grad(lambda w: w[int(np.argmax(w))] ** 2)
+    np.testing.assert_array_equal(peak(v), [0.0, 0.0, 6.0])
+    np.testing.assert_array_equal(peak(np.array([5.0, 1.0])), [10.0, 0.0])
+
+
+def test_float_of_a_value_no_derivative_flows_through():
+    jitted = xform.jit(lambda a: a * float(a) + math.sin(a))
+    assert jitted(2.0) == 2.0 * 2.0 + math.sin(2.0)
+    assert jitted(3.0) == 3.0 * 3.0 + math.sin(3.0)
+
+
+def test_float_of_a_differentiated_value_raises_at_the_users_line():
+    def f(a):
+        return a * float(a)  # line: float-cut
+    with pytest.raises(ConcretizationError, match="derivative would be cut") as info:
+        xform.grad(f)(2.0)
+    assert_points_at(info.value, __file__, "float-cut", "f")
+    with pytest.raises(ConcretizationError, match="derivative would be cut"):
+        xform.grad(lambda a: math.exp(a))(1.0)
+
+
+def test_abstract_staging_still_refuses_a_question():
+    with pytest.raises(ConcretizationError, match="`if`"):
+        xform.make_graph(branchy)(xform.ShapedArray((), np.float64))
+
+
+def test_make_graph_of_values_shows_the_guard():
+    text = str(xform.make_graph(branchy)(2.0))
+    assert "guard[" in text and "expected=True" in text
+    assert "expected=False" in str(xform.make_graph(branchy)(-2.0))
+
+
+def test_boolean_masks_and_sizes_from_values():
+    grad = xform.grad(lambda v: np.sum(v[v > 0] ** 2))
+    for v in [np.array([1.0, -2.0, 3.0]), np.array([-1.0, -2.0, 3.0]), np.array([1.0, 2.0])]:
+        np.testing.assert_array_equal(grad(v), 2 * v * (v > 0))
+    x = np.array([[1.5, -1.0], [0.0, 2.5]])
+    for fn in (lambda a: np.nonzero(a > 0), lambda a: np.argwhere(a > 0),
+               lambda a: np.flatnonzero(a), lambda a: np.unique(np.round(a)),
+               lambda a: np.compress(a.ravel() > 0, a.ravel()),
+               lambda a: np.extract(a > 0, a)):
+        expected, got = fn(x), xform.jit(fn)(x)
+        for e, g in zip(expected if isinstance(expected, tuple) else [expected],
+                        got if isinstance(got, tuple) else [got]):
+            np.testing.assert_array_equal(g, e)
+            assert g.dtype == e.dtype
+
+
+def test_lists_of_traced_values_to_numpy_functions():
+    assert xform.grad(lambda a, b: np.sum([a, b * b]), argnums=1)(1.0, 2.0) == 4.0
+    assert xform.grad(lambda a, b: np.mean([a, b * b]))(1.0, 2.0) == 0.5
+    assert xform.grad(lambda a: np.max([a, 0.0]))(3.0) == 1.0
+    assert xform.grad(lambda a: np.max([a, 0.0]))(-3.0) == 0.0
+    norm = xform.grad(lambda a, b: np.linalg.norm([a, b]), argnums=(0, 1))(3.0, 4.0)
+    np.testing.assert_allclose(norm, [0.6, 0.8])
+
+
+def test_matrix_filled_in_a_double_loop():
+    def kernel_sum(x):
+        K = np.zeros((x.size, x.size))
+        for i in range(x.size):
+            for j in range(x.size):
+                K[i, j] = np.exp(-(x[i] - x[j]) ** 2)
+        return np.sum(K)
+    x = np.array([0.1, -0.4, 0.9])
+    np.testing.assert_allclose(xform.grad(kernel_sum)(x), central_difference(kernel_sum, x),
+                               rtol=1e-6)
+
+
+class Model:
+    def __init__(self, scale=2.0):
+        self.W = np.array([1.0, -1.0, 0.5])
+        self.b = 0.25
+        self.name = "linear"
+        self.layers = 2
+
+    def loss(self, x):
+        out = x
+        for _ in range(self.layers):
+            out = np.tanh(self.W * out + self.b)
+        return np.sum(out ** 2)
+
+
+def test_plain_objects_are_differentiated_and_rebuilt():
+    model, x = Model(), np.array([0.3, -0.2, 0.8])
+    grads = xform.grad(lambda m, v: m.loss(v))(model, x)
+    assert type(grads) is Model and grads.name == "linear" and grads.layers == 2
+
+    def loss_of(W):
+        other = Model()
+        other.W = W
+        return other.loss(x)
+    np.testing.assert_allclose(grads.W, central_difference(loss_of, model.W), rtol=1e-6)
+    again = xform.grad(lambda m: m.loss(x))(model)
+    np.testing.assert_allclose(again.W, grads.W)
+
+
+def test_assigning_to_a_plain_object_inside_never_leaks_a_tracer():
+    model = Model()
+    W = model.W
+
+    def loss(m, W):
+        m.W = W      # the autograd habit
+        return m.loss(np.ones(3))
+    xform.grad(loss, argnums=1)(model, W * 2)
+    assert model.W is W
+
+
+def test_every_call_draws_what_eager_numpy_draws_across_paths():
+    def noisy(a):
+        rs_draw = np.random.standard_normal()
+        if a > 0:
+            return a * 2.0 + rs_draw
+        return a - rs_draw
+    jitted = xform.jit(noisy)
+    for seed in range(3):
+        for a in [1.0, -1.0, 2.0, -3.0]:
+            np.random.seed(seed)
+            expected = (noisy(a), np.random.standard_normal())
+            np.random.seed(seed)
+            assert (jitted(a), np.random.standard_normal()) == expected
+
+
+def halvings(a):
+    n = 0
+    while a > 1.0:
+        a = a / 2.0
+        n += 1
+    return a * n
+
+
+def test_the_path_bound_warns_once_and_stays_right():
+    count = halvings
+    jitted = xform.jit(count)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for a in 2.0 ** np.arange(1, 14) + 0.5:
+            assert jitted(a) == count(a)
+    limit = [w for w in caught if issubclass(w.category, PathLimitWarning)]
+    assert len(limit) == 1
+    assert "while a > 1.0" in str(limit[0].message)
+    assert xform.cache_info()["paths"]["jit of 'halvings'"] == xform.config.max_paths
+
+
+def test_the_strict_setting_raises_past_the_bound():
+    xform.config.update("path_limit", "raise")
+    xform.config.update("max_paths", 2)
+    try:
+        jitted = xform.jit(halvings)
+        assert jitted(3.0) == halvings(3.0) and jitted(5.0) == halvings(5.0)
+        with pytest.raises(PathLimitError, match="while a > 1.0"):
+            jitted(9.0)
+    finally:
+        xform.config.update("path_limit", "warn")
+        xform.config.update("max_paths", 8)
+
+
+def test_explain_logs_every_new_path(caplog):
+    xform.config.update("explain_paths", True)
+    try:
+        jitted = xform.jit(branchy)
+        with caplog.at_level(logging.WARNING, logger="xform.paths"):
+            jitted(1.0)
+            jitted(-1.0)
+            jitted(2.0)     # a path seen before: nothing new to explain
+    finally:
+        xform.config.update("explain_paths", False)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1
+    assert "if a > 0" in messages[0] and "was True, now False" in messages[0]
+
+
+def helper_positive(a):
+    return a * 3.0
+
+
+def test_redefining_a_function_only_the_second_path_reached_is_noticed():
+    global helper_positive
+
+    def uses(a):
+        if a > 0:
+            return helper_positive(a)
+        return -a
+    jitted = xform.jit(uses)
+    assert jitted(-1.0) == 1.0
+    assert jitted(2.0) == 6.0       # the second path reads helper_positive
+    original = helper_positive
+    try:
+        helper_positive = lambda a: a * 5.0    # noqa: E731
+        assert jitted(2.0) == 10.0
+    finally:
+        helper_positive = original

@@ -1,0 +1,328 @@
+"""Staging with values: a transform called on concrete arguments computes each equation's
+value as it stages it, so that Python may ask a traced value what eager numpy would answer
+(`if x > 0:`, `while err > tol:`, `range(n)`, `int(k)`, `max(0.0, x)`). An answer about a
+value that depends on the inputs is recorded as a `guard` equation, which checks at run time
+that the call takes the same outcome, and raises GuardFailure when it does not: the cache then
+runs, or stages, the path of the new outcome (xform.runtime.paths).
+
+Notes: the values are a staging's own: they decide what is staged, never what a call returns
+(the staged path runs for that), so a random draw's value is drawn from a copy of its
+generator (the `speculative_impl` hook) and no equation's warnings are raised twice.
+"""
+from __future__ import annotations
+
+import operator
+import os
+from contextvars import ContextVar
+
+import numpy as np
+
+from xform.errors import XformError
+from xform.ir.ad import NOT_MAPPED, Zero
+from xform.ir.core import Literal, Primitive
+from xform.ir.rules import graph_has_effects, has_effects, register
+
+
+class _NoValue:
+    """The value of a Var a staging cannot compute (abstract inputs, an impl that raised)."""
+
+    def __repr__(self):
+        return "NO_VALUE"
+
+
+NO_VALUE = _NoValue()
+
+
+class GuardKey:
+    """Which question a guard answers: the user's line that asked it (`site`), and how many
+    times that line asked before in the staging (`nth`: a loop's condition asks once per
+    trip). Printed `file.py:12` (`file.py:12#3` for the fourth asking).
+
+    >>> from xform.source_info import SourceInfo
+    >>> GuardKey(SourceInfo("/home/me/heat.py", 14, "solve"), 2)
+    heat.py:14#2
+    """
+
+    __slots__ = ("site", "nth")
+
+    def __init__(self, site, nth):
+        self.site, self.nth = site, nth
+
+    def __eq__(self, other):
+        return type(other) is GuardKey and other.site == self.site and other.nth == self.nth
+
+    def __hash__(self):
+        return hash((self.site, self.nth))
+
+    def __repr__(self):
+        if self.site is None:
+            return f"?#{self.nth}"
+        where = f"{os.path.basename(self.site.filename)}:{self.site.lineno}"
+        return where if self.nth == 0 else f"{where}#{self.nth}"
+
+
+class GuardFailure(Exception):
+    """A guard's outcome differs from the one its path was staged with. Internal: the path
+    cache catches it (xform.runtime.paths); `outcome` is None when the lanes of a batched
+    guard disagree."""
+
+    def __init__(self, key, kind, expected, outcome):
+        super().__init__(key, outcome)
+        self.key = key
+        self.kind = kind
+        self.expected = expected
+        self.outcome = outcome
+        self.site = key.site
+
+
+_OUTCOMES = {"bool": bool, "int": int, "index": operator.index, "float": float,
+             "complex": complex}
+
+
+def _same(expected, outcome) -> bool:
+    # nan is the same outcome as nan; 0.0 and -0.0 are not (they print and divide apart)
+    if type(expected) is float or type(expected) is complex:
+        return (np.array(expected).tobytes() == np.array(outcome).tobytes()
+                or (expected != expected and outcome != outcome))
+    return expected == outcome
+
+
+def _lane_outcomes(kind, lanes):
+    """The outcome of each lane (a leading axis) of a batched value, as an array."""
+    flat = np.reshape(lanes, (np.shape(lanes)[0], -1))
+    if flat.shape[1] != 1:
+        return None     # the unbatched question was about a size-1 value: never here
+    column = flat[:, 0]
+    if kind == "bool":
+        return column.astype(bool)
+    if kind == "int" and column.dtype.kind in "fc":
+        return np.trunc(column.real)
+    return column
+
+
+class StagingRecord:
+    """What one staging of a call (with every staging nested in it) decided, in order:
+    `decisions`, a list of (guard key, outcome); and `generators`, id(generator) ->
+    (generator, the copy its draws were computed from): the staging never advances a
+    generator the user holds."""
+
+    __slots__ = ("decisions", "generators", "values", "numpy_warned")
+
+    def __init__(self):
+        self.decisions = []
+        self.generators = {}
+        self.values = None      # the outermost staging's var -> value (`staged_values`)
+        self.numpy_warned = False   # some value raised a floating-point warning, unraised
+
+
+_record: ContextVar = ContextVar("xform_staging_record", default=None)
+
+
+class recording_decisions:
+    """`with recording_decisions() as record:` collects the decisions (and speculative
+    generators) of the stagings inside into `record`, a StagingRecord."""
+
+    __slots__ = ("_token", "record")
+
+    def __enter__(self) -> StagingRecord:
+        self.record = StagingRecord()
+        self._token = _record.set(self.record)
+        return self.record
+
+    def __exit__(self, *exc_info):
+        _record.reset(self._token)
+
+
+def note_decision(key, outcome) -> None:
+    record = _record.get()
+    if record is not None:
+        record.decisions.append((key, outcome))
+
+
+def keep_values(values, equations) -> None:
+    """Offer the values of the outermost staging of the call being recorded, and the
+    equations that computed them, to its first run (`staged_values`)."""
+    record = _record.get()
+    if record is not None:
+        record.values = (values, _Staged(equations))
+
+
+class _Staged:
+    """The equations a staging computed, asked by identity (equations compare by value)."""
+
+    __slots__ = ("_ids", "_equations")
+
+    def __init__(self, equations):
+        self._equations = equations     # (held: their ids stay theirs)
+        self._ids = {id(eqn) for eqn in equations}
+
+    def __contains__(self, eqn):
+        return id(eqn) in self._ids
+
+
+def staged_values(graph):
+    """`(values, equations)` staging computed for the call being recorded, for its first
+    run to take instead of computing them again (xform.ir.interpret.concrete_env); None
+    where that run
+    must compute them itself: numpy warned while staging (the run raises the warnings), or
+    `graph` has effects (its draws must advance the user's generators)."""
+    record = _record.get()
+    if record is None or record.values is None or record.numpy_warned:
+        return None
+    return None if graph_has_effects(graph) else record.values
+
+
+def _numpy_warned(kind, flag) -> None:
+    record = _record.get()
+    if record is not None:
+        record.numpy_warned = True
+
+
+def decisions_so_far() -> int:
+    """How many decisions the call being staged has recorded (see forget_decisions_after)."""
+    record = _record.get()
+    return 0 if record is None else len(record.decisions)
+
+
+def forget_decisions_after(count: int) -> None:
+    """Drop the decisions recorded after the first `count`: a staging thrown away (vmap's
+    lane 0, when the lanes decide apart) decided nothing for the path."""
+    record = _record.get()
+    if record is not None:
+        del record.decisions[count:]
+
+
+def has_guards(graph) -> bool:
+    """Whether `graph` asks questions about its inputs' values (guard equations)."""
+    return any(eqn.primitive is guard_p for eqn in graph.equations)
+
+
+def speculative_generators(builder) -> dict:
+    """Where a staging's draws take their generators' copies from: the record of the call
+    being staged (shared by nested stagings), else the builder's own."""
+    record = _record.get()
+    return record.generators if record is not None else builder.generator_copies
+
+
+guard_p = Primitive("guard", multiple_results=True)
+
+
+def _guard_impl(x, *, key, kind, expected, batched=False):
+    if not batched:
+        outcome = _OUTCOMES[kind](x)
+        if _same(expected, outcome):
+            return ()
+        raise GuardFailure(key, kind, expected, outcome)
+    outcomes = _lane_outcomes(kind, x)
+    if outcomes is not None:
+        if kind in ("float", "complex") and expected != expected:
+            agree = np.isnan(outcomes).all()
+        else:
+            agree = bool(np.all(outcomes == expected))
+        if agree:
+            return ()
+    raise GuardFailure(key, kind, expected, None)
+
+
+def _guard_abstract_eval(x, **params):
+    return []
+
+
+def _guard_jvp(primals, tangents, **params):
+    if type(tangents[0]) is not Zero:
+        # staging refuses float() of a value a derivative flows through; a guard meeting a
+        # tangent would cut that derivative silently
+        raise XformError(f"a derivative flows through {params['kind']}() of a traced value",
+                         params["key"].site, "keep the value an array (np.sin instead of "
+                         "math.sin, no float()) so that its derivative is not cut")
+    return guard_p.bind(primals[0], **params), []
+
+
+def _guard_batch(size, args, dims, **params):
+    x, = args
+    if dims[0] is NOT_MAPPED:
+        return guard_p.bind(x, **params), []
+    return guard_p.bind(np.moveaxis(x, dims[0], 0), **{**params, "batched": True}), []
+
+
+register(guard_p, impl=_guard_impl, abstract_eval=_guard_abstract_eval, jvp=_guard_jvp,
+         batch=_guard_batch, symbolic_zeros=True, kept=True,
+         construct="a Python question about a traced value (a guard)")
+
+
+def compute_values(builder, eqn, rules) -> None:
+    """Store the values of the outputs of `eqn`, just staged into `builder`, when every
+    input's value is known; mark them dependent on the inputs (and perturbed) as their inputs
+    are."""
+    prim, in_atoms, outs, params = eqn.primitive, eqn.inputs, eqn.outputs, eqn.params
+    values = builder.values
+    dependent = builder.dependent
+    perturbed = builder.perturbed
+    ins = []
+    is_dependent = is_perturbed = False
+    for atom in in_atoms:
+        if type(atom) is Literal:
+            ins.append(atom.value)
+            continue
+        value = values.get(atom, NO_VALUE)
+        if value is NO_VALUE:
+            return
+        ins.append(value)
+        if atom in dependent:
+            is_dependent = True
+            if atom in perturbed:
+                is_perturbed = True
+    impl = rules.impl
+    if rules.effectful or (params and _has_effects(eqn)):
+        speculate = rules.hooks.get("speculative_impl")
+        if speculate is None:   # (a call of a function that draws: its draws are its own)
+            return
+        is_dependent = True     # a draw differs from call to call
+
+        copies = speculative_generators(builder)
+
+        def impl(*operands, **params):
+            return speculate(copies, *operands, **params)
+    try:
+        # warnings belong to the run of the staged path, which raises them where eager
+        # numpy would: here they are noted (0.65 us a staged equation)
+        with np.errstate(all="call", call=_numpy_warned):
+            result = impl(*ins, **params)
+    except GuardFailure:
+        raise
+    except Exception:       # the staged path raises it when it runs, as eager numpy would
+        return
+    if prim.multiple_results:
+        for var, value in zip(outs, result):
+            values[var] = value
+    else:
+        values[outs[0]] = result
+    if is_dependent:
+        dependent.update(outs)
+        if is_perturbed:
+            perturbed.update(var for var in outs if var.aval.dtype.kind in "fc")
+
+
+def _has_effects(eqn) -> bool:
+    try:
+        return has_effects(eqn)
+    except Exception:   # a callee that cannot be staged: then no value is computed either
+        return True
+
+
+def value_of(tracer):
+    """The value its staging computed for `tracer`, or NO_VALUE."""
+    values = tracer.builder.values
+    return NO_VALUE if values is None else values.get(tracer.graph_var, NO_VALUE)
+
+
+def outcome_of(kind, value):
+    """What eager numpy answers `kind` ("bool", "int", "index", "float", "complex") of
+    `value` (numpy's own error where it raises one)."""
+    return _OUTCOMES[kind](value)
+
+
+__all__ = ["NO_VALUE", "GuardFailure", "GuardKey", "StagingRecord", "compute_values",
+           "decisions_so_far", "forget_decisions_after", "guard_p", "has_guards",
+           "keep_values", "note_decision", "outcome_of", "recording_decisions",
+           "speculative_generators", "staged_values", "value_of"]
