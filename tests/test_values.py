@@ -326,3 +326,38 @@ def test_redefining_a_function_only_the_second_path_reached_is_noticed():
         assert jitted(2.0) == 10.0
     finally:
         helper_positive = original
+
+
+_DEEP_RNG = np.random.default_rng(0)
+
+
+def _draw5(x):
+    return x + _DEEP_RNG.standard_normal()
+
+
+def _draw4(x):
+    return _draw5(x)
+
+
+def _draw3(x):
+    return _draw4(x)
+
+
+def _draw2(x):
+    return _draw3(x)
+
+
+def _draw1(x):
+    return _draw2(x)
+
+
+def test_a_draw_past_the_walk_is_never_frozen_silently():
+    # Five calls deep the effect walk stops: a second staging on the same values finds the
+    # hidden draw, warns once, and every call then stages anew (each call draws).
+    jitted = xform.jit(_draw1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [jitted(0.0) for _ in range(4)]
+    assert len(set(got)) == 4
+    told = [w for w in caught if issubclass(w.category, xform.UnstagedEffectWarning)]
+    assert len(told) == 1 and told[0].filename == __file__

@@ -226,6 +226,17 @@ class RestagingWarning(UserWarning):
     """
 
 
+class UnstagedEffectWarning(UserWarning):
+    """A function xform could not follow entirely (a function held as a value, one deeper
+    than the walk, getattr/eval) computed different values when staged twice on the same
+    arguments: an effect no equation stands for, such as a draw from a generator xform did
+    not find. It is staged anew on every call, so every call computes what eager numpy
+    computes, at about autograd's cost.
+
+    Fix: pass the generator as an argument, or draw outside the function.
+    """
+
+
 class PathLimitWarning(UserWarning):
     """A function's decisions on data (`if x > 0:`, `while err > tol:`, `range(n)` of a
     traced n) took more paths than `xform.config.max_paths` for one signature: past it, each

@@ -65,7 +65,7 @@ def is_users_file(filename: str) -> bool:
 
 # Generated code that is a library's, not the user's (the user's: a notebook cell, a doctest,
 # exec'd source).
-_LIBRARY_GENERATED = ("<xform", "<frozen", "<attrs", "<string>", "<makefun", "<decorator")
+_LIBRARY_GENERATED = ("<xform", "<frozen", "<attrs", "<makefun", "<decorator")
 
 
 def is_users_code(filename: str) -> bool:

@@ -22,6 +22,7 @@ from xform.ir.interpret import eval_graph, run_concrete
 from xform.ir.tracer import Tracer
 from xform.numpy.random import stand_in_for_static
 from xform.runtime.cache import CACHE
+from xform.runtime.effects import hidden_effects_found, walk_incomplete
 from xform.runtime.paths import Path, Paths
 from xform.runtime.tiers import FirstTier, first_call_tier
 from xform.source_info import user_frame_info
@@ -506,16 +507,23 @@ class Transformed(CachedCall):
                 raise XformError("a traced value was captured outside any staging",
                                  user_frame_info())
             generators = tuple(g for g, _ in record.generators.values())
+            staged = record.values
             if first_call_tier() == "compile":
                 run = CACHE.compiled(finish(graph)).fn
             else:
                 run = FirstTier(run, lambda: CACHE.compiled(finish(graph_of())).fn, first)
-            return run, unflatten, record.decisions, generators
+            return run, unflatten, record.decisions, generators, staged
 
         def make():
             if statics or static_keywords:
                 count_restaging(self.fun, self.kind)
-            run, unflatten, decisions, generators = stage_path(leaves)
+            run, unflatten, decisions, generators, staged = stage_path(leaves)
+            if walk_incomplete():
+                # Code the walk could not follow may draw where no equation stands for the
+                # draw: a second staging on the same values tells.
+                if impure(self.fun) or not same_values(staged, stage_path(leaves)[4]):
+                    hidden_effects_found(self.fun)
+                    note_impure(self.fun)
             if not decisions:
                 return run, unflatten
             return guarded_paths(self.fun, self.kind, stage_path, run, unflatten, decisions,
@@ -535,6 +543,38 @@ class Transformed(CachedCall):
             else:
                 self._remember_with_statics(args, statics, entry)
         return unflatten(results)
+
+
+_impure: "weakref.WeakSet" = weakref.WeakSet()   # functions with effects found by restaging
+
+
+def impure(fun) -> bool:
+    try:
+        return fun in _impure
+    except TypeError:
+        return False
+
+
+def note_impure(fun) -> None:
+    try:
+        _impure.add(fun)
+    except TypeError:
+        pass
+
+
+def same_values(first, second) -> bool:
+    """Whether two stagings computed the same values, bit for bit, in the same order (their
+    `(values, equations)`; None when a staging kept none: nothing to compare)."""
+    if first is None or second is None:
+        return True
+    a, b = list(first[0].values()), list(second[0].values())
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape or x.dtype != y.dtype or x.tobytes() != y.tobytes():
+            return False
+    return True
 
 
 def run_concrete_known(graph, known, args):
@@ -560,7 +600,7 @@ def known_values(leaves):
 def guarded_paths(fun, kind, stage_path, run, unflatten, decisions, generators):
     """The Paths of an entry whose first path (`run`, `unflatten`) decided `decisions`."""
     def stage(leaves, entry):
-        (path_run, path_unflatten, path_decisions, path_generators), keep = \
+        (path_run, path_unflatten, path_decisions, path_generators, _), keep = \
             CACHE.stage_path(fun, lambda: stage_path(leaves), entry)
         return (lambda *args: path_unflatten(path_run(*args)), path_decisions,
                 path_generators, keep)

@@ -15,7 +15,9 @@ from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled, owned_va
 from xform.errors import (MissingRuleError, ShapeError, TreeMismatchError, TypeCheckError,
                           not_callable_error)
 from xform.ir.ad import Zero, instantiate
-from xform.ir.avals import float0, is_differentiable
+from xform.ir.avals import float0, is_differentiable, shaped_array
+from xform.ir.core import Equation, Graph, Params, Var
+from xform.ir.rules import primitive_for
 from xform.ir.builder import stage_function
 from xform.ir.values import staged_values
 from xform.source_info import user_frame_info
@@ -157,8 +159,7 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
         _check_scalar_output(graph, has_aux, out_tree, name, holomorphic)
         out_shape = graph.outputs[0].aval.shape
         if out_shape:   # a size-1 array output (as autograd): differentiate it as a scalar
-            graph, captured, out_tree = stage_function(_first_output_as_scalar(fun, has_aux),
-                                                       in_tree, avals, known)
+            graph = _first_output_as_scalar(graph)
         # Fused here, for both tiers: the first call must compute what later calls compute,
         # bit for bit, and a fused region's vjp (NDual) rounds differently from its
         # equations' rules.
@@ -217,13 +218,13 @@ def gradient_values_owned(graph, options, args):
     return owned_values(gradient_values(graph, args, **options), graph)
 
 
-def _first_output_as_scalar(fun, has_aux):
-    def scalar_output(*args):
-        out = fun(*args)
-        if has_aux:
-            return np.reshape(out[0], ()), out[1]
-        return np.reshape(tree_leaves(out)[0], ())
-    return scalar_output
+def _first_output_as_scalar(graph):
+    """`graph` with its first output, of size 1, reshaped to a 0-d value."""
+    out = graph.outputs[0]
+    scalar = Var(shaped_array((), out.aval.dtype))
+    reshape = Equation(primitive_for("reshape"), (out,), (scalar,), Params({"shape": ()}))
+    return Graph(graph.inputs, graph.consts, (*graph.equations, reshape),
+                 (scalar, *graph.outputs[1:]))
 
 
 def _finish_fused(graph):

@@ -7,8 +7,20 @@ import itertools
 import operator
 from collections import deque
 
-import networkx as nx
 
+
+class _OnFirstUse:
+    """networkx, imported the first time a pass needs it: most graphs never do (passes skip
+    graphs without calls or fusible pairs), and its import is most of `import xform`'s
+    time."""
+
+    def __getattr__(self, name):
+        import networkx
+        globals()["nx"] = networkx
+        return getattr(networkx, name)
+
+
+nx = _OnFirstUse()
 from xform.ir.core import Graph, Literal, subgraphs
 from xform.ir.rules import graph_has_effects, has_effects
 

@@ -38,11 +38,13 @@ from __future__ import annotations
 import inspect
 import sys
 import types
+import warnings
 import weakref
+from contextvars import ContextVar
 
 import numpy as np
 
-from xform.errors import UnsupportedError
+from xform.errors import UnstagedEffectWarning, UnsupportedError
 from xform.ir.reads import MISSING, named_globals, nested_codes
 from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
                                  reset_unstaged, unproxied, unstaged_effects)
@@ -457,7 +459,8 @@ class Watch:
     `functions` lists them (besides `function`)."""
 
     __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw", "_places",
-                 "_swapped", "_unstaged", "_token", "_skip", "complete", "functions")
+                 "_swapped", "_unstaged", "_token", "_skip", "complete", "functions",
+                 "_incomplete_token")
 
     def __init__(self, function, arguments=()):
         """`arguments`: what `function` is called with besides traced values (static
@@ -515,6 +518,7 @@ class Watch:
     def __enter__(self) -> "Watch":
         proxies = {}
         self._unstaged, self._token = unstaged_effects()
+        self._incomplete_token = _incomplete.set(not self.complete)
         if self._skip is not None:
             self._skip.__enter__()
         try:
@@ -533,6 +537,7 @@ class Watch:
             place.restore()
         self._swapped = []
         reset_unstaged(self._token)
+        _incomplete.reset(self._incomplete_token)
         if self._skip is not None:
             self._skip.__exit__()
 
@@ -555,6 +560,46 @@ class Watch:
         return any(_state(g) != before for g, before in zip(self._generators, self._before))
 
 
+# Whether the walk of the staging under way missed some of the code it can run.
+_incomplete: ContextVar = ContextVar("xform_walk_incomplete", default=False)
+
+
+def walk_incomplete() -> bool:
+    """Whether the Watch of the staging under way could not follow every function it can
+    run (a function held as a value, one past its depth, getattr or eval): a draw there
+    is not seen, and a second staging must tell (xform.api.dispatch)."""
+    return _incomplete.get()
+
+
+_told: "weakref.WeakSet" = weakref.WeakSet()    # functions warned about once
+
+
+def hidden_effects_found(function) -> None:
+    """Staged twice on the same values, `function` computed different constants: an effect
+    no equation stands for (a draw from a generator the walk did not find). Its staging
+    counts as drawing from now on (staged anew on every call, as numpy would draw anew), and
+    the user is told once."""
+    note_unstaged()
+    try:
+        if function in _told:
+            return
+        _told.add(function)
+    except TypeError:
+        pass
+    name = getattr(function, "__qualname__", getattr(function, "__name__", repr(function)))
+    message = (f"'{name}' gave different values when staged twice on the same arguments: it "
+               "has an effect xform cannot stage (a random draw from a generator held where "
+               "xform could not look: deeper than its walk, in a library's object, through "
+               "getattr). It is staged anew on every call, as eager numpy draws anew (right, "
+               "at about autograd's cost); pass the generator as an argument, or draw "
+               "outside the function, to have it compiled")
+    source = user_frame_info()
+    if source is None:
+        warnings.warn(message, UnstagedEffectWarning, stacklevel=2)
+    else:
+        warnings.warn_explicit(message, UnstagedEffectWarning, source.filename, source.lineno)
+
+
 def raise_shared_draws(function, construct: str):
     """The error for a function that draws random numbers where one staging of it serves
     many elements (vmap, threaded_map)."""
@@ -565,4 +610,4 @@ def raise_shared_draws(function, construct: str):
         "draw outside and pass the draws in as a mapped argument (one row per element)")
 
 
-__all__ = ["Watch", "raise_shared_draws"]
+__all__ = ["Watch", "hidden_effects_found", "raise_shared_draws", "walk_incomplete"]

@@ -107,14 +107,7 @@ def lineage(x):
     `v` (None for inputs and constants). None for other values. For rules that take a
     shorter path when they know where an operand comes from (solve with a Cholesky factor)."""
     if type(x) is Tracer:
-        equations = x.builder.equations
-
-        def maker(var):
-            for eqn in reversed(equations):
-                if var in eqn.outputs:
-                    return eqn
-            return None
-        return x.graph_var, maker
+        return x.graph_var, x.builder.maker
     origins = _at_once.get()   # by identity, so an answer is true even in a nested staging
     return None if origins is None else origins.lineage(x)
 
