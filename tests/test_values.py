@@ -361,3 +361,25 @@ def test_a_draw_past_the_walk_is_never_frozen_silently():
     assert len(set(got)) == 4
     told = [w for w in caught if issubclass(w.category, xform.UnstagedEffectWarning)]
     assert len(told) == 1 and told[0].filename == __file__
+
+
+def test_a_large_captured_array_is_warned_about_once(monkeypatch):
+    from xform.runtime import dependencies
+    monkeypatch.setattr(dependencies, "LARGE_CHECK_BYTES", 1024)   # a small "large" array
+    table = np.arange(512.0)
+
+    def lookup(x):
+        return x * table[3]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jitted = xform.jit(lookup)
+        assert jitted(2.0) == 6.0 and jitted(3.0) == 9.0
+        xform.jit(lambda x: lookup(x) + 1.0)(2.0)
+    told = [w for w in caught if issubclass(w.category, xform.CapturedArrayWarning)]
+    assert len(told) == 1 and "float64[512]" in str(told[0].message)
+    assert told[0].filename == __file__
+    table.flags.writeable = False       # the fix the warning names: no check, no warning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        xform.jit(lambda x: x * table[4])(2.0)
+    assert not [w for w in caught if issubclass(w.category, xform.CapturedArrayWarning)]

@@ -10,7 +10,7 @@ from xform.api import (closure_convert, eval_shape, grad, hessian, jacfwd, jacre
                        linear_transpose, linearize, make_graph, value_and_grad, vjp, vmap)
 from xform.runtime.cache import cache_info, clear_cache, set_cache_size
 from xform.runtime.config import config
-from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError,
+from xform.errors import (CapturedArrayWarning, ConcretizationError, GraphCheckError, MissingRuleError,
                           OutOfMemoryError, PathLimitError, PathLimitWarning, RegistrationError,
                           RuleError, RestagingWarning, ShapeError, SideEffectError,
                           StagingRecursionError, TreeMismatchError, TypeCheckError,
@@ -35,8 +35,8 @@ tree_util = tree  # JAX's module name, for code pasted from JAX
 __version__ = "0.1.0"
 
 __all__ = [
-    "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal", "MissingRuleError",
-    "OutOfMemoryError", "PathLimitError", "PathLimitWarning", "Primitive", "RegistrationError",
+    "CapturedArrayWarning", "ConcretizationError", "Equation", "Graph", "GraphCheckError",
+    "Literal", "MissingRuleError", "OutOfMemoryError", "PathLimitError", "PathLimitWarning", "Primitive", "RegistrationError",
     "RestagingWarning", "RuleError", "ShapeError", "ShapedArray", "SideEffectError",
     "StagingRecursionError", "TreeMismatchError", "TypeCheckError", "UnstagedEffectWarning",
     "UnsupportedError", "Var", "XformError", "batch_graph", "cache_info",

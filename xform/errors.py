@@ -226,6 +226,16 @@ class RestagingWarning(UserWarning):
     """
 
 
+class CapturedArrayWarning(UserWarning):
+    """A staged function reads a large writeable numpy array it captures (a global, a closure
+    cell): each cached call hashes it to notice a change made in place, which then costs
+    more than the call.
+
+    Fix: pass the array as an argument, or make it read-only (`a.flags.writeable = False`)
+    if it never changes.
+    """
+
+
 class UnstagedEffectWarning(UserWarning):
     """A function xform could not follow entirely (a function held as a value, one deeper
     than the walk, getattr/eval) computed different values when staged twice on the same

@@ -14,16 +14,17 @@ from __future__ import annotations
 import sys
 import threading
 import types
+import warnings
 import weakref
 
 import numpy as np
 
-from xform.errors import SideEffectError
+from xform.errors import CapturedArrayWarning, SideEffectError
 from xform.ir.hooks import install_watcher
 from xform.ir.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
 from xform.numpy.random import unproxied
 from xform.numpy.stand_ins import code_outside_staging
-from xform.source_info import SourceInfo, is_users_file
+from xform.source_info import SourceInfo, is_users_file, user_frame_info
 
 
 # Not looked into by the content guards: their attributes are code, not state a staging reads
@@ -48,6 +49,29 @@ def _is_users_class(cls) -> bool:
 
 
 _local = threading.local()  # the recorders active in this thread (profiling is per thread)
+
+
+# A captured array this large costs a cached call about a millisecond or more to hash.
+LARGE_CHECK_BYTES = 8 << 20
+_warned_arrays: dict = {}   # id(array) -> the array, for the warnings given once
+
+
+def _warn_large_check(array) -> None:
+    if _warned_arrays.get(id(array)) is array:
+        return
+    if len(_warned_arrays) >= 256:
+        _warned_arrays.clear()
+    _warned_arrays[id(array)] = array
+    source = user_frame_info()
+    message = (f"a staged function reads a writeable array it captures "
+               f"({array.dtype}{list(array.shape)}, {array.nbytes / 2**20:.0f} MB): every "
+               "cached call hashes it, to notice a change in place, which costs more than a "
+               "small call itself. Pass it as an argument, or make it read-only "
+               "(a.flags.writeable = False) if it never changes")
+    if source is None:
+        warnings.warn(message, CapturedArrayWarning, stacklevel=3)
+    else:
+        warnings.warn_explicit(message, CapturedArrayWarning, source.filename, source.lineno)
 
 
 class Dependencies:
@@ -170,6 +194,8 @@ class Dependencies:
             # array's values are in the graph; it is hashed on every hit (xform.ir.reads).
             if value.flags.writeable:
                 self._guard(value)
+                if value.nbytes >= LARGE_CHECK_BYTES:
+                    _warn_large_check(value)
             return
         if type(value) is dict or type(value) is list:
             container = value
