@@ -52,7 +52,7 @@ def non_differentiable(fun=None, *, out_spec=None):
     np.asarray, Python control flow); its output types come from running it on zeros of the
     input types, or from `out_spec`: a pytree of ShapedArrays, or a function of the input
     avals (laid out as the arguments) returning one. Keyword arguments are static. vmap runs
-    it once per example (see `xform.rules.registry.loop_batch`) unless a batch rule is added
+    it once per example (see `xform.ir.rules.loop_batch`) unless a batch rule is added
     to `f.primitive`. Eager calls run `fun`.
 
     >>> @xform.non_differentiable

@@ -1,10 +1,12 @@
 """The values transforms pass to rules: symbolic zeros (`Zero`), linear inputs of transpose
-rules (`Undefined`), the unmapped batch dimension (`NOT_MAPPED`), and their helpers."""
+rules (`Undefined`), the unmapped batch dimension (`NOT_MAPPED`), and their helpers: what
+every transform and higher-order rule uses to fit and check a rule's (co)tangents."""
 from __future__ import annotations
 
 import attrs
 import numpy as np
 
+from xform.errors import RuleError
 from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, float0,
                              is_differentiable, shaped_array)
 from xform.ir.tracer import Tracer
@@ -37,8 +39,6 @@ def aval(value) -> ShapedArray:
     found = SCALAR_AVALS.get(kind)
     if found is not None:
         return found
-    if isinstance(value, (Zero, Undefined)):
-        return value.aval
     return aval_of(value)
 
 
@@ -89,3 +89,46 @@ def move_to_front(x, dim, size):
     if dim == 0:
         return x
     return np.moveaxis(x, dim, 0)
+
+
+def fit_tangent(tangent, primal_aval: ShapedArray):
+    """Make a rule's tangent match its primal: broadcast, cast, or zero for integer values."""
+    if not is_differentiable(primal_aval):
+        return zero_tangent(primal_aval)
+    if type(tangent) is Zero:
+        return tangent
+    tangent_aval_ = aval(tangent)
+    if tangent_aval_.shape != primal_aval.shape:
+        tangent = np.broadcast_to(tangent, primal_aval.shape)
+    if tangent_aval_.dtype != primal_aval.dtype:
+        if tangent_aval_.dtype.kind == "c" and primal_aval.dtype.kind != "c":
+            tangent = np.real(tangent)   # a real value's part of a complex (co)tangent
+        tangent = tangent.astype(primal_aval.dtype) if hasattr(tangent, "astype") else \
+            np.asarray(tangent, primal_aval.dtype)
+    return tangent
+
+
+def check_rule_outputs(eqn, kind, values, avals, tangent=False):
+    """Raise RuleError when a rule returns values that cannot stand for `avals`: the wrong
+    count, a shape (tangents: one that does not broadcast to it) or a dtype kind that differs."""
+    if len(values) != len(avals):
+        raise RuleError(f"the {kind} rule of '{eqn.primitive}' returned {len(values)} values "
+                        f"for {len(avals)} outputs", eqn.source)
+    for value, expected in zip(values, avals):
+        if type(value) is Zero or value is None:
+            continue
+        got = aval(value)
+        if tangent:
+            try:
+                fits = np.broadcast_shapes(got.shape, expected.shape) == expected.shape
+            except ValueError:
+                fits = False
+            fits = fits and (got.dtype.kind in "fc" or not is_differentiable(expected))
+        else:
+            fits = got.shape == expected.shape and (got.dtype == expected.dtype or
+                                                    got.weak_type or expected.weak_type)
+        if not fits:
+            what = "tangent" if tangent else "output"
+            raise RuleError(f"the {kind} rule of '{eqn.primitive}' returned a {what} "
+                            f"{got.str_short()} where {expected.str_short()} was expected",
+                            eqn.source, f"fix the {kind} rule of '{eqn.primitive}'")

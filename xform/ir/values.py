@@ -11,6 +11,7 @@ generator (the `speculative_impl` hook) and no equation's warnings are raised tw
 """
 from __future__ import annotations
 
+import functools
 import operator
 import os
 from contextvars import ContextVar
@@ -272,17 +273,14 @@ def compute_values(builder, eqn, rules) -> None:
             is_dependent = True
             if atom in perturbed:
                 is_perturbed = True
-    impl = rules.impl
     if rules.effectful or (params and _has_effects(eqn)):
         speculate = rules.hooks.get("speculative_impl")
         if speculate is None:   # (a call of a function that draws: its draws are its own)
             return
         is_dependent = True     # a draw differs from call to call
-
-        copies = speculative_generators(builder)
-
-        def impl(*operands, **params):
-            return speculate(copies, *operands, **params)
+        impl = functools.partial(speculate, speculative_generators(builder))
+    else:
+        impl = rules.impl
     try:
         # warnings belong to the run of the staged path, which raises them where eager
         # numpy would: here they are noted (0.65 us a staged equation)

@@ -12,7 +12,6 @@ import sys
 import numpy as np
 
 from xform.errors import UnsupportedError
-from xform.ir.concrete import concretization
 from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer
 from xform.source_info import is_users_code, user_frame_info

@@ -6,7 +6,7 @@ import operator
 
 import numpy as np
 
-from xform.errors import ConcretizationError, TypeCheckError, shape_error, unsupported_error
+from xform.errors import TypeCheckError, shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes

@@ -4,7 +4,7 @@ apply_along_axis/apply_over_axes, partition/argpartition, put_along_axis (functi
 array is immutable) and the errors of nonzero/flatnonzero/argwhere (data-dependent sizes)."""
 import numpy as np
 
-from xform.errors import ConcretizationError, TypeCheckError, shape_error, unsupported_error
+from xform.errors import TypeCheckError, shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
 from xform.ir.builder import call_back
 from xform.ir.tracer import Tracer

@@ -12,11 +12,11 @@ from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.execute import cleaned, compiled, compiled_memo, pruned
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
-from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front, zero_tangent
+from xform.ir.ad import NOT_MAPPED, Zero, aval, fit_tangent, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
 from xform.ir.rules import is_elementwise, register, rule_for
 from xform.transforms.derived import batch_of, memo
-from xform.transforms.jvp import fit_tangent, jvp_eval
+from xform.transforms.jvp import jvp_eval
 from xform.transforms.vjp import is_constant, vjp_eval
 
 elementwise_p = Primitive("elementwise", multiple_results=True)

@@ -181,12 +181,12 @@ class Cache:
             except KeyError:  # evicted by another thread meanwhile
                 pass
             return entry
-        if entry is not None:
-            self.invalidations += 1
-            with self._lock:
+        with self._lock:    # (a miss, then a build: the lock costs nothing to speak of)
+            if entry is not None:
+                self.invalidations += 1
                 if self._entries.get(full_key) is entry:
                     self._unfile(full_key)
-        self.misses += 1
+            self.misses += 1
         return None
 
     def build(self, owner, key, make, record=True, arguments=()):

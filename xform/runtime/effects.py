@@ -518,7 +518,7 @@ class Watch:
     def __enter__(self) -> "Watch":
         proxies = {}
         self._unstaged, self._token = unstaged_effects()
-        self._incomplete_token = _incomplete.set(not self.complete)
+        self._incomplete_token = _incomplete.set(self)
         if self._skip is not None:
             self._skip.__enter__()
         try:
@@ -560,15 +560,16 @@ class Watch:
         return any(_state(g) != before for g, before in zip(self._generators, self._before))
 
 
-# Whether the walk of the staging under way missed some of the code it can run.
-_incomplete: ContextVar = ContextVar("xform_walk_incomplete", default=False)
+# The Watch of the staging under way.
+_incomplete: ContextVar = ContextVar("xform_watch", default=None)
 
 
 def walk_incomplete() -> bool:
     """Whether the Watch of the staging under way could not follow every function it can
-    run (a function held as a value, one past its depth, getattr or eval): a draw there
-    is not seen, and a second staging must tell (xform.api.dispatch)."""
-    return _incomplete.get()
+    run (a function held as a value, one past its depth, getattr or eval) and has seen no
+    draw: a draw there is not seen, and a second staging must tell (xform.api.dispatch)."""
+    watch = _incomplete.get()
+    return watch is not None and not watch.complete and not watch.drew()
 
 
 _told: "weakref.WeakSet" = weakref.WeakSet()    # functions warned about once

@@ -1,13 +1,10 @@
 """Forward mode: `jvp_graph(graph)` is a graph computing outputs and output tangents."""
 from __future__ import annotations
 
-import numpy as np
-
-from xform.errors import RuleError
-from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
+from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal
-from xform.ir.ad import Zero, aval, instantiate, zero_tangent
+from xform.ir.ad import Zero, check_rule_outputs, fit_tangent, instantiate, zero_tangent
 from xform.ir.rules import rule_for
 
 
@@ -76,44 +73,3 @@ def jvp_eval(graph, primals, tangents):
     return [read(a) for a in graph.outputs], [read_tangent(a) for a in graph.outputs]
 
 
-def fit_tangent(tangent, primal_aval: ShapedArray):
-    """Make a rule's tangent match its primal: broadcast, cast, or zero for integer values."""
-    if not is_differentiable(primal_aval):
-        return zero_tangent(primal_aval)
-    if type(tangent) is Zero:
-        return tangent
-    tangent_aval_ = aval(tangent)
-    if tangent_aval_.shape != primal_aval.shape:
-        tangent = np.broadcast_to(tangent, primal_aval.shape)
-    if tangent_aval_.dtype != primal_aval.dtype:
-        if tangent_aval_.dtype.kind == "c" and primal_aval.dtype.kind != "c":
-            tangent = np.real(tangent)   # a real value's part of a complex (co)tangent
-        tangent = tangent.astype(primal_aval.dtype) if hasattr(tangent, "astype") else \
-            np.asarray(tangent, primal_aval.dtype)
-    return tangent
-
-
-def check_rule_outputs(eqn, kind, values, avals, tangent=False):
-    """Raise RuleError when a rule returns values that cannot stand for `avals`: the wrong
-    count, a shape (tangents: one that does not broadcast to it) or a dtype kind that differs."""
-    if len(values) != len(avals):
-        raise RuleError(f"the {kind} rule of '{eqn.primitive}' returned {len(values)} values "
-                        f"for {len(avals)} outputs", eqn.source)
-    for value, expected in zip(values, avals):
-        if type(value) is Zero or value is None:
-            continue
-        got = aval(value)
-        if tangent:
-            try:
-                fits = np.broadcast_shapes(got.shape, expected.shape) == expected.shape
-            except ValueError:
-                fits = False
-            fits = fits and (got.dtype.kind in "fc" or not is_differentiable(expected))
-        else:
-            fits = got.shape == expected.shape and (got.dtype == expected.dtype or
-                                                    got.weak_type or expected.weak_type)
-        if not fits:
-            what = "tangent" if tangent else "output"
-            raise RuleError(f"the {kind} rule of '{eqn.primitive}' returned a {what} "
-                            f"{got.str_short()} where {expected.str_short()} was expected",
-                            eqn.source, f"fix the {kind} rule of '{eqn.primitive}'")
