@@ -213,6 +213,9 @@ def graph_source(graph: Graph, debug: bool = False,
     # view of an array (made by a ufunc or by indexing): nothing to free, and each line costs
     # compile time.
     in_place = {} if debug else hooks_named("in_place")
+    # primitive -> (eqn -> the numpy index of an update in place written as `x[i] = v`, or
+    # None): what skips even the in-place impl's call
+    statement_index = hooks_named("in_place_index") if in_place else {}
     updates = (writes_in_place(graph, sequence, indexing, outputs, in_place) if in_place
                else ())
     impls = {}
@@ -292,7 +295,13 @@ def graph_source(graph: Graph, debug: bool = False,
         ins = ", ".join(in_names)
         operator = infix.get(eqn.primitive)
         checked = True
-        if index in reuse:
+        where = (statement_index[eqn.primitive](eqn)
+                 if index in updates and eqn.primitive in statement_index else None)
+        if where is not None:
+            # an update in place as Python's own item assignment (a loop's `u[t] = ...`)
+            body.append(f"    {outs} = {in_names[0]}")
+            body.append(f"    {outs}[{literal(where)}] = {in_names[1]}")
+        elif index in reuse:
             body.append(f"    {outs} = {function(impl)}({ins}, out={in_names[reuse[index]]})")
         elif operator is not None and any(_is_numpy_valued(a) for a in eqn.inputs):
             # numpy's own scalar and array operators compute exactly what the ufunc does,

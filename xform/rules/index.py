@@ -240,6 +240,11 @@ def _scatter_in_place(x, updates, *arrays, index):
     return x
 
 
+def _scatter_static_index(eqn):
+    """The numpy index of a scatter without index arrays (codegen then writes `x[i] = v`)."""
+    return numpy_index(eqn.params["index"], ()) if len(eqn.inputs) == 2 else None
+
+
 def _scatter_abstract_eval(x, updates, *arrays, index):
     _check_index_arrays(arrays)
     selected, _, _ = index_layout(x.shape, index, [a.shape for a in arrays])
@@ -295,7 +300,8 @@ def _scatter_batch(size, args, dims, *, index):
 
 register(scatter_p, impl=_scatter_impl, abstract_eval=_scatter_abstract_eval,
          jvp=_scatter_jvp, transpose=_scatter_transpose, batch=_scatter_batch,
-         symbolic_zeros=True, linear_in=(0, 1), hooks={"in_place": _scatter_in_place})
+         symbolic_zeros=True, linear_in=(0, 1),
+         hooks={"in_place": _scatter_in_place, "in_place_index": _scatter_static_index})
 
 
 __all__ = ["ARRAY", "FULL", "gather_p", "index_layout", "numpy_index", "scatter_add_p",
