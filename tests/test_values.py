@@ -79,10 +79,17 @@ def test_while_on_data_matches_finite_differences_per_trip_count():
 
 def test_preallocated_array_filled_in_a_loop():
     grad = xform.grad(march)
+    hessian = xform.hessian(march)
     for u0 in [np.array([0.5, -1.0, 2.0]), np.array([1.0, 1.0, -0.5])]:
         assert xform.jit(march)(u0) == march(u0)
         np.testing.assert_allclose(grad(u0), central_difference(march_eager, u0), rtol=1e-6)
         np.testing.assert_allclose(grad(u0), xform.grad(march_eager)(u0), rtol=1e-12)
+        np.testing.assert_allclose(hessian(u0), xform.hessian(march_eager)(u0), rtol=1e-10)
+        _, hvp = xform.jvp(grad, (u0,), (np.ones(3),))
+        np.testing.assert_allclose(hvp, hessian(u0) @ np.ones(3), rtol=1e-10)
+    batch = np.array([[0.5, -1.0, 2.0], [1.0, 1.0, -0.5]])
+    np.testing.assert_array_equal(xform.vmap(march)(batch), [march(u) for u in batch])
+    np.testing.assert_allclose(xform.vmap(grad)(batch), [grad(u) for u in batch], rtol=1e-14)
 
 
 # The second derivative of fn(x) ** 3, in closed form.

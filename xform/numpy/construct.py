@@ -246,7 +246,11 @@ def _fresh_or_staged(name):
 
 
 for _name in _FRESH:
-    stand_in((np, _name), _fresh_or_staged(_name),
+    _function = getattr(np, _name)
+    # numpy's Python functions by their code, so that a name imported before xform stands in
+    # too; its builtins (np.zeros, np.array) by the module attribute
+    _python = hasattr(getattr(_function, "_implementation", _function), "__code__")
+    stand_in(_function if _python else (np, _name), _fresh_or_staged(_name),
              when=_traced_or_users(_name), group=CONSTRUCTORS_GROUP)
 
 
