@@ -18,7 +18,7 @@ def test_a_failed_staging_leaves_no_entry_of_its_callees():
 
     def fails_after_a_call(x):
         y = helper(x)
-        if y > 1e9:          # Python control flow on a traced value: staging fails here
+        if y.__array__() > 1e9:  # numpy's own conversion of a traced value: staging fails
             y = y * 2.0
         return y
 

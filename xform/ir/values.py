@@ -20,7 +20,7 @@ import numpy as np
 
 from xform.errors import XformError
 from xform.ir.ad import NOT_MAPPED, Zero
-from xform.ir.core import Literal, Primitive
+from xform.ir.core import Literal, Primitive, holds_subgraphs
 from xform.ir.rules import graph_has_effects, has_effects, register
 
 
@@ -273,7 +273,8 @@ def compute_values(builder, eqn, rules) -> None:
             is_dependent = True
             if atom in perturbed:
                 is_perturbed = True
-    if rules.effectful or (params and _has_effects(eqn)):
+    if rules.effectful or (params and (rules.inline is not None or holds_subgraphs(params))
+                           and _has_effects(eqn)):
         speculate = rules.hooks.get("speculative_impl")
         if speculate is None:   # (a call of a function that draws: its draws are its own)
             return

@@ -300,7 +300,7 @@ def groups_unreached(names) -> frozenset:
     >>> sorted(groups_unreached({"np", "sum", "sin"}))
     ['numpy constructors', 'numpy.random']
     >>> sorted(groups_unreached({"np", "array", "sin"}))
-    ['numpy.random']
+    ['numpy functions of lists', 'numpy.random']
     """
     return frozenset(group for group, reached_by in _reached_by.items()
                      if not reached_by(names))

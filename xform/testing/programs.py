@@ -98,7 +98,8 @@ class Program:
     def failing(self, position=-1, kind="if"):
         """The program with a mistake inserted before its `position`-th top-level statement
         (-1: before the return), and where it is ("file:line"). Kinds: "if", a Python `if`
-        on the value computed last (fine eagerly, a ConcretizationError under staging);
+        on numpy's own conversion of the value computed last (fine eagerly, a
+        ConcretizationError under staging);
         "write", writing into the argument `x` (an xform TypeCheckError; eagerly numpy's
         error, `x` being read-only)."""
         lines = self.source.splitlines()
@@ -109,7 +110,9 @@ class Program:
             if line[4] != " " and " = " in line and line.split(" = ")[0].strip().isidentifier():
                 value = line.split(" = ")[0].strip()
         if kind == "if":
-            bad = [f"    if np.sum({value}) > 1e9:", f"        {value} = {value} * 2.0"]
+            # numpy's own conversion of a value that depends on the input: the staging
+            # cannot freeze it into an array (Python's `if` itself is answered from values)
+            bad = [f"    if {value}.__array__().sum() > 1e9:", f"        {value} = {value} * 2.0"]
         else:
             bad = ["    x[...] = 0.0"]
         source = "\n".join(lines[:at] + bad + lines[at:]) + "\n"
