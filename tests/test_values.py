@@ -298,7 +298,9 @@ def test_the_strict_setting_raises_past_the_bound():
         xform.config.update("max_paths", 8)
 
 
-def test_explain_logs_every_new_path(caplog):
+def test_explain_logs_every_new_path(caplog, monkeypatch):
+    # (a library's logging set-up, dask's, may have disabled the loggers that existed then)
+    monkeypatch.setattr(logging.getLogger("xform.paths"), "disabled", False)
     xform.config.update("explain_paths", True)
     try:
         jitted = xform.jit(branchy)
