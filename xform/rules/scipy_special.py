@@ -1,5 +1,5 @@
 """SciPy's special functions as element-wise primitives (gammaln, erf, iv, gammainc, ...)
-with jvp, vjp and batch rules. Imports SciPy, so xform.scipy loads it only once the user has
+with jvp, vjp and batch rules, and its reductions logsumexp, softmax and log_softmax. Imports SciPy, so xform.scipy loads it only once the user has
 imported scipy.special, never `import xform`. Arguments SciPy has no derivative in (an order,
 an exponent, a shape) get a NaN derivative (`_no_derivative`).
 """
@@ -8,10 +8,12 @@ import math
 import numpy as np
 import scipy.special as sc
 
+from xform.ir.ad import move_to_front
+from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.rules import register
-from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, elementwise_rules,
-                                 vectorized_batch)
+from xform.rules.helpers import (defjvp, elementwise_abstract_eval, elementwise_batch,
+                                 elementwise_rules, vectorized_batch)
 
 SCIPY_SPECIAL_PRIMITIVES = {}  # name (scipy.special's, or riemann_zeta) -> primitive
 
@@ -150,3 +152,64 @@ stdtr_p = _special("stdtr", sc.stdtr, _no_derivative,
                    lambda t, df, x, ans: t * _t_density(df, x))
 betainc_p = _special("betainc", sc.betainc, _no_derivative, _no_derivative,
                      lambda t, a, b, x, ans: t * _beta_density(a, b, x))
+
+
+# -- scipy.special's reductions: logsumexp, softmax, log_softmax -----------------------------
+# Each impl is SciPy's own function, so that compiled code computes SciPy's bits (SciPy
+# separates the largest term out of logsumexp's sum, which a composition would round
+# differently). `axis` is SciPy's: None or a tuple; the batch rule makes it a tuple.
+
+def _reduced(shape, axis, keepdims):
+    axes = tuple(range(len(shape))) if axis is None else axis
+    return tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else \
+        tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def _keep(x, axis, ans, keepdims):
+    """`ans` of a reduction over `axis` of x, with the reduced axes kept (length 1)."""
+    return ans if keepdims else np.reshape(ans, _reduced(np.shape(x), axis, True))
+
+
+def _scipy_abstract_eval(fn, out_shape):
+    def abstract_eval(x, **params):
+        # the dtype SciPy returns, from a one-element array of x's rank
+        probe = np.asarray(fn(np.zeros((1,) * x.ndim, x.dtype), **params))
+        # (SciPy makes a 0-d input 1-d first, which keepdims then keeps)
+        shape = out_shape(x.shape, **params) if x.ndim else probe.shape
+        return ShapedArray(shape, probe.dtype)
+    return abstract_eval
+
+
+def _axis_batch(prim):
+    def batch(size, args, dims, **params):
+        x = move_to_front(args[0], dims[0], size)
+        axis = params["axis"]
+        params["axis"] = tuple(range(1, x.ndim)) if axis is None else \
+            tuple(a + 1 for a in axis)
+        return prim.bind(x, **params), 0
+    return batch
+
+
+scipy_logsumexp_p = Primitive("scipy_logsumexp")
+scipy_softmax_p = Primitive("scipy_softmax")
+scipy_log_softmax_p = Primitive("scipy_log_softmax")
+
+
+def _softmax_jvp(s, t, axis):
+    return s * (t - np.sum(s * t, axis=axis, keepdims=True))
+
+
+register(scipy_logsumexp_p, impl=sc.logsumexp,
+         abstract_eval=_scipy_abstract_eval(sc.logsumexp, _reduced),
+         jvp=defjvp(scipy_logsumexp_p, lambda t, x, *, ans, axis, keepdims: np.sum(
+             t * np.exp(x - _keep(x, axis, ans, keepdims)), axis=axis, keepdims=keepdims)),
+         batch=_axis_batch(scipy_logsumexp_p), symbolic_zeros=True)
+register(scipy_softmax_p, impl=sc.softmax,
+         abstract_eval=_scipy_abstract_eval(sc.softmax, lambda shape, axis: shape),
+         jvp=defjvp(scipy_softmax_p, lambda t, x, *, ans, axis: _softmax_jvp(ans, t, axis)),
+         batch=_axis_batch(scipy_softmax_p), symbolic_zeros=True)
+register(scipy_log_softmax_p, impl=sc.log_softmax,
+         abstract_eval=_scipy_abstract_eval(sc.log_softmax, lambda shape, axis: shape),
+         jvp=defjvp(scipy_log_softmax_p, lambda t, x, *, ans, axis:
+                    t - np.sum(np.exp(ans) * t, axis=axis, keepdims=True)),
+         batch=_axis_batch(scipy_log_softmax_p), symbolic_zeros=True)
