@@ -256,6 +256,17 @@ def overlapping_writes(x):
     return y
 
 
+def fortran_order_views(m):
+    y = m.copy()
+    v = y.T.ravel(order="F")                # y.T is Fortran-contiguous: a view of y
+    v[1] = -7.0
+    w = y.reshape(4, 3, order="F")          # y is C-contiguous: a copy
+    w[0] = 5.0
+    u = y[:, 0].reshape((3, 1), order="F")  # a strided column: a view
+    u[2, 0] += 1.0
+    return np.concatenate([y.ravel(), w.ravel(order="F")])
+
+
 def numpy_writing_functions(m):
     y = np.zeros_like(m[:, :3])
     np.fill_diagonal(y, m[0, :2])       # cycled over the diagonal
@@ -272,7 +283,7 @@ VECTOR_CASES = [set_item, add_into_item, every_augmented_operator, concrete_mask
                 fill_and_sort, augmented_argument, overlapping_writes]
 MATRIX_CASES = [traced_mask_row, scale_columns, view_of_view, chained_index, transpose_view,
                 swapaxes_and_flip_views, reshape_views, full_slice_writes,
-                numpy_writing_functions]
+                numpy_writing_functions, fortran_order_views]
 CASES = [(f, X) for f in VECTOR_CASES] + [(f, M) for f in MATRIX_CASES]
 IDS = [f.__name__ for f, _ in CASES]
 
