@@ -256,6 +256,16 @@ def overlapping_writes(x):
     return y
 
 
+def traced_mask_among_basic_items(m):
+    y = m * 1.0
+    y[m[:, 0] > -0.5, 1] = m[0, 0]            # a row mask and a column
+    y[2, m[2] > 0.0] = 2.0 * m[1, 3]
+    y[..., m[0] < 0.0] = m[:, :1] ** 2        # one value per row
+    np.putmask(y, m > 0.5, m[1, :3] * 3.0)   # values cycled over every position
+    np.place(y, m < -0.2, m[0, :2] - 1.0)     # values cycled over the True positions
+    return y
+
+
 def fortran_order_views(m):
     y = m.copy()
     v = y.T.ravel(order="F")                # y.T is Fortran-contiguous: a view of y
@@ -283,7 +293,7 @@ VECTOR_CASES = [set_item, add_into_item, every_augmented_operator, concrete_mask
                 fill_and_sort, augmented_argument, overlapping_writes]
 MATRIX_CASES = [traced_mask_row, scale_columns, view_of_view, chained_index, transpose_view,
                 swapaxes_and_flip_views, reshape_views, full_slice_writes,
-                numpy_writing_functions, fortran_order_views]
+                numpy_writing_functions, fortran_order_views, traced_mask_among_basic_items]
 CASES = [(f, X) for f in VECTOR_CASES] + [(f, M) for f in MATRIX_CASES]
 IDS = [f.__name__ for f, _ in CASES]
 

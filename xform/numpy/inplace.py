@@ -1,7 +1,8 @@
 """In-place numpy on traced arrays: augmented operators (`x += v`), ufuncs with `out=` (and
-`where=` with it), `ufunc.at` (add, subtract, multiply, divide, maximum, minimum), np.copyto, np.fill_diagonal, np.put, np.put_along_axis, x.fill,
-x.sort, staged as functional updates that the written tracer is rebound to
-(xform.numpy.views keeps its views and bases current)."""
+`where=` with it), `ufunc.at` (add, subtract, multiply, divide, maximum, minimum), np.copyto,
+np.fill_diagonal, np.put, np.put_along_axis, np.putmask, np.place, x.fill, x.sort, staged
+as functional updates that the written tracer is rebound to (xform.numpy.views keeps its
+views and bases current)."""
 import numpy as np
 
 from xform.errors import (ConcretizationError, TypeCheckError, UnsupportedError, shape_error,
@@ -207,3 +208,38 @@ def put(a, ind, v, mode="raise"):
         raise unsupported_error("numpy.put into a view")
     flat = a.ravel()        # a view of `a`: the write lands in `a`
     flat[ind.ravel()] = v
+
+
+def _flat_values(values, positions):
+    """values.flat[positions % values.size]: numpy's cycling of a short values array."""
+    values = values if type(values) is Tracer else np.asarray(values)
+    flat = np.ravel(values)
+    size = aval(flat).shape[0]
+    if size == 0:
+        raise shape_error("cannot take values from an empty array")
+    return np.take(flat, positions % size)
+
+
+@implements(np.putmask)
+def putmask(a, mask, values):
+    """`np.putmask`: a.flat[n] = values.flat[n % values.size] where mask.flat[n], as np.where
+    (a traced mask too: which positions are written does not change the shapes)."""
+    _traced_destination(a, "putmask")
+    mask = mask if type(mask) is Tracer else np.asarray(mask, bool)
+    if aval(mask).shape != a.shape:
+        raise shape_error("putmask: mask and data must be the same size")
+    full = np.reshape(_flat_values(values, np.arange(a.size)), a.shape)
+    assign(a, np.where(mask, full.astype(a.dtype), a))
+
+
+@implements(np.place)
+def place(arr, mask, vals):
+    """`np.place`: the k-th True position of `mask` takes vals.flat[k % vals.size], as
+    np.where over a running count of the mask (a traced mask too)."""
+    _traced_destination(arr, "place")
+    mask = mask if type(mask) is Tracer else np.asarray(mask, bool)
+    if aval(mask).shape != arr.shape:
+        raise shape_error("place: mask and data must be the same size")
+    ranks = np.cumsum(np.ravel(mask).astype(np.intp)) - 1
+    full = np.reshape(_flat_values(vals, np.maximum(ranks, 0)), arr.shape)
+    assign(arr, np.where(mask, full.astype(arr.dtype), arr))
