@@ -9,7 +9,7 @@ from xform.errors import (ConcretizationError, TypeCheckError, UnsupportedError,
                           unsupported_error)
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
-from xform.numpy.index import fit_values, index_add, set_item
+from xform.numpy.index import fit_values, index_add, set_item, take
 from xform.numpy.protocol import FUNCTIONS, array_ufunc, implements, numpy_name
 from xform.numpy.rearrange import put_along_axis
 from xform.numpy.views import assign, base_of, writable_builder
@@ -210,14 +210,19 @@ def put(a, ind, v, mode="raise"):
     flat[ind.ravel()] = v
 
 
-def _flat_values(values, positions):
-    """values.flat[positions % values.size]: numpy's cycling of a short values array."""
+def _flat_values(values, positions, target, name):
+    """values.flat[positions % values.size] (numpy's cycling of a short values array) in
+    the dtype of `target`, which numpy casts to only safely."""
     values = values if type(values) is Tracer else np.asarray(values)
-    flat = np.ravel(values)
+    if not np.can_cast(aval(values).dtype, target.dtype, "safe"):
+        raise TypeCheckError(f"numpy.{name}: Cannot cast array data from "
+                             f"{aval(values).dtype!r} to {target.dtype!r} according to the "
+                             "rule 'safe'", user_frame_info())
+    flat = np.ravel(values).astype(target.dtype)
     size = aval(flat).shape[0]
     if size == 0:
         raise shape_error("cannot take values from an empty array")
-    return np.take(flat, positions % size)
+    return take(flat, positions % size)
 
 
 @implements(np.putmask)
@@ -228,8 +233,8 @@ def putmask(a, mask, values):
     mask = mask if type(mask) is Tracer else np.asarray(mask, bool)
     if aval(mask).shape != a.shape:
         raise shape_error("putmask: mask and data must be the same size")
-    full = np.reshape(_flat_values(values, np.arange(a.size)), a.shape)
-    assign(a, np.where(mask, full.astype(a.dtype), a))
+    full = np.reshape(_flat_values(values, np.arange(a.size), a, "putmask"), a.shape)
+    assign(a, np.where(mask, full, a))
 
 
 @implements(np.place)
@@ -241,5 +246,5 @@ def place(arr, mask, vals):
     if aval(mask).shape != arr.shape:
         raise shape_error("place: mask and data must be the same size")
     ranks = np.cumsum(np.ravel(mask).astype(np.intp)) - 1
-    full = np.reshape(_flat_values(vals, np.maximum(ranks, 0)), arr.shape)
-    assign(arr, np.where(mask, full.astype(arr.dtype), arr))
+    full = np.reshape(_flat_values(vals, np.maximum(ranks, 0), arr, "place"), arr.shape)
+    assign(arr, np.where(mask, full, arr))
