@@ -386,3 +386,22 @@ def test_more_derivatives(x):
     # of their domain (xform/rules/reduce.py, _cumprod_parts)
     tame = np.where(np.abs(x) < 1e-150, 0.0, x)
     check_grads(lambda a: np.cumulative_prod(a, axis=1, include_initial=True), (tame,), order=1)
+
+
+def test_the_documented_power_exceptions_stay_within_an_ulp():
+    # docs/ARCHITECTURE.md, "What compiled code promises": complex `z ** 2` (numpy's operator
+    # squares) and `**` of 0-d numpy scalars (the C library's pow) are staged as np.power;
+    # np.power itself is numpy's bits.
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(40)
+    z = x + 0.5j * np.sin(x)
+    for _ in range(2):
+        np.testing.assert_array_equal(xform.jit(lambda z: np.power(z, 2))(z), np.power(z, 2))
+        np.testing.assert_allclose(xform.jit(lambda z: z ** 2)(z), z ** 2, rtol=1e-15, atol=0)
+        np.testing.assert_array_equal(xform.jit(lambda x: x ** 2)(x), x ** 2)
+    bases, exponents = rng.uniform(0.5, 2.0, 40), rng.uniform(-3.0, 3.0, 40)
+    power = xform.jit(lambda b, e: b ** e)
+    for b, e in zip(bases, exponents):
+        b, e = np.float64(b), np.float64(e)
+        np.testing.assert_allclose(power(b, e), b ** e, rtol=1e-15, atol=0)
+        assert power(np.array(b), np.array(e)) == np.power(b, e)    # 0-d arrays: np.power
