@@ -140,8 +140,8 @@ def jit(fun, static_argnums=(), static_argnames=()):
     reciprocal, sqrt; staged as `np.power`), `**` of 0-d numpy scalars (numpy's scalar
     math uses the C library's pow; staged as `np.power`'s loop), `scipy.special.logsumexp`
     with `b=` or `return_sign`, `np.add.at` with a traced index (the scatter's order of
-    repeated positions), `scipy.linalg.cho_solve` of a stack of factors (docs/
-    ARCHITECTURE.md, "What compiled code promises", says why). As in JAX, every argument is
+    repeated positions), `scipy.linalg.cho_solve` of a stack of factors; the section "What
+    compiled code promises" of docs/ARCHITECTURE.md says why. As in JAX, every argument is
     traced except those named by `static_argnums`/`static_argnames` (keyed by value;
     unhashable ones by identity).
 
