@@ -174,10 +174,8 @@ def test_logsumexp_values_and_sign(args):
                                                return_sign=return_sign))(a, b)
         got, expected = (got, expected) if return_sign else ((got,), (expected,))
         for g, e in zip(got, expected):
-            if b is None:       # SciPy's own function, staged as one primitive: its bits
-                np.testing.assert_array_equal(g, e, strict=True)
-            np.testing.assert_allclose(g, e, rtol=1e-12)
-            assert np.shape(g) == np.shape(e)
+            # SciPy's own function, staged as one primitive: its bits
+            np.testing.assert_array_equal(g, e, strict=True)
 
 
 def test_logsumexp_negative_weights_give_scipy_signs_and_nan():
@@ -214,15 +212,21 @@ def test_softmax_and_log_softmax(args):
 
 
 @pytest.mark.parametrize("prim, params", [
-    (scipy_special.scipy_logsumexp_p, {"axis": None, "keepdims": False}),
-    (scipy_special.scipy_logsumexp_p, {"axis": (0,), "keepdims": True}),
+    (scipy_special.scipy_logsumexp_p, {"axis": None, "keepdims": False, "return_sign": False}),
+    (scipy_special.scipy_logsumexp_p, {"axis": (0,), "keepdims": True, "return_sign": True}),
     (scipy_special.scipy_softmax_p, {"axis": (0,)}),
     (scipy_special.scipy_log_softmax_p, {"axis": None})])
 @given(data=st.data())
 def test_scipy_reduction_primitives_battery(prim, params, data):
-    a = data.draw(xst.arrays(data.draw(xst.shapes(min_dims=1, max_dims=2, max_side=3)),
-                             np.float64, -3, 3))
+    shape = data.draw(xst.shapes(min_dims=1, max_dims=2, max_side=3))
+    a = data.draw(xst.arrays(shape, np.float64, -3, 3))
     check_primitive(prim, a, params=params, order=2)
+    if prim is scipy_special.scipy_logsumexp_p:
+        # with weights: negative ones (a negative sum, log|sum|) under return_sign; one
+        # sign per run keeps the sums away from 0, where the derivative blows up
+        low, high = (-2.0, -0.1) if params["return_sign"] else (0.1, 2.0)
+        check_primitive(prim, a, data.draw(xst.arrays(shape, np.float64, low, high)),
+                        params=params, order=2)
 
 
 def test_vmap_of_python_level_functions_equals_a_loop():

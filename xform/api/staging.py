@@ -138,12 +138,11 @@ def jit(fun, static_argnums=(), static_argnames=()):
     `algebra="reassociate"` sums may be reordered. Last-bit exceptions kept by default:
     `z ** 2`, `z ** -1`, `z ** 0.5` of a complex array (numpy's operator takes square,
     reciprocal, sqrt; staged as `np.power`), `**` of 0-d numpy scalars (numpy's scalar
-    math uses the C library's pow; staged as `np.power`'s loop), `scipy.special.logsumexp`
-    with `b=` or `return_sign`, `np.add.at` with a traced index (the scatter's order of
-    repeated positions), `scipy.linalg.cho_solve` of a stack of factors; the section "What
-    compiled code promises" of docs/ARCHITECTURE.md says why. As in JAX, every argument is
-    traced except those named by `static_argnums`/`static_argnames` (keyed by value;
-    unhashable ones by identity).
+    math uses the C library's pow; staged as `np.power`'s loop), `np.add.at` with a traced
+    index (the scatter's order of repeated positions), `scipy.linalg.cho_solve` of a stack
+    of factors; the section "What compiled code promises" of docs/ARCHITECTURE.md says why.
+    As in JAX, every argument is traced except those named by `static_argnums`/
+    `static_argnames` (keyed by value; unhashable ones by identity).
 
     >>> f = xform.jit(lambda x: x * x + 1.0)
     >>> f(np.arange(3.0))    # staged and compiled now; later f64[3] calls reuse the code

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import scipy.special as sc
 
-from xform.ir.ad import move_to_front
+from xform.ir.ad import NOT_MAPPED, move_to_front
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.rules import register
@@ -171,38 +171,69 @@ def _keep(x, axis, ans, keepdims):
 
 
 def _scipy_abstract_eval(fn, out_shape):
-    def abstract_eval(x, **params):
-        # the dtype SciPy returns, from a one-element array of x's rank
-        probe = np.asarray(fn(np.zeros((1,) * x.ndim, x.dtype), **params))
+    def abstract_eval(*xs, **params):
+        # the dtype SciPy returns, from one-element arrays of the operands' rank
+        probe = np.asarray(fn(*(np.zeros((1,) * x.ndim, x.dtype) for x in xs), **params))
         # (SciPy makes a 0-d input 1-d first, which keepdims then keeps)
-        shape = out_shape(x.shape, **params) if x.ndim else probe.shape
+        shape = out_shape(xs[0].shape, **params) if xs[0].ndim else probe.shape
         return ShapedArray(shape, probe.dtype)
     return abstract_eval
 
 
 def _axis_batch(prim):
     def batch(size, args, dims, **params):
-        x = move_to_front(args[0], dims[0], size)
+        args = [np.broadcast_to(x, (size, *np.shape(x))) if dim is NOT_MAPPED else
+                move_to_front(x, dim, size) for x, dim in zip(args, dims)]
         axis = params["axis"]
-        params["axis"] = tuple(range(1, x.ndim)) if axis is None else \
+        params["axis"] = tuple(range(1, args[0].ndim)) if axis is None else \
             tuple(a + 1 for a in axis)
-        return prim.bind(x, **params), 0
+        return prim.bind(*args, **params), 0
     return batch
 
 
 scipy_logsumexp_p = Primitive("scipy_logsumexp")
+"""scipy.special.logsumexp(a, axis, b=b, keepdims): its value (without the sign when
+`return_sign`, which keeps log|sum| where the sum is negative); `b`, when given, has a's
+shape."""
 scipy_softmax_p = Primitive("scipy_softmax")
 scipy_log_softmax_p = Primitive("scipy_log_softmax")
+
+
+def _logsumexp_impl(a, *b, axis, keepdims, return_sign):
+    out = sc.logsumexp(a, axis=axis, b=b[0] if b else None, keepdims=keepdims,
+                       return_sign=return_sign)
+    return out[0] if return_sign else out
+
+
+def logsumexp_sign(a, b, out, axis, keepdims):
+    """The sign of sum(b exp(a)) over `axis`, from logsumexp's value `out` = log|sum|."""
+    return np.sign(np.sum(b * np.exp(a - _keep(a, axis, out, keepdims)), axis=axis,
+                          keepdims=keepdims))
+
+
+def _logsumexp_weights(a, b, ans, axis, keepdims):
+    """d logsumexp / d (b exp(a)) per element: exp(a - ans), times the sum's sign."""
+    weights = np.exp(a - _keep(a, axis, ans, keepdims))
+    if not b:
+        return weights
+    return weights * _keep(a, axis, logsumexp_sign(a, b[0], ans, axis, keepdims), keepdims)
 
 
 def _softmax_jvp(s, t, axis):
     return s * (t - np.sum(s * t, axis=axis, keepdims=True))
 
 
-register(scipy_logsumexp_p, impl=sc.logsumexp,
-         abstract_eval=_scipy_abstract_eval(sc.logsumexp, _reduced),
-         jvp=defjvp(scipy_logsumexp_p, lambda t, x, *, ans, axis, keepdims: np.sum(
-             t * np.exp(x - _keep(x, axis, ans, keepdims)), axis=axis, keepdims=keepdims)),
+register(scipy_logsumexp_p, impl=_logsumexp_impl,
+         abstract_eval=_scipy_abstract_eval(
+             _logsumexp_impl, lambda shape, axis, keepdims, return_sign:
+             _reduced(shape, axis, keepdims)),
+         jvp=defjvp(scipy_logsumexp_p,
+                    lambda t, a, *b, ans, axis, keepdims, return_sign: np.sum(
+                        t * (b[0] if b else 1) * _logsumexp_weights(a, b, ans, axis, keepdims),
+                        axis=axis, keepdims=keepdims),
+                    lambda t, a, b, ans, axis, keepdims, return_sign: np.sum(
+                        t * _logsumexp_weights(a, (b,), ans, axis, keepdims), axis=axis,
+                        keepdims=keepdims)),
          batch=_axis_batch(scipy_logsumexp_p), symbolic_zeros=True)
 register(scipy_softmax_p, impl=sc.softmax,
          abstract_eval=_scipy_abstract_eval(sc.softmax, lambda shape, axis: shape),

@@ -16,9 +16,8 @@ from xform.numpy.protocol import implements
 from xform.numpy.axes import normalize_axes
 from xform.numpy.stand_ins import stand_in
 from xform.rules.scipy_special import SCIPY_SPECIAL_PRIMITIVES as _PRIMITIVES
-from xform.rules.scipy_special import (scipy_log_softmax_p, scipy_logsumexp_p,
-                                       scipy_softmax_p)
-from xform.rules.unary import stop_gradient
+from xform.rules.scipy_special import (logsumexp_sign, scipy_log_softmax_p,
+                                       scipy_logsumexp_p, scipy_softmax_p)
 from xform.scipy.naming import name_failures
 from xform.source_info import user_frame_info
 
@@ -73,30 +72,24 @@ def multigammaln(a, d):
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """scipy.special.logsumexp: `log(sum(b * exp(a), axis))` without overflow; with
-    `return_sign`, `(log|s|, sign(s))` as SciPy gives them.
+    """scipy.special.logsumexp: `log(sum(b * exp(a), axis))` without overflow, SciPy's own
+    function as one primitive; with `return_sign`, `(log|s|, sign(s))` as SciPy gives them.
 
     >>> import scipy.special
     >>> float(xform.grad(lambda a: scipy.special.logsumexp(a, b=np.array([1.0, 3.0])))(
     ...     np.zeros(2))[1])
     0.75
     """
+    a = _staged(a)
+    operands = (a,) if b is None else tuple(np.broadcast_arrays(a, _staged(b)))
+    axis = _axis(operands[0], axis)
+    out = scipy_logsumexp_p.bind(*operands, axis=axis, keepdims=bool(keepdims),
+                                 return_sign=bool(return_sign))
+    if not return_sign:
+        return out
     if b is None:
-        out = scipy_logsumexp_p.bind(_staged(a), axis=_axis(a, axis), keepdims=keepdims)
-        return (out, np.ones_like(out)) if return_sign else out
-    # Weighted: a composition, equal to SciPy's value up to rounding. Shift by the (constant) maximum, as the primitive does inside.
-    a = np.asarray(a, dtype=np.result_type(a, b, 1.0)) if type(a) is not Tracer else a
-    shift = np.max(a, axis=axis, keepdims=True)
-    shift = stop_gradient(np.where(np.isfinite(shift), shift, 0))
-    total = np.sum(b * np.exp(a - shift), axis=axis, keepdims=True)
-    sign = np.sign(total)
-    out = np.log(np.abs(total)) + shift
-    if not keepdims:
-        out, sign = np.squeeze(out, axis=axis), np.squeeze(sign, axis=axis)
-    if return_sign:
-        return out, sign
-    # SciPy's answer for a negative sum: no real logarithm
-    return np.where(sign < 0, np.nan, out)
+        return out, np.ones_like(out)
+    return out, logsumexp_sign(*operands, out, axis, bool(keepdims))
 
 
 def _staged(x):

@@ -472,6 +472,8 @@ def _scipy(w):
     options = [(f"scipy.special.softmax({name}, axis={axis})", shape),
                (f"scipy.special.log_softmax({name}, axis={axis})", shape),
                (f"scipy.special.logsumexp({name}, axis={axis})",
+                () if axis is None else shape[:axis] + shape[axis + 1:]),
+               (f"scipy.special.logsumexp({name}, axis={axis}, b=1.0 + 0.5 * np.tanh({name}))",
                 () if axis is None else shape[:axis] + shape[axis + 1:])]
     if len(shape) == 2 and shape[0] <= 4:
         m = shape[0]
