@@ -129,6 +129,8 @@ FUNCTION_CASES = [
            "axes"),
     FnCase("mean_where", lambda x, axis, kd: np.mean(x, axis=axis, keepdims=kd, where=x < 1),
            "axes"),
+    FnCase("nanmean_where",
+           lambda x, axis, kd: np.nanmean(x, axis=axis, keepdims=kd, where=x < 1), "axes"),
     FnCase("var_where", lambda x, axis, kd: np.var(x, axis=axis, keepdims=kd, where=x != 0),
            "axes"),
     FnCase("std_where", lambda x, axis, kd: np.std(x, axis, ddof=1, where=x > -1), "axes"),

@@ -134,15 +134,16 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 
 @implements(np.nanmean)
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-    """`np.nanmean`: the mean of the values that are not NaN (no where=)."""
-    _no_options("nanmean", out=out, where=None if where is True else where)
+    """`np.nanmean`: the mean of the values that are not NaN (and `where=` selects)."""
+    _no_options("nanmean", out=out)
     if aval(a).dtype.kind not in "fc":
-        return mean(a, axis, dtype, keepdims=keepdims)
+        return mean(a, axis, dtype, keepdims=keepdims, where=where)
     if dtype is not None and np.dtype(dtype).kind not in "fc":
         raise TypeError("If a is inexact, then dtype must be inexact")
     missing = np.isnan(a)
-    total = sum(np.where(missing, 0, a), axis, dtype, keepdims=keepdims)
-    return _divide(total, sum(np.logical_not(missing), axis, np.intp, keepdims=keepdims))
+    total = sum(np.where(missing, 0, a), axis, dtype, keepdims=keepdims, where=where)
+    count = sum(np.logical_not(missing), axis, np.intp, keepdims=keepdims, where=where)
+    return _divide(total, count)
 
 
 def _var(a, axis, dtype, ddof, keepdims, mean_, correction, where=None):
