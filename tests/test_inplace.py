@@ -90,6 +90,21 @@ def add_at(x):
     return y
 
 
+def multiply_at(x):
+    y = x.copy()
+    np.multiply.at(y, [1, 3, 1], x[:3])          # y[1] * x[0] * x[2], in that order
+    np.maximum.at(y, (np.array([0, 5]),), 0.5 * x[2])
+    np.divide.at(y, slice(2, 4), 2.0 + x[4:])
+    return y
+
+
+def float_at_into_float32(x):
+    y = x.astype(np.float32)
+    np.add.at(y, [0, 0, 4], x[1:4])              # added in float64, rounded per result
+    np.subtract.at(y, [2], x[5])
+    return y
+
+
 def ufunc_out(x):
     y = np.empty_like(x)
     np.add(x, x * x, out=y)
@@ -241,6 +256,27 @@ def overlapping_writes(x):
     return y
 
 
+def traced_mask_among_basic_items(m):
+    y = m * 1.0
+    y[m[:, 0] > -0.5, 1] = m[0, 0]            # a row mask and a column
+    y[2, m[2] > 0.0] = 2.0 * m[1, 3]
+    y[..., m[0] < 0.0] = m[:, :1] ** 2        # one value per row
+    np.putmask(y, m > 0.5, m[1, :3] * 3.0)   # values cycled over every position
+    np.place(y, m < -0.2, m[0, :2] - 1.0)     # values cycled over the True positions
+    return y
+
+
+def fortran_order_views(m):
+    y = m.copy()
+    v = y.T.ravel(order="F")                # y.T is Fortran-contiguous: a view of y
+    v[1] = -7.0
+    w = y.reshape(4, 3, order="F")          # y is C-contiguous: a copy
+    w[0] = 5.0
+    u = y[:, 0].reshape((3, 1), order="F")  # a strided column: a view
+    u[2, 0] += 1.0
+    return np.concatenate([y.ravel(), w.ravel(order="F")])
+
+
 def numpy_writing_functions(m):
     y = np.zeros_like(m[:, :3])
     np.fill_diagonal(y, m[0, :2])       # cycled over the diagonal
@@ -251,13 +287,13 @@ def numpy_writing_functions(m):
 
 
 VECTOR_CASES = [set_item, add_into_item, every_augmented_operator, concrete_mask, traced_mask,
-                fancy_write, repeated_set, repeated_add, add_at, ufunc_out, ufunc_out_where,
+                fancy_write, repeated_set, repeated_add, add_at, multiply_at, ufunc_out, ufunc_out_where,
                 ufunc_out_tuple, write_through_view, base_write_seen_by_view,
                 scalar_element_is_a_copy, recurrence, write_after_read, like_constructors,
                 fill_and_sort, augmented_argument, overlapping_writes]
 MATRIX_CASES = [traced_mask_row, scale_columns, view_of_view, chained_index, transpose_view,
                 swapaxes_and_flip_views, reshape_views, full_slice_writes,
-                numpy_writing_functions]
+                numpy_writing_functions, fortran_order_views, traced_mask_among_basic_items]
 CASES = [(f, X) for f in VECTOR_CASES] + [(f, M) for f in MATRIX_CASES]
 IDS = [f.__name__ for f, _ in CASES]
 
@@ -409,6 +445,33 @@ def test_integer_arrays_cast_as_numpy_does():
     got = xform.jit(f)(X)
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected)
+
+
+def test_ufunc_at_computes_in_the_promoted_dtype_and_casts_each_result():
+    # numpy adds in float and truncates after each addition: -2 + 1.8 -> 0 -> 1 -> 2
+    def f(x, v):
+        y = x.copy()
+        np.add.at(y, np.array([0, 0, 0]), v)
+        np.subtract.at(y, [1, 1], v)
+        return y
+    x, v = np.array([-2, 2, 1]), np.float64(1.8)
+    expected = f(x.copy(), v)
+    np.testing.assert_array_equal(expected, [2, -1, 1])      # 2 - 1.8 -> 0 -> -1
+    jitted = xform.jit(f)
+    for _ in range(2):                                  # first call and the cached one
+        np.testing.assert_array_equal(jitted(x, v), expected, strict=True)
+    y = float_at_into_float32(X.copy())
+    for _ in range(2):
+        np.testing.assert_array_equal(xform.jit(float_at_into_float32)(X), y, strict=True)
+
+
+def test_multiply_at_with_a_traced_index_is_refused():
+    def f(x, i):
+        y = x.copy()
+        np.multiply.at(y, i, 2.0)           # which positions repeat is unknown
+        return y
+    with pytest.raises(xform.UnsupportedError, match="multiply.at with a traced index"):
+        xform.jit(f)(X, np.array([0, 1]))
 
 
 # -- graphs: the common path stays as it was, and constants fold ---------------------------------

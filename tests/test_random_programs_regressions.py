@@ -9,9 +9,17 @@ import xform
 from xform.runtime.cache import CACHE
 
 
-def test_a_failed_staging_leaves_no_entry_of_its_callees():
+@pytest.mark.parametrize("stage", [
+    xform.jit,
+    pytest.param(xform.make_graph, marks=pytest.mark.xfail(
+        strict=True, reason="make_graph stages outside a cache build, so a callee staged "
+        "before the failure keeps its entry (staging's to fix; then drop the exclusion in "
+        "test_a_failed_staging_changes_neither_the_cache_nor_the_input)"))],
+    ids=["jit", "make_graph"])
+def test_a_failed_staging_leaves_no_entry_of_its_callees(stage):
     # Found by test_a_failed_staging_changes_neither_the_cache_nor_the_input, program
-    # `v2 = c1(x)` with a custom_vjp c1, the same with an @xform.function callee.
+    # `v2 = c1(x)` with a custom_vjp c1, the same with an @xform.function callee (and for
+    # make_graph, `v2 = h1(x)` with an @xform.function h1).
     @xform.function
     def helper(t):
         return np.sin(t)
@@ -24,7 +32,7 @@ def test_a_failed_staging_leaves_no_entry_of_its_callees():
 
     before = set(CACHE._entries)
     with pytest.raises(xform.ConcretizationError):
-        xform.jit(fails_after_a_call)(0.5)
+        stage(fails_after_a_call)(0.5)
     # Nothing added (entries of functions that died meanwhile may have left: not compared).
     assert set(CACHE._entries) <= before
 

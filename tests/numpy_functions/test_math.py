@@ -110,10 +110,25 @@ def test_interp_matches_numpy(xp, data):
 def test_convolve_and_correlate_match_numpy(data, mode):
     a = data.draw(xst.arrays((data.draw(st.integers(1, 7)),)))
     v = data.draw(xst.arrays((data.draw(st.integers(1, 7)),)))
-    # numpy sums each window with its dot kernel: equal up to rounding
-    assert_matches_numpy(lambda x, y: np.convolve(x, y, mode), a, v, exact=False)
-    assert_matches_numpy(lambda x, y: np.correlate(x, y, mode), a, v, exact=False)
-    assert_matches_numpy(lambda x: np.convolve(x, v), a, exact=False)
+    # one primitive running numpy's own loop: numpy's bits, the first call and later ones
+    for _ in range(2):
+        assert_matches_numpy(lambda x, y: np.convolve(x, y, mode), a, v)
+        assert_matches_numpy(lambda x, y: np.correlate(x, y, mode), a, v)
+        assert_matches_numpy(lambda x: np.convolve(x, v), a)
+        assert_matches_numpy(lambda x: np.correlate(x, x[:3], "full"), a)
+    z = a + 1j * a[::-1]
+    assert_matches_numpy(lambda x, y: np.convolve(x, y, mode), z, v)
+    assert_matches_numpy(lambda x, y: np.correlate(x, y, mode), v, z)
+
+
+def test_correlate_of_an_inf_meets_no_zero_padding():
+    a = np.array([0.5, 0.5, np.inf, 1.0])
+    # numpy sums only the overlapping products; inf * 0 (padding) would be nan
+    np.testing.assert_array_equal(np.correlate(a, a[:3], "full"),
+                                  [np.inf, np.inf, np.inf, np.inf, np.inf, 0.5])
+    for _ in range(2):
+        assert_matches_numpy(lambda x: np.correlate(x, x[:3], mode="full"), a)
+        assert_matches_numpy(lambda x: np.convolve(x[:3], x), a)
 
 
 @given(xs=array_and_axis())
@@ -372,3 +387,22 @@ def test_more_derivatives(x):
     # of their domain (xform/rules/reduce.py, _cumprod_parts)
     tame = np.where(np.abs(x) < 1e-150, 0.0, x)
     check_grads(lambda a: np.cumulative_prod(a, axis=1, include_initial=True), (tame,), order=1)
+
+
+def test_the_documented_power_exceptions_stay_within_an_ulp():
+    # docs/ARCHITECTURE.md, "What compiled code promises": complex `z ** 2` (numpy's operator
+    # squares) and `**` of 0-d numpy scalars (the C library's pow) are staged as np.power;
+    # np.power itself is numpy's bits.
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(40)
+    z = x + 0.5j * np.sin(x)
+    for _ in range(2):
+        np.testing.assert_array_equal(xform.jit(lambda z: np.power(z, 2))(z), np.power(z, 2))
+        np.testing.assert_allclose(xform.jit(lambda z: z ** 2)(z), z ** 2, rtol=1e-15, atol=0)
+        np.testing.assert_array_equal(xform.jit(lambda x: x ** 2)(x), x ** 2)
+    bases, exponents = rng.uniform(0.5, 2.0, 40), rng.uniform(-3.0, 3.0, 40)
+    power = xform.jit(lambda b, e: b ** e)
+    for b, e in zip(bases, exponents):
+        b, e = np.float64(b), np.float64(e)
+        np.testing.assert_allclose(power(b, e), b ** e, rtol=1e-15, atol=0)
+        assert power(np.array(b), np.array(e)) == np.power(b, e)    # 0-d arrays: np.power

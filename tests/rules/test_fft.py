@@ -66,6 +66,9 @@ FUNCTIONS = [
     ("fftshift", np.fft.fftshift), ("ifftshift", np.fft.ifftshift),
     ("fftshift_axis", lambda a: np.fft.fftshift(a, axes=1)),
     ("ifftshift_axes", lambda a: np.fft.ifftshift(a, axes=(0, -1))),
+    ("hfft", np.fft.hfft), ("ihfft", np.fft.ihfft),
+    ("hfft_n_axis", lambda a: np.fft.hfft(a, 5, axis=1, norm="ortho")),
+    ("ihfft_n_norm", lambda a: np.fft.ihfft(a, n=3, axis=0, norm="forward")),
 ]
 
 
@@ -80,7 +83,7 @@ def _example(dtype):
 @pytest.mark.parametrize("name, fn", FUNCTIONS, ids=[f[0] for f in FUNCTIONS])
 def test_staged_matches_numpy(name, fn, dtype):
     a = _example(dtype)
-    if dtype == "complex128" and name.startswith("rfft"):
+    if dtype == "complex128" and name.startswith(("rfft", "ihfft")):
         pytest.raises(xform.ShapeError, xform.jit(fn), a)
         return
     expected = fn(a)
@@ -131,6 +134,17 @@ def test_derivatives_match_autograd(name, make, dtype, data):
     ct = ct if np.iscomplexobj(out) else ct.real
     expected = autograd.make_vjp(make(anp))(x)[0](ct)
     np.testing.assert_allclose(pullback(ct)[0], expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn, dtype", [
+    (np.fft.hfft, "complex"), (lambda a: np.fft.hfft(a, 7, axis=0, norm="ortho"), "real"),
+    (np.fft.ihfft, "real"), (lambda a: np.fft.ihfft(a, 5, norm="forward"), "real")],
+    ids=["hfft", "hfft_n", "ihfft", "ihfft_n"])
+def test_hfft_derivatives(fn, dtype):
+    x = np.random.default_rng(2).standard_normal((3, 4))
+    if dtype == "complex":
+        x = x + 1j * np.random.default_rng(3).standard_normal((3, 4))
+    check_grads(fn, (x,), order=2)
 
 
 def test_fftfreq_with_a_traced_spacing():

@@ -75,6 +75,19 @@ def pivots(draw):
     return (np.array([draw(st.integers(i, n - 1)) for i in range(n)], np.int32),)
 
 
+@st.composite
+def cho_solve_args(draw, lower):
+    """A Cholesky factor whose other triangle holds noise (cho_solve reads one triangle) and a
+    vector or matrix right-hand side."""
+    n = draw(sizes)
+    b = draw(xst.arrays((n, n), np.float64, -1, 1))
+    factor = np.linalg.cholesky(b @ b.T + n * np.eye(n), upper=not lower)
+    noise = draw(xst.arrays((n, n), np.float64, -1, 1))
+    factor = factor + (np.triu(noise, 1) if lower else np.tril(noise, -1))
+    rhs_shape = draw(st.sampled_from([(n,), (n, draw(st.integers(1, 3)))]))
+    return factor, draw(xst.arrays(rhs_shape, np.float64, -2, 2))
+
+
 OpCase = namedtuple("OpCase", "name prim args params linear_argnums order")
 
 TRIANGULAR = [OpCase(f"triangular_solve_{'L' if lower else 'U'}{trans}{'u' if unit else ''}",
@@ -91,6 +104,11 @@ CASES = TRIANGULAR + [
     OpCase("expm", linalg_scipy.expm_p, small(), {}, None, 2),
     OpCase("sqrtm", linalg_scipy.sqrtm_p, spd(), {}, None, 2),
     OpCase("sylvester", linalg_scipy.sylvester_p, sylvester_args(), {}, (2,), 2),
+    OpCase("scipy_inv", linalg_scipy.scipy_inv_p, general(), {}, None, 2),
+    OpCase("cho_solve_L", linalg_scipy.cho_solve_p, cho_solve_args(True), {"lower": True},
+           (1,), 2),
+    OpCase("cho_solve_U", linalg_scipy.cho_solve_p, cho_solve_args(False), {"lower": False},
+           (1,), 2),
 ]
 
 

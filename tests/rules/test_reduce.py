@@ -84,7 +84,8 @@ def test_primitive(case, data):
 
 def test_case_table_covers_every_primitive():
     defined = {value for value in vars(R).values() if isinstance(value, Primitive)}
-    assert defined == {case.primitive for case in CASES}
+    # sum_options takes a mask operand: test_sum_options_primitive
+    assert defined == {case.primitive for case in CASES} | {R.sum_options_p}
 
 
 # -- the numpy functions, staged, against numpy ---------------------------------------------
@@ -119,6 +120,32 @@ FUNCTION_CASES = [
                                            x.mean(axis), x.var(axis, ddof=1), x.std(axis),
                                            x.max(axis), x.min(axis, keepdims=kd),
                                            x.any(axis), x.all(axis)), "axes"),
+    # initial= and where= (a traced mask: numpy's masked reduction, bit for bit)
+    FnCase("sum_where", lambda x, axis, kd: np.sum(x, axis=axis, keepdims=kd, where=x > 0),
+           "axes"),
+    FnCase("sum_initial", lambda x, axis, kd: np.sum(x, axis=axis, keepdims=kd, initial=2),
+           "axes"),
+    FnCase("nansum_where", lambda x, axis, kd: np.nansum(x, axis, where=x < 1, initial=-1),
+           "axes"),
+    FnCase("mean_where", lambda x, axis, kd: np.mean(x, axis=axis, keepdims=kd, where=x < 1),
+           "axes"),
+    FnCase("nanmean_where",
+           lambda x, axis, kd: np.nanmean(x, axis=axis, keepdims=kd, where=x < 1), "axes"),
+    FnCase("var_where", lambda x, axis, kd: np.var(x, axis=axis, keepdims=kd, where=x != 0),
+           "axes"),
+    FnCase("std_where", lambda x, axis, kd: np.std(x, axis, ddof=1, where=x > -1), "axes"),
+    FnCase("prod_where", lambda x, axis, kd: np.prod(x, axis=axis, keepdims=kd, where=x > 0),
+           "axes"),
+    FnCase("max_initial", lambda x, axis, kd: np.max(x, axis=axis, keepdims=kd, initial=1),
+           "axes"),
+    FnCase("min_initial_where", lambda x, axis, kd: np.min(x, axis, initial=0, where=x != 0),
+           "axes"),
+    FnCase("any_where", lambda x, axis, kd: np.any(x, axis=axis, where=x < 1), "axes"),
+    FnCase("all_where", lambda x, axis, kd: np.all(x, axis=axis, where=x < 1), "axes"),
+    FnCase("add.reduce_where", lambda x, axis, kd: np.add.reduce(x, where=x > 0, initial=1),
+           "none"),
+    FnCase("maximum.reduce_where",
+           lambda x, axis, kd: np.maximum.reduce(x, where=x > 0, initial=1), "none"),
     # the ufunc methods, as numpy dispatches them for tracers (default axis: see below)
     FnCase("add.reduce", lambda x, axis, kd: np.add.reduce(x), "none"),
     FnCase("multiply.reduce", lambda x, axis, kd: np.multiply.reduce(x), "none"),
@@ -326,6 +353,36 @@ def test_bad_axis_names_this_file(fn):
 
 def test_unsupported_options_name_this_file():
     with pytest.raises(xform.UnsupportedError, match=THIS_FILE):
-        xform.jit(lambda x: np.sum(x, where=x > 0))(np.ones(3))
+        xform.jit(lambda x: np.prod(x, initial=2.0))(np.ones(3))
     with pytest.raises(xform.UnsupportedError, match=THIS_FILE):
-        xform.jit(lambda x: np.max(x, initial=0.0))(np.ones(3))
+        xform.jit(lambda x: np.max(x, initial=x[0]))(np.ones(3))
+    with pytest.raises(xform.TypeCheckError, match="initial"):    # as numpy: no identity
+        xform.jit(lambda x: np.max(x, where=x > 0))(np.ones(3))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.sum(x, axis=1, where=x > 0.1),
+    lambda x: np.sum(x, where=np.array([True, False, True]), initial=0.5),
+    lambda x: np.mean(x, axis=0, where=x < 0.5, keepdims=True),
+    lambda x: np.var(x, axis=1, where=np.array([[True, True, False]] * 4)),
+    lambda x: np.std(x, axis=None, where=x > -0.8),
+    lambda x: np.prod(x, axis=0, where=x > 0.0),
+    lambda x: np.max(x, axis=1, initial=0.25),
+    lambda x: np.min(x, axis=0, initial=0.1, where=x > -0.5),
+], ids=["sum", "sum_initial", "mean", "var", "std", "prod", "max", "min"])
+def test_where_and_initial_derivatives(fn):
+    x = np.random.default_rng(3).uniform(-1, 1, (4, 3))
+    check_grads(fn, (x,), order=2)
+
+
+@given(data=st.data())
+def test_sum_options_primitive(data):
+    shape = data.draw(xst.shapes(min_dims=1), label="shape")
+    params = dict(data.draw(axes_params(len(shape))), dtype=None,
+                  initial=data.draw(st.sampled_from([None, 0.5, -2.0])))
+    x = data.draw(xst.arrays(shape, np.float64), label="x")
+    masked = data.draw(st.booleans())
+    mask = (data.draw(xst.arrays(shape, np.bool_)),) if masked else ()
+    # affine with an initial value: the transpose rule serves only its tangent (no initial)
+    check_primitive(R.sum_options_p, x, *mask, params=params, order=2,
+                    linear_argnums=(0,) if params["initial"] is None else ())

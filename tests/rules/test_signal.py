@@ -27,6 +27,15 @@ def test_primitive_battery(mode, method, data):
                     params={"mode": mode, "method": method}, order=2)
 
 
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@given(data=st.data())
+def test_correlate_battery(mode, dtype, data):
+    a, v = (data.draw(xst.arrays((data.draw(st.integers(1, 5)),), dtype, -2, 2))
+            for _ in range(2))
+    check_primitive(signal.correlate_p, a, v, params={"mode": mode}, order=2)
+
+
 def test_every_primitive_has_a_case():
     prims = {v for v in vars(signal).values() if isinstance(v, xform.Primitive)}
-    assert prims == {signal.convolve_p}
+    assert prims == {signal.convolve_p, signal.correlate_p}

@@ -145,11 +145,17 @@ def jit(fun, static_argnums=(), static_argnames=()):
     """Compile `fun` per abstract signature (pytree structure, shapes, dtypes, statics).
 
     The compiled function computes what `fun` computes eagerly with numpy: the same values
-    bit for bit, dtypes, Python types and floating-point warnings. The one exception is
-    opt-in: under `xform.config.update("scalar_math", "fast")`, 0-d float64 work may use
-    Python's `math` functions, each within 4 ulp of numpy's (docs/ARCHITECTURE.md, "What
-    compiled code promises"). As in JAX, every argument is traced except those named by
-    `static_argnums`/`static_argnames` (keyed by value; unhashable ones by identity).
+    bit for bit, dtypes, Python types and floating-point warnings, on the first call and
+    later ones. Opt-in exceptions: under `xform.config.update("scalar_math", "fast")`, 0-d
+    float64 work may use Python's `math` functions, each within 4 ulp of numpy's; under
+    `algebra="reassociate"` sums may be reordered. Last-bit exceptions kept by default:
+    `z ** 2`, `z ** -1`, `z ** 0.5` of a complex array (numpy's operator takes square,
+    reciprocal, sqrt; staged as `np.power`), `**` of 0-d numpy scalars (numpy's scalar
+    math uses the C library's pow; staged as `np.power`'s loop), `np.add.at` with a traced
+    index (the scatter's order of repeated positions), `scipy.linalg.cho_solve` of a stack
+    of factors; the section "What compiled code promises" of docs/ARCHITECTURE.md says why.
+    As in JAX, every argument is traced except those named by `static_argnums`/
+    `static_argnames` (keyed by value; unhashable ones by identity).
 
     >>> f = xform.jit(lambda x: x * x + 1.0)
     >>> f(np.arange(3.0))    # staged and compiled now; later f64[3] calls reuse the code

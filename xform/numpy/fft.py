@@ -1,5 +1,6 @@
 """numpy.fft on tracers: fft, ifft, rfft, irfft and their 2-d and n-d forms (one `fft`
-primitive each, with numpy's `n`/`s`, `axes` and `norm`), fftshift and ifftshift. fftfreq and
+primitive each, with numpy's `n`/`s`, `axes` and `norm`), hfft and ihfft (as numpy writes
+them over irfft and rfft), fftshift and ifftshift. fftfreq and
 rfftfreq need nothing: numpy computes them with ufuncs, which stage a traced `d`."""
 import numpy as np
 
@@ -66,6 +67,34 @@ for _kind in ("fft", "ifft", "rfft", "irfft"):
     implements(getattr(np.fft, _kind))(_one_axis(_kind, _kind))
     implements(getattr(np.fft, _kind + "2"))(_many_axes(_kind + "2", _kind, (-2, -1)))
     implements(getattr(np.fft, _kind + "n"))(_many_axes(_kind + "n", _kind, None))
+
+
+# numpy's hfft/ihfft: irfft/rfft of the conjugate, normalised the other way round
+_SWAPPED_NORM = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def _swapped_norm(norm):
+    if norm not in _SWAPPED_NORM:
+        raise shape_error(f'invalid norm value {norm}; should be "backward", "ortho" or '
+                          '"forward".')
+    return _SWAPPED_NORM[norm]
+
+
+@implements(np.fft.hfft)
+def hfft(a, n=None, axis=-1, norm=None, out=None):
+    """`numpy.fft.hfft`: the real spectrum of a Hermitian-symmetric signal (n defaults to
+    2 (m - 1)), numpy's irfft of the conjugate."""
+    if out is not None:
+        raise unsupported_error("numpy.fft.hfft(..., out=...)")
+    return np.fft.irfft(np.conjugate(a), n, axis, norm=_swapped_norm(norm))
+
+
+@implements(np.fft.ihfft)
+def ihfft(a, n=None, axis=-1, norm=None, out=None):
+    """`numpy.fft.ihfft`: the inverse of hfft, numpy's conjugated rfft."""
+    if out is not None:
+        raise unsupported_error("numpy.fft.ihfft(..., out=...)")
+    return np.conjugate(np.fft.rfft(a, n, axis, norm=_swapped_norm(norm)))
 
 
 def _shift(x, axes, sign):

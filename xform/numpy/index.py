@@ -6,7 +6,7 @@ import operator
 
 import numpy as np
 
-from xform.errors import TypeCheckError, shape_error, unsupported_error
+from xform.errors import ConcretizationError, TypeCheckError, shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes
@@ -233,24 +233,65 @@ def _constants_as_values(index):
     return index
 
 
-def _set_where(x, mask, values):
-    """`x[mask] = values` for a traced boolean `mask`, as np.where: values must not depend on
-    how many entries are True (one value, or one per position of the unmasked axes)."""
+def _set_where(x, mask, values, before=0):
+    """`x[mask] = values` for a traced boolean `mask` over x's axes from `before` on, as
+    np.where when values do not depend on how many entries are True (one value, or one per
+    position of the unmasked axes); at the mask's positions otherwise (their count read
+    from the staging's values, and guarded)."""
     shape = aval(x).shape
-    rest = shape[mask.ndim:]
-    if mask.shape != shape[:mask.ndim]:
+    lead, rest = shape[:before], shape[before + mask.ndim:]
+    if mask.shape != shape[before:before + mask.ndim]:
         raise shape_error(f"boolean index of shape {mask.shape} does not match the indexed "
-                          f"axes {shape[:mask.ndim]}")
-    values = _strip_leading_ones(values, len(rest) + 1)
-    if ndim(values) > len(rest):
-        if aval(values).shape[0] != 1:
+                          f"axes {shape[before:before + mask.ndim]}")
+    # numpy's selection: the lead axes, one axis of the True entries, the rest
+    values = _strip_leading_ones(values, len(lead) + 1 + len(rest))
+    value_shape = aval(values).shape
+    if len(value_shape) > len(rest):
+        value_shape = (1,) * (len(lead) + 1 + len(rest) - len(value_shape)) + value_shape
+        if value_shape[before] != 1:
+            if before:
+                raise ConcretizationError(
+                    "x[..., mask] = values with a traced mask needs values that do not depend "
+                    "on the number of True entries (one value, or one per unmasked "
+                    "position)", user_frame_info(), "use np.where(mask, new_values, x)")
             # one value per True entry: at the mask's positions, whose count the staging's
             # values decide (a guard)
             return set_item(x, nonzero_positions(mask, "x[mask] = values, one per True "
                                                  "entry"), values)
-        values = reshape(values, aval(values).shape[1:])
-    values = fit_values(x, rest, values)
-    return np.where(reshape(mask, mask.shape + (1,) * len(rest)), values, x)
+        values = reshape(values, value_shape[:before] + (1,) * mask.ndim +
+                         value_shape[before + 1:])
+    values = fit_values(x, shape, values)
+    return np.where(reshape(mask, (1,) * before + mask.shape + (1,) * len(rest)), values, x)
+
+
+def _is_traced_mask(item):
+    return type(item) is Tracer and item.dtype.kind == "b"
+
+
+def _set_where_within(x, index, values):
+    """`x[index] = values` for an index of one traced boolean mask among basic items (ints,
+    slices, Ellipsis, None), as np.where inside the region the index selects with the
+    mask's axes taken whole: `x[1, mask] = v`, `x[..., mask] = v`."""
+    items = list(index)
+    at = next(i for i, item in enumerate(items) if _is_traced_mask(item))
+    mask = items[at]
+    if any(_is_traced_mask(item) or not (item is None or item is Ellipsis or
+                                         isinstance(item, (slice, int, np.integer)))
+           for i, item in enumerate(items) if i != at):
+        raise unsupported_error("an index mixing a traced boolean mask with arrays or other "
+                                "masks, in an assignment")
+    consumed = sum(mask.ndim if i == at else 1 for i, item in enumerate(items)
+                   if item is not None and item is not Ellipsis)
+    ellipsis = next((i for i, item in enumerate(items) if item is Ellipsis), None)
+    if ellipsis is not None:        # (`in` would compare the traced mask with ==)
+        items[ellipsis:ellipsis + 1] = [slice(None)] * (aval(x).ndim - consumed)
+        at = next(i for i, item in enumerate(items) if _is_traced_mask(item))
+    items[at:at + 1] = [slice(None)] * mask.ndim
+    region_index = tuple(items)
+    region = _select(x, region_index)[0]
+    # the region keeps every slice and None axis: the mask's axes follow those before it
+    before = sum(1 for item in items[:at] if item is None or isinstance(item, slice))
+    return set_item(x, region_index, _set_where(region, mask, values, before))
 
 
 def set_item(x, index, values):
@@ -258,8 +299,10 @@ def set_item(x, index, values):
     broadcast to the selection and cast to x's dtype; of repeated indices the last wins)."""
     shape = aval(x).shape
     index = _constants_as_values(index)
-    if type(index) is Tracer and index.dtype.kind == "b":
+    if _is_traced_mask(index):
         return _set_where(x, index, values)
+    if isinstance(index, tuple) and any(_is_traced_mask(item) for item in index):
+        return _set_where_within(x, index, values)
     index, arrays = parse_index(shape, index)
     try:
         selected, _, _ = index_layout(shape, index, [aval(a).shape for a in arrays])

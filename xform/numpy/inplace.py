@@ -1,15 +1,17 @@
 """In-place numpy on traced arrays: augmented operators (`x += v`), ufuncs with `out=` (and
-`where=` with it), `np.add.at`/`np.subtract.at`, np.copyto, np.fill_diagonal, np.put, np.put_along_axis, x.fill,
-x.sort, staged as functional updates that the written tracer is rebound to
-(xform.numpy.views keeps its views and bases current)."""
+`where=` with it), `ufunc.at` (add, subtract, multiply, divide, maximum, minimum), np.copyto,
+np.fill_diagonal, np.put, np.put_along_axis, np.putmask, np.place, x.fill, x.sort, staged
+as functional updates that the written tracer is rebound to (xform.numpy.views keeps its
+views and bases current)."""
 import numpy as np
 
 from xform.errors import (ConcretizationError, TypeCheckError, UnsupportedError, shape_error,
                           unsupported_error)
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
-from xform.numpy.index import fit_values, index_add, set_item
-from xform.numpy.protocol import FUNCTIONS, array_ufunc, implements, numpy_name
+from xform.numpy.index import fit_values, index_add, set_item, take
+from xform.numpy.protocol import (FUNCTIONS, array_ufunc, implements, numpy_name,
+                                   with_constants_read)
 from xform.numpy.rearrange import put_along_axis
 from xform.numpy.views import assign, base_of, writable_builder
 from xform.source_info import user_frame_info
@@ -79,57 +81,84 @@ def ufunc_out(ufunc, method, inputs, kwargs, out):
     return written[0] if ufunc.nout == 1 else written
 
 
-def _occurrence_rounds(indices, length):
-    """For a concrete index array into an axis of `length`: one boolean mask per round, the
-    k-th marking each position's k-th occurrence; None when no position repeats."""
-    positions = np.asarray(indices).ravel() % length
-    if np.unique(positions).size == positions.size:
-        return None
-    order = np.argsort(positions, kind="stable")
-    sorted_positions = positions[order]
+def _occurrence_rounds(positions):
+    """For concrete flat `positions`: one boolean mask per round, the k-th marking each
+    position's k-th occurrence (a round repeats no position)."""
+    positions = np.asarray(positions)
+    flat = positions.ravel()
+    if np.unique(flat).size == flat.size:
+        return [np.ones(positions.shape, bool)]
+    order = np.argsort(flat, kind="stable")
+    sorted_positions = flat[order]
     starts = np.r_[0, np.flatnonzero(np.diff(sorted_positions)) + 1]
-    ranks = np.empty(positions.size, np.intp)
-    ranks[order] = np.arange(positions.size) - np.repeat(starts, np.diff(np.r_[starts,
-                                                                              positions.size]))
-    return [(ranks == k).reshape(np.shape(indices)) for k in range(ranks.max() + 1)]
+    ranks = np.empty(flat.size, np.intp)
+    ranks[order] = np.arange(flat.size) - np.repeat(starts, np.diff(np.r_[starts, flat.size]))
+    return [(ranks == k).reshape(positions.shape) for k in range(ranks.max() + 1)]
 
 
-def _index_add_in_order(a, indices, values):
-    """index_add with numpy's order of additions: np.add.at adds repeated positions one after
-    another, ((a + v0) + v1) + ..., where index_add sums the values first. A concrete index
-    array into the first axis is split into rounds without repeats, added in turn (other
-    indices add in index_add's order, which may differ in the last bit)."""
-    if type(indices) is Tracer or isinstance(indices, (tuple, slice)) or not a.shape:
-        return index_add(a, indices, values)
-    indices = np.asarray(indices)
-    if indices.dtype.kind not in "iu" or not indices.ndim:
-        return index_add(a, indices, values)
-    rounds = _occurrence_rounds(indices, a.shape[0])
-    if rounds is None:
-        return index_add(a, indices, values)
-    values = np.broadcast_to(values, indices.shape + a.shape[1:])
-    for selected in rounds:
-        a = index_add(a, indices[selected], values[selected])
-    return a
+def _is_traced_index(indices):
+    items = indices if isinstance(indices, tuple) else (indices,)
+    return any(type(item) is Tracer for item in items)
 
 
-def _at(sign):
+def _constant_indices(indices):
+    """Index items the function made from constants (np.array([0, 5])) as their values."""
+    if type(indices) is tuple:
+        return tuple(with_constants_read(item) for item in indices)
+    return with_constants_read(indices)
+
+
+def _ufunc_at(ufunc, a, indices, values):
+    """numpy's unbuffered `ufunc.at(a, indices, values)`, functionally: each selected element
+    becomes `ufunc(element, value)` computed in the promoted dtype and cast back to a's (so
+    an integer `a` plus a float truncates each result), repeated positions one after
+    another. The index must be concrete: which positions repeat decides the order."""
+    shape = aval(a).shape
+    try:
+        positions = np.arange(int(np.prod(shape, dtype=int))).reshape(shape)[indices]
+    except IndexError as err:
+        raise shape_error(str(err)) from None
+    if type(values) is not Tracer:
+        values = np.asarray(values)
+    values = np.broadcast_to(values, positions.shape)
+    flat = np.reshape(a, (-1,))
+    for selected in _occurrence_rounds(positions):
+        at = positions[selected]
+        flat = set_item(flat, at, ufunc(flat[at], values[selected]))
+    return np.reshape(flat, shape)
+
+
+def _at(ufunc):
+    name = numpy_name(ufunc)
+
     def at(a, indices, b=None):
         if type(a) is not Tracer:
             raise ConcretizationError(
-                "np.add.at / np.subtract.at into a concrete numpy array with traced values: "
-                "numpy would write into the array itself, which cannot be staged",
+                f"{name}.at into a concrete numpy array with traced values: numpy would "
+                "write into the array itself, which cannot be staged",
                 user_frame_info(), "use the functional form: a = xform.index_add(a, i, v)")
         if b is None:
             raise TypeCheckError("ufunc.at needs values for a binary ufunc", user_frame_info())
         writable_builder(a)
-        assign(a, _index_add_in_order(a, indices, b if sign > 0 else np.negative(b)))
+        indices = _constant_indices(indices)
+        if not _is_traced_index(indices):
+            assign(a, _ufunc_at(ufunc, a, indices, b))
+            return
+        # A traced index: which positions repeat is unknown, so only sums can be staged (a
+        # scatter-add, which adds repeated positions' values in its own order).
+        if ufunc not in (np.add, np.subtract):
+            raise unsupported_error(f"{name}.at with a traced index")
+        b_dtype = aval(b).dtype if type(b) is Tracer else np.asarray(b).dtype
+        if np.result_type(aval(a).dtype, b_dtype) != aval(a).dtype:
+            raise unsupported_error(f"{name}.at with a traced index and values of a wider "
+                                    "dtype than the array's")
+        assign(a, index_add(a, indices, b if ufunc is np.add else np.negative(b)))
     return at
 
 
 # numpy's unbuffered in-place accumulation: repeated indices accumulate
-FUNCTIONS[(np.add, "at")] = _at(1)
-FUNCTIONS[(np.subtract, "at")] = _at(-1)
+for _ufunc in (np.add, np.subtract, np.multiply, np.divide, np.maximum, np.minimum):
+    FUNCTIONS[(_ufunc, "at")] = _at(_ufunc)
 
 
 def _traced_destination(a, name):
@@ -188,3 +217,43 @@ def put(a, ind, v, mode="raise"):
         raise unsupported_error("numpy.put into a view")
     flat = a.ravel()        # a view of `a`: the write lands in `a`
     flat[ind.ravel()] = v
+
+
+def _flat_values(values, positions, target, name):
+    """values.flat[positions % values.size] (numpy's cycling of a short values array) in
+    the dtype of `target`, which numpy casts to only safely."""
+    values = values if type(values) is Tracer else np.asarray(values)
+    if not np.can_cast(aval(values).dtype, target.dtype, "safe"):
+        raise TypeCheckError(f"numpy.{name}: Cannot cast array data from "
+                             f"{aval(values).dtype!r} to {target.dtype!r} according to the "
+                             "rule 'safe'", user_frame_info())
+    flat = np.ravel(values).astype(target.dtype)
+    size = aval(flat).shape[0]
+    if size == 0:
+        raise shape_error("cannot take values from an empty array")
+    return take(flat, positions % size)
+
+
+@implements(np.putmask)
+def putmask(a, mask, values):
+    """`np.putmask`: a.flat[n] = values.flat[n % values.size] where mask.flat[n], as np.where
+    (a traced mask too: which positions are written does not change the shapes)."""
+    _traced_destination(a, "putmask")
+    mask = mask if type(mask) is Tracer else np.asarray(mask, bool)
+    if aval(mask).shape != a.shape:
+        raise shape_error("putmask: mask and data must be the same size")
+    full = np.reshape(_flat_values(values, np.arange(a.size), a, "putmask"), a.shape)
+    assign(a, np.where(mask, full, a))
+
+
+@implements(np.place)
+def place(arr, mask, vals):
+    """`np.place`: the k-th True position of `mask` takes vals.flat[k % vals.size], as
+    np.where over a running count of the mask (a traced mask too)."""
+    _traced_destination(arr, "place")
+    mask = mask if type(mask) is Tracer else np.asarray(mask, bool)
+    if aval(mask).shape != arr.shape:
+        raise shape_error("place: mask and data must be the same size")
+    ranks = np.cumsum(np.ravel(mask).astype(np.intp)) - 1
+    full = np.reshape(_flat_values(vals, np.maximum(ranks, 0), arr, "place"), arr.shape)
+    assign(arr, np.where(mask, full, arr))

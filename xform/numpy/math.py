@@ -15,6 +15,7 @@ from xform.numpy.index import take
 from xform.numpy.protocol import implements
 from xform.numpy.shape import as_array, moveaxis, ravel, reshape
 from xform.rules.search import searchsorted_p
+from xform.rules.signal import correlate_p
 from xform.source_info import user_frame_info
 
 
@@ -376,7 +377,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     return scalar_result(np.where(x > xp[-1], fp[-1] if right is None else right, result))
 
 
-_MODES = {"valid": 0, "same": 1, "full": 2, "v": 0, "s": 1, "f": 2}
+_MODES = {"valid": "valid", "same": "same", "full": "full", "v": "valid", "s": "same",
+          "f": "full"}
 
 
 def _correlate_1d(a, v, mode, name):
@@ -390,23 +392,7 @@ def _correlate_1d(a, v, mode, name):
         raise shape_error(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r})")
     dtype = np.result_type(aval(a).dtype, aval(v).dtype)
     a, v = a.astype(dtype), v.astype(dtype)
-    if dtype.kind == "c":
-        v = np.conjugate(v)
-    if m > n:
-        # numpy correlates the longer with the shorter and reverses the result
-        return np.flip(_full_correlate(v, a, _MODES[mode]))
-    return _full_correlate(a, v, _MODES[mode])
-
-
-def _full_correlate(a, v, mode):
-    """c[k] = sum_i a[k + i - (m - 1)] v[i] for len(a) >= len(v) = m, cut to `mode`: every
-    window of the zero-padded `a` (one gather), times v."""
-    n, m = aval(a).shape[0], aval(v).shape[0]
-    start, stop = {0: (m - 1, n), 1: ((m - 1) - m // 2, (m - 1) - m // 2 + n),
-                   2: (0, n + m - 1)}[mode]
-    padded = np.pad(a, (m - 1, m - 1))
-    windows = padded[np.arange(start, stop)[:, None] + np.arange(m)]
-    return np.matmul(windows, v)
+    return correlate_p.bind(a, v, mode=_MODES[mode])
 
 
 @implements(np.correlate)
@@ -422,7 +408,7 @@ def convolve(a, v, mode="full"):
     if ndim(a) == 1 and ndim(v) == 1 and aval(v).shape[0] > aval(a).shape[0]:
         a, v = v, a
     if ndim(v) == 1 and aval(v).dtype.kind == "c":
-        v = np.conjugate(v)  # correlate conjugates it back
+        v = np.conjugate(v)  # np.correlate conjugates it back (numpy's bits: tested)
     return _correlate_1d(a, np.flip(v) if ndim(v) == 1 else v, mode, "convolve")
 
 

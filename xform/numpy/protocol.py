@@ -99,9 +99,11 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         kwargs = dict(kwargs)
         return FUNCTIONS["ufunc out"](ufunc, method, inputs, kwargs, kwargs.pop("out"))
     if kwargs.get("where", True) is not True:
-        raise unsupported_error(f"{numpy_name(ufunc)}(..., where=...) without out=")
+        if method != "reduce":      # a reduction's where= selects what it reduces
+            raise unsupported_error(f"{numpy_name(ufunc)}(..., where=...) without out=")
+    else:
+        kwargs.pop("where", None)
     kwargs.pop("out", None)
-    kwargs.pop("where", None)
     if method != "__call__":
         # numpy passes a ufunc method's arguments (axis, dtype, keepdims) as keywords.
         handler = FUNCTIONS.get((ufunc, method))

@@ -35,7 +35,13 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     steps = np.arange(0, num, dtype=computed).reshape((-1,) + (1,) * rank)
     if div > 0:
         step = delta / div
-        y = steps * step + start
+        # numpy scales by delta / div, or where any step is 0 (denormal deltas) divides
+        # first and multiplies by delta, for every sample
+        any_zero = np.any(step == 0)
+        if type(any_zero) is Tracer:
+            y = np.where(any_zero, (steps / div) * delta, steps * step) + start
+        else:
+            y = ((steps / div) * delta if any_zero else steps * step) + start
     else:
         step = float("nan")  # numpy: the step of 0 or 1 samples is undefined
         y = steps * delta + start

@@ -25,20 +25,30 @@ def _resolve_shape(size, shape):
     return shape
 
 
+def _index_order(order, name):
+    """numpy's `order` of a reshape: "C" (last index fastest) or "F" (first index fastest);
+    "A" and "K" follow the memory layout, which a traced array does not have."""
+    if order not in ("C", "F"):
+        raise unsupported_error(f"numpy.{name}(..., order={order!r})")
+    return order
+
+
 @implements(np.reshape)
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
-    """`np.reshape` (C order only)."""
-    if order != "C":
-        raise unsupported_error(f"numpy.reshape(..., order={order!r})")
+    """`np.reshape` in index order "C" or "F" (the "F" reshape of `a` is the "C" reshape of
+    its transpose, transposed back)."""
+    order = _index_order(order, "reshape")
     shape = _resolve_shape(aval(a).size, newshape if shape is None else shape)
     if shape == aval(a).shape:
         return a
+    if order == "F":
+        return transpose(reshape_p.bind(transpose(a), shape=shape[::-1]))
     return reshape_p.bind(a, shape=shape)
 
 
 @implements(np.ravel)
 def ravel(a, order="C"):
-    return reshape(a, (aval(a).size,), order)
+    return reshape(a, (aval(a).size,), _index_order(order, "ravel"))
 
 
 @implements(np.expand_dims)
@@ -115,9 +125,83 @@ def as_array(x):
     return x if type(x) is Tracer else np.asarray(x)
 
 
+def _pairs(value, ndim, name):
+    """numpy's per-axis (before, after) pairs of a pad argument, as a concrete array."""
+    try:
+        return np.broadcast_to(np.asarray(value), (ndim, 2))
+    except ValueError:
+        raise shape_error(f"{name} {value!r} does not fit an array of dimension "
+                          f"{ndim}") from None
+
+
+# Modes whose padding copies elements: each axis is a gather of source positions, which are
+# numpy's own padding of the positions 0..n-1 (so repeated reflections match numpy's).
+_COPYING_MODES = ("edge", "wrap", "reflect", "symmetric")
+
+
+def _pad_by_copies(array, widths, mode, options):
+    if options.get("reflect_type", "even") != "even":
+        raise unsupported_error(f"numpy.pad(..., mode={mode!r}, "
+                                f"reflect_type={options['reflect_type']!r})")
+    for axis, (lo, hi) in enumerate(widths):
+        if not lo and not hi:
+            continue
+        try:
+            sources = np.pad(np.arange(aval(array).shape[axis]), (lo, hi), mode=mode)
+        except ValueError as err:
+            raise shape_error(str(err)) from None
+        array = np.take(array, sources, axis=axis)
+    return array
+
+
+def _pad_linear_ramp(array, widths, end_values):
+    """numpy's linear_ramp axis by axis: from each end value to the edge (of the array padded
+    along the axes before), by np.linspace in the array's dtype, as numpy computes it."""
+    dtype = aval(array).dtype
+    for axis, ((lo, hi), (end_lo, end_hi)) in enumerate(zip(widths, end_values)):
+        if not lo and not hi:
+            continue
+        n = aval(array).shape[axis]
+        if n == 0:
+            raise shape_error(f"can't extend empty axis {axis} using modes other than "
+                              "'constant' or 'empty'")
+        index = [slice(None)] * aval(array).ndim
+        pieces = []
+        for width, end, edge in ((lo, end_lo, 0), (hi, end_hi, n - 1)):
+            index[axis] = edge
+            ramp = np.linspace(end, array[tuple(index)], num=width, endpoint=False,
+                               dtype=dtype, axis=axis)
+            pieces.append(ramp)
+        index[axis] = slice(None, None, -1)
+        pieces[1] = pieces[1][tuple(index)]
+        array = concatenate_p.bind(pieces[0], array, pieces[1], axis=axis)
+    return array
+
+
 @implements(np.pad)
 def pad(array, pad_width, mode="constant", **kwargs):
-    """`np.pad` with mode="constant" and one scalar constant value (which may be traced)."""
+    """`np.pad` with modes "constant" (one scalar value, which may be traced), "edge",
+    "wrap", "reflect" and "symmetric" (gathers of numpy's own source positions), and
+    "linear_ramp" (concrete end values)."""
+    array = as_array(array)
+    ndim = len(aval(array).shape)
+    widths = np.asarray(pad_width)
+    if widths.dtype.kind not in "iu":
+        raise TypeCheckError("`pad_width` must be of integral type.", user_frame_info())
+    widths = _pairs(widths, ndim, "pad_width")
+    if np.any(widths < 0):
+        raise shape_error("index can't contain negative values")
+    widths = tuple((int(lo), int(hi)) for lo, hi in widths)
+    if mode in _COPYING_MODES:
+        return _pad_by_copies(array, widths, mode, kwargs)
+    if mode == "linear_ramp":
+        end_values = kwargs.pop("end_values", 0)
+        if kwargs:
+            raise unsupported_error(f"numpy.pad(..., {', '.join(kwargs)}=...)")
+        if type(end_values) is Tracer:
+            raise unsupported_error("numpy.pad(..., mode='linear_ramp') with traced "
+                                    "end_values")
+        return _pad_linear_ramp(array, widths, _pairs(end_values, ndim, "end_values"))
     if mode != "constant":
         raise unsupported_error(f"numpy.pad(..., mode={mode!r})")
     value = kwargs.pop("constant_values", 0)
@@ -130,20 +214,9 @@ def pad(array, pad_width, mode="constant", **kwargs):
         value = values.flat[0]
     if aval(value).shape:
         raise unsupported_error("numpy.pad with a non-scalar traced constant_values")
-    ndim = len(aval(array).shape)
-    widths = np.asarray(pad_width)
-    if widths.dtype.kind not in "iu":
-        raise TypeCheckError("`pad_width` must be of integral type.", user_frame_info())
-    try:
-        widths = np.broadcast_to(widths, (ndim, 2))
-    except ValueError:
-        raise shape_error(f"pad_width {pad_width!r} does not fit an array of dimension "
-                          f"{ndim}") from None
-    if np.any(widths < 0):
-        raise shape_error("index can't contain negative values")
-    if not np.any(widths):
+    if not any(lo or hi for lo, hi in widths):
         return array
-    return pad_p.bind(array, value, widths=tuple((int(lo), int(hi), 0) for lo, hi in widths))
+    return pad_p.bind(array, value, widths=tuple((lo, hi, 0) for lo, hi in widths))
 
 
 @implements(np.flip)

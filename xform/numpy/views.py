@@ -208,22 +208,33 @@ def _reshape_back(new, base, *args, **kwargs):
     return shapes.reshape(new, base.shape)
 
 
+def _reshape_order(shape=None, order="C", **kwargs):
+    return order
+
+
+def _reshape_back_in_order(new, base, *args, **kwargs):
+    return shapes.reshape(new, base.shape, _reshape_order(*args, **kwargs))
+
+
 def _reshape_is_view(out, base, *args, **kwargs):
-    if base_of(base) is None:
+    order = _reshape_order(*args, **kwargs)
+    if base_of(base) is None and order == "C":
         return True  # an array owning its data is C-contiguous: numpy reshapes it in place
     try:
-        np.reshape(_layout(base), out.shape, copy=False)
+        np.reshape(_layout(base), out.shape, order=order, copy=False)
     except ValueError:
         return False
     return True
 
 
 def _ravel_is_view(out, base, order="C"):
+    if order == "F":
+        return _layout(base).flags.f_contiguous
     return base_of(base) is None or _layout(base).flags.c_contiguous
 
 
 def _reshape_layout(array, shape=None, order="C", *, newshape=None, copy=None):
-    return np.reshape(array, newshape if shape is None else shape, copy=False)
+    return np.reshape(array, newshape if shape is None else shape, order=order, copy=False)
 
 
 _viewing(np.transpose, inverse=_transpose_back)
@@ -234,9 +245,11 @@ _viewing(np.fliplr, inverse=lambda new, base: shapes.fliplr(new))
 _viewing(np.flipud, inverse=lambda new, base: shapes.flipud(new))
 _viewing(np.squeeze, inverse=_reshape_back)
 _viewing(np.expand_dims, inverse=_reshape_back)
-_viewing(np.reshape, inverse=_reshape_back, layout=_reshape_layout, when=_reshape_is_view)
-_viewing(np.ravel, inverse=_reshape_back, when=_ravel_is_view,
-         layout=lambda array, order="C": np.reshape(array, -1, copy=False))
+_viewing(np.reshape, inverse=_reshape_back_in_order, layout=_reshape_layout,
+         when=_reshape_is_view)
+_viewing(np.ravel, inverse=lambda new, base, order="C": shapes.reshape(new, base.shape, order),
+         when=_ravel_is_view,
+         layout=lambda array, order="C": np.reshape(array, -1, order=order, copy=False))
 _viewing(np.diagonal)        # read-only views, as in numpy
 _viewing(np.broadcast_to)
 # x.flatten() always copies

@@ -11,7 +11,7 @@ from xform.ir.core import Equation, Primitive, Var
 from xform.errors import unsupported_error
 from xform.ir.ad import Undefined, Zero, add_tangents, aval, move_to_front, zero_tangent
 from xform.rules.helpers import elementwise_batch, linear_jvp, unbroadcast, zero_derivative
-from xform.rules.linalg_scipy import (cholesky_cotangent, cholesky_potrf,
+from xform.rules.linalg_scipy import (cholesky_cotangent, cholesky_potrf, inverse_jvp,
                                       triangular_solve)
 from xform.rules import shape
 from xform.ir.rules import register
@@ -114,17 +114,9 @@ def _symmetrize(t, uplo):
 
 inv_p = Primitive("inv")
 
-
-def _inv_jvp(primals, tangents):
-    ans = inv_p.bind(primals[0])
-    if type(tangents[0]) is Zero:
-        return ans, Zero(aval(ans))
-    return ans, -np.matmul(ans, np.matmul(tangents[0], ans))
-
-
 register(inv_p, impl=np.linalg.inv,
          abstract_eval=_square_abstract_eval(np.linalg.inv, lambda s: [s]),
-         jvp=_inv_jvp, batch=_stacked_batch(inv_p), symbolic_zeros=True)
+         jvp=inverse_jvp(inv_p), batch=_stacked_batch(inv_p), symbolic_zeros=True)
 
 
 # -- solve(A, B) for matrix B (..., M, K); xform.numpy.linalg.solve reshapes a vector b -----

@@ -4,7 +4,7 @@ on the last two axes; leading axes are a stack. SciPy is imported by the impls, 
 """
 import numpy as np
 
-from xform.ir.ad import Undefined, Zero, aval, zero_tangent
+from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, zero_tangent
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.rules import register
@@ -588,3 +588,78 @@ register(sqrtm_p, impl=_stacked(_sqrtm_2d, 1), abstract_eval=_expm_abstract_eval
 __all__ = ["cholesky_cotangent", "cholesky_cotangent_p", "cholesky_potrf", "expm_p",
            "lu_factor_p", "lu_pivots_to_permutation_p", "lu_solve", "permute_rows", "sqrtm_p",
            "sylvester_p", "triangle_of", "triangular_solve", "triangular_solve_p"]
+
+
+# -- scipy.linalg's inv and cho_solve, SciPy's own routines (its LAPACK: getrf+getri, potrs),
+# so that compiled code computes SciPy's bits; numpy's inv (gesv) rounds differently --------
+
+scipy_inv_p = Primitive("scipy_inv")
+
+
+def inverse_jvp(prim):
+    """The jvp of a matrix inverse `prim`: d inv(A) = -inv(A) dA inv(A)."""
+    def jvp(primals, tangents):
+        ans = prim.bind(primals[0])
+        if type(tangents[0]) is Zero:
+            return ans, Zero(aval(ans))
+        return ans, -np.matmul(ans, np.matmul(tangents[0], ans))
+    return jvp
+
+
+register(scipy_inv_p, impl=lambda a: _scipy_linalg().inv(a), abstract_eval=_expm_abstract_eval,
+         jvp=inverse_jvp(scipy_inv_p), batch=lambda size, args, dims: (
+             scipy_inv_p.bind(np.moveaxis(args[0], dims[0], 0)), 0), symbolic_zeros=True)
+
+
+cho_solve_p = Primitive("cho_solve")
+"""A^-1 b from a 2-d Cholesky factor `c` of A (only its `lower` or upper triangle is read;
+A = c c^H or c^H c), b a vector or a matrix: scipy.linalg.cho_solve."""
+
+
+def _cho_solve_abstract_eval(c, b, *, lower):
+    _check_square(c, "cho_solve")
+    if c.ndim != 2 or b.ndim not in (1, 2) or b.shape[0] != c.shape[0]:
+        raise ValueError(f"cho_solve: b of shape {b.shape} does not fit c of shape {c.shape}")
+    return ShapedArray(b.shape, _float_dtype(c.dtype, b.dtype))
+
+
+def _conj(x):
+    return np.conjugate(x) if aval(x).dtype.kind == "c" else x
+
+
+def _cho_solve_jvp(primals, tangents, *, lower):
+    c, b = primals
+    t_c, t_b = tangents
+    ans = cho_solve_p.bind(c, b, lower=lower)
+    if type(t_c) is Zero and type(t_b) is Zero:
+        return ans, Zero(aval(ans))
+    # A x = b: A dx = db - dA x, with A = L L^H (L = c's lower triangle; upper: U^H U)
+    rhs = None if type(t_b) is Zero else t_b
+    if type(t_c) is not Zero:
+        n = aval(c).shape[0]
+        mask = _tri(n, aval(c).dtype) if lower else _mT(_tri(n, aval(c).dtype))
+        low, t_low = c * mask, t_c * mask
+        if not lower:   # U^H U = L L^H with L = U^H
+            low, t_low = _conj(_mT(low)), _conj(_mT(t_low))
+        t_a = np.matmul(t_low, _conj(_mT(low))) + np.matmul(low, _conj(_mT(t_low)))
+        term = -np.matmul(t_a, ans)
+        rhs = term if rhs is None else rhs + term
+    return ans, cho_solve_p.bind(c, rhs, lower=lower)
+
+
+def _cho_solve_transpose(ct, c, b, *, lower):
+    assert type(c) is not Undefined, "cho_solve is linear in b only"
+    # A is Hermitian: A^-T ct = conj(A^-1 conj(ct))
+    return None, _conj(cho_solve_p.bind(c, _conj(ct), lower=lower))
+
+
+def _cho_solve_batch(size, args, dims, *, lower):
+    rows = [[arg if dim is NOT_MAPPED else np.moveaxis(arg, dim, 0)[i]
+             for arg, dim in zip(args, dims)] for i in range(size)]
+    return np.stack([cho_solve_p.bind(c, b, lower=lower) for c, b in rows]), 0
+
+
+register(cho_solve_p, impl=lambda c, b, *, lower: _scipy_linalg().cho_solve((c, lower), b),
+         abstract_eval=_cho_solve_abstract_eval, jvp=_cho_solve_jvp,
+         transpose=_cho_solve_transpose, batch=_cho_solve_batch, symbolic_zeros=True,
+         linear_in=(1,))

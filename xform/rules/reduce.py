@@ -7,7 +7,7 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray, shaped_array
 from xform.ir.core import Primitive
-from xform.ir.ad import aval, broadcast_scalar, move_to_front
+from xform.ir.ad import NOT_MAPPED, Zero, aval, broadcast_scalar, move_to_front
 from xform.rules.helpers import defjvp, defvjp, linear_jvp, zero_derivative
 from xform.ir.rules import register
 
@@ -83,6 +83,58 @@ register(sum_p, impl=_sum_impl,
          abstract_eval=_reduction_abstract_eval(np.sum), jvp=linear_jvp(sum_p),
          transpose=_sum_transpose, batch=reduction_batch(sum_p),
          symbolic_zeros=True, linear_in=(0,))
+
+
+# -- sum with numpy's `initial=` and `where=`: numpy's own masked reduction (its pairwise sums
+# run over the selected elements only, and start from `initial`, so no composition of where
+# and sum rounds as it does). `initial` is a Python scalar or None; a mask, when given, is
+# the second operand, broadcast to x's shape. Affine in x: the tangent drops `initial`. ------
+
+sum_options_p = Primitive("sum_options")
+
+
+def _sum_options_impl(x, *mask, axes, dtype, initial):
+    # (an explicit initial=None would tell numpy the sum has no identity)
+    options = {} if initial is None else {"initial": initial}
+    if mask:
+        options["where"] = mask[0]
+    return np.add.reduce(x, axis=axes, dtype=dtype, **options)
+
+
+def _sum_options_abstract_eval(x, *mask, axes, dtype, initial):
+    if mask and mask[0].shape != x.shape:
+        raise ValueError(f"sum_options: the mask's shape {mask[0].shape} is not x's {x.shape}")
+    probe = _sum_options_impl(np.ones((1,) * x.ndim, x.dtype), axes=axes, dtype=dtype,
+                              initial=initial)
+    return shaped_array(reduced_shape(x.shape, axes), np.result_type(probe))
+
+
+def _sum_options_jvp(primals, tangents, *, axes, dtype, initial):
+    ans = sum_options_p.bind(*primals, axes=axes, dtype=dtype, initial=initial)
+    t = tangents[0]
+    if type(t) is Zero:
+        return ans, Zero(aval(ans))
+    return ans, sum_options_p.bind(t, *primals[1:], axes=axes, dtype=dtype, initial=None)
+
+
+def _sum_options_transpose(ct, x, *mask, axes, dtype, initial):
+    assert initial is None, "sum_options is linear in x only without an initial value"
+    ct = expand_reduced(ct, x.aval.shape, axes)
+    if mask:
+        ct = np.where(mask[0], ct, np.zeros((), aval(ct).dtype))
+    return (ct.astype(x.aval.dtype) if aval(ct).dtype != x.aval.dtype else ct,
+            *(None for _ in mask))
+
+
+def _sum_options_batch(size, args, dims, *, axes, **params):
+    args = [move_to_front(a, d, size) if d is not NOT_MAPPED else
+            np.broadcast_to(a, (size, *aval(a).shape)) for a, d in zip(args, dims)]
+    return sum_options_p.bind(*args, axes=tuple(a + 1 for a in axes), **params), 0
+
+
+register(sum_options_p, impl=_sum_options_impl, abstract_eval=_sum_options_abstract_eval,
+         jvp=_sum_options_jvp, transpose=_sum_options_transpose, batch=_sum_options_batch,
+         symbolic_zeros=True)
 
 
 # -- cumsum and cumprod: scans along one axis, optionally reversed or exclusive ---------------

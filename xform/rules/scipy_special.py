@@ -1,5 +1,5 @@
 """SciPy's special functions as element-wise primitives (gammaln, erf, iv, gammainc, ...)
-with jvp, vjp and batch rules. Imports SciPy, so xform.scipy loads it only once the user has
+with jvp, vjp and batch rules, and its reductions logsumexp, softmax and log_softmax. Imports SciPy, so xform.scipy loads it only once the user has
 imported scipy.special, never `import xform`. Arguments SciPy has no derivative in (an order,
 an exponent, a shape) get a NaN derivative (`_no_derivative`).
 """
@@ -8,10 +8,12 @@ import math
 import numpy as np
 import scipy.special as sc
 
+from xform.ir.ad import NOT_MAPPED, move_to_front
+from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.rules import register
-from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, elementwise_rules,
-                                 vectorized_batch)
+from xform.rules.helpers import (defjvp, elementwise_abstract_eval, elementwise_batch,
+                                 elementwise_rules, vectorized_batch)
 
 SCIPY_SPECIAL_PRIMITIVES = {}  # name (scipy.special's, or riemann_zeta) -> primitive
 
@@ -150,3 +152,95 @@ stdtr_p = _special("stdtr", sc.stdtr, _no_derivative,
                    lambda t, df, x, ans: t * _t_density(df, x))
 betainc_p = _special("betainc", sc.betainc, _no_derivative, _no_derivative,
                      lambda t, a, b, x, ans: t * _beta_density(a, b, x))
+
+
+# -- scipy.special's reductions: logsumexp, softmax, log_softmax -----------------------------
+# Each impl is SciPy's own function, so that compiled code computes SciPy's bits (SciPy
+# separates the largest term out of logsumexp's sum, which a composition would round
+# differently). `axis` is SciPy's: None or a tuple; the batch rule makes it a tuple.
+
+def _reduced(shape, axis, keepdims):
+    axes = tuple(range(len(shape))) if axis is None else axis
+    return tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else \
+        tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def _keep(x, axis, ans, keepdims):
+    """`ans` of a reduction over `axis` of x, with the reduced axes kept (length 1)."""
+    return ans if keepdims else np.reshape(ans, _reduced(np.shape(x), axis, True))
+
+
+def _scipy_abstract_eval(fn, out_shape):
+    def abstract_eval(*xs, **params):
+        # the dtype SciPy returns, from one-element arrays of the operands' rank
+        probe = np.asarray(fn(*(np.zeros((1,) * x.ndim, x.dtype) for x in xs), **params))
+        # (SciPy makes a 0-d input 1-d first, which keepdims then keeps)
+        shape = out_shape(xs[0].shape, **params) if xs[0].ndim else probe.shape
+        return ShapedArray(shape, probe.dtype)
+    return abstract_eval
+
+
+def _axis_batch(prim):
+    def batch(size, args, dims, **params):
+        args = [np.broadcast_to(x, (size, *np.shape(x))) if dim is NOT_MAPPED else
+                move_to_front(x, dim, size) for x, dim in zip(args, dims)]
+        axis = params["axis"]
+        params["axis"] = tuple(range(1, args[0].ndim)) if axis is None else \
+            tuple(a + 1 for a in axis)
+        return prim.bind(*args, **params), 0
+    return batch
+
+
+scipy_logsumexp_p = Primitive("scipy_logsumexp")
+"""scipy.special.logsumexp(a, axis, b=b, keepdims): its value (without the sign when
+`return_sign`, which keeps log|sum| where the sum is negative); `b`, when given, has a's
+shape."""
+scipy_softmax_p = Primitive("scipy_softmax")
+scipy_log_softmax_p = Primitive("scipy_log_softmax")
+
+
+def _logsumexp_impl(a, *b, axis, keepdims, return_sign):
+    out = sc.logsumexp(a, axis=axis, b=b[0] if b else None, keepdims=keepdims,
+                       return_sign=return_sign)
+    return out[0] if return_sign else out
+
+
+def logsumexp_sign(a, b, out, axis, keepdims):
+    """The sign of sum(b exp(a)) over `axis`, from logsumexp's value `out` = log|sum|."""
+    return np.sign(np.sum(b * np.exp(a - _keep(a, axis, out, keepdims)), axis=axis,
+                          keepdims=keepdims))
+
+
+def _logsumexp_weights(a, b, ans, axis, keepdims):
+    """d logsumexp / d (b exp(a)) per element: exp(a - ans), times the sum's sign."""
+    weights = np.exp(a - _keep(a, axis, ans, keepdims))
+    if not b:
+        return weights
+    return weights * _keep(a, axis, logsumexp_sign(a, b[0], ans, axis, keepdims), keepdims)
+
+
+def _softmax_jvp(s, t, axis):
+    return s * (t - np.sum(s * t, axis=axis, keepdims=True))
+
+
+register(scipy_logsumexp_p, impl=_logsumexp_impl,
+         abstract_eval=_scipy_abstract_eval(
+             _logsumexp_impl, lambda shape, axis, keepdims, return_sign:
+             _reduced(shape, axis, keepdims)),
+         jvp=defjvp(scipy_logsumexp_p,
+                    lambda t, a, *b, ans, axis, keepdims, return_sign: np.sum(
+                        t * (b[0] if b else 1) * _logsumexp_weights(a, b, ans, axis, keepdims),
+                        axis=axis, keepdims=keepdims),
+                    lambda t, a, b, ans, axis, keepdims, return_sign: np.sum(
+                        t * _logsumexp_weights(a, (b,), ans, axis, keepdims), axis=axis,
+                        keepdims=keepdims)),
+         batch=_axis_batch(scipy_logsumexp_p), symbolic_zeros=True)
+register(scipy_softmax_p, impl=sc.softmax,
+         abstract_eval=_scipy_abstract_eval(sc.softmax, lambda shape, axis: shape),
+         jvp=defjvp(scipy_softmax_p, lambda t, x, *, ans, axis: _softmax_jvp(ans, t, axis)),
+         batch=_axis_batch(scipy_softmax_p), symbolic_zeros=True)
+register(scipy_log_softmax_p, impl=sc.log_softmax,
+         abstract_eval=_scipy_abstract_eval(sc.log_softmax, lambda shape, axis: shape),
+         jvp=defjvp(scipy_log_softmax_p, lambda t, x, *, ans, axis:
+                    t - np.sum(np.exp(ans) * t, axis=axis, keepdims=True)),
+         batch=_axis_batch(scipy_log_softmax_p), symbolic_zeros=True)

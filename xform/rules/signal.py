@@ -1,10 +1,12 @@
 """N-dimensional convolution (SciPy's `scipy.signal.convolve` underneath): one bilinear
 primitive in modes "full" and "valid" (the first operand at least as large as the second in
-every axis); its transposes are convolutions of the cotangent with a flipped operand.
+every axis); its transposes are convolutions of the cotangent with a flipped operand. And
+numpy's 1-d `np.correlate` as one primitive (numpy's own loop, so that the values are its
+bits and an inf meets no zero padding), whose transposes are correlations too.
 """
 import numpy as np
 
-from xform.ir.ad import NOT_MAPPED, Undefined, move_to_front
+from xform.ir.ad import NOT_MAPPED, Undefined, aval, move_to_front
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.rules import register
@@ -78,4 +80,58 @@ def convolve(x, k, *, mode="full", method="auto"):
     return convolve_p.bind(x, k, mode=mode, method=method)
 
 
-__all__ = ["convolve", "convolve_p"]
+correlate_p = Primitive("correlate")
+"""numpy's `np.correlate(a, v, mode)` of 1-d operands of one dtype: c[k] = sum_n a[n + k]
+conj(v[n]), mode "valid", "same" or "full"."""
+
+
+def _correlate_impl(a, v, *, mode):
+    return np.correlate(a, v, mode=mode)
+
+
+def _correlate_lengths(n, m, mode):
+    """(length, start): the result's length and where it starts in the "full" correlation."""
+    if mode == "full":
+        return n + m - 1, 0
+    if mode == "valid":
+        return max(n, m) - min(n, m) + 1, min(n, m) - 1
+    # "same": numpy centres the longer operand's length, counting from the longer side
+    return max(n, m), (m - 1) - m // 2 if n >= m else n // 2
+
+
+def _correlate_abstract_eval(a, v, *, mode):
+    if a.ndim != 1 or v.ndim != 1 or a.dtype != v.dtype:
+        raise ValueError(f"correlate: 1-d operands of one dtype, got {a} and {v}")
+    length, _ = _correlate_lengths(a.shape[0], v.shape[0], mode)
+    return ShapedArray((length,), a.dtype)
+
+
+def _conj(x):
+    return np.conjugate(x) if aval(x).dtype.kind == "c" else x
+
+
+def _correlate_transpose(ct, a, v, *, mode):
+    n, m = aval(a).shape[0], aval(v).shape[0]
+    length, start = _correlate_lengths(n, m, mode)
+    full = np.pad(ct, (start, n + m - 1 - start - length))
+    if type(a) is Undefined:
+        # full[k] = sum_j a[j] conj(v[j - k + m - 1]): a-bar[j] = sum_i full[j + i] conj(v[m-1-i])
+        return correlate_p.bind(full, np.flip(v), mode="valid"), None
+    # conjugate-linear in v: v-bar = conj(sum_k full[k] a[k + i - (m - 1)])
+    return None, np.flip(correlate_p.bind(_conj(full), a, mode="valid"))
+
+
+def _correlate_batch(size, args, dims, *, mode):
+    rows = [[arg if dim is NOT_MAPPED else move_to_front(arg, dim, size)[i]
+             for arg, dim in zip(args, dims)] for i in range(size)]
+    return np.stack([correlate_p.bind(a, v, mode=mode) for a, v in rows]), 0
+
+
+register(correlate_p, impl=_correlate_impl, abstract_eval=_correlate_abstract_eval,
+         jvp=defjvp(correlate_p,
+                    lambda t, a, v, ans, **params: correlate_p.bind(t, v, **params),
+                    lambda t, a, v, ans, **params: correlate_p.bind(a, t, **params)),
+         transpose=_correlate_transpose, batch=_correlate_batch, symbolic_zeros=True)
+
+
+__all__ = ["convolve", "convolve_p", "correlate_p"]

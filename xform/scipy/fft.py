@@ -21,7 +21,7 @@ _DROPPED = ("overwrite_x", "workers", "plan")
 
 
 def _as_numpy(name):
-    numpy_function = {"hfft": _hfft, "ihfft": _ihfft}.get(name) or getattr(np.fft, name)
+    numpy_function = getattr(np.fft, name)
 
     def staged(*args, **kwargs):
         if kwargs.get("plan") is not None:
@@ -31,18 +31,6 @@ def _as_numpy(name):
         return numpy_function(*args, **kwargs)
     staged.__name__ = name
     return staged
-
-
-# hfft/ihfft as numpy defines them: irfft/rfft of the conjugate, the other way normalised
-_SWAPPED_NORM = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
-
-
-def _hfft(x, n=None, axis=-1, norm=None):
-    return np.fft.irfft(np.conjugate(x), n, axis, norm=_SWAPPED_NORM[norm])
-
-
-def _ihfft(x, n=None, axis=-1, norm=None):
-    return np.conjugate(np.fft.rfft(x, n, axis, norm=_SWAPPED_NORM[norm]))
 
 
 _STAGED = {name: _as_numpy(name) for name in SAME_AS_NUMPY}

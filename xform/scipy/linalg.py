@@ -11,9 +11,9 @@ from xform.errors import shape_error, unsupported_error
 from xform.ir.ad import aval
 from xform.numpy.construct import staged_array
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
-from xform.rules.linalg_scipy import (expm_p, lu_factor_p, lu_pivots_to_permutation_p,
-                                      lu_solve as _lu_solve, sqrtm_p, sylvester_p,
-                                      triangular_solve)
+from xform.rules.linalg_scipy import (cho_solve_p, expm_p, lu_factor_p,
+                                      lu_pivots_to_permutation_p, lu_solve as _lu_solve,
+                                      scipy_inv_p, sqrtm_p, sylvester_p, triangular_solve)
 
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1, "n": 0, "t": 1, "c": 1}
 
@@ -58,9 +58,14 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
-    """scipy.linalg.cho_solve: A^-1 b from A's Cholesky factor, by two triangular solves."""
+    """scipy.linalg.cho_solve: A^-1 b from A's Cholesky factor (a stack of factors: by two
+    triangular solves)."""
     factor, lower = c_and_lower
     factor = _float(factor)
+    b = staged_array(b)
+    if aval(factor).ndim == 2 and aval(b).ndim in (1, 2):
+        # SciPy's own routine (LAPACK potrs): its bits
+        return cho_solve_p.bind(factor, b, lower=bool(lower))
     rhs, undo = _as_matrix_rhs(b)
     # A = L L^T (lower) or U^T U (upper)
     first = triangular_solve(factor, rhs, lower=lower, trans=0 if lower else 1)
@@ -113,8 +118,8 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
 
 
 def inv(a, overwrite_a=False, check_finite=True):
-    """scipy.linalg.inv."""
-    return np.linalg.inv(_float(a))
+    """scipy.linalg.inv, SciPy's own routine (numpy's inv rounds differently)."""
+    return scipy_inv_p.bind(_float(a))
 
 
 def det(a, overwrite_a=False, check_finite=True):

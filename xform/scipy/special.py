@@ -13,10 +13,11 @@ import scipy.special as sc
 from xform.errors import UnsupportedError
 from xform.ir.tracer import Tracer
 from xform.numpy.protocol import implements
-from xform.numpy.special import logsumexp as _logsumexp
+from xform.numpy.axes import normalize_axes
 from xform.numpy.stand_ins import stand_in
 from xform.rules.scipy_special import SCIPY_SPECIAL_PRIMITIVES as _PRIMITIVES
-from xform.rules.unary import stop_gradient
+from xform.rules.scipy_special import (logsumexp_sign, scipy_log_softmax_p,
+                                       scipy_logsumexp_p, scipy_softmax_p)
 from xform.scipy.naming import name_failures
 from xform.source_info import user_frame_info
 
@@ -71,50 +72,55 @@ def multigammaln(a, d):
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """scipy.special.logsumexp: `log(sum(b * exp(a), axis))` without overflow; with
-    `return_sign`, `(log|s|, sign(s))` as SciPy gives them.
+    """scipy.special.logsumexp: `log(sum(b * exp(a), axis))` without overflow, SciPy's own
+    function as one primitive; with `return_sign`, `(log|s|, sign(s))` as SciPy gives them.
 
     >>> import scipy.special
     >>> float(xform.grad(lambda a: scipy.special.logsumexp(a, b=np.array([1.0, 3.0])))(
     ...     np.zeros(2))[1])
     0.75
     """
+    a = _staged(a)
+    operands = (a,) if b is None else tuple(np.broadcast_arrays(a, _staged(b)))
+    axis = _axis(operands[0], axis)
+    out = scipy_logsumexp_p.bind(*operands, axis=axis, keepdims=bool(keepdims),
+                                 return_sign=bool(return_sign))
+    if not return_sign:
+        return out
     if b is None:
-        out = _logsumexp(a, axis=axis, keepdims=keepdims)
-        return (out, np.ones_like(out)) if return_sign else out
-    # Weighted: shift by the (constant) maximum, as the primitive does inside.
-    a = np.asarray(a, dtype=np.result_type(a, b, 1.0)) if type(a) is not Tracer else a
-    shift = np.max(a, axis=axis, keepdims=True)
-    shift = stop_gradient(np.where(np.isfinite(shift), shift, 0))
-    total = np.sum(b * np.exp(a - shift), axis=axis, keepdims=True)
-    sign = np.sign(total)
-    out = np.log(np.abs(total)) + shift
-    if not keepdims:
-        out, sign = np.squeeze(out, axis=axis), np.squeeze(sign, axis=axis)
-    if return_sign:
-        return out, sign
-    # SciPy's answer for a negative sum: no real logarithm
-    return np.where(sign < 0, np.nan, out)
+        return out, np.ones_like(out)
+    return out, logsumexp_sign(*operands, out, axis, bool(keepdims))
+
+
+def _staged(x):
+    return x if type(x) is Tracer else np.asarray(x)
+
+
+def _axis(x, axis):
+    """SciPy's `axis` as the primitives take it: None (every axis) or a tuple."""
+    return None if axis is None else normalize_axes(axis, np.ndim(x))
 
 
 def softmax(x, axis=None):
-    """scipy.special.softmax: `exp(x - logsumexp(x, axis, keepdims=True))`.
+    """scipy.special.softmax: `exp(x - max) / sum(exp(x - max))` over `axis`, SciPy's own
+    function as one primitive.
 
     >>> import scipy.special
     >>> xform.jit(scipy.special.softmax)(np.log(np.array([1.0, 3.0])))
     array([0.25, 0.75])
     """
-    return np.exp(x - _logsumexp(x, axis=axis, keepdims=True))
+    return scipy_softmax_p.bind(_staged(x), axis=_axis(x, axis))
 
 
 def log_softmax(x, axis=None):
-    """scipy.special.log_softmax: `x - logsumexp(x, axis, keepdims=True)`.
+    """scipy.special.log_softmax: `x - logsumexp(x, axis, keepdims=True)`, SciPy's own
+    function as one primitive.
 
     >>> import scipy.special
     >>> np.exp(xform.jit(scipy.special.log_softmax)(np.log(np.array([1.0, 3.0]))))
     array([0.25, 0.75])
     """
-    return x - _logsumexp(x, axis=axis, keepdims=True)
+    return scipy_log_softmax_p.bind(_staged(x), axis=_axis(x, axis))
 
 
 _STAGED = [(sc.polygamma, polygamma), (sc.zeta, zeta), (sc.multigammaln, multigammaln),

@@ -38,7 +38,7 @@ NOT_DIFFERENTIABLE_TO_FLOAT64 = frozenset({"float32"})
 # cannot check (a generator outside the program draws anew on every call).
 NOT_AUTOGRAD = frozenset({"inplace", "cond", "while_loop", "fori_loop", "scan", "function",
                           "custom_jvp", "custom_vjp", "random_state", "grad", "jit",
-                          "switch", "vmap", "fill"})
+                          "switch", "vmap", "fill", "numpy_options", "scipy"})
 
 
 @attrs.frozen
@@ -133,6 +133,10 @@ def _exec(source: str, np_module):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     import xform  # the program's own namespace names it, as user code does
     namespace = {"np": np_module, "npr": numpy.random, "xform": xform}
+    if "scipy." in source:   # only then: `import xform` imports no SciPy
+        import scipy.linalg
+        import scipy.special
+        namespace["scipy"] = scipy
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (generated test code)
     return namespace["program"]
 
@@ -381,6 +385,111 @@ def _misc(w):
     return True
 
 
+def _where_mask(name, shape, axis):
+    """A traced mask of `name` that keeps the first element of every slice along `axis` (so
+    a mean or variance over it is never of nothing)."""
+    first = (shape[axis],) + (1,) * (len(shape) - axis - 1)
+    return f"(({name} > 0.1) | (np.arange({shape[axis]}).reshape({first}) == 0))"
+
+
+def _numpy_options(w):
+    """numpy's functions and options whose compiled values are numpy's by construction:
+    correlate/convolve, pad's copying and ramp modes, reductions with where= and initial=,
+    Fortran-order reshapes, ufunc.at (a float into any array), hfft, writes through a traced
+    mask, putmask and place."""
+    name, shape = w.pick()
+    size = _size(shape)
+    flat = f"{name}.ravel()"
+    k = min(3, size)
+    options = [
+        (f"np.correlate({flat}, {flat}[:{k}], 'full')", (size + k - 1,)),
+        (f"np.correlate({flat}, np.cos({flat})[:{k}], 'same')", (size,)),
+        (f"np.convolve(np.sin({flat})[:{k}], {flat})", (size + k - 1,)),
+        (f"np.convolve({flat}, {flat}[:{k}], 'valid')", (size - k + 1,)),
+        (f"np.sum({name}, where={name} > 0.1)", ()),
+        (f"np.max({name}, initial=0.25)", ()),
+        (f"{name}.ravel(order='F')", (size,)),
+        (f"{name}.reshape({tuple(reversed(shape))}, order='F')", tuple(reversed(shape))),
+    ]
+    if size >= 2:
+        options.append((f"np.fft.hfft({flat})", (2 * (size - 1),)))
+    if shape:
+        axis = w.draw(st.integers(0, len(shape) - 1))
+        kept = shape[:axis] + shape[axis + 1:]
+        keep = shape[:axis] + (1,) + shape[axis + 1:]
+        grown = shape[:axis] + (shape[axis] + 3,) + shape[axis + 1:]
+        pads = tuple((1, 2) if d == axis else (0, 0) for d in range(len(shape)))
+        mask = _where_mask(name, shape, axis)
+        mode = w.draw(st.sampled_from(("edge", "wrap", "reflect", "symmetric", "linear_ramp")))
+        options += [
+            (f"np.pad({name}, {pads}, mode='{mode}')", grown),
+            (f"np.sum({name}, axis={axis}, where={mask}, initial=-0.5)", kept),
+            (f"np.mean({name}, axis={axis}, where={mask}, keepdims=True)", keep),
+            (f"np.var({name}, axis={axis}, where={mask})", kept),
+            (f"np.prod(1.0 + 0.25 * np.tanh({name}), axis={axis}, where={name} < 0.3)", kept),
+            (f"np.min({name}, axis={axis}, initial=0.5, where={name} > -0.3)", kept),
+            (f"{name}.flatten('F')", (size,)),
+        ]
+    expr, out = w.draw(st.sampled_from(options))
+    if _size(out) > MAX_SIZE or not _size(out) or len(out) > 3:
+        return False
+    w.assign(expr, out, "numpy_options")
+    return True
+
+
+def _options_inplace(w):
+    """In-place writes numpy stages only with care: ufunc.at (an int array takes float values,
+    truncated per result), writes through traced masks, putmask and place."""
+    picked = w.pick(lambda s: len(s) >= 1 and s[0] >= 2)
+    if picked is None:
+        return False
+    name, shape = picked
+    n, target = shape[0], w.fresh("y")
+    updates = [f"np.multiply.at({target}, [0, {n - 1}, 0], 1.0 + 0.5 * np.tanh({name}[0]))",
+               f"np.add.at({target}, [1, 1, 0], np.sin({name}[:1]))",
+               f"np.subtract.at({target}, [{n - 1}, {n - 1}], 0.75)",
+               f"{target}[{name} > 0.2] = 0.5",
+               f"{target}[..., {name}[0] < 0.0] = np.cos({name}.reshape({n}, -1)[:, :1])"
+               if len(shape) >= 2 else f"{target}[{name} < 0.0] = {name}[0]"]
+    integer = w.draw(st.booleans())
+    if not integer:     # numpy casts their values only safely
+        updates += [f"np.putmask({target}, {name} > 0.4, 2.0 * {name})",
+                    f"np.place({target}, {name} < -0.4, np.sin({name}).ravel()[:2])"]
+    chosen = w.draw(st.lists(st.sampled_from(updates), min_size=1, max_size=3))
+    # an integer copy: float values added into it truncate per result, as numpy's ufunc.at
+    start = f"np.floor(8.0 * {name}).astype(np.int64)" if integer else f"{name}.copy()"
+    w.body.append(f"{target} = {start}")
+    w.body.extend(chosen)
+    if integer:
+        w.body.append(f"{target} = {target} * 0.125 + {name}")
+    w.env.append((target, shape))
+    w.features.update(("inplace", "numpy_options"))
+    return True
+
+
+def _scipy(w):
+    """SciPy functions xform runs as SciPy's own routines: softmax, log_softmax, logsumexp,
+    and on a well-conditioned matrix inv and cho_solve."""
+    name, shape = w.pick()
+    axis = w.draw(st.sampled_from([None, *range(len(shape))]))
+    options = [(f"scipy.special.softmax({name}, axis={axis})", shape),
+               (f"scipy.special.log_softmax({name}, axis={axis})", shape),
+               (f"scipy.special.logsumexp({name}, axis={axis})",
+                () if axis is None else shape[:axis] + shape[axis + 1:]),
+               (f"scipy.special.logsumexp({name}, axis={axis}, b=1.0 + 0.5 * np.tanh({name}))",
+                () if axis is None else shape[:axis] + shape[axis + 1:])]
+    if len(shape) == 2 and shape[0] <= 4:
+        m = shape[0]
+        matrix = f"({name} @ {name}.T + {m}.0 * np.eye({m}))"
+        lower = w.draw(st.booleans())
+        options += [(f"scipy.linalg.inv({matrix})", (m, m)),
+                    (f"scipy.linalg.cho_solve(scipy.linalg.cho_factor({matrix}, "
+                     f"lower={lower}), {name})", shape)]
+    expr, out = w.draw(st.sampled_from(options))
+    w.assign(expr, out, "scipy")
+    return True
+
+
 def _nested(w):
     """Transforms inside the program: derivatives of derivatives, maps inside maps."""
     name, shape = w.pick()
@@ -583,6 +692,7 @@ STATEMENTS = {
     "contraction": _contraction, "linalg": _linalg, "where": _where, "cond": _cond,
     "loop": _static_loop, "call": _call, "custom": _custom, "random": _draw,
     "random_state": _draw_from_state, "dtype": _dtype, "misc": _misc, "nested": _nested,
+    "numpy_options": _numpy_options, "options_inplace": _options_inplace, "scipy": _scipy,
     "python_if": _python_if, "python_while": _python_while, "python_range": _python_range,
     "builtins": _builtins, "fill": _fill,
 }
