@@ -12,8 +12,8 @@ from xform.runtime.cache import cache_info, clear_cache, set_cache_size
 from xform.runtime.config import config
 from xform.errors import (ConcretizationError, GraphCheckError, MissingRuleError,
                           OutOfMemoryError, RegistrationError, RuleError, RestagingWarning,
-                          ShapeError, SideEffectError, StagingRecursionError, TreeMismatchError,
-                          TypeCheckError, UnsupportedError, XformError)
+                          ShapeError, SideEffectError, SolverError, StagingRecursionError,
+                          TreeMismatchError, TypeCheckError, UnsupportedError, XformError)
 from xform.ir.avals import ShapedArray, float0
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.interpret import eval_graph
@@ -36,7 +36,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConcretizationError", "Equation", "Graph", "GraphCheckError", "Literal", "MissingRuleError",
     "OutOfMemoryError", "Primitive", "RegistrationError", "RestagingWarning", "RuleError",
-    "ShapeError", "ShapedArray", "SideEffectError", "StagingRecursionError", "TreeMismatchError",
+    "ShapeError", "ShapedArray", "SideEffectError", "SolverError", "StagingRecursionError", "TreeMismatchError",
     "TypeCheckError", "UnsupportedError", "Var", "XformError", "batch_graph", "cache_info",
     "clear_cache", "closure_convert", "cond", "config", "context", "custom_jvp", "custom_vjp",
     "eval_graph", "eval_shape", "float0", "fori_loop", "function", "grad", "hessian", "implements",

@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from xform.errors import UnsupportedError
-from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front
+from xform.ir.ad import Zero, aval
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
 from xform.ir.execute import compiled
 from xform.ir.rules import register
+from xform.rules.subgraphs import batch_by_loop
 from xform.source_info import user_frame_info
 from xform.transforms.derived import vjp_of
 
@@ -68,22 +69,9 @@ def _odeint_vjp(primals, ys, ct, *, func, method, options):
     return tuple(c if is_differentiable(aval(p)) else None for c, p in zip(cts, primals))
 
 
-def _loop_batch(prim):
-    """vmap as a loop of solves: each lane is its own adaptive solve."""
-    def batch(size, args, dims, **params):
-        lanes = [move_to_front(x, d, size) if d is not NOT_MAPPED else None
-                 for x, d in zip(args, dims)]
-        outs = [prim.bind(*[x if lane is None else lane[i] for x, lane in zip(args, lanes)],
-                          **params) for i in range(size)]
-        if prim.multiple_results:
-            return [np.stack(parts) for parts in zip(*outs)], [0] * len(outs[0])
-        return np.stack(outs), 0
-    return batch
-
-
 register(odeint_p, impl=_odeint_impl, abstract_eval=_odeint_abstract_eval,
          jvp=_no_forward_mode("scipy.integrate.odeint / solve_ivp"), vjp=_odeint_vjp,
-         batch=_loop_batch(odeint_p), symbolic_zeros=True)
+         batch=batch_by_loop(odeint_p), symbolic_zeros=True)
 
 
 def _adjoint_impl(ys, t, ct, *params, func, method, options):
@@ -147,7 +135,7 @@ def _adjoint_vjp(primals, outs, cts, **params):
 
 register(odeint_adjoint_p, impl=_adjoint_impl, abstract_eval=_adjoint_abstract_eval,
          jvp=_no_forward_mode("the gradient of scipy.integrate.odeint / solve_ivp"),
-         vjp=_adjoint_vjp, batch=_loop_batch(odeint_adjoint_p), symbolic_zeros=True)
+         vjp=_adjoint_vjp, batch=batch_by_loop(odeint_adjoint_p), symbolic_zeros=True)
 
 
 __all__ = ["odeint_adjoint_p", "odeint_p"]
