@@ -359,3 +359,37 @@ def test_scipy_untouched_outside_staging():
     assert so.brentq(lambda x: x - 1.0, 0.0, 2.0) == before
     assert type(so.minimize(lambda x: np.sum(x ** 2), np.ones(2)).nit) is int
     assert scipy.optimize.brentq is so.brentq
+
+
+def test_large_minimum_solves_with_hessian_vector_products():
+    """Above DENSE_HESSIAN_MAX unknowns no Hessian is formed: the theorem's solve is MINRES on
+    Hessian-vector products (hessian_solve), in both modes and at second order."""
+    from xform.rules.implicit import DENSE_HESSIAN_MAX
+    n = DENSE_HESSIAN_MAX + 20
+    rng = np.random.default_rng(1)
+
+    def coupled(x, a):
+        return np.sum((x - a) ** 2) + np.sum(x ** 4) + 0.1 * np.sum(x[1:] * x[:-1])
+
+    def coupled_gradient(x, a):
+        shifted = np.concatenate([x[1:], [0.0]]) + np.concatenate([[0.0], x[:-1]])
+        return 2 * (x - a) + 4 * x ** 3 + 0.1 * shifted
+
+    def argmin(a):
+        return so.minimize(coupled, np.zeros(n), args=(a,), jac=coupled_gradient,
+                           method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15}).x
+    a, ct, t = rng.standard_normal((3, n))
+    x = argmin(a)
+    hessian = np.diag(2 + 12 * x ** 2) + 0.1 * (np.eye(n, k=1) + np.eye(n, k=-1))
+    jacobian = np.linalg.solve(hessian, 2 * np.eye(n))
+    grad = xform.grad(lambda a: argmin(a) @ ct)
+    np.testing.assert_allclose(grad(a), jacobian.T @ ct, atol=1e-10)
+    np.testing.assert_allclose(xform.jvp(argmin, (a,), (t,))[1], jacobian @ t, atol=1e-10)
+    assert "hessian_solve" in str(xform.make_graph(grad)(a))
+
+    def loss(a):
+        return np.sum(argmin(a) ** 2)
+    hvp = xform.jvp(xform.grad(loss), (a,), (t,))[1]
+    eps = 1e-5
+    differences = (xform.grad(loss)(a + eps * t) - xform.grad(loss)(a - eps * t)) / (2 * eps)
+    np.testing.assert_allclose(hvp, differences, rtol=1e-5, atol=1e-5)

@@ -26,6 +26,11 @@ from xform.transforms.derived import batch_of, derived_graph, jvp_of, vjp_of
 
 solution_p = Primitive("scipy_solution")
 nonsingular_p = Primitive("nonsingular")
+hessian_solve_p = Primitive("hessian_solve")
+
+# Above this many unknowns a minimum's theorem step solves with Hessian-vector products
+# (MINRES), never forming the n x n Hessian.
+DENSE_HESSIAN_MAX = 100
 
 # The roles of a staged solver function's outputs (`func`'s outputs, in `roles` order):
 # residual F (roots, least squares), objective f (minima), and the user's derivatives that
@@ -145,6 +150,10 @@ def _solution_jvp(primals, tangents, **params):
     condition = _condition(func, roles, kind)
     moved = [t for t, nz in zip(tangents[params["n_starts"]:], nonzeros) if nz]
     rhs = eval_graph(jvp_of(condition, (False,) + nonzeros), x, *operands, *moved)[1]
+    if kind != "root" and params["bounds"] is None and np.size(rhs) > DENSE_HESSIAN_MAX:
+        x_dot = -hessian_solve_p.bind(rhs, x, *operands, condition=condition,
+                                      solver=params["solver"])
+        return x, np.reshape(x_dot, aval(x).shape)
     matrix = _jacobian(func, roles, kind, x, operands)
     if params["bounds"] is not None:
         matrix, rhs = _fix_active_bounds(matrix, rhs, x, params["bounds"])
@@ -166,6 +175,65 @@ def _fix_active_bounds(matrix, rhs, x, bounds):
 
 register(solution_p, impl=_solution_impl, abstract_eval=_solution_abstract_eval,
          jvp=_solution_jvp, batch=batch_by_loop(solution_p), symbolic_zeros=True)
+
+
+def _hessian_product(condition, n_operands) -> Graph:
+    """(x, *operands, v) -> H v, H the condition's Jacobian (symmetric at a minimum)."""
+    tangent = jvp_of(condition, (True,) + (False,) * n_operands)
+    return derived_graph(condition, ("hessian product",), lambda: Graph(
+        tangent.inputs, tangent.consts, tangent.equations, tangent.outputs[1:]))
+
+
+def _hessian_solve_impl(rhs, x, *operands, condition, solver):
+    """H^-1 rhs by MINRES on Hessian-vector products (H symmetric: no transpose needed)."""
+    import scipy.sparse.linalg
+    product = compiled(_hessian_product(condition, len(operands)))
+    n = rhs.size
+    operator = scipy.sparse.linalg.LinearOperator(
+        (n, n), matvec=lambda v: product(x, *operands, np.ravel(v))[0], dtype=np.float64)
+    scale = max(float(np.max(np.abs(rhs))), np.finfo(np.float64).tiny)
+    solution, info = scipy.sparse.linalg.minres(operator, rhs / scale, rtol=1e-13,
+                                                maxiter=20 * n)
+    residual = product(x, *operands, solution)[0] - rhs / scale
+    if info != 0 or not np.all(np.isfinite(solution)) or \
+            np.linalg.norm(residual) > 1e-8 * max(1.0, np.linalg.norm(rhs / scale)):
+        raise SolverError(
+            f"{solver.name}: the Hessian-vector solve of the implicit derivative failed "
+            "(the Hessian is singular or badly conditioned at the minimum)", solver.source,
+            "make the minimum strict (a positive definite Hessian)")
+    return solution * scale
+
+
+def _hessian_solve_jvp(primals, tangents, *, condition, solver):
+    """d(H^-1 b) = H^-1 (db - dH H^-1 b), dH from H v's jvp in x and the operands."""
+    rhs, x, *operands = primals
+    solution = hessian_solve_p.bind(rhs, x, *operands, condition=condition, solver=solver)
+    moved = [type(t) is not Zero and is_differentiable(aval(p))
+             for p, t in zip(primals[1:], tangents[1:])]
+    change = tangents[0] if type(tangents[0]) is not Zero else np.zeros(aval(rhs).shape)
+    if any(moved):
+        product = _hessian_product(condition, len(operands))
+        nonzeros = tuple(moved) + (False,)
+        inputs = [t for t, m in zip(tangents[1:], moved) if m]
+        change = change - eval_graph(jvp_of(product, nonzeros), x, *operands, solution,
+                                     *inputs)[1]
+    elif type(tangents[0]) is Zero:
+        return solution, Zero(aval(solution))
+    return solution, hessian_solve_p.bind(change, x, *operands, condition=condition,
+                                          solver=solver)
+
+
+def _hessian_solve_transpose(ct, rhs, x, *operands, condition, solver):
+    if type(ct) is Zero:
+        return (None,) * (2 + len(operands))
+    return (hessian_solve_p.bind(ct, x, *operands, condition=condition, solver=solver),) + \
+        (None,) * (1 + len(operands))
+
+
+register(hessian_solve_p, impl=_hessian_solve_impl,
+         abstract_eval=lambda rhs, *others, condition, solver: rhs,
+         jvp=_hessian_solve_jvp, transpose=_hessian_solve_transpose,
+         batch=batch_by_loop(hessian_solve_p), symbolic_zeros=True)
 
 
 def _nonsingular_impl(matrix, *, solver):
@@ -192,4 +260,5 @@ register(nonsingular_p, impl=_nonsingular_impl, abstract_eval=lambda matrix, sol
          batch=_nonsingular_batch)
 
 
-__all__ = ["Solver", "nonsingular_p", "solution_p", "solving"]
+__all__ = ["DENSE_HESSIAN_MAX", "Solver", "hessian_solve_p", "nonsingular_p", "solution_p",
+           "solving"]
