@@ -2,6 +2,11 @@
 is staged once by xform (closed-over traced values become operands); the solve runs SciPy's
 solver on concrete values, and gradients come from a reverse-time adjoint solve
 (xform/rules/ode.py). Forward mode (jvp) is not supported and says so.
+
+Integrals: quad, quad_vec and dblquad (nested quads) stage the integrand and integrate it
+with SciPy (xform/rules/quadrature.py: derivatives under the integral and at the limits);
+cumulative_trapezoid and fixed_quad (with traced limits) are written with numpy; trapezoid and
+simpson need nothing (SciPy's own code runs on tracers).
 """
 from __future__ import annotations
 
@@ -15,17 +20,15 @@ from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 from xform.rules.ode import odeint_p
+from xform.rules.quadrature import integral_p
+from xform.scipy.staging import F64, as_float, stage_with_args
+from xform.source_info import user_frame_info
 from xform.tree import tree_flatten
-
-
-def _as_float(x):
-    x = staged_array(x)
-    return x if aval(x).dtype == np.float64 else x.astype(np.float64)
 
 
 def _solve(rhs, y0, t, args, method, options):
     """odeint_p of `rhs(y, t, *args)`, staged on y0's and t's types."""
-    y0, t = _as_float(y0), _as_float(t)
+    y0, t = as_float(y0), as_float(t)
     if aval(t).ndim != 1:
         raise shape_error(f"the time points must be one-dimensional, got shape {aval(t).shape}")
     args = tuple(staged_array(a) for a in args)
@@ -34,7 +37,7 @@ def _solve(rhs, y0, t, args, method, options):
     in_tree = tree_flatten(tuple(range(len(avals))))[1]
 
     def flat_rhs(y, s, *flat_args):
-        return _as_float(rhs(y, s, *flat_args))
+        return as_float(rhs(y, s, *flat_args))
     graph, captured, _ = stage_function(flat_rhs, in_tree, avals)
     if graph.outputs[0].aval.shape != aval(y0).shape:
         raise shape_error(f"the right-hand side returned shape {graph.outputs[0].aval.shape}"
@@ -84,12 +87,12 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     if not isinstance(method, str):
         raise unsupported_error("scipy.integrate.solve_ivp with a solver class as method")
     args = () if args is None else (args if isinstance(args, tuple) else (args,))
-    t = _as_float(t_eval)
+    t = as_float(t_eval)
     # The solve covers t_span, as SciPy's does (the same steps): its ends join the output
     # times when they are not already t_eval's first and last.
     first, last = _differs(t_span[0], t_eval, 0), _differs(t_span[1], t_eval, -1)
-    times = np.concatenate(([_as_float(t_span[0]).reshape(1)] if first else []) + [t] +
-                           ([_as_float(t_span[1]).reshape(1)] if last else []))
+    times = np.concatenate(([as_float(t_span[0]).reshape(1)] if first else []) + [t] +
+                           ([as_float(t_span[1]).reshape(1)] if last else []))
     ys = _solve(lambda y, s, *a: fun(s, y, *a), y0, times, args, method, options)
     ys = ys[int(first):aval(ys).shape[0] - int(last)]
     return scipy.integrate._ivp.ivp.OdeResult(
@@ -106,7 +109,93 @@ def _differs(end, t_eval, index) -> bool:
     return float(end) != float(np.asarray(t_eval)[index])
 
 
-STAND_INS = ("odeint", "solve_ivp")
+# -- integrals ------------------------------------------------------------------------------
+
+def _integral(func, a, b, args, options, name):
+    """integral_p of func(t, *args) over [a, b]: [value, error estimate]."""
+    graph, operands = stage_with_args(lambda t, a: (func(t, *a),),
+                                      [ShapedArray((), F64)], tuple(args))
+    return integral_p.bind(as_float(a), as_float(b), *operands, func=graph,
+                           options=tuple(sorted(options.items())), name=name,
+                           source=user_frame_info())
+
+
+_QUAD_DEFAULTS = {"weight": None, "wvar": None, "wopts": None, "complex_func": False}
+
+
+def quad(func, a, b, args=(), full_output=0, epsabs=1.49e-08, epsrel=1.49e-08, limit=50,
+         points=None, weight=None, wvar=None, wopts=None, maxp1=50, limlst=50,
+         complex_func=False):
+    """scipy.integrate.quad: (value, error estimate), the value differentiable in the
+    integrand's parameters (args and closed-over values) and in the limits, infinite ones
+    included. weight=, complex_func= and full_output= are not supported."""
+    given = dict(weight=weight, wvar=wvar, wopts=wopts, complex_func=complex_func)
+    changed = [k for k, v in given.items() if v is not _QUAD_DEFAULTS[k]
+               and v != _QUAD_DEFAULTS[k]]
+    if changed or full_output:
+        raise unsupported_error(f"scipy.integrate.quad(..., "
+                                f"{(changed or ['full_output'])[0]}=...)")
+    options = dict(epsabs=epsabs, epsrel=epsrel, limit=limit)
+    if points is not None:
+        options["points"] = tuple(float(p) for p in points)
+    value, error = _integral(func, a, b, args if isinstance(args, tuple) else (args,),
+                             options, "scipy.integrate.quad")
+    return value, error
+
+
+def quad_vec(f, a, b, epsabs=1e-200, epsrel=1e-08, norm="2", cache_size=100000000.0,
+             limit=10000, workers=1, points=None, quadrature=None, full_output=False, *,
+             args=()):
+    """scipy.integrate.quad_vec: (value, error estimate) of a vector-valued integrand,
+    differentiable as quad's. workers= and full_output= are not supported."""
+    if workers != 1 or full_output:
+        raise unsupported_error("scipy.integrate.quad_vec(..., workers/full_output=...)")
+    options = dict(epsabs=epsabs, epsrel=epsrel, norm=norm, cache_size=cache_size,
+                   limit=limit, quadrature=quadrature,
+                   points=None if points is None else tuple(float(p) for p in points))
+    options = {k: v for k, v in options.items() if v is not None}
+    value, error = _integral(f, a, b, args if isinstance(args, tuple) else (args,), options,
+                             "scipy.integrate.quad_vec")
+    return value, error
+
+
+def dblquad(func, a, b, gfun, hfun, args=(), epsabs=1.49e-08, epsrel=1.49e-08):
+    """scipy.integrate.dblquad as SciPy computes it, an outer quad over x of inner quads over
+    y from gfun(x) to hfun(x): differentiable in args, closed-over values and every limit."""
+    def inner(x, *args):
+        low = gfun(x) if callable(gfun) else gfun
+        high = hfun(x) if callable(hfun) else hfun
+        return quad(func, low, high, args=(x,) + args, epsabs=epsabs, epsrel=epsrel)[0]
+    return quad(inner, a, b, args=args, epsabs=epsabs, epsrel=epsrel)
+
+
+def fixed_quad(func, a, b, args=(), n=5):
+    """scipy.integrate.fixed_quad with traced limits (SciPy's own code asks whether they are
+    infinite): Gauss-Legendre nodes mapped to [a, b], as SciPy computes it."""
+    import scipy.special
+    nodes, weights = scipy.special.roots_legendre(n)
+    a, b = as_float(a), as_float(b)
+    points = (b - a) * (np.real(nodes) + 1) / 2.0 + a
+    return (b - a) / 2.0 * np.sum(weights * func(points, *args), axis=-1), None
+
+
+def cumulative_trapezoid(y, x=None, dx=1.0, axis=-1, initial=None):
+    """scipy.integrate.cumulative_trapezoid with numpy operations."""
+    y = np.moveaxis(as_float(y), axis, -1)
+    if x is None:
+        steps = dx
+    else:
+        x = as_float(x)
+        steps = np.diff(np.moveaxis(x, axis, -1) if aval(x).ndim > 1 else x)
+    parts = np.cumsum(steps * (y[..., 1:] + y[..., :-1]) / 2.0, axis=-1)
+    if initial is not None:
+        if not (np.isscalar(initial) and initial == 0):
+            raise unsupported_error("scipy.integrate.cumulative_trapezoid(..., initial=<not 0>)")
+        parts = np.concatenate([np.zeros(aval(parts).shape[:-1] + (1,)), parts], axis=-1)
+    return np.moveaxis(parts, -1, axis)
+
+
+STAND_INS = ("odeint", "solve_ivp", "quad", "quad_vec", "dblquad")   # take functions
 
 
 def _staging(args, kwargs) -> bool:
@@ -118,6 +207,8 @@ def _install():
     import scipy.integrate
     for name in STAND_INS:
         stand_in(getattr(scipy.integrate, name), globals()[name], when=_staging)
+    stand_in(scipy.integrate.cumulative_trapezoid, cumulative_trapezoid)
+    stand_in(scipy.integrate.fixed_quad, fixed_quad)      # only with traced limits
 
 
 stand_in_when_imported("scipy.integrate", _install)

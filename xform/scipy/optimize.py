@@ -20,52 +20,25 @@ import numpy as np
 from xform.errors import SolverError, unsupported_error
 from xform.ir.ad import aval
 from xform.ir.avals import ShapedArray
-from xform.ir.builder import current_builder, stage_function
+from xform.ir.builder import current_builder
 from xform.ir.interpret import eval_graph
-from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
 from xform.numpy.stand_ins import code_outside_staging, stand_in, stand_in_when_imported
 from xform.rules.implicit import Solver, solution_p, solving
+from xform.scipy.staging import F64, as_float, stage_with_args
 from xform.source_info import user_frame_info
-from xform.tree import tree_flatten, tree_unflatten
-
-_F64 = np.dtype(np.float64)
-
-
-def _as_float(x):
-    x = staged_array(x)
-    return x if aval(x).dtype == _F64 else x.astype(_F64)
-
-
-def _is_operand(leaf) -> bool:
-    return type(leaf) is Tracer or isinstance(leaf, (np.ndarray, np.generic, float, int)) \
-        and not isinstance(leaf, bool)
-
 
 class _Staged:
     """The user's functions of one solver call staged together as one graph of
     (x, direction, *operands): one output per role (xform/rules/implicit.py names them)."""
 
     def __init__(self, together, roles, shape, args):
-        leaves, tree = tree_flatten(args)
-        where = [i for i, leaf in enumerate(leaves) if _is_operand(leaf)]
-        operands = [staged_array(leaves[i]) for i in where]
-        x_aval = ShapedArray(tuple(shape), _F64)
-        avals = [x_aval, x_aval] + [ShapedArray(aval(o).shape, aval(o).dtype) for o in operands]
-
-        def flat(x, direction, *values):
-            full = list(leaves)
-            for i, value in zip(where, values):
-                full[i] = value
-            return tuple(_as_float(out) for out in together(x, direction,
-                                                           tree_unflatten(tree, full)))
-        in_tree = tree_flatten(tuple(range(len(avals))))[1]
-        self.graph, captured, _ = stage_function(flat, in_tree, avals)
+        x_aval = ShapedArray(tuple(shape), F64)
+        self.graph, self.operands = stage_with_args(together, [x_aval, x_aval], args)
         self.roles, self.shape = tuple(roles), tuple(shape)
-        self.operands = operands + list(captured)
 
     def solve(self, kind, solver, starts, bounds=None):
-        starts = [_as_float(s) for s in starts]
+        starts = [as_float(s) for s in starts]
         return solution_p.bind(*starts, *self.operands, func=self.graph, roles=self.roles,
                                kind=kind, shape=self.shape, n_starts=len(starts),
                                solver=solver, bounds=bounds)
