@@ -393,3 +393,23 @@ def test_large_minimum_solves_with_hessian_vector_products():
     eps = 1e-5
     differences = (xform.grad(loss)(a + eps * t) - xform.grad(loss)(a - eps * t)) / (2 * eps)
     np.testing.assert_allclose(hvp, differences, rtol=1e-5, atol=1e-5)
+
+
+def test_shooting_through_solve_ivp_in_reverse_mode():
+    """brentq around solve_ivp: the theorem's reverse mode takes vjps of the condition only
+    (the ODE solve has reverse mode by its adjoint). y'' = -k y, y(0) = 0, y'(0) = s,
+    y(1) = target: s = target sqrt(k) / sin(sqrt(k))."""
+    from scipy.integrate import solve_ivp
+
+    def shoot(k, target):
+        def miss(s):
+            sol = solve_ivp(lambda t, y: np.stack([y[1], -k * y[0]]), (0.0, 1.0),
+                            np.stack([0.0, s]), t_eval=np.array([0.0, 1.0]), rtol=1e-11,
+                            atol=1e-12)
+            return sol.y[0, -1] - target
+        return so.brentq(miss, 0.1, 10.0, xtol=1e-13)
+    k, target = 2.0, 0.8
+    w = np.sqrt(k)
+    d_k = target * (np.sin(w) - w * np.cos(w)) / (2 * w * np.sin(w) ** 2)
+    np.testing.assert_allclose(xform.grad(shoot, (0, 1))(k, target), [d_k, w / np.sin(w)],
+                               rtol=1e-8)

@@ -162,19 +162,61 @@ def _solution_jvp(primals, tangents, **params):
     return x, np.reshape(x_dot, aval(x).shape)
 
 
+def _active(x, bounds):
+    """Which coordinates of x rest on one of their bounds (None: no bounds)."""
+    if bounds is None:
+        return None
+    lower, upper, atol = bounds
+    flat = np.ravel(x)
+    return (flat <= np.asarray(lower) + atol) | (flat >= np.asarray(upper) - atol)
+
+
 def _fix_active_bounds(matrix, rhs, x, bounds):
     """A coordinate on one of its bounds stays there for small moves of the parameters (strict
     complementarity): its row becomes the identity's and its right-hand side zero."""
-    lower, upper, atol = bounds
-    flat = np.ravel(x)
-    active = (flat <= np.asarray(lower) + atol) | (flat >= np.asarray(upper) - atol)
-    n = len(lower)
+    active = _active(x, bounds)
     pinned = active[:, None] | active[None, :]
-    return np.where(pinned, np.eye(n), matrix), np.where(active, 0.0, rhs)
+    return np.where(pinned, np.eye(len(active)), matrix), np.where(active, 0.0, rhs)
+
+
+def _solution_vjp(primals, x, ct, **params):
+    """Reverse mode by vjps of the condition only (so a condition without forward mode, such
+    as one through an ODE solve, still has a gradient): with J^T lam = ct, the operands'
+    cotangents are -lam^T dF/dp."""
+    func, roles, kind = params["func"], params["roles"], params["kind"]
+    n_starts = params["n_starts"]
+    operands = primals[n_starts:]
+    differentiable = [is_differentiable(aval(p)) for p in operands]
+    if type(ct) is Zero or not any(differentiable):
+        return [None] * len(primals)
+    condition = _condition(func, roles, kind)
+    back = vjp_of(condition)
+    flat_ct = np.ravel(ct)
+    n = int(np.prod(aval(x).shape, dtype=int))
+    if kind != "root" and params["bounds"] is None and n > DENSE_HESSIAN_MAX:
+        weights = hessian_solve_p.bind(flat_ct, x, *operands, condition=condition,
+                                       solver=params["solver"])
+    else:
+        given = {"root": "jacobian", "minimum": "hessian"}.get(kind)
+        if given in roles:
+            matrix = _jacobian(func, roles, kind, x, operands)
+        else:
+            rows = batch_of(back, (NOT_MAPPED,) * (1 + len(operands)) + (0,), n)
+            matrix = np.reshape(eval_graph(rows, x, *operands, np.eye(n))[0], (n, n))
+        active = _active(x, params["bounds"])
+        if active is not None:
+            matrix, _ = _fix_active_bounds(matrix, flat_ct, x, params["bounds"])
+        matrix = nonsingular_p.bind(matrix, solver=params["solver"])
+        weights = np.linalg.solve(np.transpose(matrix), flat_ct)
+        if active is not None:
+            weights = np.where(active, 0.0, weights)
+    cts = iter(eval_graph(back, x, *operands, -weights)[1:])   # [0]: x's own
+    return [None] * n_starts + [next(cts) if d else None for d in differentiable]
 
 
 register(solution_p, impl=_solution_impl, abstract_eval=_solution_abstract_eval,
-         jvp=_solution_jvp, batch=batch_by_loop(solution_p), symbolic_zeros=True)
+         jvp=_solution_jvp, vjp=_solution_vjp, batch=batch_by_loop(solution_p),
+         symbolic_zeros=True)
 
 
 def _hessian_product(condition, n_operands) -> Graph:
