@@ -73,33 +73,83 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
 
 def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, events=None,
               vectorized=False, args=None, **options):
-    """scipy.integrate.solve_ivp with `t_eval` given: a result whose `t` is t_eval and `y`
-    (states in columns) is differentiable in y0, t_eval, args and what `fun` closes over.
-    `t_span` must start at t_eval[0] (the solve starts there; gradients reach the start
-    through t_eval[0])."""
+    """scipy.integrate.solve_ivp, every method named by a string: a result differentiable in
+    y0, t_span, t_eval, args and what `fun` closes over. With t_eval, `t` and `y` are the
+    states there; without it, the solver's own times are not known while staging, so `y` and
+    `t` give their ends only (`sol.y[:, -1]`, `sol.t[-1]`, index 0 too); with
+    dense_output=True, `sol.sol(t)` at times inside t_span. events= is refused."""
     import scipy.integrate
-    if t_eval is None:
-        raise unsupported_error("scipy.integrate.solve_ivp without t_eval (adaptive output "
-                                "times)")
-    if dense_output or events is not None or vectorized:
-        raise unsupported_error("scipy.integrate.solve_ivp(..., dense_output/events/"
-                                "vectorized=...)")
+    if events is not None:
+        raise unsupported_error("scipy.integrate.solve_ivp(..., events=...) (event times "
+                                "are not differentiated)")
     if not isinstance(method, str):
         raise unsupported_error("scipy.integrate.solve_ivp with a solver class as method")
     args = () if args is None else (args if isinstance(args, tuple) else (args,))
-    t = as_float(t_eval)
-    # The solve covers t_span, as SciPy's does (the same steps): its ends join the output
-    # times when they are not already t_eval's first and last.
-    first, last = _differs(t_span[0], t_eval, 0), _differs(t_span[1], t_eval, -1)
-    times = np.concatenate(([as_float(t_span[0]).reshape(1)] if first else []) + [t] +
-                           ([as_float(t_span[1]).reshape(1)] if last else []))
-    ys = _solve(lambda y, s, *a: fun(s, y, *a), y0, times, args, method, options)
-    ys = ys[int(first):aval(ys).shape[0] - int(last)]
+
+    def states(times, first, last):
+        """The states at `times`, solved over t_span as SciPy does (the same steps): its ends
+        join the times unless they are the first and last already."""
+        ends = [as_float(t_span[0]).reshape(1)] if first else []
+        tail = [as_float(t_span[1]).reshape(1)] if last else []
+        ys = _solve(lambda y, s, *a: fun(s, y, *a), y0, np.concatenate(ends + [times] + tail),
+                    args, method, options)
+        ys = ys[int(first):aval(ys).shape[0] - int(last)]
+        return np.swapaxes(ys, 0, -1) if aval(ys).ndim == 2 else ys.T
+
+    dense = _DenseSolution(states) if dense_output else None
+    if t_eval is None:
+        t, y = _Ends(as_float(t_span[0]), as_float(t_span[1]), states)
+    else:
+        t = as_float(t_eval)
+        y = states(t, _differs(t_span[0], t_eval, 0), _differs(t_span[1], t_eval, -1))
     return scipy.integrate._ivp.ivp.OdeResult(
-        t=t, y=np.swapaxes(ys, 0, -1) if aval(ys).ndim == 2 else ys.T, sol=None,
-        t_events=None, y_events=None, nfev=0, njev=0, nlu=0, status=0,
+        t=t, y=y, sol=dense, t_events=None, y_events=None, nfev=0, njev=0, nlu=0, status=0,
         message="The solver successfully reached the end of the integration interval.",
         success=True)
+
+
+_ENDS_ONLY = ("scipy.integrate.solve_ivp without t_eval: while staging only the ends of "
+              "t_span are known of the solver's own times (sol.t[0], sol.t[-1], sol.y[:, 0], "
+              "sol.y[:, -1])")
+
+
+class _EndsOf:
+    """`sol.t` or `sol.y` of a solve without t_eval: indexable at the first and last time."""
+
+    def __init__(self, first, last):
+        self._ends = (first, last)
+
+    def __getitem__(self, key):
+        rest, time = (key[:-1], key[-1]) if isinstance(key, tuple) else ((), key)
+        if isinstance(time, (int, np.integer)) and time in (0, -1):
+            end = self._ends[time]
+            return end[rest[1:]] if rest and rest[0] in (slice(None), Ellipsis) else \
+                (end[rest] if rest else end)
+        raise unsupported_error(_ENDS_ONLY + f", not [{key!r}]: pass t_eval=..., or "
+                                "dense_output=True and call sol.sol(t)")
+
+    def __array__(self, *args, **kwargs):
+        raise unsupported_error(_ENDS_ONLY + ": pass t_eval=... for the states at given times")
+
+
+def _Ends(start, end, states):
+    """(t, y) of a solve without t_eval: its ends only."""
+    ys = states(np.stack([start, end]), False, False)
+    return _EndsOf(start, end), _EndsOf(ys[..., 0], ys[..., 1])
+
+
+class _DenseSolution:
+    """`sol.sol` of dense_output=True: `sol.sol(t)` solves over t_span with t as output times
+    (the same steps, interpolated as SciPy's dense output is)."""
+
+    def __init__(self, states):
+        self._states = states
+
+    def __call__(self, t):
+        t = as_float(t)
+        if aval(t).ndim == 0:
+            return self._states(np.reshape(t, (1,)), True, True)[..., 0]
+        return self._states(t, True, True)
 
 
 def _differs(end, t_eval, index) -> bool:
