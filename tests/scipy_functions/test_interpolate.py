@@ -46,6 +46,10 @@ def test_one_dimensional_in_data_and_query(name):
     queries = np.stack([QUERY, QUERY[::-1] * 0.9])
     np.testing.assert_allclose(xform.vmap(f, (None, 0))(a, queries),
                                np.stack([f(a, q) for q in queries]), rtol=1e-14, atol=1e-15)
+    scales = np.array([0.5, 0.9, 1.4])
+    np.testing.assert_allclose(xform.vmap(xform.jacrev(f), (0, None))(scales, QUERY),
+                               np.stack([xform.jacrev(f)(v, QUERY) for v in scales]),
+                               rtol=1e-13, atol=1e-14)
 
 
 @pytest.mark.parametrize("name", ["CubicSpline", "interp1d", "make_interp_spline"])

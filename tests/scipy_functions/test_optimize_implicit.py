@@ -53,6 +53,12 @@ SCALAR_ROOTS = {
     "root_scalar newton fprime=True": lambda b, c: so.root_scalar(
         lambda x: (quadratic(x, b, c), 2 * x - 2 * b), x0=5.0, fprime=True,
         method="newton", xtol=TIGHT).root,
+    "root_scalar halley fprime2=True": lambda b, c: so.root_scalar(
+        lambda x: (quadratic(x, b, c), 2 * x - 2 * b, 2.0 + 0 * x), x0=5.0, fprime=True,
+        fprime2=True, method="halley", xtol=TIGHT).root,
+    "root_scalar halley callables": lambda b, c: so.root_scalar(
+        quadratic, (b, c), x0=5.0, fprime=lambda x, b, c: 2 * x - 2 * b,
+        fprime2=lambda x, b, c: 2.0 + 0 * x, method="halley", xtol=TIGHT).root,
     "root_scalar secant": lambda b, c: so.root_scalar(quadratic, (b, c), x0=5.0, x1=4.0,
                                                       method="secant", xtol=TIGHT).root,
 }

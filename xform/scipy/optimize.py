@@ -173,18 +173,15 @@ def root_scalar(*args, **kwargs):
     fprime, fprime2 = call.pop("fprime"), call.pop("fprime2")
     starts = {k: call.pop(k) for k in ("bracket", "x0", "x1") if call.get(k) is not None}
     call = {k: v for k, v in call.items() if k not in ("bracket", "x0", "x1")}
-    roles = ["residual"]
-    if fprime is not None:
-        roles.append("jacobian")
-    if fprime2 is not None:
-        roles.append("curvature")
+    roles = ("residual", "jacobian", "curvature")[:1 + (fprime is not None) +
+                                                  (fprime2 is not None)]
+    # fprime2=True: f returns (f, f', f''); fprime=True: (f, f')
+    returned = 3 if fprime2 is True else (2 if fprime is True else 1)
 
     def together(x, d, a):
-        if fprime is True or fprime2 is True:
-            return tuple(f(x, *a))[:len(roles)]
-        outs = [f(x, *a)]
-        outs += [fprime(x, *a)] if fprime is not None else []
-        outs += [fprime2(x, *a)] if fprime2 is not None else []
+        outs = list(f(x, *a))[:returned] if returned > 1 else [f(x, *a)]
+        outs += [fprime(x, *a)] if callable(fprime) and returned < 2 else []
+        outs += [fprime2(x, *a)] if callable(fprime2) else []
         return tuple(outs)
     staged = _Staged(together, roles, (), user_args)
     names = [k for k in ("bracket", "x0", "x1") for _ in range(2 if k == "bracket" else 1)
@@ -197,19 +194,15 @@ def root_scalar(*args, **kwargs):
         for name, value in zip(names, values):
             given.setdefault(name, []).append(float(value))
         given = {k: (v if k == "bracket" else v[0]) for k, v in given.items()}
-        residual = functions["residual"]
-        if fprime is True or fprime2 is True:
-            def fun(x):
-                return tuple(functions[role](x) for role in roles)
-        else:
-            fun = residual
-            given.update({k: functions[role] for k, role, user in
-                          (("fprime", "jacobian", fprime), ("fprime2", "curvature", fprime2))
-                          if user is not None})
-        result = _optimize().root_scalar(fun, fprime=True if fprime is True else
-                                         given.pop("fprime", None),
-                                         fprime2=True if fprime2 is True else
-                                         given.pop("fprime2", None), **given, **call)
+
+        def fun(x):
+            return tuple(functions[role](x) for role in roles[:returned])
+        for name, role, user in (("fprime", "jacobian", fprime),
+                                 ("fprime2", "curvature", fprime2)):
+            if user is not None:
+                given[name] = True if user is True else functions[role]
+        result = _optimize().root_scalar(fun if returned > 1 else functions["residual"],
+                                         **given, **call)
         if not result.converged:
             raise _not_converged(solver, result.flag)
         return result.root
