@@ -122,12 +122,23 @@ def _condition(func, roles, kind) -> Graph:
     return derived_graph(func, ("implicit condition", kind, roles), make)
 
 
+def _by_hessian_products(kind, bounds, n) -> bool:
+    """Whether the theorem's linear system is solved by MINRES on Hessian-vector products."""
+    return kind != "root" and bounds is None and n > DENSE_HESSIAN_MAX
+
+
+def _users_jacobian(kind, roles):
+    """The role holding dF/dx as the user gave it to SciPy, or None."""
+    given = {"root": "jacobian", "minimum": "hessian"}.get(kind)
+    return given if given in roles else None
+
+
 def _jacobian(func, roles, kind, x, operands):
     """dF/dx at x as an (n, n) matrix: the user's jacobian (roots) or hessian (minima) when
     SciPy was given one, else the condition's jvp along each basis vector, batched."""
     n = int(np.prod(aval(x).shape, dtype=int))
-    given = {"root": "jacobian", "minimum": "hessian"}.get(kind)
-    if given in roles:
+    given = _users_jacobian(kind, roles)
+    if given is not None:
         matrix = eval_graph(func, x, np.zeros(aval(x).shape), *operands)[roles.index(given)]
         if aval(matrix).shape == aval(x).shape and n > 1:
             return np.diag(np.ravel(matrix))   # newton's fprime on arrays: element-wise
@@ -150,7 +161,7 @@ def _solution_jvp(primals, tangents, **params):
     condition = _condition(func, roles, kind)
     moved = [t for t, nz in zip(tangents[params["n_starts"]:], nonzeros) if nz]
     rhs = eval_graph(jvp_of(condition, (False,) + nonzeros), x, *operands, *moved)[1]
-    if kind != "root" and params["bounds"] is None and np.size(rhs) > DENSE_HESSIAN_MAX:
+    if _by_hessian_products(kind, params["bounds"], np.size(rhs)):
         x_dot = -hessian_solve_p.bind(rhs, x, *operands, condition=condition,
                                       solver=params["solver"])
         return x, np.reshape(x_dot, aval(x).shape)
@@ -193,12 +204,11 @@ def _solution_vjp(primals, x, ct, **params):
     back = vjp_of(condition)
     flat_ct = np.ravel(ct)
     n = int(np.prod(aval(x).shape, dtype=int))
-    if kind != "root" and params["bounds"] is None and n > DENSE_HESSIAN_MAX:
+    if _by_hessian_products(kind, params["bounds"], n):
         weights = hessian_solve_p.bind(flat_ct, x, *operands, condition=condition,
                                        solver=params["solver"])
     else:
-        given = {"root": "jacobian", "minimum": "hessian"}.get(kind)
-        if given in roles:
+        if _users_jacobian(kind, roles) is not None:
             matrix = _jacobian(func, roles, kind, x, operands)
         else:
             rows = batch_of(back, (NOT_MAPPED,) * (1 + len(operands)) + (0,), n)
