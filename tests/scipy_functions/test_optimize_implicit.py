@@ -419,3 +419,37 @@ def test_shooting_through_solve_ivp_in_reverse_mode():
     d_k = target * (np.sin(w) - w * np.cos(w)) / (2 * w * np.sin(w) ** 2)
     np.testing.assert_allclose(xform.grad(shoot, (0, 1))(k, target), [d_k, w / np.sin(w)],
                                rtol=1e-8)
+
+
+@pytest.mark.parametrize("loss", ["soft_l1", "huber", "cauchy", "arctan"])
+def test_least_squares_robust_losses(loss):
+    """A non-linear loss: the solution is the minimum of SciPy's robust cost, which the
+    result's cost reports as SciPy's does."""
+    t = np.linspace(0, 2, 15)
+    outliers = np.where(np.arange(15) % 5 == 0, 1.5, 0.0)
+
+    def fit(theta):
+        data = theta[0] * np.exp(-theta[1] * t) + outliers
+        result = so.least_squares(lambda p: p[0] * np.exp(-p[1] * t) - data,
+                                  np.array([1.0, 0.5]), loss=loss, f_scale=0.3,
+                                  xtol=1e-15, ftol=1e-15, gtol=1e-15)
+        return result.x, result.cost
+    theta = np.array([2.0, 0.7])
+    x, cost = xform.jit(fit)(theta)
+    want_x, want_cost = fit(theta)
+    np.testing.assert_allclose(x, want_x, rtol=1e-14)
+    np.testing.assert_allclose(cost, want_cost, rtol=1e-12)
+
+    # The theorem at the solver's own solution, by hand: -H^-1 d(grad)/d(theta), with H
+    # and the mixed derivative of SciPy's robust cost written out in numpy.
+    def cost_of(p, theta):
+        r = p[0] * np.exp(-p[1] * t) - theta[0] * np.exp(-theta[1] * t) - outliers
+        z = (r / 0.3) ** 2
+        rho = {"soft_l1": 2 * (np.sqrt(1 + z) - 1), "cauchy": np.log1p(z),
+               "arctan": np.arctan(z),
+               "huber": np.where(z <= 1, z, 2 * np.sqrt(np.maximum(z, 1)) - 1)}[loss]
+        return 0.5 * 0.3 ** 2 * np.sum(rho)
+    hessian = xform.hessian(cost_of)(want_x, theta)
+    mixed = xform.jacfwd(xform.grad(cost_of), 1)(want_x, theta)
+    np.testing.assert_allclose(xform.jacrev(lambda th: fit(th)[0])(theta),
+                               -np.linalg.solve(hessian, mixed), rtol=1e-9, atol=1e-12)

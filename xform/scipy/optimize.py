@@ -378,18 +378,37 @@ def _minimize_bounds(bounds, n):
     return _concrete_bounds([p[0] for p in pairs], [p[1] for p in pairs], n, "minimize")
 
 
+# SciPy's robust losses rho(z) of z = (r / f_scale)^2, in numpy (they may meet tracers)
+_LOSSES = {"soft_l1": lambda z: 2 * (np.sqrt(1 + z) - 1),
+           "huber": lambda z: np.where(z <= 1, z, 2 * np.sqrt(np.maximum(z, 1)) - 1),
+           "cauchy": np.log1p, "arctan": np.arctan}
+
+
+def _robust_cost(residual, loss, f_scale):
+    """least_squares' cost 0.5 f_scale^2 sum(rho((r / f_scale)^2)) for a non-linear loss."""
+    z = (residual / f_scale) ** 2
+    rho = _LOSSES[loss](z) if isinstance(loss, str) else loss(z)[0]
+    return 0.5 * f_scale ** 2 * np.sum(rho)
+
+
 def least_squares(*args, **kwargs):
-    """scipy.optimize.least_squares with the linear loss; bounds allowed."""
+    """scipy.optimize.least_squares, every loss (a non-linear one: the minimum of its cost);
+    bounds allowed."""
     call = _arguments(_optimize().least_squares, args, kwargs)
     fun, x0, jac = call.pop("fun"), call.pop("x0"), call.pop("jac")
     user_args, user_kwargs = _tupled(call.pop("args")), call.pop("kwargs") or {}
-    if call["loss"] != "linear":
-        raise unsupported_error(f"scipy.optimize.least_squares(..., loss={call['loss']!r})")
-    roles = ("residual",) + (("residual jacobian",) if callable(jac) else ())
+    loss, f_scale = call["loss"], call["f_scale"]
+    if isinstance(loss, str) and loss != "linear" and loss not in _LOSSES:
+        raise unsupported_error(f"scipy.optimize.least_squares(..., loss={loss!r})")
+    robust = loss != "linear"
+    roles = ("residual",) + (("residual jacobian",) if callable(jac) else ()) + \
+        (("objective",) if robust else ())
 
     def together(x, d, a):
         a, kw = a
-        return (fun(x, *a, **kw),) + ((jac(x, *a, **kw),) if callable(jac) else ())
+        residual = fun(x, *a, **kw)
+        outs = (residual,) + ((jac(x, *a, **kw),) if callable(jac) else ())
+        return outs + ((_robust_cost(residual, loss, f_scale),) if robust else ())
     staged = _Staged(together, roles, _shape_of(x0), (user_args, user_kwargs))
     n = int(np.prod(staged.shape, dtype=int))
 
@@ -404,9 +423,10 @@ def least_squares(*args, **kwargs):
         else (call["bounds"].lb, call["bounds"].ub)
     lower, upper = _concrete_bounds(lower, upper, n, "least_squares")
     pinned = None if np.all(np.isinf(lower + upper)) else (lower, upper, 1e-10)
-    x = staged.solve("least_squares", solver, (x0,), pinned)
+    x = staged.solve("minimum" if robust else "least_squares", solver, (x0,), pinned)
     residual = staged.value("residual", x)
-    return _result(x=x, fun=residual, cost=0.5 * np.sum(residual ** 2))
+    cost = staged.value("objective", x) if robust else 0.5 * np.sum(residual ** 2)
+    return _result(x=x, fun=residual, cost=cost)
 
 
 STAND_INS = {"brentq": _bracketing("brentq"), "brenth": _bracketing("brenth"),
