@@ -145,3 +145,10 @@ def test_scipy_untouched_outside_staging():
     xform.grad(lambda a: si.quad(lambda t: a * t, 0, 1)[0])(1.0)
     assert si.quad(np.exp, 0, 1) == before
     assert type(si.quad(np.exp, 0, 1)[0]) is float
+
+
+def test_the_compiled_tier_agrees_with_the_first_call():
+    for transform in (xform.jit, xform.grad, xform.hessian):
+        function = transform(gaussian_mass)
+        calls = [function(1.3) for _ in range(3)]
+        assert calls[0] == calls[1] == calls[2]

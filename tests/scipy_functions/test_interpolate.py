@@ -155,3 +155,12 @@ def test_scipy_untouched_outside_staging():
     xform.grad(lambda a: np.sum(si.CubicSpline(X, a * X)(QUERY)))(1.0)
     np.testing.assert_array_equal(si.CubicSpline(X, np.sin(X))(QUERY), before)
     assert type(si.CubicSpline(X, np.sin(X))) is si.CubicSpline
+
+
+def test_the_compiled_tier_agrees_with_the_first_call():
+    def f(a):
+        return np.sum(si.PchipInterpolator(X, np.sin(a * X))(a * QUERY) ** 2)
+    for transform in (xform.jit, xform.grad, xform.hessian):
+        function = transform(f)
+        calls = [function(0.9) for _ in range(3)]
+        assert calls[0] == calls[1] == calls[2]

@@ -453,3 +453,16 @@ def test_least_squares_robust_losses(loss):
     mixed = xform.jacfwd(xform.grad(cost_of), 1)(want_x, theta)
     np.testing.assert_allclose(xform.jacrev(lambda th: fit(th)[0])(theta),
                                -np.linalg.solve(hessian, mixed), rtol=1e-9, atol=1e-12)
+
+
+def test_the_compiled_tier_agrees_with_the_first_call():
+    """A transformed function's second call compiles its graph (the solution equation's
+    params hold a graph and a solver): every call gives the first call's bits."""
+    def argmin_sum(a):
+        return np.sum(so.minimize(quartic, np.zeros(2), args=(a,), jac=quartic_gradient,
+                                  method="BFGS").x)
+    for transform in (xform.jit, xform.grad, xform.hessian):
+        function = transform(argmin_sum)
+        calls = [function(np.array([0.5, -1.0])) for _ in range(3)]
+        np.testing.assert_array_equal(calls[0], calls[1])
+        np.testing.assert_array_equal(calls[0], calls[2])
