@@ -1,8 +1,10 @@
-"""A concrete SciPy interpolant evaluated at traced query points: `interpolant(query)` is
-`evaluate(query, nu)` of a fixed SciPy object (a PPoly, a BSpline, interp1d, a Delaunay
-triangulation's barycentric weights), and its jvp the same object one derivative higher.
-Interpolants of traced data are built on this (xform/scipy/interpolate.py): the ones linear in
-their data are a weight matrix (this primitive, on the identity's interpolant) times the data.
+"""SciPy interpolants at traced query points. `interpolant(query)` is `evaluate(query, nu)`
+of a fixed SciPy object (a PPoly, a BSpline, interp1d, a Delaunay triangulation's barycentric
+weights); its jvp is the same object one derivative higher. `interpolant_of_data(query,
+data)` builds SciPy's interpolator from concrete data and evaluates it (SciPy's own values);
+its derivative in the data is a weight matrix (`interpolant` on the identity's interpolator:
+these interpolators are linear in their data, PCHIP in its values and slopes) times the data's
+tangent, its derivative in the query the interpolator one derivative higher.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from xform.ir.ad import NOT_MAPPED, Zero, aval
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.rules import register
+from xform.rules.subgraphs import batch_by_loop
 
 interpolant_p = Primitive("interpolant")
 
@@ -79,4 +82,81 @@ register(interpolant_p, impl=_interpolant_impl, abstract_eval=_interpolant_abstr
          jvp=_interpolant_jvp, batch=_interpolant_batch, symbolic_zeros=True)
 
 
-__all__ = ["Interpolant", "interpolant_p"]
+interpolant_of_data_p = Primitive("interpolant_of_data")
+
+
+@attrs.frozen(eq=False)
+class DataInterpolator:
+    """An interpolator SciPy builds from the data: `evaluate(data, query, nu)` builds it from
+    concrete data (the user's layout, interpolated along `axis`) and evaluates it there, as
+    eagerly. `weights` is the Interpolant of the identity's data (n outputs);
+    `data_tangent(data, data_dot)` (data and tangent with the axis first, flattened to (n, K))
+    gives what the weights multiply: the tangent itself for interpolators linear in their
+    data (None), values and slopes' tangents stacked for PCHIP."""
+
+    evaluate: Callable
+    weights: Interpolant
+    axis: int
+    name: str
+    data_tangent: Callable = None
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def query_axes_at(out, n_query, axis):
+    """`out` (query axes first, then the data's other axes) with the query axes where SciPy
+    puts them: in place of the data's interpolation axis."""
+    if axis == 0 or n_query == 0:
+        return out
+    return np.moveaxis(out, tuple(range(n_query)), tuple(range(axis, axis + n_query)))
+
+
+def _of_data_shape(query_shape, data_shape, axis):
+    return tuple(data_shape[:axis]) + tuple(query_shape) + tuple(data_shape[axis + 1:])
+
+
+def _of_data_impl(query, data, *, interpolator, nu):
+    out = interpolator.evaluate(np.asarray(data, np.float64), np.asarray(query, np.float64),
+                                nu)
+    return np.asarray(out, np.float64).reshape(
+        _of_data_shape(np.shape(query), np.shape(data), interpolator.axis))
+
+
+def _of_data_abstract_eval(query, data, *, interpolator, nu):
+    return ShapedArray(_of_data_shape(query.shape, data.shape, interpolator.axis),
+                       np.dtype(np.float64))
+
+
+def _flat_along(x, axis):
+    moved = np.moveaxis(x, axis, 0)
+    return np.reshape(moved, (aval(moved).shape[0], -1)), aval(moved).shape[1:]
+
+
+def _of_data_jvp(primals, tangents, *, interpolator, nu):
+    (query, data), (query_dot, data_dot) = primals, tangents
+    out = interpolant_of_data_p.bind(query, data, interpolator=interpolator, nu=nu)
+    axis, parts = interpolator.axis, []
+    if type(data_dot) is not Zero:
+        moved, trailing = _flat_along(data_dot, axis)
+        if interpolator.data_tangent is not None:
+            moved = interpolator.data_tangent(_flat_along(data, axis)[0], moved)
+        weights = interpolant_p.bind(query, interpolant=interpolator.weights, nu=nu)
+        linear = np.reshape(np.matmul(weights, moved), aval(query).shape + trailing)
+        parts.append(query_axes_at(linear, aval(query).ndim, axis))
+    if type(query_dot) is not Zero:
+        slope = interpolant_of_data_p.bind(query, data, interpolator=interpolator, nu=nu + 1)
+        rest = aval(data).ndim - 1 - axis
+        parts.append(slope * np.reshape(query_dot, (1,) * axis + aval(query).shape +
+                                        (1,) * rest))
+    if not parts:
+        return out, Zero(aval(out))
+    return out, parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+register(interpolant_of_data_p, impl=_of_data_impl, abstract_eval=_of_data_abstract_eval,
+         jvp=_of_data_jvp, batch=batch_by_loop(interpolant_of_data_p), symbolic_zeros=True)
+
+
+__all__ = ["DataInterpolator", "Interpolant", "interpolant_of_data_p", "interpolant_p",
+           "query_axes_at"]

@@ -4,12 +4,15 @@ interpolator of concrete data (a PPoly, a BSpline, interp1d) at traced points, t
 RegularGridInterpolator: SciPy's own code runs on traced values at concrete points; at traced
 points it is a stand-in.
 
-The knots (x, the points) must be concrete. These interpolants are linear in their data, so
-an interpolator of traced data is a weight matrix, SciPy's interpolant of the identity's
-columns evaluated at the query points (xform/rules/interpolate.py), times the data; PCHIP
-is a cubic Hermite spline (linear in values and slopes) with its slopes computed in numpy
-from the data, as SciPy computes them. Such an object supports calls and `derivative()`;
-the rest of SciPy's interface (coefficients, integrate, roots, ...) is refused by name.
+The knots (x, the points) must be concrete. An interpolator of traced data evaluates SciPy's
+own interpolator of the concrete data (SciPy's values, xform/rules/interpolate.py); its
+derivative in the data is a weight matrix, SciPy's interpolant of the identity's columns at
+the query points, times the data's tangent (these interpolators are linear in their data;
+PCHIP is a cubic Hermite spline, linear in its values and slopes, whose slopes' tangent comes
+from SciPy's slope formula written in numpy). griddata and RegularGridInterpolator of traced
+values are that weight matrix times the values (SciPy's values up to rounding). A traced-data
+object supports calls and `derivative()`; the rest of SciPy's interface (coefficients,
+integrate, roots, ...) is refused by name.
 """
 from __future__ import annotations
 
@@ -22,8 +25,13 @@ from xform.errors import unsupported_error
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
-from xform.rules.interpolate import Interpolant, interpolant_p
+from xform.ir.avals import ShapedArray
+from xform.ir.interpret import eval_graph
+from xform.rules.interpolate import (DataInterpolator, Interpolant, interpolant_of_data_p,
+                                     interpolant_p, query_axes_at)
+from xform.rules.subgraphs import stage_flat
 from xform.scipy.staging import as_float
+from xform.transforms.derived import jvp_of
 
 
 def _interpolate():
@@ -42,33 +50,23 @@ def _weights(interpolant, query, nu):
 
 
 class _TracedData:
-    """An interpolator whose data is traced: weights (from `_basis`) times `_values`, the
-    data with its interpolation axis first, flattened to (n, K)."""
+    """An interpolator whose data is traced: SciPy's interpolator of the concrete data at each
+    call (xform/rules/interpolate.py), differentiable in the data and the query points."""
 
-    def _traced(self, name, basis, values, trailing, axis, nu=0):
-        self._name, self._basis, self._values = name, basis, values
-        self._trailing, self._data_axis, self._nu = tuple(trailing), axis, nu
+    def _traced(self, interpolator, data, nu=0):
+        self._interpolator, self._data, self._nu = interpolator, data, nu
+        self._name = interpolator.name
 
     def __call__(self, x, nu=0, extrapolate=None):
         if extrapolate is not None:
             raise unsupported_error(f"{self._name}(..., extrapolate=...) on traced data")
-        weights = _weights(self._basis, x, self._nu + nu)
-        out = np.matmul(weights, self._values)
-        out = np.reshape(out, aval(weights).shape[:-1] + self._trailing)
-        return _query_axes_at(out, aval(weights).ndim - 1, self._data_axis)
+        return interpolant_of_data_p.bind(as_float(x), self._data,
+                                          interpolator=self._interpolator, nu=self._nu + nu)
 
     def derivative(self, nu=1):
         derived = copy.copy(self)
         derived._nu = self._nu + nu
         return derived
-
-
-def _query_axes_at(out, n_query, axis):
-    """`out` (query axes first, then the data's other axes) with the query axes where SciPy
-    puts them: in place of the data's interpolation axis."""
-    if axis == 0 or n_query == 0:
-        return out
-    return np.moveaxis(out, tuple(range(n_query)), tuple(range(axis, axis + n_query)))
 
 
 def _refused(attribute):
@@ -92,16 +90,19 @@ def _traced_class(cls):
     return _subclasses[cls]
 
 
-def _data(y, axis, name):
-    """y with its interpolation `axis` first, flattened to (n, K); its other axes; axis."""
+def _along(y, axis, name):
+    """y as float64 and its interpolation axis, made non-negative."""
     y = as_float(y)
     ndim = aval(y).ndim
     if not -ndim <= axis < ndim:
         raise unsupported_error(f"{name} with axis={axis} for {ndim}-d data")
-    axis = axis % ndim
+    return y, axis % ndim
+
+
+def _flat(y, axis):
+    """y with its interpolation axis first, flattened to (n, K); the other axes."""
     moved = np.moveaxis(y, axis, 0)
-    trailing = aval(moved).shape[1:]
-    return np.reshape(moved, (aval(moved).shape[0], -1)), trailing, axis
+    return np.reshape(moved, (aval(moved).shape[0], -1)), aval(moved).shape[1:]
 
 
 def _basis(name, interpolator_of, n):
@@ -117,25 +118,48 @@ def _cubic_spline_init(self, x, y, axis=0, bc_type="not-a-knot", extrapolate=Non
     x = _concrete(x, "knots x", name)
     if not isinstance(bc_type, str) or bc_type == "periodic":
         raise unsupported_error(f"{name}(..., bc_type={bc_type!r}) on traced data")
-    values, trailing, axis = _data(y, axis, name)
-    basis = _basis(name, lambda data: _interpolate().CubicSpline(
-        x, data, bc_type=bc_type, extrapolate=extrapolate), len(x))
+    y, axis = _along(y, axis, name)
+
+    def spline(data, axis):
+        return _interpolate().CubicSpline(x, data, axis=axis, bc_type=bc_type,
+                                          extrapolate=extrapolate)
+    interpolator = DataInterpolator(lambda data, q, nu: spline(data, axis)(q, nu),
+                                    _basis(name, lambda data: spline(data, 0), len(x)), axis,
+                                    name)
     self.__class__ = _traced_class(type(self))
-    self._traced(name, basis, values, trailing, axis)
+    self._traced(interpolator, y)
 
 
 def _pchip_init(self, x, y, axis=0, extrapolate=None):
     name = "scipy.interpolate.PchipInterpolator"
     x = _concrete(x, "knots x", name)
-    values, trailing, axis = _data(y, axis, name)
+    y, axis = _along(y, axis, name)
     n = len(x)
     hermite = _interpolate().CubicHermiteSpline(
         x, np.concatenate([np.eye(n), np.zeros((n, n))], 1),
         np.concatenate([np.zeros((n, n)), np.eye(n)], 1), extrapolate=extrapolate)
-    basis = Interpolant(lambda q, nu: hermite(q, nu), (2 * n,), name)
-    stacked = np.concatenate([values, pchip_slopes(x, values)], 0)
+    interpolator = DataInterpolator(
+        lambda data, q, nu: _interpolate().PchipInterpolator(
+            x, data, axis=axis, extrapolate=extrapolate)(q, nu),
+        Interpolant(lambda q, nu: hermite(q, nu), (2 * n,), name), axis, name,
+        _pchip_tangent(x))
     self.__class__ = _traced_class(type(self))
-    self._traced(name, basis, stacked, trailing, axis)
+    self._traced(interpolator, y)
+
+
+def _pchip_tangent(x):
+    """(values, their tangent), both (n, K) -> the tangents of the values and of PCHIP's
+    slopes, stacked: what the Hermite weights multiply."""
+    slopes = {}
+
+    def tangent(values, values_dot):
+        shape = aval(values).shape
+        if shape not in slopes:
+            slopes[shape] = stage_flat(lambda v: pchip_slopes(x, v),
+                                       [ShapedArray(shape, np.dtype(np.float64))])
+        slopes_dot = eval_graph(jvp_of(slopes[shape], (True,)), values, values_dot)[1]
+        return np.concatenate([values_dot, slopes_dot], 0)
+    return tangent
 
 
 def pchip_slopes(x, y):
@@ -166,12 +190,17 @@ def make_interp_spline(x, y, k=3, t=None, bc_type=None, axis=0, check_finite=Tru
     x = _concrete(x, "knots x", name)
     if not (bc_type is None or isinstance(bc_type, str)):
         raise unsupported_error(f"{name}(..., bc_type={bc_type!r}) on traced data")
-    values, trailing, axis = _data(y, axis, name)
-    basis = _basis(name, lambda data: _interpolate().make_interp_spline(
-        x, data, k=k, t=t, bc_type=bc_type, check_finite=check_finite), len(x))
-    spline = object.__new__(_traced_class(_interpolate().BSpline))
-    spline._traced(name, basis, values, trailing, axis)
-    return spline
+    y, axis = _along(y, axis, name)
+
+    def spline(data, axis):
+        return _interpolate().make_interp_spline(x, data, k=k, t=t, bc_type=bc_type,
+                                                 axis=axis, check_finite=check_finite)
+    interpolator = DataInterpolator(lambda data, q, nu: spline(data, axis)(q, nu),
+                                    _basis(name, lambda data: spline(data, 0), len(x)), axis,
+                                    name)
+    result = object.__new__(_traced_class(_interpolate().BSpline))
+    result._traced(interpolator, y)
+    return result
 
 
 _PIECEWISE_CONSTANT = ("nearest", "nearest-up", "zero", "previous", "next")
@@ -202,14 +231,24 @@ def _interp1d_init(self, x, y, kind="linear", axis=-1, copy=True, bounds_error=N
     if not (isinstance(fill_value, str) or np.all(np.isnan(fill_value))):
         raise unsupported_error(f"{name}(..., fill_value=<a number>) on traced data (an "
                                 "affine, not linear, function of the data)")
-    values, trailing, axis = _data(y, axis, name)
-    n = len(x)
-    identity = _interpolate().interp1d(x, np.eye(n), kind=kind, axis=0,
+    y, axis = _along(y, axis, name)
+
+    def table(data, axis):
+        return _interpolate().interp1d(x, data, kind=kind, axis=axis,
                                        bounds_error=bounds_error, fill_value=fill_value,
                                        assume_sorted=assume_sorted)
-    basis = Interpolant(_interp1d_evaluator(identity, x, np.eye(n), kind), (n,), name)
+
+    def evaluate(data, q, nu):
+        if nu == 0:
+            return table(data, axis)(q)
+        moved = np.moveaxis(data, axis, 0)
+        out = _interp1d_evaluator(None, x, moved, kind)(q, nu)
+        return query_axes_at(out, np.ndim(q), axis)
+    n = len(x)
+    weights = Interpolant(_interp1d_evaluator(table(np.eye(n), 0), x, np.eye(n), kind), (n,),
+                          name)
     self.__class__ = _traced_class(type(self))
-    self._traced(name, basis, values, trailing, axis)
+    self._traced(DataInterpolator(evaluate, weights, axis, name), y)
 
 
 # -- concrete interpolators at traced points --------------------------------------------------
@@ -239,7 +278,7 @@ def _interp1d_call(self, x):
                               tuple(range(np.ndim(q)))), self.x, data, self._kind)
     out = _weights(Interpolant(evaluate, np.shape(data)[1:], "scipy.interpolate.interp1d"),
                    x, 0)
-    return _query_axes_at(out, aval(as_float(x)).ndim, self.axis)
+    return query_axes_at(out, aval(as_float(x)).ndim, self.axis)
 
 
 # -- griddata ---------------------------------------------------------------------------------
@@ -294,7 +333,7 @@ def griddata(points, values, xi, method="linear", fill_value=np.nan, rescale=Fal
         import scipy.spatial
         basis = Interpolant(_barycentric(scipy.spatial.Delaunay(points), len(points)),
                             (len(points),), name, query_rank=1)
-    data, trailing, _ = _data(values, 0, name)
+    data, trailing = _flat(as_float(values), 0)
     weights = _weights(basis, xi, 0)
     return np.reshape(np.matmul(weights, data), aval(weights).shape[:-1] + trailing)
 
