@@ -466,3 +466,23 @@ def test_the_compiled_tier_agrees_with_the_first_call():
         calls = [function(np.array([0.5, -1.0])) for _ in range(3)]
         np.testing.assert_array_equal(calls[0], calls[1])
         np.testing.assert_array_equal(calls[0], calls[2])
+
+
+def test_newton_on_arrays_is_elementwise():
+    """newton on an array solves one scalar equation per element (SciPy's contract): the
+    theorem's system is diagonal, one jvp (or the user's fprime), never an n x n matrix."""
+    n = 3000
+
+    def cube_roots(c, use_fprime):
+        fprime = (lambda x: 3 * x ** 2) if use_fprime else None
+        return so.newton(lambda x: x ** 3 - c, np.ones(n), fprime=fprime, tol=1e-14)
+    c = np.linspace(0.5, 3.0, n)
+    for use_fprime in (False, True):
+        grad = xform.grad(lambda c: np.sum(cube_roots(c, use_fprime)))(c)
+        np.testing.assert_allclose(grad, c ** (-2 / 3) / 3, rtol=1e-9)
+        tangent = xform.jvp(lambda c: cube_roots(c, use_fprime), (c,), (np.ones(n),))[1]
+        np.testing.assert_allclose(tangent, c ** (-2 / 3) / 3, rtol=1e-9)
+    lanes = np.stack([c[:4], 2 * c[:4]])
+    small = xform.vmap(xform.grad(lambda c: np.sum(so.newton(lambda x: x ** 3 - c, np.ones(4),
+                                                             tol=1e-14))))(lanes)
+    np.testing.assert_allclose(small, lanes ** (-2 / 3) / 3, rtol=1e-9)

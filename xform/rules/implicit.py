@@ -104,7 +104,7 @@ def _condition(func, roles, kind) -> Graph:
     def condition(x, *operands):
         direction = np.zeros(x_aval.shape)
         outs = eval_graph(func, x, direction, *operands)
-        if kind == "root":
+        if kind in ("root", "elementwise root"):
             value = outs[roles.index("residual")]
         elif kind == "minimum" and "gradient" in roles:
             value = outs[roles.index("gradient")]
@@ -124,12 +124,12 @@ def _condition(func, roles, kind) -> Graph:
 
 def _by_hessian_products(kind, bounds, n) -> bool:
     """Whether the theorem's linear system is solved by MINRES on Hessian-vector products."""
-    return kind != "root" and bounds is None and n > DENSE_HESSIAN_MAX
+    return kind in ("minimum", "least_squares") and bounds is None and n > DENSE_HESSIAN_MAX
 
 
 def _users_jacobian(kind, roles):
     """The role holding dF/dx as the user gave it to SciPy, or None."""
-    given = {"root": "jacobian", "minimum": "hessian"}.get(kind)
+    given = {"root": "jacobian", "elementwise root": "jacobian", "minimum": "hessian"}.get(kind)
     return given if given in roles else None
 
 
@@ -140,14 +140,24 @@ def _jacobian(func, roles, kind, x, operands):
     given = _users_jacobian(kind, roles)
     if given is not None:
         matrix = eval_graph(func, x, np.zeros(aval(x).shape), *operands)[roles.index(given)]
-        if aval(matrix).shape == aval(x).shape and n > 1:
-            return np.diag(np.ravel(matrix))   # newton's fprime on arrays: element-wise
         return np.reshape(matrix, (n, n))
     condition = _condition(func, roles, kind)
     tangent = jvp_of(condition, (True,) + (False,) * len(operands))
     columns = batch_of(tangent, (NOT_MAPPED,) * (1 + len(operands)) + (0,), n)
     basis = np.reshape(np.eye(n), (n,) + aval(x).shape)
     return np.transpose(eval_graph(columns, x, *operands, basis)[1])
+
+
+def _diagonal(func, roles, x, operands):
+    """dF/dx of an element-wise F (newton on arrays: each element its own scalar equation) as
+    the vector of its diagonal: the user's fprime, or one jvp along ones."""
+    given = _users_jacobian("elementwise root", roles)
+    if given is not None:
+        return np.ravel(eval_graph(func, x, np.zeros(aval(x).shape), *operands)[
+            roles.index(given)])
+    condition = _condition(func, roles, "elementwise root")
+    tangent = jvp_of(condition, (True,) + (False,) * len(operands))
+    return eval_graph(tangent, x, *operands, np.ones(aval(x).shape))[1]
 
 
 def _solution_jvp(primals, tangents, **params):
@@ -161,6 +171,10 @@ def _solution_jvp(primals, tangents, **params):
     condition = _condition(func, roles, kind)
     moved = [t for t, nz in zip(tangents[params["n_starts"]:], nonzeros) if nz]
     rhs = eval_graph(jvp_of(condition, (False,) + nonzeros), x, *operands, *moved)[1]
+    if kind == "elementwise root":
+        diagonal = nonsingular_p.bind(_diagonal(func, roles, x, operands),
+                                      solver=params["solver"], diagonal=True)
+        return x, np.reshape(-rhs / diagonal, aval(x).shape)
     if _by_hessian_products(kind, params["bounds"], np.size(rhs)):
         x_dot = -hessian_solve_p.bind(rhs, x, *operands, condition=condition,
                                       solver=params["solver"])
@@ -204,7 +218,10 @@ def _solution_vjp(primals, x, ct, **params):
     back = vjp_of(condition)
     flat_ct = np.ravel(ct)
     n = int(np.prod(aval(x).shape, dtype=int))
-    if _by_hessian_products(kind, params["bounds"], n):
+    if kind == "elementwise root":
+        weights = flat_ct / nonsingular_p.bind(_diagonal(func, roles, x, operands),
+                                               solver=params["solver"], diagonal=True)
+    elif _by_hessian_products(kind, params["bounds"], n):
         weights = hessian_solve_p.bind(flat_ct, x, *operands, condition=condition,
                                        solver=params["solver"])
     else:
@@ -288,12 +305,22 @@ register(hessian_solve_p, impl=_hessian_solve_impl,
          batch=batch_by_loop(hessian_solve_p), symbolic_zeros=True)
 
 
-def _nonsingular_impl(matrix, *, solver):
-    """`matrix` itself (a copy), if it is numerically invertible; else a SolverError naming
-    the solver at the user's line."""
+def _is_singular(matrix, diagonal) -> bool:
+    """Numerically singular: a matrix (or stack of them) by its condition number, a
+    diagonal (or stack of them) by a zero."""
+    if not np.all(np.isfinite(matrix)):
+        return True
+    if diagonal:
+        return bool(np.any(matrix == 0))
     n = matrix.shape[-1]
-    finite = np.all(np.isfinite(matrix))
-    if not finite or np.any(np.linalg.cond(matrix) * n * np.finfo(np.float64).eps >= 1):
+    return bool(np.any(np.linalg.cond(matrix) * n * np.finfo(np.float64).eps >= 1))
+
+
+def _nonsingular_impl(matrix, *, solver, diagonal=False):
+    """`matrix` itself (a copy), if it is numerically invertible; else a SolverError naming
+    the solver at the user's line. With `diagonal`, `matrix` holds a diagonal matrix's
+    diagonal (its last axis)."""
+    if _is_singular(matrix, diagonal):
         raise SolverError(
             f"{solver.name}: the Jacobian of the solved equations is singular at the "
             "solution, so the solution has no derivative there (implicit function theorem)",
@@ -302,13 +329,14 @@ def _nonsingular_impl(matrix, *, solver):
     return np.array(matrix)
 
 
-def _nonsingular_batch(size, args, dims, *, solver):
-    return nonsingular_p.bind(move_to_front(args[0], dims[0], size), solver=solver), 0
+def _nonsingular_batch(size, args, dims, **params):
+    return nonsingular_p.bind(move_to_front(args[0], dims[0], size), **params), 0
 
 
-register(nonsingular_p, impl=_nonsingular_impl, abstract_eval=lambda matrix, solver: matrix,
-         jvp=lambda primals, tangents, solver: (nonsingular_p.bind(primals[0], solver=solver),
-                                                tangents[0]),
+register(nonsingular_p, impl=_nonsingular_impl,
+         abstract_eval=lambda matrix, **params: matrix,
+         jvp=lambda primals, tangents, **params: (nonsingular_p.bind(primals[0], **params),
+                                                  tangents[0]),
          batch=_nonsingular_batch)
 
 

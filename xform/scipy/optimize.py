@@ -158,7 +158,9 @@ def newton(*args, **kwargs):
                                          f"{result.converged.size} elements did not converge")
         return result.root
     solver = _solver("newton", run)
-    root = staged.solve("root", solver, (x0,) + ((x1,) if x1 is not None else ()))
+    # on arrays each element is its own scalar equation (SciPy's contract): a diagonal
+    root = staged.solve("root" if scalar else "elementwise root", solver,
+                        (x0,) + ((x1,) if x1 is not None else ()))
     if not full_output:
         return root
     return (root, _root_results(root, "newton")) if scalar else \
