@@ -111,7 +111,7 @@ def system(x, p):
 
 
 @pytest.mark.parametrize("how", ["fsolve", "fsolve fprime", "hybr", "lm", "hybr jac=True",
-                                 "krylov"])
+                                 "krylov", "broyden1", "broyden2", "anderson", "df-sane"])
 def test_system_root_against_finite_differences(how):
     def jac(x, p):
         return np.stack([np.stack([2 * x[0], np.ones(())]),
@@ -125,18 +125,20 @@ def test_system_root_against_finite_differences(how):
             return so.fsolve(system, x0, args=(p,), fprime=jac, xtol=1e-13)
         if how == "hybr jac=True":
             return so.root(lambda x: (system(x, p), jac(x, p)), x0, jac=True, tol=1e-13).x
-        if how == "krylov":
-            return so.root(system, x0, args=(p,), method="krylov",
-                           options={"fatol": 1e-13}).x
+        if how in ("krylov", "broyden1", "broyden2", "anderson", "df-sane"):
+            return so.root(system, x0, args=(p,), method=how, options={"fatol": 1e-12}).x
         return so.root(system, x0, args=(p,), method=how, tol=1e-13).x
     p = np.array([2.0, 0.3])
     x = solve(p)
-    np.testing.assert_allclose(xform.jit(solve)(p), x, rtol=1e-15)
+    np.testing.assert_array_equal(xform.jit(solve)(p), x)
     jacobian = xform.jacfwd(solve)(p)
     # at the solver's own solution: dx/dp = J_x^-1 (F_p = -I)
     np.testing.assert_allclose(jacobian, np.linalg.inv(jac(x, p)), rtol=1e-8)
     np.testing.assert_allclose(xform.jacrev(solve)(p), jacobian, rtol=1e-12)
-    np.testing.assert_allclose(jacobian, central(solve, p), rtol=1e-5, atol=1e-7)
+    # differences of the quasi-Newton solvers' output are as rough as their stopping rule
+    rough = how in ("krylov", "broyden1", "broyden2", "anderson", "df-sane")
+    np.testing.assert_allclose(jacobian, central(solve, p), rtol=1e-3 if rough else 1e-5,
+                               atol=1e-7)
 
 
 def test_root_result_carries_the_residual():
