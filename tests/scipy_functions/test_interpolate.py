@@ -116,6 +116,29 @@ def test_regular_grid_in_points(method):
     check_grads(f, (POINTS,), order=2, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("method", ["linear", "slinear", "cubic_legacy"])
+def test_regular_grid_in_values(method):
+    grid = (np.linspace(0, 1, 7), np.linspace(0, 2, 6))
+
+    def f(a, points):
+        values = np.sin(a * grid[0][:, None] + 2 * grid[1][None, :])
+        return si.RegularGridInterpolator(grid, values, method=method)(points)
+    np.testing.assert_allclose(xform.jit(f)(0.8, POINTS), f(0.8, POINTS), rtol=1e-14)
+    check_grads(lambda a: f(a, POINTS), (0.8,), order=2, rtol=1e-6, atol=1e-8)
+
+
+def test_regular_grid_methods_refused_on_traced_values():
+    def f(a, method):
+        values = np.sin(a * GRID[0][:, None] + 2 * GRID[1][None, :])
+        return si.RegularGridInterpolator(GRID, values, method=method)(POINTS)
+    for method in ("cubic", "pchip"):     # an iterative solve; not linear in the values
+        with pytest.raises(UnsupportedError, match=method):
+            xform.grad(lambda a: np.sum(f(a, method)))(0.8)
+    legacy = si.RegularGridInterpolator(GRID, np.ones((5, 4)), method="cubic_legacy")
+    with pytest.raises(UnsupportedError, match="query points"):
+        xform.grad(lambda p: np.sum(legacy(p)))(POINTS)
+
+
 def test_regular_grid_in_values_and_points():
     def f(a, points):
         values = np.sin(a * GRID[0][:, None] + 2 * GRID[1][None, :])

@@ -8,16 +8,18 @@ tangent, its derivative in the query the interpolator one derivative higher.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import attrs
 import numpy as np
 
+from xform.errors import UnsupportedError
 from xform.ir.ad import NOT_MAPPED, Zero, aval
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.rules import register
 from xform.rules.subgraphs import batch_by_loop
+from xform.source_info import user_frame_info
 
 interpolant_p = Primitive("interpolant")
 
@@ -28,12 +30,14 @@ class Interpolant:
     for 1-D interpolants (each query element is a point; the result has shape
     query.shape + out_shape) and 1 for n-dimensional ones (the last axis of the query holds
     a point's d coordinates; the result has shape query.shape[:-1] + out_shape + (d,) * nu,
-    the partial derivatives last)."""
+    the partial derivatives last). `max_nu` (None: any) is the highest derivative SciPy
+    computes; asking for more is refused by name."""
 
     evaluate: Callable
     out_shape: tuple
     name: str
     query_rank: int = 0
+    max_nu: Any = None
 
     def __repr__(self) -> str:
         return self.name
@@ -59,6 +63,9 @@ def _interpolant_jvp(primals, tangents, *, interpolant, nu):
     out = interpolant_p.bind(query, interpolant=interpolant, nu=nu)
     if type(query_dot) is Zero:
         return out, Zero(aval(out))
+    if interpolant.max_nu is not None and nu + 1 > interpolant.max_nu:
+        raise UnsupportedError(f"the derivative of {interpolant.name} in its query points "
+                               "(SciPy computes none for this method)", user_frame_info())
     slope = interpolant_p.bind(query, interpolant=interpolant, nu=nu + 1)
     n_points = aval(query).ndim - interpolant.query_rank
     n_out = len(interpolant.out_shape) + nu * interpolant.query_rank

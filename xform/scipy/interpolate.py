@@ -1,8 +1,9 @@
 """scipy.interpolate on tracers: CubicSpline, make_interp_spline, interp1d, PchipInterpolator
 and griddata (linear), differentiable in the data values and the query points; calling an
 interpolator of concrete data (a PPoly, a BSpline, interp1d) at traced points, too.
-RegularGridInterpolator: SciPy's own code runs on traced values at concrete points; at traced
-points it is a stand-in.
+RegularGridInterpolator at traced points or of traced values (linear, nearest, slinear and
+the legacy spline methods; cubic and quintic solve for their spline iteratively and pchip is
+not linear in the values, so those are refused on traced values).
 
 The knots (x, the points) must be concrete. An interpolator of traced data evaluates SciPy's
 own interpolator of the concrete data (SciPy's values, xform/rules/interpolate.py); its
@@ -378,6 +379,14 @@ def _grid_evaluator(grid_interpolator, method):
     return evaluate
 
 
+# Methods whose derivative in the points SciPy computes (the others are piecewise constant or
+# have none); methods linear in the values by a direct solve (cubic and quintic solve
+# iteratively, pchip is not linear)
+_GRID_POINT_DERIVATIVES = ("linear", "nearest", "slinear", "cubic", "quintic")
+_GRID_LINEAR_IN_VALUES = ("linear", "nearest", "slinear", "slinear_legacy", "cubic_legacy",
+                          "quintic_legacy")
+
+
 def _grid_call(self, xi, method=None, *, nu=None):
     name = "scipy.interpolate.RegularGridInterpolator"
     if nu is not None:
@@ -385,10 +394,15 @@ def _grid_call(self, xi, method=None, *, nu=None):
     method = method or self.method
     d = len(self.grid)
     xi = as_float(xi)
+    max_nu = None if method in _GRID_POINT_DERIVATIVES else 0
     if type(self.values) is not Tracer:
         interpolant = Interpolant(_grid_evaluator(self, method),
-                                  np.shape(self.values)[d:], name, query_rank=1)
+                                  np.shape(self.values)[d:], name, query_rank=1,
+                                  max_nu=max_nu)
         return _weights(interpolant, xi, 0)
+    if method not in _GRID_LINEAR_IN_VALUES:
+        raise unsupported_error(f"{name}(..., method={method!r}) on traced values (use "
+                                "'linear', 'slinear' or 'cubic_legacy')")
     if self.fill_value is not None and not np.isnan(self.fill_value):
         raise unsupported_error(f"{name}(..., fill_value=<a number>) on traced values and "
                                 "points (an affine, not linear, function of the values)")
@@ -398,10 +412,43 @@ def _grid_call(self, xi, method=None, *, nu=None):
         self.grid, np.reshape(np.eye(n), grid_shape + (n,)), method=method,
         bounds_error=self.bounds_error, fill_value=self.fill_value)
     weights = _weights(Interpolant(_grid_evaluator(identity, method), (n,), name,
-                                   query_rank=1), xi, 0)
+                                   query_rank=1, max_nu=max_nu), xi, 0)
     data = np.reshape(self.values, (n, -1))
     return np.reshape(np.matmul(weights, data),
                       aval(weights).shape[:-1] + aval(self.values).shape[d:])
+
+
+def _grid_init(self, points, values, method="linear", bounds_error=True, fill_value=np.nan,
+               **solver):
+    """RegularGridInterpolator of traced values with a method that precomputes a spline from
+    them: SciPy's checks on zeros of the values' shape, then the traced values kept (calls
+    go through `_grid_call`: the identity's interpolant times the values)."""
+    name = "scipy.interpolate.RegularGridInterpolator"
+    if solver:
+        raise unsupported_error(f"{name}(..., solver=...) on traced values")
+    values = as_float(values)
+    original = _interpolate().RegularGridInterpolator.__init__
+    original(self, points, np.zeros(aval(values).shape), method=method,
+             bounds_error=bounds_error, fill_value=fill_value)
+    if self._descending_dimensions:
+        values = np.flip(values, axis=self._descending_dimensions)
+    self._values = values
+
+
+def _precomputes_from_traced_values(args, kwargs) -> bool:
+    """RegularGridInterpolator.__init__ on traced values with a spline method (which SciPy
+    builds from the values at once)."""
+    values = args[2] if len(args) > 2 else kwargs.get("values")
+    method = args[3] if len(args) > 3 else kwargs.get("method", "linear")
+    methods = _interpolate().RegularGridInterpolator._SPLINE_METHODS
+    return type(values) is Tracer and method in methods
+
+
+def _grid_call_needed(args, kwargs) -> bool:
+    """A call at traced points, or of an interpolator holding traced values (SciPy's code
+    reads their memory layout)."""
+    return type(getattr(args[0], "_values", None)) is Tracer or any(
+        type(a) is Tracer for a in args[1:]) or any(type(v) is Tracer for v in kwargs.values())
 
 
 def _install():
@@ -417,7 +464,10 @@ def _install():
     stand_in(_PPolyBase.__call__, _ppoly_call)
     stand_in(BSpline.__call__, _bspline_call)
     stand_in(_Interpolator1D.__call__, _interp1d_call)
-    stand_in(scipy_interpolate.RegularGridInterpolator.__call__, _grid_call)
+    stand_in(scipy_interpolate.RegularGridInterpolator.__call__, _grid_call,
+             when=_grid_call_needed)
+    stand_in(scipy_interpolate.RegularGridInterpolator.__init__, _grid_init,
+             when=_precomputes_from_traced_values)
 
 
 stand_in_when_imported("scipy.interpolate", _install)
