@@ -488,3 +488,19 @@ def test_newton_on_arrays_is_elementwise():
     small = xform.vmap(xform.grad(lambda c: np.sum(so.newton(lambda x: x ** 3 - c, np.ones(4),
                                                              tol=1e-14))))(lanes)
     np.testing.assert_allclose(small, lanes ** (-2 / 3) / 3, rtol=1e-9)
+
+
+def test_shapes_as_scipys():
+    """fsolve, root, minimize and least_squares call the functions with a 1-D x and return
+    one, also from a scalar start; minimize refuses a 2-D x0 as SciPy does."""
+    def residual(x, c):
+        assert np.ndim(x) == 1
+        return x ** 2 - c
+    for solve in (lambda c: so.fsolve(residual, 1.0, args=(c,)),
+                  lambda c: so.root(residual, 1.0, args=(c,)).x,
+                  lambda c: so.minimize(lambda x: np.sum(residual(x, c) ** 2), 1.0).x,
+                  lambda c: so.least_squares(residual, 1.0, args=(c,)).x):
+        assert solve(2.0).shape == xform.jit(solve)(2.0).shape == (1,)
+        assert xform.jacrev(solve)(2.0).shape == (1,)
+    with pytest.raises(xform.ShapeError, match="one dimension"):
+        xform.jit(lambda a: so.minimize(lambda x: np.sum((x - a) ** 2), np.ones((2, 2))).x)(1.0)

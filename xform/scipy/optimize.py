@@ -17,7 +17,7 @@ import types
 
 import numpy as np
 
-from xform.errors import SolverError, unsupported_error
+from xform.errors import SolverError, shape_error, unsupported_error
 from xform.ir.ad import aval
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
@@ -84,6 +84,17 @@ def _tupled(value):
 
 def _shape_of(x0):
     return aval(staged_array(x0)).shape
+
+
+def _flat_shape_of(x0, one_dimensional=None):
+    """(size,): fsolve, root, minimize and least_squares flatten x0 (at least 1-D) and call
+    the functions with, and return, a 1-D x. minimize and least_squares (named by
+    `one_dimensional`) refuse an x0 of more dimensions, as SciPy does."""
+    shape = _shape_of(x0)
+    if one_dimensional and len(shape) > 1:
+        raise shape_error(f"scipy.optimize.{one_dimensional}: x0 must have one dimension, "
+                          f"got shape {shape}")
+    return (int(np.prod(shape, dtype=int)),)
 
 
 def _optimize():
@@ -227,7 +238,7 @@ def fsolve(*args, **kwargs):
 
     def together(x, d, a):
         return (func(x, *a),) + ((fprime(x, *a),) if fprime is not None else ())
-    staged = _Staged(together, roles, _shape_of(x0), user_args)
+    staged = _Staged(together, roles, _flat_shape_of(x0), user_args)
 
     def run(functions, x0):
         x, info, ier, message = _optimize().fsolve(
@@ -254,7 +265,7 @@ def root(*args, **kwargs):
         if jac is True:
             return tuple(fun(x, *a))[:2]
         return (fun(x, *a),) + ((jac(x, *a),) if callable(jac) else ())
-    staged = _Staged(together, roles, _shape_of(x0), user_args)
+    staged = _Staged(together, roles, _flat_shape_of(x0), user_args)
 
     def run(functions, x0):
         if jac is True:
@@ -346,7 +357,7 @@ def minimize(*args, **kwargs):
         outs += [hess(x, *a)] if callable(hess) else []
         outs += [hessp(x, d, *a)] if callable(hessp) else []
         return tuple(outs)
-    staged = _Staged(together, roles, _shape_of(x0), user_args)
+    staged = _Staged(together, roles, _flat_shape_of(x0, "minimize"), user_args)
     n = int(np.prod(staged.shape, dtype=int))
 
     def run(functions, x0):
@@ -411,7 +422,8 @@ def least_squares(*args, **kwargs):
         residual = fun(x, *a, **kw)
         outs = (residual,) + ((jac(x, *a, **kw),) if callable(jac) else ())
         return outs + ((_robust_cost(residual, loss, f_scale),) if robust else ())
-    staged = _Staged(together, roles, _shape_of(x0), (user_args, user_kwargs))
+    staged = _Staged(together, roles, _flat_shape_of(x0, "least_squares"),
+                     (user_args, user_kwargs))
     n = int(np.prod(staged.shape, dtype=int))
 
     def run(functions, x0):
