@@ -504,3 +504,11 @@ def test_shapes_as_scipys():
         assert xform.jacrev(solve)(2.0).shape == (1,)
     with pytest.raises(xform.ShapeError, match="one dimension"):
         xform.jit(lambda a: so.minimize(lambda x: np.sum((x - a) ** 2), np.ones((2, 2))).x)(1.0)
+
+
+def test_a_solve_of_constants_inside_a_staged_function_is_scipys_own():
+    def f(a):
+        result = so.minimize(lambda x: np.sum((x - 1.0) ** 2), np.zeros(2))   # constants
+        assert type(result.nit) is int                  # SciPy's full result, counters too
+        return a * np.sum(result.x)
+    assert xform.grad(f)(2.0) == pytest.approx(2.0, rel=1e-6)

@@ -7,7 +7,8 @@ respect to everything the functions close over or receive through `args`.
 
 What the result objects hold: the solution (traced), the function values at it (`fun`, `cost`,
 traced), `success=True` (a solve that fails raises SolverError at the user's line); SciPy's
-counters (nit, nfev, ...) are not known while staging and are absent.
+counters (nit, nfev, ...) are not known while staging and are absent. A solve that nothing
+traced reaches is SciPy's own call, whole result included.
 """
 from __future__ import annotations
 
@@ -22,11 +23,17 @@ from xform.ir.ad import aval
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.interpret import eval_graph
+from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
 from xform.numpy.stand_ins import code_outside_staging, stand_in, stand_in_when_imported
 from xform.rules.implicit import Solver, solution_p, solving
 from xform.scipy.staging import F64, as_float, stage_with_args
 from xform.source_info import user_frame_info
+
+class _NothingTraced(Exception):
+    """Nothing the solve depends on is traced: SciPy's call runs as it is (its full result,
+    counters included)."""
+
 
 class _Staged:
     """The user's functions of one solver call staged together as one graph of
@@ -39,6 +46,8 @@ class _Staged:
 
     def solve(self, kind, solver, starts, bounds=None):
         starts = [as_float(s) for s in starts]
+        if not any(type(v) is Tracer for v in starts + self.operands):
+            raise _NothingTraced()
         return solution_p.bind(*starts, *self.operands, func=self.graph, roles=self.roles,
                                kind=kind, shape=self.shape, n_starts=len(starts),
                                solver=solver, bounds=bounds)
@@ -450,6 +459,15 @@ STAND_INS = {"brentq": _bracketing("brentq"), "brenth": _bracketing("brenth"),
              "least_squares": least_squares}
 
 
+def _eager_when_untraced(name, replacement):
+    def stand_in(*args, **kwargs):
+        try:
+            return replacement(*args, **kwargs)
+        except _NothingTraced:
+            return getattr(_optimize(), name)(*args, **kwargs)
+    return stand_in
+
+
 def _staging(args, kwargs) -> bool:
     # the functions may close over traced values that no argument shows; SciPy's solvers
     # calling each other inside a solve run as they are
@@ -459,7 +477,8 @@ def _staging(args, kwargs) -> bool:
 def _install():
     import scipy.optimize
     for name, replacement in STAND_INS.items():
-        stand_in(getattr(scipy.optimize, name), replacement, when=_staging)
+        stand_in(getattr(scipy.optimize, name), _eager_when_untraced(name, replacement),
+                 when=_staging)
 
 
 stand_in_when_imported("scipy.optimize", _install)
