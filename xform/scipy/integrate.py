@@ -161,13 +161,23 @@ def _differs(end, t_eval, index) -> bool:
 
 # -- integrals ------------------------------------------------------------------------------
 
-def _integral(func, a, b, args, options, name):
-    """integral_p of func(t, *args) over [a, b]: [value, error estimate]."""
-    graph, operands = stage_with_args(lambda t, a: (func(t, *a),),
-                                      [ShapedArray((), F64)], tuple(args))
-    return integral_p.bind(as_float(a), as_float(b), *operands, func=graph,
-                           options=tuple(sorted(options.items())), name=name,
-                           source=user_frame_info())
+class _Integrand:
+    """An integrand func(t, *args) staged once; `traced` says whether the integral depends
+    on a traced value (else SciPy's own call runs, whole result included)."""
+
+    def __init__(self, func, a, b, args):
+        args = args if isinstance(args, tuple) else (args,)
+        self.graph, self.operands = stage_with_args(lambda t, a: (func(t, *a),),
+                                                    [ShapedArray((), F64)], args)
+        self.limits = (as_float(a), as_float(b))
+        self.traced = any(type(v) is Tracer for v in list(self.limits) + self.operands)
+
+    def integral(self, options, name):
+        """[value, error estimate] by integral_p."""
+        options = {k: v for k, v in options.items() if v is not None}
+        return integral_p.bind(*self.limits, *self.operands, func=self.graph,
+                               options=tuple(sorted(options.items())), name=name,
+                               source=user_frame_info())
 
 
 _QUAD_DEFAULTS = {"weight": None, "wvar": None, "wopts": None, "complex_func": False}
@@ -179,17 +189,20 @@ def quad(func, a, b, args=(), full_output=0, epsabs=1.49e-08, epsrel=1.49e-08, l
     """scipy.integrate.quad: (value, error estimate), the value differentiable in the
     integrand's parameters (args and closed-over values) and in the limits, infinite ones
     included. weight=, complex_func= and full_output= are not supported."""
+    import scipy.integrate
+    integrand = _Integrand(func, a, b, args)
+    if not integrand.traced:
+        return scipy.integrate.quad(func, a, b, args, full_output, epsabs, epsrel, limit,
+                                    points, weight, wvar, wopts, maxp1, limlst, complex_func)
     given = dict(weight=weight, wvar=wvar, wopts=wopts, complex_func=complex_func)
     changed = [k for k, v in given.items() if v is not _QUAD_DEFAULTS[k]
                and v != _QUAD_DEFAULTS[k]]
     if changed or full_output:
         raise unsupported_error(f"scipy.integrate.quad(..., "
                                 f"{(changed or ['full_output'])[0]}=...)")
-    options = dict(epsabs=epsabs, epsrel=epsrel, limit=limit)
-    if points is not None:
-        options["points"] = tuple(float(p) for p in points)
-    value, error = _integral(func, a, b, args if isinstance(args, tuple) else (args,),
-                             options, "scipy.integrate.quad")
+    points = None if points is None else tuple(float(p) for p in points)
+    value, error = integrand.integral(dict(epsabs=epsabs, epsrel=epsrel, limit=limit,
+                                           points=points), "scipy.integrate.quad")
     return value, error
 
 
@@ -198,14 +211,17 @@ def quad_vec(f, a, b, epsabs=1e-200, epsrel=1e-08, norm="2", cache_size=10000000
              args=()):
     """scipy.integrate.quad_vec: (value, error estimate) of a vector-valued integrand,
     differentiable as quad's. workers= and full_output= are not supported."""
+    import scipy.integrate
+    integrand = _Integrand(f, a, b, args)
+    if not integrand.traced:
+        return scipy.integrate.quad_vec(f, a, b, epsabs, epsrel, norm, cache_size, limit,
+                                        workers, points, quadrature, full_output, args=args)
     if workers != 1 or full_output:
         raise unsupported_error("scipy.integrate.quad_vec(..., workers/full_output=...)")
     options = dict(epsabs=epsabs, epsrel=epsrel, norm=norm, cache_size=cache_size,
                    limit=limit, quadrature=quadrature,
                    points=None if points is None else tuple(float(p) for p in points))
-    options = {k: v for k, v in options.items() if v is not None}
-    value, error = _integral(f, a, b, args if isinstance(args, tuple) else (args,), options,
-                             "scipy.integrate.quad_vec")
+    value, error = integrand.integral(options, "scipy.integrate.quad_vec")
     return value, error
 
 
