@@ -89,6 +89,10 @@ def test_the_solvers_own_times_and_events_are_refused_by_name():
         return solve_ivp(oscillator, (0.0, 2.0), np.array([1.0, 0.0]), args=(k,)).y[0, 3]
     with pytest.raises(UnsupportedError, match="t_eval"):
         xform.grad(all_states)(1.0)
+    for use in (len, np.asarray, lambda y: y.shape):
+        with pytest.raises(UnsupportedError, match="t_eval"):
+            xform.jit(lambda k: use(solve_ivp(oscillator, (0.0, 2.0), np.array([1.0, 0.0]),
+                                              args=(k,)).y))(1.0)
 
     def with_events(k):
         return solve_ivp(oscillator, (0.0, 2.0), np.array([1.0, 0.0]), args=(k,),

@@ -128,8 +128,14 @@ class _EndsOf:
         raise unsupported_error(_ENDS_ONLY + f", not [{key!r}]: pass t_eval=..., or "
                                 "dense_output=True and call sol.sol(t)")
 
-    def __array__(self, *args, **kwargs):
+    def _refuse(self, *args, **kwargs):
         raise unsupported_error(_ENDS_ONLY + ": pass t_eval=... for the states at given times")
+
+    __array__ = __len__ = __iter__ = _refuse
+
+    @property
+    def shape(self):
+        self._refuse()
 
 
 def _Ends(start, end, states):
