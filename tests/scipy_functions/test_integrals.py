@@ -160,3 +160,11 @@ def test_an_integral_of_constants_inside_a_staged_function_is_scipys_own():
         assert type(value) is float and type(error) is float
         return a * value
     assert xform.grad(f)(2.0) == pytest.approx(np.e - 1, rel=1e-12)
+
+
+def test_quad_vec_of_a_scalar_integrand():
+    def f(a):
+        return si.quad_vec(lambda t: np.exp(-a * t), 0.0, 1.0, epsrel=1e-12, norm="max")[0]
+    a = 0.7
+    assert xform.jit(f)(a) == f(a)
+    assert xform.grad(f)(a) == pytest.approx((np.exp(-a) * (a + 1) - 1) / a ** 2, rel=1e-9)

@@ -28,13 +28,15 @@ def _integral_impl(lower, upper, *operands, func, options, name, source):
     run = compiled(func)
     shape = func.outputs[0].aval.shape
     lower, upper = float(lower), float(upper)
-    if shape == ():
+    if shape == () and name.endswith(".quad"):
         value, error, *info = scipy.integrate.quad(
             lambda t: float(run(np.float64(t), *operands)[0]), lower, upper,
             full_output=1, **dict(options))
         if len(info) > 1:
             warnings.warn(info[1], scipy.integrate.IntegrationWarning, stacklevel=2)
         return [np.float64(value), np.float64(error)]
+    # (a scalar quad's derivatives integrate several values at once: quad_vec, with quad's
+    # tolerances, subinterval limit and break points)
     quad_vec_options = {k: v for k, v in options if k not in ("limit", "points") or v}
     value, error = scipy.integrate.quad_vec(lambda t: run(np.float64(t), *operands)[0],
                                             lower, upper, **quad_vec_options)
