@@ -1,7 +1,7 @@
 """scipy.integrate staged unmodified (xform/scipy/integrate.py, xform/rules/ode.py): odeint
 and solve_ivp values against SciPy; gradients in y0, the time points, args and closed-over
 values against autograd's odeint (the same adjoint method) and finite differences; vmap
-against a loop; forward mode refused with an xform error."""
+against a loop; forward mode and second order against reverse mode and differences."""
 import autograd
 import autograd.numpy as anp
 import numpy as np
@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from scipy.integrate import odeint, solve_ivp
 
 import xform
-from xform.errors import UnsupportedError
 from xform.testing import strategies as xst
 
 TOL = dict(rtol=1e-10, atol=1e-10)
@@ -144,13 +143,22 @@ def test_vmap_matches_loop():
                                rtol=1e-12)
 
 
-def test_forward_mode_is_refused_at_the_users_line():
-    def f(k):
-        return odeint(damped, np.ones(2), np.linspace(0, 1, 3), args=(k, 0.0))  # user line
-    with pytest.raises(UnsupportedError) as info:
-        xform.jvp(f, (np.ones(2),), (np.ones(2),))
-    assert "forward-mode" in str(info.value) and "odeint" in str(info.value)
-    assert "test_scipy_integrate.py" in str(info.value)
+def test_forward_mode_and_second_order_against_reverse_and_differences():
+    """jvp solves the tangent with the state; the adjoint is made of odeint equations, so
+    hessian (forward over the adjoint) and jacrev of jacrev exist too."""
+    y0, t, k, c = np.array([1.0, -0.5]), np.linspace(0.0, 1.5, 4), np.array([0.8, 0.3]), 0.2
+    for forward, reverse in zip(xform.jacfwd(loss, (0, 1, 2))(y0, t, k, c),
+                                xform.jacrev(loss, (0, 1, 2))(y0, t, k, c)):
+        np.testing.assert_allclose(forward, reverse, rtol=1e-6, atol=1e-8)
+    hessian = xform.hessian(loss, 2)(y0, t, k, c)
+    np.testing.assert_allclose(hessian, hessian.T, rtol=1e-6)
+    step = 1e-5
+    differences = np.stack([(xform.grad(loss, 2)(y0, t, k + e, c) -
+                             xform.grad(loss, 2)(y0, t, k - e, c)) / (2 * step)
+                            for e in np.eye(2) * step])
+    np.testing.assert_allclose(hessian, differences, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(xform.jacrev(xform.jacrev(loss, 2), 2)(y0, t, k, c), hessian,
+                               rtol=1e-6, atol=1e-8)
 
 
 def test_scipy_untouched_outside_staging():

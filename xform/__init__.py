@@ -10,11 +10,12 @@ from xform.api import (closure_convert, eval_shape, grad, hessian, jacfwd, jacre
                        linear_transpose, linearize, make_graph, value_and_grad, vjp, vmap)
 from xform.runtime.cache import cache_info, clear_cache, set_cache_size
 from xform.runtime.config import config
-from xform.errors import (CapturedArrayWarning, ConcretizationError, GraphCheckError, MissingRuleError,
-                          OutOfMemoryError, PathLimitError, PathLimitWarning, RegistrationError,
-                          RuleError, RestagingWarning, ShapeError, SideEffectError,
-                          StagingRecursionError, TreeMismatchError, TypeCheckError,
-                          UnstagedEffectWarning, UnsupportedError, XformError)
+from xform.errors import (CapturedArrayWarning, ConcretizationError, GraphCheckError,
+                          MissingRuleError, OutOfMemoryError, PathLimitError, PathLimitWarning,
+                          RegistrationError, RuleError, RestagingWarning, ShapeError,
+                          SideEffectError, SolverError, StagingRecursionError,
+                          TreeMismatchError, TypeCheckError, UnstagedEffectWarning,
+                          UnsupportedError, XformError)
 from xform.ir.avals import ShapedArray, float0
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.interpret import eval_graph
@@ -36,10 +37,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CapturedArrayWarning", "ConcretizationError", "Equation", "Graph", "GraphCheckError",
-    "Literal", "MissingRuleError", "OutOfMemoryError", "PathLimitError", "PathLimitWarning", "Primitive", "RegistrationError",
-    "RestagingWarning", "RuleError", "ShapeError", "ShapedArray", "SideEffectError",
-    "StagingRecursionError", "TreeMismatchError", "TypeCheckError", "UnstagedEffectWarning",
-    "UnsupportedError", "Var", "XformError", "batch_graph", "cache_info",
+    "Literal", "MissingRuleError", "OutOfMemoryError", "PathLimitError", "PathLimitWarning",
+    "Primitive", "RegistrationError", "RestagingWarning", "RuleError", "ShapeError",
+    "ShapedArray", "SideEffectError", "SolverError", "StagingRecursionError",
+    "TreeMismatchError", "TypeCheckError", "UnstagedEffectWarning", "UnsupportedError", "Var",
+    "XformError", "batch_graph", "cache_info",
     "clear_cache", "closure_convert", "cond", "config", "context", "custom_jvp", "custom_vjp",
     "eval_graph", "eval_shape", "float0", "fori_loop", "function", "grad", "hessian", "implements",
     "index_add", "jacfwd", "jacrev", "jit", "jvp", "jvp_graph", "linear_transpose", "linearize",

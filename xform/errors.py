@@ -180,6 +180,17 @@ class SideEffectError(XformError, RuntimeError):
     """
 
 
+class SolverError(XformError, RuntimeError):
+    """A SciPy solver inside a transformed function failed where its result is needed.
+
+    Triggered by `scipy.optimize.brentq` (or fsolve, minimize, quad, ...) not converging on
+    the values of this call, or by a derivative of a root or minimum whose Jacobian (Hessian)
+    is singular there, so the implicit function theorem gives no derivative. Fix: loosen or
+    correct the solver's options (bracket, start, tolerances, maxiter), or reformulate so
+    the solution is isolated.
+    """
+
+
 def not_callable_error(fun, transform: str) -> TypeCheckError:
     """`transform` was given `fun`, which cannot be called (checked when the transform is
     made, as JAX does, not at its first call)."""

@@ -153,7 +153,8 @@ def coverage_markdown() -> str:
     import xform  # noqa: F401  (registers the tables)
     from xform.numpy import FUNCTIONS, UFUNCS, numpy_name
     from xform.numpy import stand_ins
-    for name in ("special", "stats", "linalg", "signal", "integrate", "fft"):
+    for name in ("special", "stats", "linalg", "signal", "integrate", "fft", "optimize",
+                 "interpolate"):
         importlib.import_module(f"scipy.{name}")
     stand_ins.install_pending()
     from xform.scipy import fft as sfft, integrate, linalg, signal
@@ -184,8 +185,10 @@ def coverage_markdown() -> str:
         kind = getattr(_replacement(swap), "__qualname__", "")
         if kind.startswith(("_named.", "_refuse.")):   # xform.scipy.naming, stats._refuse
             refused.add(full)
+        elif full.endswith(".__call__"):    # a concrete interpolator at traced points
+            continue
         else:
-            add(full)
+            add(full.removesuffix(".__init__"))   # a class of traced data: its name
     for name in sfft.SAME_AS_NUMPY:
         add(f"scipy.fft.{name}")
     for name in integrate.STAND_INS:
@@ -213,7 +216,13 @@ def coverage_markdown() -> str:
     out += ["", "`scipy.stats` distributions (`logpdf`, `pdf`, `logcdf`, `cdf`, `logsf`, `sf`; "
             "frozen too): " + ", ".join(f"`{n}`" for n in continuous) + "; discrete (`logpmf`, "
             "`pmf`, `logcdf`, `cdf`, `logsf`, `sf`): " + ", ".join(f"`{n}`" for n in discrete)
-            + "; `multivariate_normal` and `dirichlet` (`logpdf`, `pdf`).", ""]
+            + "; `multivariate_normal` and `dirichlet` (`logpdf`, `pdf`).", "",
+            "`scipy.optimize`'s solvers run SciPy's own solver and are differentiated by the "
+            "implicit function theorem; `scipy.integrate`'s quadratures under the integral and "
+            "at the limits; `scipy.interpolate`'s interpolators (and `PPoly`, `BSpline`, "
+            "`interp1d`, `RegularGridInterpolator` objects of concrete data called at traced "
+            "points) in their data and query points. The README's SciPy table says what each "
+            "supports.", ""]
     if refused:
         out += ["### Named failures\n",
                 "These raise an xform error naming the SciPy function at your line when called "

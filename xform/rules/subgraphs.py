@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xform.ir.ad import Undefined, Zero, aval, instantiate, zeros
+from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front, zeros
 from xform.ir.builder import stage_function
 from xform.ir.core import Graph
 from xform.ir.tracer import Tracer
@@ -41,6 +41,20 @@ def stage_flat(fun, avals) -> Graph:
 def lane_mask(mask, like, size):
     """`mask` of shape (size,) shaped to broadcast against batched `like`."""
     return np.reshape(mask, (size,) + (1,) * (len(aval(like).shape) - 1))
+
+
+def batch_by_loop(prim):
+    """A batch rule binding `prim` once per lane and stacking: for primitives whose impl runs
+    an adaptive solver of SciPy's (each lane is its own solve, with its own steps)."""
+    def batch(size, args, dims, **params):
+        lanes = [move_to_front(x, d, size) if d is not NOT_MAPPED else None
+                 for x, d in zip(args, dims)]
+        outs = [prim.bind(*[x if lane is None else lane[i] for x, lane in zip(args, lanes)],
+                          **params) for i in range(size)]
+        if prim.multiple_results:
+            return [np.stack(parts) for parts in zip(*outs)], [0] * len(outs[0])
+        return np.stack(outs), 0
+    return batch
 
 
 def transpose_from_vjp(vjp, abstract_eval):
