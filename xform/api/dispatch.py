@@ -521,7 +521,8 @@ class Transformed(CachedCall):
             if walk_incomplete():
                 # Code the walk could not follow may draw where no equation stands for the
                 # draw: a second staging on the same values tells.
-                if impure(self.fun) or not same_values(staged, stage_path(leaves)[4]):
+                if impure(self.fun) or not same_values(staged, staged_again(stage_path,
+                                                                            leaves)):
                     hidden_effects_found(self.fun)
                     note_impure(self.fun)
             if not decisions:
@@ -560,6 +561,14 @@ def note_impure(fun) -> None:
         _impure.add(fun)
     except TypeError:
         pass
+
+
+def staged_again(stage_path, leaves):
+    """The values of a second staging of the path `leaves` take, whose warnings (SciPy's,
+    numpy's) the first staging gave already."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return stage_path(leaves)[4]
 
 
 def same_values(first, second) -> bool:

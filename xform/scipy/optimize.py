@@ -25,6 +25,7 @@ from xform.ir.builder import current_builder
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
+from xform.numpy.protocol import with_constants_read
 from xform.numpy.stand_ins import code_outside_staging, stand_in, stand_in_when_imported
 from xform.rules.implicit import Solver, solution_p, solving
 from xform.scipy.staging import F64, as_float, stage_with_args
@@ -45,8 +46,8 @@ class _Staged:
         self.roles, self.shape = tuple(roles), tuple(shape)
 
     def solve(self, kind, solver, starts, bounds=None):
-        starts = [as_float(s) for s in starts]
-        if not any(type(v) is Tracer for v in starts + self.operands):
+        starts = [as_float(with_constants_read(s)) for s in starts]
+        if not any(type(with_constants_read(v)) is Tracer for v in starts + self.operands):
             raise _NothingTraced()
         return solution_p.bind(*starts, *self.operands, func=self.graph, roles=self.roles,
                                kind=kind, shape=self.shape, n_starts=len(starts),
@@ -464,8 +465,19 @@ def _eager_when_untraced(name, replacement):
         try:
             return replacement(*args, **kwargs)
         except _NothingTraced:
-            return getattr(_optimize(), name)(*args, **kwargs)
+            # (arrays the staged function made from constants, np.zeros(2), as their values)
+            return getattr(_optimize(), name)(*_values_of_constants(args),
+                                             **_values_of_constants(kwargs))
     return stand_in
+
+
+def _values_of_constants(obj):
+    kind = type(obj)
+    if kind is tuple or kind is list:
+        return kind(_values_of_constants(item) for item in obj)
+    if kind is dict:
+        return {k: _values_of_constants(v) for k, v in obj.items()}
+    return with_constants_read(obj)
 
 
 def _staging(args, kwargs) -> bool:
