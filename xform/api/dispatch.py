@@ -23,6 +23,7 @@ from xform.numpy.random import stand_in_for_static
 from xform.runtime.cache import CACHE
 from xform.runtime.tiers import FirstTier, first_call_tier
 from xform.source_info import user_frame_info
+from xform.tracebacks import hide_internal_frames
 from xform.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 _SCALAR_SIGNATURES = {
@@ -177,16 +178,20 @@ class CachedCall:
         self._static_entries = {}   # several arguments' `_value_signature` -> entry, statics
 
     def __call__(self, first=_NO_ARGUMENT, /, *rest):
-        if rest or first is _NO_ARGUMENT:
-            return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
-        kind = type(first)
-        entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
-                                          else kind)
-        if entry is not None and entry.valid() and current_builder() is None:
-            entry.hits += 1
-            fn, finish = entry.value
-            return finish(fn(first))
-        return self._build_and_call((first,))
+        try:    # free while nothing is raised: no frame is added to the cached path
+            if rest or first is _NO_ARGUMENT:
+                return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
+            kind = type(first)
+            entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
+                                              else kind)
+            if entry is not None and entry.valid() and current_builder() is None:
+                entry.hits += 1
+                fn, finish = entry.value
+                return finish(fn(first))
+            return self._build_and_call((first,))
+        except Exception as err:
+            hide_internal_frames(err)
+            raise
 
     def _call_several(self, args):
         entry = self._flat_entries.get(_flat_signature(args))
@@ -517,21 +522,25 @@ class KeywordCall:
     positional arguments only, which keeps their cached call path free of a keyword dict."""
 
     def __call__(self, first=_NO_ARGUMENT, /, *rest, **kwargs):
-        if kwargs:
-            args = () if first is _NO_ARGUMENT else (first, *rest)
-            args, keywords = bind_keywords(self.fun, args, kwargs)
-            return self._build_and_call(args, keywords or None)
-        # CachedCall.__call__'s path, repeated: a call through it would cost a frame.
-        if rest or first is _NO_ARGUMENT:
-            return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
-        kind = type(first)
-        entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
-                                          else kind)
-        if entry is not None and entry.valid() and current_builder() is None:
-            entry.hits += 1
-            fn, finish = entry.value
-            return finish(fn(first))
-        return self._build_and_call((first,))
+        try:    # as CachedCall.__call__'s
+            if kwargs:
+                args = () if first is _NO_ARGUMENT else (first, *rest)
+                args, keywords = bind_keywords(self.fun, args, kwargs)
+                return self._build_and_call(args, keywords or None)
+            # CachedCall.__call__'s path, repeated: a call through it would cost a frame.
+            if rest or first is _NO_ARGUMENT:
+                return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
+            kind = type(first)
+            entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
+                                              else kind)
+            if entry is not None and entry.valid() and current_builder() is None:
+                entry.hits += 1
+                fn, finish = entry.value
+                return finish(fn(first))
+            return self._build_and_call((first,))
+        except Exception as err:
+            hide_internal_frames(err)
+            raise
 
 
 class KeywordTransformed(KeywordCall, Transformed):

@@ -9,12 +9,15 @@ on whatever a function returns (a `grad`, which numpy does not define, may also 
 does) and `tier` (how a transform's first call of a signature runs: "auto", the default,
 interprets the transformed graph on the first call and compiles it, fully optimized, on the
 second; "interpret" never compiles the top-level graph; "compile" compiles on the first call;
-see xform.runtime.tiers). A leaf: whatever depends on an option (the cache of compiled
-code) registers with `on_change`.
+see xform.runtime.tiers) and `traceback_filtering` ("on", the default: tracebacks of errors
+raised for the user's code hide xform's own frames; "off" shows every frame; the environment
+variable XFORM_TRACEBACK_FILTERING sets the starting value; see xform.tracebacks). A leaf:
+whatever depends on an option (the cache of compiled code) registers with `on_change`.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 
 
 class Config:
@@ -31,7 +34,10 @@ class Config:
 
     _SWITCHES = ("debug", "checks", "fusion")
     _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("exact", "reassociate"),
-                "tier": ("auto", "interpret", "compile")}
+                "tier": ("auto", "interpret", "compile"),
+                "traceback_filtering": ("on", "off")}
+    # how errors are shown, not what is computed: the cache of compiled code keeps
+    _UNOBSERVED = ("traceback_filtering",)
 
     def __init__(self):
         self.debug = False
@@ -42,6 +48,10 @@ class Config:
         self.algebra = "exact"
         # a first call interpreted: passes, codegen and compile() pay off from the second
         self.tier = "auto"
+        self.traceback_filtering = os.environ.get("XFORM_TRACEBACK_FILTERING", "on").lower()
+        if self.traceback_filtering not in self._CHOICES["traceback_filtering"]:
+            raise ValueError(f"XFORM_TRACEBACK_FILTERING takes 'on' or 'off', not "
+                             f"{self.traceback_filtering!r}")
         self._observers = []
 
     def on_change(self, callback) -> None:
@@ -60,6 +70,8 @@ class Config:
             raise KeyError(f"unknown xform option {name!r}; options: {options}")
         if getattr(self, name) != value:
             setattr(self, name, value)
+            if name in self._UNOBSERVED:
+                return
             for callback in self._observers:
                 callback()
 
@@ -74,4 +86,5 @@ class Config:
 
 
 config = Config()
-"""The settings (`xform.config`): `algebra`, `checks`, `debug`, `fusion`, `scalar_math`."""
+"""The settings (`xform.config`): `algebra`, `checks`, `debug`, `fusion`, `scalar_math`,
+`tier`, `traceback_filtering`."""
