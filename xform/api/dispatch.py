@@ -107,6 +107,28 @@ def leaf_signature(leaf):
                          user_frame_info())
 
 
+def not_a_leaf_hint(leaf) -> str:
+    """How to pass `leaf`, which is not an array: an object holding parameters becomes a
+    pytree (its fields differentiated); anything else is passed as it is, static."""
+    static = ("name it in static_argnums or static_argnames (jit, grad, jacobians); "
+              "arguments grad does not differentiate may be any Python value")
+    if not hasattr(leaf, "__dict__") or isinstance(leaf, type) or callable(leaf):
+        return static
+    name = type(leaf).__name__
+    fields = "; ".join(f"{attribute}: {_annotation(value)}"
+                       for attribute, value in list(vars(leaf).items())[:6])
+    return (f"to differentiate its attributes, make {name} a dataclass: put "
+            f"@dataclasses.dataclass above `class {name}:` and declare its attributes as "
+            f"fields in place of __init__ ({fields}); each field becomes a leaf and grad "
+            f"returns a {name} of gradients (or register the class with "
+            f"xform.tree.register_pytree_node); to pass it unchanged, {static}")
+
+
+def _annotation(value) -> str:
+    kind = type(value)
+    return f"np.{kind.__name__}" if kind.__module__ == "numpy" else kind.__name__
+
+
 def leaf_signatures(leaves, args, statics=None) -> tuple:
     """`leaf_signature` of each leaf of the flattened `args` (STATIC_SIGNATURE for the
     static ones); a leaf that is not an array is named by its key path, e.g. `args[1]['b']`."""
@@ -123,9 +145,7 @@ def leaf_signatures(leaves, args, statics=None) -> tuple:
                 raise TypeCheckError(
                     f"argument args{keystr(path)} of type {type(leaf).__name__} is not an "
                     "array or scalar; xform transforms take arrays, numbers and pytrees of "
-                    "them", user_frame_info(),
-                    "name it in static_argnums or static_argnames (jit, grad, jacobians); "
-                    "arguments grad does not differentiate may be any Python value") from None
+                    "them", user_frame_info(), not_a_leaf_hint(leaf)) from None
         raise
 
 

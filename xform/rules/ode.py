@@ -51,12 +51,20 @@ def _odeint_abstract_eval(y0, t, *params, func, method, options):
     return ShapedArray((t.shape[0],) + y0.shape, np.dtype(np.float64))
 
 
+# Only reverse mode goes through an ODE solve, once: first derivatives are the fix; a Hessian
+# (forward over reverse, or reverse over reverse) has no exact form here.
+SECOND_ORDER_HINT = (
+    "first derivatives run in reverse mode (the adjoint method): xform.grad, xform.vjp, or "
+    "xform.jacrev for a Jacobian; second derivatives (hessian, jvp or jacfwd of a gradient, "
+    "grad of grad) do not: take central differences of the gradient, "
+    "g = xform.grad(f); H[:, i] = (g(x + h * e_i) - g(x - h * e_i)) / (2 * h)")
+
+
 def _no_forward_mode(what):
     def jvp(primals, tangents, **params):
         raise UnsupportedError(
             f"forward-mode differentiation (jvp, jacfwd, hessian) through {what}",
-            user_frame_info(), "use xform.grad / xform.vjp (reverse mode, by the adjoint "
-            "method), or xform.jacrev")
+            user_frame_info(), SECOND_ORDER_HINT)
     return jvp
 
 
@@ -142,7 +150,7 @@ def _adjoint_abstract_eval(ys, t, ct, *params, func, method, options):
 
 def _adjoint_vjp(primals, outs, cts, **params):
     raise UnsupportedError("second derivatives through scipy.integrate.odeint / solve_ivp",
-                           user_frame_info(), "differentiate once (grad, vjp, jacrev)")
+                           user_frame_info(), SECOND_ORDER_HINT)
 
 
 register(odeint_adjoint_p, impl=_adjoint_impl, abstract_eval=_adjoint_abstract_eval,

@@ -76,8 +76,11 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     through t_eval[0])."""
     import scipy.integrate
     if t_eval is None:
-        raise unsupported_error("scipy.integrate.solve_ivp without t_eval (adaptive output "
-                                "times)")
+        raise unsupported_error(
+            "scipy.integrate.solve_ivp without t_eval (output times chosen by the solver)",
+            "pass t_eval, the times you need the solution at (starting at t_span[0]): "
+            "solve_ivp(fun, t_span, y0, t_eval=np.linspace(t_span[0], t_span[1], 50), ...); "
+            "the state at the end is then sol.y[:, -1]")
     if dense_output or events is not None or vectorized:
         raise unsupported_error("scipy.integrate.solve_ivp(..., dense_output/events/"
                                 "vectorized=...)")
