@@ -177,3 +177,59 @@ def test_ipython_shows_the_users_frames(tmp_path):
     assert "ShapeError" in output, output
     assert "return np.ones(4) + w" in output
     assert XFORM_DIR not in output, output
+
+
+# -- numpy's RuntimeWarnings raised while xform runs a graph name the user's line -----------
+
+def _std_of_one(x):
+    return np.std(x)                                # the line the first call's warnings name
+
+
+def _recorded(call):
+    import warnings
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")
+        result = call()
+    return result, [(w.filename, w.lineno, w.category) for w in log]
+
+
+def test_warnings_of_a_derivative_name_the_users_line():
+    grad = xform.grad(_std_of_one)
+    lines = {name: i for i, name in enumerate(open(__file__).read().splitlines(), 1)}
+    std_line = next(i for text, i in lines.items() if "return np.std(x)" in text)
+    for call in range(3):       # the first call interprets, later ones run compiled code
+        value, warned = _recorded(lambda: grad(np.array([2.0])))
+        # np.std of one element: nan (sqrt's derivative at 0), as JAX (docs/differences.md)
+        assert np.isnan(value).all()
+        assert warned, "numpy's RuntimeWarning disappeared"
+        assert all(category is RuntimeWarning and filename == __file__
+                   for filename, _, category in warned), warned
+        if call == 0:           # the equation's own line
+            assert std_line in {lineno for _, lineno, _ in warned}, warned
+
+
+def test_warnings_of_compiled_code_name_the_users_line():
+    f = xform.jit(lambda x: np.log(x))
+    for _ in range(3):
+        _, warned = _recorded(lambda: f(-1.0))
+        assert [(filename, category) for filename, _, category in warned] == \
+            [(__file__, RuntimeWarning)]
+
+
+def test_warnings_with_filtering_off_name_xforms_code():
+    xform.config.update("traceback_filtering", "off")
+    try:
+        _, warned = _recorded(lambda: xform.grad(_std_of_one)(np.array([3.0])))
+    finally:
+        xform.config.update("traceback_filtering", "on")
+    assert any(filename.startswith(XFORM_DIR) or filename.startswith("<xform")
+               for filename, _, _ in warned), warned
+
+
+def test_a_warning_filter_sees_the_users_module():
+    import warnings
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="test_tracebacks")
+        xform.jit(lambda x: np.log(x))(-2.0)
+    assert not log, [str(w.message) for w in log]

@@ -1,4 +1,6 @@
-"""Tracebacks that show the user's code: an error raised for the user's program leaves the
+"""Tracebacks and warnings that show the user's code.
+
+Errors: an error raised for the user's program leaves the
 public entry point with xform's own frames removed from its traceback, as JAX filters its
 frames. What remains is the user's frames (and library frames between two of them, e.g.
 `scipy.optimize` calling the user's objective) and the message with its hint.
@@ -13,17 +15,29 @@ How: the entry point's `except` rewrites the traceback in place and re-raises wi
 and filtered out). Its callers, the user's frames, are added as the error travels on. An entry
 point that is a method on the cached call path holds the `try` in its own body (free in
 Python 3.11 while nothing is raised); others are wrapped by `api_boundary` (one frame).
+
+Warnings: numpy's RuntimeWarnings (a division by zero, an invalid value) raised while xform
+runs a graph, a derivative's above all, would name the line of xform's rule or generated code
+that called numpy. They are issued again with `warnings.warn_explicit` at the user's line: the
+equation's source when an interpreter runs it (the first call of a signature, where numpy's
+default filter shows a warning), else the user's line that called the transformed function.
+The hook sits in front of `warnings._showwarnmsg`, which the warnings machinery calls only
+for a warning it shows, so nothing runs on a call that warns of nothing, and no call changes
+the warnings state (as `catch_warnings` would, which is not thread-safe).
 """
 from __future__ import annotations
 
 import functools
 import os
+import sys
 import types
+import warnings
 
 import numpy as np
 
 from xform.errors import XformError
 from xform.runtime.config import config
+from xform.source_info import user_frame
 
 _XFORM_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _LIBRARY_DIRS = (os.path.dirname(os.path.abspath(np.__file__)) + os.sep,)
@@ -107,3 +121,37 @@ def api_boundary(fun):
             hide_internal_frames(err)
             raise
     return boundary
+
+
+def _user_location(frame):
+    """(filename, lineno) of the user's line a warning at `frame` belongs to: the source of
+    the equation an interpreter loop above is running (its local `eqn`), else the innermost
+    frame of the user's."""
+    scan = frame
+    while scan is not None:
+        if is_internal(scan.f_code.co_filename):
+            source = getattr(scan.f_locals.get("eqn"), "source", None)
+            if source is not None and hasattr(source, "lineno"):
+                return source.filename, source.lineno
+        scan = scan.f_back
+    user = user_frame(frame)
+    return (user.f_code.co_filename, user.f_lineno) if user is not None else None
+
+
+def _show_at_users_line(show):
+    def showwarnmsg(msg):
+        if (config.traceback_filtering == "on" and is_internal(msg.filename or "")
+                and issubclass(msg.category, RuntimeWarning)):
+            location = _user_location(sys._getframe(1))
+            if location is not None:
+                # issued anew: the user's filters and registry see the user's line
+                warnings.warn_explicit(msg.message, msg.category, *location,
+                                       module=os.path.splitext(os.path.basename(location[0]))[0])
+                return
+        show(msg)
+    showwarnmsg.xform_hook = True
+    return showwarnmsg
+
+
+if not getattr(warnings._showwarnmsg, "xform_hook", False):
+    warnings._showwarnmsg = _show_at_users_line(warnings._showwarnmsg)
