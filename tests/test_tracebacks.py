@@ -233,3 +233,14 @@ def test_a_warning_filter_sees_the_users_module():
         warnings.filterwarnings("ignore", category=RuntimeWarning, module="test_tracebacks")
         xform.jit(lambda x: np.log(x))(-2.0)
     assert not log, [str(w.message) for w in log]
+
+
+def test_a_scipy_warning_inside_a_solve_names_the_users_line():
+    import scipy.integrate
+
+    def end_state(k):
+        return scipy.integrate.odeint(lambda y, t: -k * y, np.ones(1),         # the solve
+                                      np.array([0.0, 50.0]), mxstep=3)[-1, 0]
+    _, warned = _recorded(lambda: xform.grad(end_state)(0.5))
+    assert warned, "SciPy's ODEintWarning disappeared"
+    assert all(filename == __file__ for filename, _, _ in warned), warned

@@ -18,7 +18,8 @@ Python 3.11 while nothing is raised); others are wrapped by `api_boundary` (one 
 
 Warnings: numpy's RuntimeWarnings (a division by zero, an invalid value) raised while xform
 runs a graph, a derivative's above all, would name the line of xform's rule or generated code
-that called numpy. They are issued again with `warnings.warn_explicit` at the user's line: the
+that called numpy (as would SciPy's, e.g. odeint's ODEintWarning); warnings about xform's own
+code (deprecations) stay where they are. They are issued again with `warnings.warn_explicit` at the user's line: the
 equation's source when an interpreter runs it (the first call of a signature, where numpy's
 default filter shows a warning), else the user's line that called the transformed function.
 The hook sits in front of `warnings._showwarnmsg`, which the warnings machinery calls only
@@ -33,21 +34,11 @@ import sys
 import types
 import warnings
 
-import numpy as np
-
 from xform.errors import XformError
 from xform.runtime.config import config
-from xform.source_info import user_frame
+from xform.source_info import is_excluded, user_frame
 
 _XFORM_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_LIBRARY_DIRS = (os.path.dirname(os.path.abspath(np.__file__)) + os.sep,)
-try:                                    # SciPy's directory, found without importing SciPy
-    import importlib.util
-    _spec = importlib.util.find_spec("scipy")
-    if _spec is not None and _spec.origin:
-        _LIBRARY_DIRS += (os.path.dirname(os.path.abspath(_spec.origin)) + os.sep,)
-except (ImportError, ValueError):
-    pass
 
 NOTE = "(xform's own frames are hidden; XFORM_TRACEBACK_FILTERING=off shows them)"
 
@@ -58,7 +49,8 @@ def is_internal(filename: str) -> bool:
 
 
 def _is_library(filename: str) -> bool:
-    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<__array_function__")
+    """numpy's or SciPy's own Python (never the user's line, but not xform's either)."""
+    return is_excluded(filename) and not is_internal(filename)
 
 
 def _entries(tb) -> list:
@@ -138,10 +130,16 @@ def _user_location(frame):
     return (user.f_code.co_filename, user.f_lineno) if user is not None else None
 
 
+# Warnings about xform's own code, shown where they are: the others raised inside xform
+# (numpy's RuntimeWarnings, SciPy's ODEintWarning from a solve) are about the user's program.
+_ABOUT_XFORMS_CODE = (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                      ResourceWarning, SyntaxWarning)
+
+
 def _show_at_users_line(show):
     def showwarnmsg(msg):
         if (config.traceback_filtering == "on" and is_internal(msg.filename or "")
-                and issubclass(msg.category, RuntimeWarning)):
+                and not issubclass(msg.category, _ABOUT_XFORMS_CODE)):
             location = _user_location(sys._getframe(1))
             if location is not None:
                 # issued anew: the user's filters and registry see the user's line
