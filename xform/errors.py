@@ -73,8 +73,8 @@ class MissingRuleError(XformError, NotImplementedError):
             message = (f"{self.construct} does not support "
                        f"{TRANSFORM_OF_RULE_KIND.get(rule_kind, rule_kind)} yet")
             hint = hint or ("a limitation of xform, not an error in your code: rewrite this "
-                            "part with constructs that support this transform (README, "
-                            "'Composing transforms')")
+                            "part with constructs that support this transform (the guide "
+                            "'Composing transforms', docs/composing.md)")
         super().__init__(message, source, hint)
 
 
