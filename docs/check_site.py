@@ -1,8 +1,10 @@
 """Load the built site in headless Chromium: every page renders without a console error, and
 the search (mkdocs-material's lunr index, and its search box) finds `grad`, `threaded_map` and
-`custom_vjp`. Run by hand after `mkdocs build --strict -d site`:
+`custom_vjp`; no code block is clipped, no page is wider than the window, no navigation
+title shows markdown. Run by hand after `mkdocs build --strict -d site`:
 
     python docs/check_site.py [site] [--chromium /usr/bin/chromium]
+    python docs/check_site.py site --screenshots shots --page / --page examples/lstm/
 
 Stdlib only: the site is served on localhost by http.server, and the browser is driven through
 the Chrome DevTools protocol over its websocket (a minimal client below). Exit status 1 when
@@ -31,6 +33,7 @@ import urllib.parse
 import urllib.request
 
 QUERIES = ("grad", "threaded_map", "custom_vjp")
+WINDOW = (1280, 900)          # a laptop's browser window, in CSS pixels
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--remote-debugging-port=0")
@@ -184,7 +187,43 @@ def load(devtools: DevTools, url: str, settle: float = 0.3):
     title = devtools.evaluate("document.title")
     article = devtools.evaluate("document.querySelector('article') ? "
                                 "document.querySelector('article').innerText.length : 0")
-    return title, article, console_errors(devtools.events)
+    return title, article, console_errors(devtools.events) + layout_problems(devtools)
+
+
+# What a reader would see as broken, in a 1280-pixel window: a code block whose text runs past
+# its right edge (clipped, or behind a scrollbar that shows only on hover), a page wider than
+# the window, a navigation title with markdown in it. Notebook outputs are left alone: a
+# printed array is as wide as numpy prints it.
+_LAYOUT = """(() => {
+    const problems = [];
+    for (const pre of document.querySelectorAll('article pre:not(.nb-output pre)')) {
+        const code = pre.querySelector('code') || pre;
+        // text past the right edge, behind a scrollbar that shows only on hover, or none
+        if (code.scrollWidth > code.clientWidth + 1 || pre.scrollWidth > pre.clientWidth + 1) {
+            const lines = code.innerText.split('\\n');
+            const longest = lines.reduce((a, b) => b.length > a.length ? b : a, '');
+            problems.push('code block wider than its box: ' + longest.slice(0, 70));
+        }
+    }
+    if (document.documentElement.scrollWidth > window.innerWidth + 1)
+        problems.push('page wider than the window: ' + document.documentElement.scrollWidth);
+    for (const link of document.querySelectorAll('.md-nav__link, .md-tabs__link')) {
+        if (link.innerText.includes('`')) problems.push('navigation title with backticks: ' +
+                                                        link.innerText.trim());
+    }
+    return [...new Set(problems)];
+})()"""
+
+
+def layout_problems(devtools: DevTools) -> list[str]:
+    return devtools.evaluate(_LAYOUT)
+
+
+def screenshot(devtools: DevTools, url: str, path: pathlib.Path) -> None:
+    """A PNG of `url` in the checks' window (to look at, for what no check sees)."""
+    load(devtools, url)
+    data = devtools.call("Page.captureScreenshot", format="png")["data"]
+    path.write_bytes(base64.b64decode(data))
 
 
 def search_ui(devtools: DevTools, base: str, query: str, timeout: float = 20.0) -> list[str]:
@@ -224,6 +263,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", nargs="?", default="site")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--screenshots", metavar="DIR",
+                        help="also save a PNG of each page given by --page into DIR")
+    parser.add_argument("--page", action="append", default=[],
+                        help="a page to screenshot, e.g. examples/lstm/ (repeatable)")
     options = parser.parse_args(argv)
     site = pathlib.Path(options.site).resolve()
     pages = sorted(p.relative_to(site) for p in site.rglob("index.html"))
@@ -242,6 +285,8 @@ def main(argv=None) -> int:
             devtools = DevTools(ws_url)
             for domain in ("Page", "Runtime", "Log"):
                 devtools.call(f"{domain}.enable")
+            devtools.call("Emulation.setDeviceMetricsOverride", width=WINDOW[0],
+                          height=WINDOW[1], deviceScaleFactor=1, mobile=False)
             for page in pages:
                 url = base + ("" if str(page.parent) == "." else f"{page.parent.as_posix()}/")
                 title, article, errors = load(devtools, url)
@@ -253,6 +298,13 @@ def main(argv=None) -> int:
                 titles = search_ui(devtools, base, query)
                 print(f"search box: {query!r}: {len(titles)} results, first {titles[:3]}")
                 failures += not titles
+            if options.screenshots:
+                folder = pathlib.Path(options.screenshots)
+                folder.mkdir(parents=True, exist_ok=True)
+                for page in options.page:
+                    name = page.strip("/").replace("/", "_") or "index"
+                    screenshot(devtools, base + page.lstrip("/"), folder / f"{name}.png")
+                    print(f"screenshot {page} -> {folder / name}.png")
         finally:
             process.terminate()
             process.wait(timeout=30)

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.integrate
 import scipy.signal
 
 import xform
@@ -211,6 +212,47 @@ def add_mismatched_shapes(x):
     return x + np.ones(4)                                                     # line: shapes
 
 
+def numpy_scalar_of_a_traced_value(x):
+    return np.float64(x) * 2.0                                                # line: np-scalar
+
+
+class Params:
+    def __init__(self, w):
+        self.w = w
+
+
+def loss_of_params(params, x):
+    return params.w * np.sum(x ** 2)
+
+
+def plain_object_argument():
+    return xform.grad(loss_of_params)(Params(1.5), X)                         # line: object
+
+
+def decay_ivp(t, y, k):
+    return -k * y
+
+
+TIGHT = dict(rtol=1e-10, atol=1e-12)     # the solver's tolerances: finite differences agree
+
+
+def solve_ivp_without_t_eval(k):
+    sol = scipy.integrate.solve_ivp(decay_ivp, (0, 1), np.ones(1), args=(k,), **TIGHT)  # line: ivp
+    return sol.y[0, -1]
+
+
+def decay(y, t, k):
+    return -k * y
+
+
+def odeint_end(k):
+    return scipy.integrate.odeint(decay, np.ones(1), np.array([0.0, 1.0]), args=(k,), **TIGHT)[-1, 0]
+
+
+def hessian_through_odeint():
+    return xform.hessian(odeint_end)(0.5)                                     # line: ode-hessian
+
+
 # (category, tag, call, error class, the start of the message's cause)
 CASES = [
     ("argnums out of range", "argnums", argnums_out_of_range, xform.TypeCheckError,
@@ -293,6 +335,15 @@ CASES = [
      xform.TypeCheckError, "writing into an argument of the staged function"),
     ("shapes that do not broadcast", "shapes", lambda: xform.jit(add_mismatched_shapes)(X),
      xform.ShapeError, "add: shape mismatch"),
+    ("a numpy scalar type of a traced value", "np-scalar",
+     lambda: xform.grad(numpy_scalar_of_a_traced_value)(1.0), xform.ConcretizationError,
+     "np.float64() of a traced value"),
+    ("a plain object holding parameters", "object", plain_object_argument,
+     xform.TypeCheckError, "argument args[0] of type Params is not an array"),
+    ("solve_ivp without t_eval", "ivp", lambda: xform.grad(solve_ivp_without_t_eval)(0.5),
+     xform.UnsupportedError, "scipy.integrate.solve_ivp without t_eval"),
+    ("a Hessian through odeint", "ode-hessian", hessian_through_odeint, xform.UnsupportedError,
+     "forward-mode differentiation (jvp, jacfwd, hessian) through scipy.integrate.odeint"),
 ]
 
 

@@ -10,6 +10,7 @@ import posixpath
 import re
 import subprocess
 import sys
+import textwrap
 import types
 import urllib.parse
 
@@ -258,7 +259,8 @@ GUIDES = sorted(p for p in DOCS.glob("*.md") if "```python" in p.read_text(encod
 def test_guide_code_runs(path):
     namespace = {}
     for block in re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), re.S):
-        exec(compile(block, str(path), "exec"), namespace)
+        # a block inside a tab (`=== "xform"`) is indented
+        exec(compile(textwrap.dedent(block), str(path), "exec"), namespace)
 
 
 # -- directives -------------------------------------------------------------------------------
@@ -289,3 +291,32 @@ def test_doctest_blocks_become_fenced_code():
     assert module.fence_doctests(text) == (
         "Doubles.\n\n```pycon\n>>> f(1)\n2\n```\n\nMore.\n    ```pycon\n    >>> g()\n    3\n"
         "    ```")
+
+
+# -- the README: for users, short, its commands the ones CI runs -------------------------------
+
+README = ROOT / "README.md"
+
+
+def test_readme_code_runs():
+    for block in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S):
+        exec(compile(block, str(README), "exec"), {})
+
+
+def test_readme_is_short():
+    words = len(re.sub(r"```.*?```", "", README.read_text(encoding="utf-8"), flags=re.S).split())
+    assert words <= 1500, f"README.md has {words} words outside code"
+
+
+def test_ci_runs_exactly_the_readme_commands():
+    """.ci/run reads its commands from the README's set-up block; the block is the two
+    commands: a user install with the tour, then the test extra with the suite."""
+    text = README.read_text(encoding="utf-8")
+    block = re.search(r"^## Set up.*?```bash\n(.*?)```", text, re.S | re.M).group(1)
+    assert block.splitlines() == ['pip install -e . && python -m xform.tour',
+                                  'pip install -e ".[test]" && python -m pytest']
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    extract = re.search(r'commands="\$\((awk .*?)\)"', script, re.S).group(1)
+    run = subprocess.run(["bash", "-c", extract], cwd=ROOT, capture_output=True, text=True)
+    assert run.stdout == block
+    assert "set -euo pipefail" in script and 'bash -c "$command"' in script

@@ -169,3 +169,43 @@ def test_scipy_untouched_outside_staging():
     np.testing.assert_array_equal(before, after)
     assert scipy.integrate.odeint is odeint
     assert type(solve_ivp(lambda s, y: -y, (0, 1), np.ones(2)).y) is np.ndarray
+
+
+def test_odeint_args_hold_a_list_of_arrays_of_different_shapes():
+    """A neural ODE's parameters as autograd's example passes them: odeint(f, y0, t,
+    args=(params,)) with params a list of a matrix and a vector; values as SciPy's,
+    gradients against finite differences."""
+    def dynamics(y, t, params):
+        weights, bias = params
+        return np.tanh(weights @ y + bias) - 0.1 * y
+
+    y0, t = np.array([1.0, 0.5]), np.array([0.0, 0.5, 1.0])
+    params = [np.array([[0.5, -0.3], [0.2, 0.4]]), np.array([0.1, -0.2])]
+
+    def loss(params, y0):
+        ys = scipy.integrate.odeint(dynamics, y0, t, args=(params,), rtol=1e-10, atol=1e-12)
+        return np.sum(ys ** 2)
+    np.testing.assert_allclose(xform.jit(loss)(params, y0), loss(params, y0), rtol=1e-9)
+    grads = xform.grad(loss)(params, y0)
+    assert [g.shape for g in grads] == [(2, 2), (2,)]
+    _assert_matches_central_differences(lambda p: loss(p, y0), params, grads)
+    # solve_ivp passes args the same way
+
+    def loss_ivp(params):
+        sol = scipy.integrate.solve_ivp(lambda s, y, p: dynamics(y, s, p), (0.0, 1.0), y0,
+                                        t_eval=t, args=(params,), rtol=1e-10, atol=1e-12)
+        return np.sum(sol.y ** 2)
+    _assert_matches_central_differences(loss_ivp, params, xform.grad(loss_ivp)(params))
+
+
+def _assert_matches_central_differences(f, arrays, grads, h=1e-6):
+    """Each entry of `grads` (one array per entry of the list `arrays`) against a central
+    difference of `f` (reverse mode only: forward mode does not go through an ODE solve)."""
+    for k, (array, grad) in enumerate(zip(arrays, grads)):
+        for index in np.ndindex(array.shape):
+            step = np.zeros_like(array)
+            step[index] = h
+            plus = [a + step if j == k else a for j, a in enumerate(arrays)]
+            minus = [a - step if j == k else a for j, a in enumerate(arrays)]
+            np.testing.assert_allclose(grad[index], (f(plus) - f(minus)) / (2 * h),
+                                       rtol=1e-5, atol=1e-7)

@@ -73,8 +73,8 @@ class MissingRuleError(XformError, NotImplementedError):
             message = (f"{self.construct} does not support "
                        f"{TRANSFORM_OF_RULE_KIND.get(rule_kind, rule_kind)} yet")
             hint = hint or ("a limitation of xform, not an error in your code: rewrite this "
-                            "part with constructs that support this transform (README, "
-                            "'Composing transforms')")
+                            "part with constructs that support this transform (the guide "
+                            "'Composing transforms', docs/composing.md)")
         super().__init__(message, source, hint)
 
 
@@ -201,16 +201,17 @@ def not_callable_error(fun, transform: str) -> TypeCheckError:
 
 # -- errors raised while staging, located at the user's line -------------------------------------
 
-def unsupported_error(what: str) -> UnsupportedError:
-    """`what` (e.g. "numpy.fft.fft") has no staged form; the hint says how to add one. Reached
-    inside a SciPy function the user called, the message names that function too."""
+def unsupported_error(what: str, hint: str | None = None) -> UnsupportedError:
+    """`what` (e.g. "numpy.fft.fft") has no staged form; the hint (by default, how to add
+    one) says what to do. Reached inside a SciPy function the user called, the message names
+    that function too, unless `hint` is given (`what` then names it already)."""
     frame = user_frame()
-    callee = scipy_callee(frame) if frame is not None else None
+    callee = scipy_callee(frame) if frame is not None and hint is None else None
     if callee is not None and not what.startswith(callee):
         what = f"{callee} (which uses {what})"
     return UnsupportedError(
         f"{what} is not supported on traced values", user_frame_info(),
-        "write it with supported operations, or register a primitive: "
+        hint or "write it with supported operations, or register a primitive: "
         "p = xform.Primitive(...); p.def_impl(...); p.def_abstract_eval(...); "
         "then @xform.implements(<numpy function>)")
 

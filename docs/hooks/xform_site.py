@@ -22,8 +22,32 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The modules whose public names make the API reference, each one page.
-REFERENCE_MODULES = ("xform", "xform.extend", "xform.testing", "xform.passes", "xform.tree")
+# The modules whose public names make the API reference, each one page, in the order a user
+# needs them: the package, pytrees, testing, extending, then the IR's passes.
+REFERENCE_MODULES = ("xform", "xform.tree", "xform.testing", "xform.extend", "xform.passes")
+
+# The package's page, by use. A public name in no group lands in the last one, so a new name
+# is never left out (tests/test_docs_site.py checks every name is on the page).
+REFERENCE_GROUPS = (
+    ("Transforms", ("grad", "value_and_grad", "jvp", "vjp", "linearize", "vmap", "jacfwd",
+                    "jacrev", "hessian", "jit", "checkpoint", "remat", "checkpoint_name",
+                    "checkpoint_policies", "linear_transpose", "eval_shape", "closure_convert",
+                    "make_graph")),
+    ("Control flow and maps", ("cond", "switch", "while_loop", "fori_loop", "scan", "map",
+                               "associative_scan", "threaded_map", "stop_gradient", "psum",
+                               "pmean", "pmax", "pmin", "all_gather", "index_add")),
+    ("Pytrees", ("tree", "tree_util")),
+    ("Configuration and the cache", ("config", "cache_info", "clear_cache", "set_cache_size")),
+    ("Errors and warnings", ("XformError", "ConcretizationError", "ShapeError",
+                             "TypeCheckError", "TreeMismatchError", "UnsupportedError",
+                             "MissingRuleError", "SideEffectError", "StagingRecursionError",
+                             "OutOfMemoryError", "RuleError", "RegistrationError",
+                             "GraphCheckError", "RestagingWarning")),
+    ("Extending: derivatives and primitives", ("custom_jvp", "custom_vjp", "function",
+                                                "non_differentiable", "overlay", "implements",
+                                                "context", "Primitive")),
+    ("The IR", ()),
+)
 
 _DIRECTIVE = re.compile(r"^<!-- xform:(\S+)\s*(.*?)\s*-->[ \t]*$", re.MULTILINE)
 _LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
@@ -44,7 +68,8 @@ def page_of(repo_path: str) -> str | None:
     """The site page (docs-relative) that shows a repository file, or None."""
     path = posixpath.normpath(repo_path)
     fixed = {"README.md": "index.md", "bench/RESULTS.md": "performance.md",
-             "examples/README.md": "examples/index.md"}
+             "examples/README.md": "examples/index.md",
+             "notebooks/README.md": "notebooks/index.md"}
     if path in fixed:
         return fixed[path]
     folder, name = posixpath.split(path)
@@ -294,10 +319,14 @@ def notebook_markdown(path: Path) -> str:
     import nbformat
     notebook = nbformat.read(path, as_version=4)
     page = f"notebooks/{path.stem}.md"
-    out = []
+    out, title = [], notebook_title(path)
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
-            out.append(rewrite_links(cell.source, f"notebooks/{path.name}", page))
+            source = cell.source
+            if not any(o.startswith("# ") for o in out):     # the first title, numbered
+                source = re.sub(r"^# .*$", lambda m: f"# {title}", source, count=1,
+                                flags=re.M)
+            out.append(rewrite_links(source, f"notebooks/{path.name}", page))
         elif cell.cell_type == "code":
             out.append(f"```python\n{cell.source}\n```")
             out += [_output(o) for o in cell.get("outputs", [])]
@@ -343,45 +372,129 @@ def example_docstring(path: Path) -> str:
 
 
 def example_title(path: Path) -> str:
-    return example_docstring(path).partition("\n")[0].rstrip(".")
+    """The docstring's first sentence (which may wrap over several lines)."""
+    return _first_sentence(example_docstring(path).split("\n\n")[0])
+
+
+def _first_sentence(paragraph: str) -> str:
+    text = " ".join(paragraph.split())
+    return re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".")
+
+
+def nav_label(title: str) -> str:
+    """A title as the navigation shows it: plain text, so no markdown backticks."""
+    return title.replace("`", "")
 
 
 def notebook_title(path: Path) -> str:
-    """The notebook's first `# ` heading, or its file name."""
+    """"N. heading": the number from the file name (`04_...`), the notebook's first `# `
+    heading (its own number, if it has one, dropped), or its file name."""
     import nbformat
+    number = re.match(r"0*(\d+)_", path.name)
+    prefix = f"{number.group(1)}. " if number else ""
     for cell in nbformat.read(path, as_version=4).cells:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 if line.startswith("# "):
-                    return line[2:].replace("`", "").strip()
-    return path.stem
+                    return prefix + re.sub(r"^\d+\.\s*", "", line[2:].strip())
+    return prefix + path.stem
 
 
 def example_markdown(path: Path) -> str:
     docstring = example_docstring(path)
-    title, _, body = docstring.partition("\n")
+    first, _, rest = docstring.partition("\n\n")
+    title = example_title(path)
+    opening = " ".join(first.split())[len(title):].lstrip(". ").strip()
+    body = "\n\n".join(part for part in (opening, rest.strip()) if part)
     source = path.read_text(encoding="utf-8")
-    return (f"# {title.rstrip('.')}\n\n{body.strip()}\n\n"
-            f"Run it: `python examples/{path.name}` (the test suite runs `main(small=True)`, "
-            f"`tests/test_examples.py`).\n\n"
-            f'```python title="examples/{path.name}"\n{source}```\n')
+    out = [f"# {title}\n", body, ""]
+    output = example_outputs().get(path.stem)
+    if output is not None:
+        out += ["## What it prints\n",
+                f"`python examples/{path.name}`, at its real size (recorded by "
+                "`python examples/_outputs.py` in examples/OUTPUTS.md):\n",
+                f"```text\n{output}\n```\n"]
+    speed = example_speeds().get(path.stem)
+    if speed is not None:
+        out += ["## How fast\n", _speed_sentence(path.stem, speed) + "\n"]
+    out += ["## The program\n",
+            f"Run it: `python examples/{path.name}` (the test suite runs it at a small size, "
+            f"`tests/test_examples.py`).\n",
+            f'```python title="examples/{path.name}"\n{source}```\n']
+    return "\n".join(out)
+
+
+def example_outputs() -> dict[str, str]:
+    """example -> what it printed at its real size, from examples/OUTPUTS.md (written by
+    `python examples/_outputs.py`); empty when that file is absent."""
+    path = REPO / "examples" / "OUTPUTS.md"
+    if not path.exists():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    return {name: body.strip() for name, body in
+            re.findall(r"^## (\w+)\n\n```text\n(.*?)```", text, re.S | re.M)}
+
+
+_RESULTS_EXAMPLES = "## The examples gallery at real sizes"
+
+
+def example_speeds() -> dict[str, list[str]]:
+    """example -> [xform first call, autograd first call, xform per call, autograd per call,
+    ratio], the gallery table of bench/RESULTS.md (facts in one place: there)."""
+    text = (REPO / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    if _RESULTS_EXAMPLES not in text:
+        return {}
+    table = text.split(_RESULTS_EXAMPLES, 1)[1]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] and not cells[0].startswith(("example", "---")):
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _speed_sentence(name: str, speed: list[str]) -> str:
+    xform_first, autograd_first, xform_call, autograd_call, ratio = speed
+    cite = "([performance](../performance.md), `python -m bench.examples`)"
+    if ratio in ("-", ""):
+        return (f"A gradient call takes {xform_call} with xform ({xform_first} on the first "
+                f"call); autograd cannot run the program as written {cite}.")
+    return (f"A gradient call takes {xform_call} with xform and {autograd_call} with autograd "
+            f"running the same source ({ratio}x); first calls {xform_first} and "
+            f"{autograd_first} {cite}.")
 
 
 def gallery_index() -> str:
-    readme = REPO / "examples" / "README.md"
-    text = readme.read_text(encoding="utf-8") if readme.exists() else "# Examples\n"
-    text = rewrite_links(text, "examples/README.md", "examples/index.md")
-    rows = ["", "| example | what it shows |", "|---|---|"]
+    """The examples as a gallery: what each does, and a gradient's cost against autograd's
+    (bench/RESULTS.md), then examples/README.md (how an example is made and tested)."""
+    speeds = example_speeds()
+    rows = ["# Examples\n",
+            "Complete programs written in plain numpy and SciPy, as their authors would write "
+            "them without xform, then differentiated unmodified. Each page shows the program, "
+            "what it prints at its real size, and how fast its gradient runs.\n",
+            "| example | what it does | a gradient call: xform | autograd, same source |",
+            "|---|---|---|---|"]
     for path in example_paths():
-        title = example_title(path)
-        rows.append(f"| [{path.stem}]({path.stem}.md) | {title} |")
-    return text.rstrip("\n") + "\n" + "\n".join(rows) + "\n"
+        speed = speeds.get(path.stem)
+        xform_call = speed[2] if speed else "-"
+        autograd_call = ("cannot run it as written" if speed and speed[4] in ("-", "")
+                         else f"{speed[3]} ({speed[4]}x slower)" if speed else "-")
+        rows.append(f"| [{path.stem}]({path.stem}.md) | {example_title(path)} | {xform_call} "
+                    f"| {autograd_call} |")
+    rows += ["", "Times are medians at each example's real size, one thread, from "
+             "[bench/RESULTS.md](../performance.md) (`OMP_NUM_THREADS=1 python -m "
+             "bench.examples --samples 5`); \"-\": not measured there.\n"]
+    readme = REPO / "examples" / "README.md"
+    if readme.exists():
+        text = rewrite_links(readme.read_text(encoding="utf-8"), "examples/README.md",
+                             "examples/index.md")
+        rows += ["## How the examples are made and tested\n", _drop_title(text).strip() + "\n"]
+    return "\n".join(rows)
 
 
 def notebooks_index() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    intro = section(readme, "Exploring the IR (notebooks)")
-    return "# Notebooks\n\n" + rewrite_links(intro, "README.md", "notebooks/index.md")
+    readme = (REPO / "notebooks" / "README.md").read_text(encoding="utf-8")
+    return rewrite_links(readme, "notebooks/README.md", "notebooks/index.md")
 
 
 # -- the API reference ------------------------------------------------------------------------
@@ -398,27 +511,40 @@ def public_names(module_name: str) -> list[str]:
 
 
 def reference_markdown(module_name: str) -> str:
-    import types
     module = importlib.import_module(module_name)
     summary = (inspect.getdoc(module) or "").split("\n\n")[0]
     out = [f"# `{module_name}`\n", summary, ""]
-    if module_name == "xform":
-        out.append("The package's public names (`xform.__all__`).\n")
-    for name in public_names(module_name):
-        value = getattr(module, name)
-        if isinstance(value, types.ModuleType):
-            out.append(f"## `{module_name}.{name}`\n\nThe module "
-                       f"[`{value.__name__}`]({value.__name__}.md).\n")
-            continue
-        public, documented = f"{module_name}.{name}", documented_path(module_name, name)
-        if documented != public:
-            # Griffe would document the module of the same name: render the object itself
-            # under its public name, with an anchor for cross-references to that name.
-            out.append(f"[](){{#{public}}}\n\n::: {documented}\n    options:\n"
-                       f"      heading: \"{public}\"\n      toc_label: \"{name}\"\n")
-        else:
-            out.append(f"::: {public}\n")
+    names = public_names(module_name)
+    if module_name != "xform":
+        out += [_reference_entry(module, module_name, name, level=2) for name in names]
+        return "\n".join(out)
+    out.append("The package's public names (`xform.__all__`), in the order you need them.\n")
+    grouped = {name for _, group in REFERENCE_GROUPS for name in group}
+    for title, group in REFERENCE_GROUPS:
+        members = [name for name in group if name in names]
+        if title == REFERENCE_GROUPS[-1][0]:
+            members += [name for name in names if name not in grouped]
+        if members:
+            out.append(f"## {title}\n")
+            out += [_reference_entry(module, module_name, name, level=3) for name in members]
     return "\n".join(out)
+
+
+def _reference_entry(module, module_name: str, name: str, level: int) -> str:
+    import types
+    value = getattr(module, name)
+    hashes = "#" * level
+    if isinstance(value, types.ModuleType):
+        return (f"{hashes} `{module_name}.{name}`\n\nThe module "
+                f"[`{value.__name__}`]({value.__name__}.md).\n")
+    public, documented = f"{module_name}.{name}", documented_path(module_name, name)
+    options = f"    options:\n      heading_level: {level}\n"
+    if documented != public:
+        # Griffe would document the module of the same name: render the object itself
+        # under its public name, with an anchor for cross-references to that name.
+        return (f"[](){{#{public}}}\n\n::: {documented}\n{options}"
+                f"      heading: \"{public}\"\n      toc_label: \"{name}\"\n")
+    return f"::: {public}\n{options}"
 
 
 def documented_path(module_name: str, name: str) -> str:
@@ -464,9 +590,9 @@ def _nav_section(title, index, entries):
 def on_config(config):
     """Fill the nav's Examples, Notebooks and API reference sections with their pages."""
     sections = {
-        "examples/index.md": [(example_title(p), f"examples/{p.stem}.md")
+        "examples/index.md": [(nav_label(example_title(p)), f"examples/{p.stem}.md")
                               for p in example_paths()],
-        "notebooks/index.md": [(notebook_title(p), f"notebooks/{p.stem}.md")
+        "notebooks/index.md": [(nav_label(notebook_title(p)), f"notebooks/{p.stem}.md")
                                for p in notebook_paths()],
         "reference/index.md": [(m, f"reference/{m}.md") for m in REFERENCE_MODULES],
     }

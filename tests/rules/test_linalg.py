@@ -13,6 +13,7 @@ import xform
 from xform.rules import linalg
 from xform.testing import check_grads, check_primitive
 from xform.testing import strategies as xst
+from tests.symmetric import check_symmetric_input_primitive, fixed_signs, symmetrized
 
 # -- argument makers: strategies of argument tuples ----------------------------------------
 
@@ -213,8 +214,18 @@ def test_primitive_battery(case, data):
         args = data.draw(case.args)
     if params.get("axis") == -1:
         params["axis"] = args[0].ndim - 1
+    if case.prim in SYMMETRIC_INPUT:
+        output = ((lambda out: [out[0], fixed_signs(out[1])]) if case.prim is linalg.eigh_p
+                  and not np.iscomplexobj(args[0]) else None)
+        check_symmetric_input_primitive(case.prim, *args, params=params, order=case.order,
+                                        output=output)
+        return
     check_primitive(case.prim, *args, params=params, order=case.order,
                     linear_argnums=case.linear_argnums)
+
+
+# read one triangle of a symmetric matrix; differentiated as functions of its symmetric part
+SYMMETRIC_INPUT = {linalg.cholesky_p, linalg.cholesky_lapack_p, linalg.eigh_p, linalg.eigvalsh_p}
 
 
 def test_every_primitive_has_a_case():
@@ -363,9 +374,11 @@ def test_hermitian_svd_grads(a):
     n = a.shape[-1]
     w = (-1.0) ** np.arange(n) * (1 + np.arange(n) + 0.3 * (w - np.arange(n)))
     a = (q * w[..., None, :]) @ np.swapaxes(q, -1, -2)
-    check_grads(lambda b: np.linalg.svd(b, hermitian=True, compute_uv=False), (a,), order=2)
-    check_grads(lambda b: np.linalg.svd(b, hermitian=True).U[..., :1] @ np.linalg.svd(
-        b, hermitian=True).Vh[..., :1, :], (a,), order=1)
+    # svd(hermitian=True) is eigh's: differentiated as a function of the symmetric part
+    check_grads(symmetrized(lambda b: np.linalg.svd(b, hermitian=True, compute_uv=False)),
+                (a,), order=2)
+    check_grads(symmetrized(lambda b: np.linalg.svd(b, hermitian=True).U[..., :1] @ np.linalg.svd(
+        b, hermitian=True).Vh[..., :1, :]), (a,), order=1)
 
 
 @given(a=distinct_singular_values())
@@ -400,13 +413,20 @@ def test_argsort_and_slogdet_sign_have_zero_derivative():
     np.testing.assert_array_equal(t_out, 0.0)
 
 
-def test_eigh_and_cholesky_read_one_triangle():
+def test_eigh_and_cholesky_read_one_triangle_and_have_symmetric_gradients():
     a = np.array([[4.0, 1.0], [1.0, 3.0]])
-    # sum(w) = trace of the lower triangle's symmetric matrix: its gradient is the identity
+    skewed = a + np.array([[0.0, 5.0], [0.0, 0.0]])     # the upper triangle is never read
+    for fn in (lambda y: np.linalg.eigh(y).eigenvalues, np.linalg.cholesky):
+        np.testing.assert_array_equal(xform.jit(fn)(skewed), fn(a))
+    # sum(w) = trace: its gradient is the identity
     grad = xform.grad(lambda y: np.sum(np.linalg.eigh(y).eigenvalues))(a)
     np.testing.assert_allclose(grad, np.eye(2), atol=1e-12)
+    # symmetric, as JAX's and autograd's: a descent step keeps the matrix symmetric
     grad = xform.grad(lambda y: np.sum(np.linalg.cholesky(y)))(a)
-    assert grad[0, 1] == 0.0 and grad[1, 0] != 0.0
+    assert grad[0, 1] == grad[1, 0] != 0.0
+    for upper in (False, True):
+        grad = xform.grad(lambda y: np.sum(np.sin(np.linalg.cholesky(y, upper=upper))))(a)
+        np.testing.assert_array_equal(grad, grad.T)
 
 
 # -- errors name the user's line -------------------------------------------------------------

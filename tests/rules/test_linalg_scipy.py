@@ -13,6 +13,7 @@ import xform
 from xform.rules import linalg_scipy
 from xform.testing import check_primitive
 from xform.testing import strategies as xst
+from tests.symmetric import check_symmetric_input_primitive
 
 batch_shapes = xst.shapes(min_dims=0, max_dims=1, max_side=2)
 sizes = st.integers(1, 4)
@@ -109,12 +110,20 @@ CASES = TRIANGULAR + [
            (1,), 2),
     OpCase("cho_solve_U", linalg_scipy.cho_solve_p, cho_solve_args(False), {"lower": False},
            (1,), 2),
+    OpCase("symmetric_from_lower", linalg_scipy.symmetric_from_triangle_p, general(),
+           {"lower": True}, None, 2),
+    OpCase("symmetric_from_upper", linalg_scipy.symmetric_from_triangle_p, general(),
+           {"lower": False}, None, 1),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 @given(data=st.data())
 def test_primitive_battery(case, data):
+    if case.prim is linalg_scipy.symmetric_from_triangle_p:
+        check_symmetric_input_primitive(case.prim, *data.draw(case.args), params=case.params,
+                                        order=case.order)
+        return
     check_primitive(case.prim, *data.draw(case.args), params=case.params, order=case.order,
                     linear_argnums=case.linear_argnums)
 
@@ -294,8 +303,8 @@ def test_cholesky_cotangent_of_a_singular_factor_is_not_finite(n):
 @pytest.mark.parametrize("upper", [False, True])
 @given(st.sampled_from([1, 3, 64, 65, 130]), st.integers(0, 2 ** 16))
 def test_cholesky_gradient_matches_autograd(upper, n, seed):
-    """numpy's cholesky reads A's lower triangle (upper=True: its upper one), so xform's
-    gradient T holds that triangle; autograd's symmetric gradient is (T + T^T) / 2."""
+    """numpy's cholesky reads A's lower triangle (upper=True: its upper one); its gradient is
+    autograd's (and JAX's): that of the function of A's symmetric part, symmetric."""
     import autograd
     import autograd.numpy as anp
     rng = np.random.default_rng(seed)
@@ -304,9 +313,8 @@ def test_cholesky_gradient_matches_autograd(upper, n, seed):
     ours = xform.grad(lambda m: np.sum(weights * np.linalg.cholesky(m, upper=upper)))(a)
     theirs = autograd.grad(lambda m: anp.sum(
         weights * (anp.linalg.cholesky(m).T if upper else anp.linalg.cholesky(m))))(a)
-    triangle = np.triu if upper else np.tril
-    np.testing.assert_array_equal(ours, triangle(ours))
-    np.testing.assert_allclose((ours + ours.T) / 2, theirs, rtol=1e-9, atol=1e-11)
+    np.testing.assert_array_equal(ours, ours.T)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-11)
 
 
 def test_cholesky_gradient_is_one_cotangent_equation():

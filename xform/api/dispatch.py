@@ -26,6 +26,7 @@ from xform.runtime.effects import hidden_effects_found, walk_incomplete
 from xform.runtime.paths import Path, Paths
 from xform.runtime.tiers import FirstTier, first_call_tier
 from xform.source_info import user_frame_info
+from xform.tracebacks import hide_internal_frames
 from xform.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 _SCALAR_SIGNATURES = {
@@ -109,6 +110,28 @@ def leaf_signature(leaf):
                          user_frame_info())
 
 
+def not_a_leaf_hint(leaf) -> str:
+    """How to pass `leaf`, which is not an array: an object holding parameters becomes a
+    pytree (its fields differentiated); anything else is passed as it is, static."""
+    static = ("name it in static_argnums or static_argnames (jit, grad, jacobians); "
+              "arguments grad does not differentiate may be any Python value")
+    if not hasattr(leaf, "__dict__") or isinstance(leaf, type) or callable(leaf):
+        return static
+    name = type(leaf).__name__
+    fields = "; ".join(f"{attribute}: {_annotation(value)}"
+                       for attribute, value in list(vars(leaf).items())[:6])
+    return (f"to differentiate its attributes, make {name} a dataclass: put "
+            f"@dataclasses.dataclass above `class {name}:` and declare its attributes as "
+            f"fields in place of __init__ ({fields}); each field becomes a leaf and grad "
+            f"returns a {name} of gradients (or register the class with "
+            f"xform.tree.register_pytree_node); to pass it unchanged, {static}")
+
+
+def _annotation(value) -> str:
+    kind = type(value)
+    return f"np.{kind.__name__}" if kind.__module__ == "numpy" else kind.__name__
+
+
 def leaf_signatures(leaves, args, statics=None) -> tuple:
     """`leaf_signature` of each leaf of the flattened `args` (STATIC_SIGNATURE for the
     static ones); a leaf that is not an array is named by its key path, e.g. `args[1]['b']`."""
@@ -125,9 +148,7 @@ def leaf_signatures(leaves, args, statics=None) -> tuple:
                 raise TypeCheckError(
                     f"argument args{keystr(path)} of type {type(leaf).__name__} is not an "
                     "array or scalar; xform transforms take arrays, numbers and pytrees of "
-                    "them", user_frame_info(),
-                    "name it in static_argnums or static_argnames (jit, grad, jacobians); "
-                    "arguments grad does not differentiate may be any Python value") from None
+                    "them", user_frame_info(), not_a_leaf_hint(leaf)) from None
         raise
 
 
@@ -180,16 +201,20 @@ class CachedCall:
         self._static_entries = {}   # several arguments' `_value_signature` -> entry, statics
 
     def __call__(self, first=_NO_ARGUMENT, /, *rest):
-        if rest or first is _NO_ARGUMENT:
-            return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
-        kind = type(first)
-        entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
-                                          else kind)
-        if entry is not None and entry.valid() and current_builder() is None:
-            entry.hits += 1
-            fn, finish = entry.value
-            return finish(fn(first))
-        return self._build_and_call((first,))
+        try:    # free while nothing is raised: no frame is added to the cached path
+            if rest or first is _NO_ARGUMENT:
+                return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
+            kind = type(first)
+            entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
+                                              else kind)
+            if entry is not None and entry.valid() and current_builder() is None:
+                entry.hits += 1
+                fn, finish = entry.value
+                return finish(fn(first))
+            return self._build_and_call((first,))
+        except Exception as err:
+            hide_internal_frames(err)
+            raise
 
     def _call_several(self, args):
         entry = self._flat_entries.get(_flat_signature(args))
@@ -625,21 +650,25 @@ class KeywordCall:
     positional arguments only, which keeps their cached call path free of a keyword dict."""
 
     def __call__(self, first=_NO_ARGUMENT, /, *rest, **kwargs):
-        if kwargs:
-            args = () if first is _NO_ARGUMENT else (first, *rest)
-            args, keywords = bind_keywords(self.fun, args, kwargs)
-            return self._build_and_call(args, keywords or None)
-        # CachedCall.__call__'s path, repeated: a call through it would cost a frame.
-        if rest or first is _NO_ARGUMENT:
-            return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
-        kind = type(first)
-        entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
-                                          else kind)
-        if entry is not None and entry.valid() and current_builder() is None:
-            entry.hits += 1
-            fn, finish = entry.value
-            return finish(fn(first))
-        return self._build_and_call((first,))
+        try:    # as CachedCall.__call__'s
+            if kwargs:
+                args = () if first is _NO_ARGUMENT else (first, *rest)
+                args, keywords = bind_keywords(self.fun, args, kwargs)
+                return self._build_and_call(args, keywords or None)
+            # CachedCall.__call__'s path, repeated: a call through it would cost a frame.
+            if rest or first is _NO_ARGUMENT:
+                return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
+            kind = type(first)
+            entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
+                                              else kind)
+            if entry is not None and entry.valid() and current_builder() is None:
+                entry.hits += 1
+                fn, finish = entry.value
+                return finish(fn(first))
+            return self._build_and_call((first,))
+        except Exception as err:
+            hide_internal_frames(err)
+            raise
 
 
 class KeywordTransformed(KeywordCall, Transformed):

@@ -12,6 +12,7 @@ from xform.ir.builder import stage_function
 from xform.ir.core import Graph
 from xform.ir.tracer import Tracer
 from xform.source_info import user_frame_info
+from xform.tracebacks import api_boundary
 from xform.transforms.derived import jvp_split, tangent_graph
 from xform.tree import tree_flatten, tree_unflatten
 
@@ -67,6 +68,7 @@ def _check_sequences(primals, tangents):
                                  "xform.jvp(f, (x,), (t,))")
 
 
+@api_boundary
 def jvp(fun, primals, tangents, has_aux=False):
     """`(fun(*primals), J @ tangents)`: forward-mode derivative along `tangents`; with
     has_aux, `fun` returns `(out, aux)` and the result is `(out, J @ tangents, aux)`.
@@ -112,6 +114,7 @@ def jvp(fun, primals, tangents, has_aux=False):
     return Transformed(fun, "jvp", build, (has_aux,))(primals, diff_tangents)
 
 
+@api_boundary
 def linearize(fun, *primals):
     """`(fun(*primals), f_jvp)` where `f_jvp(*tangents)` evaluates only the linear part.
 
@@ -140,6 +143,7 @@ def _build_linearize(fun, in_tree, avals, known=None):
     forward, linear = finish_graph(forward, own_outputs=False), finish_graph(linear)
 
     def f_jvp_of(residuals):
+        @api_boundary
         def f_jvp(*tangents):
             t_leaves, t_tree = tree_flatten(tangents)
             _check_tangents(avals, t_leaves, in_tree, t_tree)

@@ -21,6 +21,7 @@ from xform.ir.rules import primitive_for
 from xform.ir.builder import stage_function
 from xform.ir.values import staged_values
 from xform.source_info import user_frame_info
+from xform.tracebacks import api_boundary
 from xform.transforms.derived import vjp_split
 from xform.transforms.transpose import backward_pass
 from xform.transforms.vjp import computable_at_once, gradient_values, vjp_graph
@@ -251,6 +252,7 @@ def _grads_unflattener(in_tree, nums, argnums, wanted, avals):
     return unflatten
 
 
+@api_boundary
 def vjp(fun, *primals, has_aux=False):
     """`(fun(*primals), vjp_fn)`; `vjp_fn(cotangent)` returns a tuple of cotangents, one per
     primal. With has_aux: `(out, vjp_fn, aux)`.
@@ -289,6 +291,7 @@ def _build_vjp(has_aux, fun, in_tree, avals, known=None):
     main_avals = [a.aval for a in graph.outputs[:n_main]]
 
     def vjp_fn_of(residuals):
+        @api_boundary
         def vjp_fn(cotangent):
             ct_leaves, ct_tree = tree_flatten(cotangent)
             if ct_tree != main_tree:

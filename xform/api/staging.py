@@ -15,6 +15,7 @@ from xform.ir.avals import ShapedArray
 from xform.ir.builder import KnownValues, stage_function
 from xform.runtime.effects import Watch
 from xform.source_info import user_frame_info
+from xform.tracebacks import api_boundary
 from xform.tree import tree_flatten, tree_unflatten
 
 
@@ -56,6 +57,7 @@ def make_graph(fun, static_argnums=()):
     static_nums_spec = ((static_argnums,) if isinstance(static_argnums, int)
                         else tuple(static_argnums))
 
+    @api_boundary
     def staged(*args):
         static_nums = (normalize_argnums(static_nums_spec, len(args))
                        if static_nums_spec else ())
@@ -96,6 +98,7 @@ def _aval_of_example(x):
     return aval_of_signature(leaf_signature(x))
 
 
+@api_boundary
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes of `fun(*args, **kwargs)`, as ShapedArrays, found by staging
     (nothing is computed). Arguments may be arrays, numbers, or ShapedArrays.

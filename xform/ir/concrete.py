@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import dis
 import linecache
+import re
+
+import numpy as np
 
 from xform.errors import ConcretizationError
 from xform.source_info import SourceInfo, scipy_callee, user_frame, user_frame_info
@@ -66,6 +69,12 @@ def _construct(kind: str, instruction, line: str, expression: str):
                 "index with np.take / np.where, or call the transform on arrays, whose values "
                 "give the size")
     if kind == "array":
+        scalar = _numpy_scalar_call(expression)
+        if scalar is not None:
+            name, argument = scalar
+            return (f"{name}() of a traced value (a numpy scalar holds a concrete number)",
+                    f"keep it an array of that dtype: np.asarray({argument}, dtype={name}), "
+                    "which stages (and returns a 0-d array on a concrete number)")
         return ("converting a traced value to a numpy array with numpy's own conversion",
                 "np.array / np.asarray / np.stack stage when called through `np.`; a name "
                 "imported with `from numpy import ...` before staging, or a library's "
@@ -115,6 +124,18 @@ def derivative_cut(kind: str) -> ConcretizationError:
         "keep it an array: use numpy's functions (np.sin, np.exp, ...) instead of Python's "
         "math module, and drop the float(); to cut the derivative on purpose, use "
         "xform.stop_gradient(x)")
+
+
+def _numpy_scalar_call(expression: str):
+    """("np.float64", "x") when `expression` is a call of a numpy scalar type through `np.`
+    or `numpy.` on one argument, e.g. "np.float64(x)"; else None."""
+    match = re.fullmatch(r"((?:np|numpy)\.(\w+))\((.+)\)", expression.strip(), re.S)
+    if match is None or "," in match.group(3):
+        return None
+    scalar_type = getattr(np, match.group(2), None)
+    if not (isinstance(scalar_type, type) and issubclass(scalar_type, np.generic)):
+        return None
+    return match.group(1), match.group(3).strip()
 
 
 def _expression(filename: str, instruction) -> str:

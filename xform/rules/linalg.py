@@ -94,20 +94,15 @@ def _eye_like(x):
     return np.eye(n, dtype=aval(x).dtype)
 
 
-def _symmetrize(t, uplo):
-    """The Hermitian (real: symmetric) matrix LAPACK sees when it reads only the `uplo`
-    triangle of `t`, ignoring the imaginary part of the diagonal as LAPACK does."""
-    n, dtype = aval(t).shape[-1], aval(t).dtype
-    if not _is_complex(t):
-        # real: the form whose transpose makes the fewest strided passes (a hot path)
-        if uplo == "U":
-            t = _mT(t)
-        return t * np.tril(np.ones((n, n), dtype)) + _mT(t * np.tril(np.ones((n, n), dtype), -1))
-    strict = np.tril(np.ones((n, n), dtype), -1)
-    if uplo == "U":
-        strict = _mT(strict)
-    off = t * strict
-    return off + _mH(off) + _hermitian_part(t) * np.eye(n, dtype=dtype)
+# Functions of a symmetric (Hermitian) matrix that read one triangle of it (cholesky, eigh,
+# eigvalsh): their values are numpy's, read from that triangle, but their derivatives are
+# those of the function of the matrix's Hermitian part (A + A^H) / 2, as JAX's and autograd's:
+# a tangent enters as its Hermitian part, so a gradient is Hermitian too and a descent step
+# keeps a covariance matrix symmetric (docs/differences.md).
+
+def _hermitian_matrix_part(t):
+    """(t + t^H) / 2 over the last two axes (real: the symmetric part)."""
+    return (t + _mH(t)) * 0.5
 
 
 # -- inv: d inv(A) = -inv(A) dA inv(A) -----------------------------------------------------
@@ -234,7 +229,7 @@ def _cholesky_jvp_of(prim):
             return ans, Zero(aval(ans))
         lower = _mH(ans) if upper else ans
         n, dtype = aval(ans).shape[-1], aval(ans).dtype
-        sym = _symmetrize(tangents[0], "U" if upper else "L")
+        sym = _hermitian_matrix_part(tangents[0])
         # L^-1 (L^-1 dA)^H = L^-1 dA L^-H because dA is Hermitian; triangular solves, no LU
         x = triangular_solve(lower, _mH(triangular_solve(lower, sym, lower=True)), lower=True)
         phi = np.tril(np.ones((n, n), dtype)) - 0.5 * np.eye(n, dtype=dtype)
@@ -251,10 +246,11 @@ def _cholesky_vjp_of(prim):
             # the transposed jvp, as for a primitive without a vjp rule
             eqn = Equation(prim, [], [Var(aval(ans))], {"upper": upper})
             return vjp_from_jvp(eqn, primals, ct)
-        # one primitive (blocked, BLAS in place) for what the transposed jvp does in ~15
+        # one primitive (blocked, BLAS in place) for what the transposed jvp does in ~15; it
+        # gives the cotangent of the triangle read, whose symmetric part is the convention's
         if upper:
-            return (_mT(cholesky_cotangent(_mT(ans), _mT(ct))),)
-        return (cholesky_cotangent(ans, ct),)
+            return (_hermitian_matrix_part(cholesky_cotangent(_mT(ans), _mT(ct))),)
+        return (_hermitian_matrix_part(cholesky_cotangent(ans, ct)),)
     return vjp
 
 
@@ -284,7 +280,7 @@ def _eigh_jvp(primals, tangents, *, uplo):
     w, v = eigh_p.bind(primals[0], uplo=uplo)
     if type(tangents[0]) is Zero:
         return [w, v], [Zero(aval(w)), Zero(aval(v))]
-    m = np.matmul(_mH(v), np.matmul(_symmetrize(tangents[0], uplo), v))
+    m = np.matmul(_mH(v), np.matmul(_hermitian_matrix_part(tangents[0]), v))
     # complex eigenvectors: the phase of each is free; this picks Im(v^H dv) = 0, as JAX does
     return [w, v], [_real(np.sum(m * _eye_like(m), axis=-1)),
                     np.matmul(v, _reciprocal_gaps(w) * m)]

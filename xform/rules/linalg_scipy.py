@@ -585,9 +585,44 @@ register(sqrtm_p, impl=_stacked(_sqrtm_2d, 1), abstract_eval=_expm_abstract_eval
              sqrtm_p.bind(np.moveaxis(args[0], dims[0], 0)), 0), symbolic_zeros=True)
 
 
+# -- symmetric_from_triangle: the symmetric matrix whose `lower` (or upper) triangle is a's --
+# What SciPy reads of `a` in eigh(a, b) and solve(a, b, assume_a="sym"). Its value is that
+# triangle's, its derivative that of (a + a^T) / 2, as cholesky's and eigh's (linalg.py):
+# the tangent's symmetric part, so that gradients are symmetric.
+
+symmetric_from_triangle_p = Primitive("symmetric_from_triangle")
+
+
+def _symmetric_from_triangle(a, *, lower):
+    n = a.shape[-1]
+    keep = np.tril(np.ones((n, n), a.dtype)) if lower else np.triu(np.ones((n, n), a.dtype))
+    strict = keep - np.eye(n, dtype=a.dtype)
+    return a * keep + np.swapaxes(a * strict, -1, -2)
+
+
+def _symmetric_from_triangle_jvp(primals, tangents, *, lower):
+    ans = symmetric_from_triangle_p.bind(primals[0], lower=lower)
+    if type(tangents[0]) is Zero:
+        return ans, Zero(aval(ans))
+    return ans, (tangents[0] + np.swapaxes(tangents[0], -1, -2)) * 0.5
+
+
+def _symmetric_from_triangle_abstract_eval(a, *, lower):
+    _check_square(a, "symmetric_from_triangle")
+    return ShapedArray(a.shape, a.dtype)
+
+
+register(symmetric_from_triangle_p, impl=_symmetric_from_triangle,
+         abstract_eval=_symmetric_from_triangle_abstract_eval,
+         jvp=_symmetric_from_triangle_jvp, batch=lambda size, args, dims, *, lower: (
+             symmetric_from_triangle_p.bind(np.moveaxis(args[0], dims[0], 0), lower=lower), 0),
+         symbolic_zeros=True)
+
+
 __all__ = ["cholesky_cotangent", "cholesky_cotangent_p", "cholesky_potrf", "expm_p",
            "lu_factor_p", "lu_pivots_to_permutation_p", "lu_solve", "permute_rows", "sqrtm_p",
-           "sylvester_p", "triangle_of", "triangular_solve", "triangular_solve_p"]
+           "sylvester_p", "symmetric_from_triangle_p", "triangle_of", "triangular_solve",
+           "triangular_solve_p"]
 
 
 # -- scipy.linalg's inv and cho_solve, SciPy's own routines (its LAPACK: getrf+getri, potrs),

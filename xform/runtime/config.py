@@ -9,15 +9,19 @@ on whatever a function returns (a `grad`, which numpy does not define, may also 
 does) and `tier` (how a transform's first call of a signature runs: "auto", the default,
 interprets the transformed graph on the first call and compiles it, fully optimized, on the
 second; "interpret" never compiles the top-level graph; "compile" compiles on the first call;
-see xform.runtime.tiers), and the paths of functions that decide on data (xform.runtime.paths):
+see xform.runtime.tiers); the paths of functions that decide on data (xform.runtime.paths):
 `max_paths` (8: paths kept per signature), `path_limit` ("warn", the default, warns once
 and stages each call past the bound anew; "raise" raises PathLimitError) and `explain_paths`
-(log every new path with the decision that needed it). A leaf: whatever depends on an option (the cache of compiled
+(log every new path with the decision that needed it); and `traceback_filtering` ("on", the
+default: tracebacks of errors raised for the user's code hide xform's own frames; "off"
+shows every frame; the environment variable XFORM_TRACEBACK_FILTERING sets the starting
+value; see xform.tracebacks). A leaf: whatever depends on an option (the cache of compiled
 code) registers with `on_change`.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 
 
 class Config:
@@ -34,8 +38,11 @@ class Config:
 
     _SWITCHES = ("debug", "checks", "fusion", "explain_paths")
     _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("exact", "reassociate"),
-                "tier": ("auto", "interpret", "compile"), "path_limit": ("warn", "raise")}
+                "tier": ("auto", "interpret", "compile"), "path_limit": ("warn", "raise"),
+                "traceback_filtering": ("on", "off")}
     _COUNTS = ("max_paths",)
+    # how errors are shown, not what is computed: the cache of compiled code keeps
+    _UNOBSERVED = ("traceback_filtering",)
 
     def __init__(self):
         self.debug = False
@@ -50,6 +57,10 @@ class Config:
         self.max_paths = 8
         self.path_limit = "warn"
         self.explain_paths = False
+        self.traceback_filtering = os.environ.get("XFORM_TRACEBACK_FILTERING", "on").lower()
+        if self.traceback_filtering not in self._CHOICES["traceback_filtering"]:
+            raise ValueError(f"XFORM_TRACEBACK_FILTERING takes 'on' or 'off', not "
+                             f"{self.traceback_filtering!r}")
         self._observers = []
 
     def on_change(self, callback) -> None:
@@ -71,6 +82,8 @@ class Config:
             raise KeyError(f"unknown xform option {name!r}; options: {options}")
         if getattr(self, name) != value:
             setattr(self, name, value)
+            if name in self._UNOBSERVED:
+                return
             for callback in self._observers:
                 callback()
 
@@ -85,4 +98,5 @@ class Config:
 
 
 config = Config()
-"""The settings (`xform.config`): `algebra`, `checks`, `debug`, `fusion`, `scalar_math`."""
+"""The settings (`xform.config`): `algebra`, `checks`, `debug`, `fusion`, `scalar_math`,
+`tier`, `traceback_filtering`."""

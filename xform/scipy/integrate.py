@@ -23,7 +23,7 @@ from xform.rules.ode import odeint_p
 from xform.rules.quadrature import integral_p
 from xform.scipy.staging import F64, as_float, stage_with_args
 from xform.source_info import user_frame_info
-from xform.tree import tree_flatten
+from xform.tree import tree_flatten, tree_unflatten
 
 
 def _solve(rhs, y0, t, args, method, options):
@@ -31,13 +31,16 @@ def _solve(rhs, y0, t, args, method, options):
     y0, t = as_float(y0), as_float(t)
     if aval(t).ndim != 1:
         raise shape_error(f"the time points must be one-dimensional, got shape {aval(t).shape}")
-    args = tuple(staged_array(a) for a in args)
+    # args as SciPy passes them: pytrees too (a list of arrays of different shapes: a neural
+    # ODE's parameters), each leaf an input
+    leaves, args_tree = tree_flatten(tuple(args))
+    args = tuple(staged_array(a) for a in leaves)
     avals = [ShapedArray(aval(y0).shape, np.dtype(np.float64)), ShapedArray((), np.float64)] + \
         [ShapedArray(aval(a).shape, aval(a).dtype) for a in args]
     in_tree = tree_flatten(tuple(range(len(avals))))[1]
 
     def flat_rhs(y, s, *flat_args):
-        return as_float(rhs(y, s, *flat_args))
+        return as_float(rhs(y, s, *tree_unflatten(args_tree, list(flat_args))))
     graph, captured, _ = stage_function(flat_rhs, in_tree, avals)
     if graph.outputs[0].aval.shape != aval(y0).shape:
         raise shape_error(f"the right-hand side returned shape {graph.outputs[0].aval.shape}"

@@ -13,7 +13,8 @@ from xform.numpy.construct import staged_array
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 from xform.rules.linalg_scipy import (cho_solve_p, expm_p, lu_factor_p,
                                       lu_pivots_to_permutation_p, lu_solve as _lu_solve,
-                                      scipy_inv_p, sqrtm_p, sylvester_p, triangular_solve)
+                                      scipy_inv_p, sqrtm_p, sylvester_p,
+                                      symmetric_from_triangle_p, triangular_solve)
 
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1, "n": 0, "t": 1, "c": 1}
 
@@ -87,11 +88,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
 
 
 def _symmetric_from(a, lower):
-    """The symmetric matrix whose `lower` (or upper) triangle is that of `a`."""
-    n = aval(a).shape[-1]
-    keep = np.tril(np.ones((n, n))) if lower else np.triu(np.ones((n, n)))
-    strict = keep - np.eye(n)
-    return a * keep + np.swapaxes(a * strict, -1, -2)
+    """The symmetric matrix whose `lower` (or upper) triangle is that of `a` (differentiated
+    as (a + a^T) / 2, as cholesky and eigh are)."""
+    return symmetric_from_triangle_p.bind(a, lower=bool(lower))
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
