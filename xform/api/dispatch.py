@@ -111,25 +111,18 @@ def leaf_signature(leaf):
 
 
 def not_a_leaf_hint(leaf) -> str:
-    """How to pass `leaf`, which is not an array: an object holding parameters becomes a
-    pytree (its fields differentiated); anything else is passed as it is, static."""
+    """How to pass `leaf`, which is not an array. Objects of the user's own classes are pytrees
+    already (xform.tree); what reaches here is a library's object, or a class with
+    `__slots__` or `__call__`: registered, its arrays are differentiated; else it is passed
+    as it is, static."""
     static = ("name it in static_argnums or static_argnames (jit, grad, jacobians); "
               "arguments grad does not differentiate may be any Python value")
     if not hasattr(leaf, "__dict__") or isinstance(leaf, type) or callable(leaf):
         return static
     name = type(leaf).__name__
-    fields = "; ".join(f"{attribute}: {_annotation(value)}"
-                       for attribute, value in list(vars(leaf).items())[:6])
-    return (f"to differentiate its attributes, make {name} a dataclass: put "
-            f"@dataclasses.dataclass above `class {name}:` and declare its attributes as "
-            f"fields in place of __init__ ({fields}); each field becomes a leaf and grad "
-            f"returns a {name} of gradients (or register the class with "
-            f"xform.tree.register_pytree_node); to pass it unchanged, {static}")
-
-
-def _annotation(value) -> str:
-    kind = type(value)
-    return f"np.{kind.__name__}" if kind.__module__ == "numpy" else kind.__name__
+    return (f"to differentiate its arrays, register {name} as a pytree: "
+            f"xform.tree.register_pytree_node({name}, flatten, unflatten), flatten returning "
+            f"(its arrays, the rest); to pass it unchanged, {static}")
 
 
 def leaf_signatures(leaves, args, statics=None) -> tuple:
@@ -543,13 +536,14 @@ class Transformed(CachedCall):
             if statics or static_keywords:
                 count_restaging(self.fun, self.kind)
             run, unflatten, decisions, generators, staged = stage_path(leaves)
-            if walk_incomplete():
-                # Code the walk could not follow may draw where no equation stands for the
-                # draw: a second staging on the same values tells.
-                if impure(self.fun) or not same_values(staged, staged_again(stage_path,
-                                                                            leaves)):
-                    hidden_effects_found(self.fun)
-                    note_impure(self.fun)
+            if impure(self.fun):    # found drawing where no equation stands for the draw
+                hidden_effects_found(self.fun)
+            elif walk_incomplete() and not same_values(staged, staged_again(stage_path,
+                                                                             leaves)):
+                # Code the walk could not follow may draw where no equation stands for
+                # the draw: a second staging on the same values tells.
+                hidden_effects_found(self.fun)
+                note_impure(self.fun)
             if not decisions:
                 return run, unflatten
             return guarded_paths(self.fun, self.kind, stage_path, run, unflatten, decisions,

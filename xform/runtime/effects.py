@@ -185,6 +185,9 @@ class _Walk:
         # does not spell (`getattr`): which stand-ins a staging needs (`Watch`).
         self.names = set()
         self.opaque = False
+        # user code it did not follow: a function past its depth, getattr/eval (a library's
+        # code is opaque too, but holds no generator of the user's to freeze)
+        self.unfollowed = False
         self.functions = []         # the functions followed, the root's callees first
         self._seen = set()
         self._names = frozenset()   # the names the code being walked uses (module attributes)
@@ -211,7 +214,7 @@ class _Walk:
             elif depth < _MAX_DEPTH:
                 self.function(value, depth + 1)
             else:
-                self.opaque = True
+                self.opaque = self.unfollowed = True
             return
         if type(value) is not types.ModuleType or not _foreign(value.__name__):
             self.clean = False
@@ -238,7 +241,7 @@ class _Walk:
             if depth < _MAX_DEPTH:
                 self.function(value, depth + 1)
             else:
-                self.opaque = True
+                self.opaque = self.unfollowed = True
         elif inspect.ismethod(value):
             self.value(value.__self__, depth)
             self.value(value.__func__, depth)
@@ -328,8 +331,8 @@ class _Walk:
             if not self.global_draws and _GLOBAL_DRAWS.intersection(names):
                 self.global_draws = True
             self.names.update(names)
-            if not self.opaque and _DYNAMIC_LOOKUPS.intersection(names):
-                self.opaque = True
+            if not self.unfollowed and _DYNAMIC_LOOKUPS.intersection(names):
+                self.opaque = self.unfollowed = True
             if not self.constructs and any(name not in function.__globals__
                                            for name in _EFFECT_BUILTINS.intersection(names)):
                 self.constructs = True
@@ -460,7 +463,7 @@ class Watch:
 
     __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw", "_places",
                  "_swapped", "_unstaged", "_token", "_skip", "complete", "functions",
-                 "_incomplete_token")
+                 "_incomplete_token", "root_is_function", "unfollowed")
 
     def __init__(self, function, arguments=()):
         """`arguments`: what `function` is called with besides traced values (static
@@ -471,8 +474,9 @@ class Watch:
         self._swapped = []
         self._unstaged = []
         self._token = None
-        code = getattr(function, "__code__", None) if type(function) is types.FunctionType \
-            else None
+        self.root_is_function = type(function) is types.FunctionType
+        self.unfollowed = False
+        code = getattr(function, "__code__", None) if self.root_is_function else None
         remembered = _clean_walks.get(id(code)) if code is not None and not arguments else None
         if remembered is not None and remembered[0] is code and _holds(remembered[1], function):
             # The same code reading the same objects: the walk would find nothing again.
@@ -499,6 +503,7 @@ class Watch:
         # Whether the walk followed every function the staged code can run, and which (what a
         # recording then reads with no profile hook: xform.runtime.dependencies.recording)
         self.complete = walk.clean and not walk.opaque
+        self.unfollowed = walk.unfollowed
         self.functions = walk.functions
         # The stand-ins a staging can do without: those of the groups none of whose names the
         # code spells, once the walk has seen all the code can run
@@ -565,11 +570,15 @@ _incomplete: ContextVar = ContextVar("xform_watch", default=None)
 
 
 def walk_incomplete() -> bool:
-    """Whether the Watch of the staging under way could not follow every function it can
-    run (a function held as a value, one past its depth, getattr or eval) and has seen no
-    draw: a draw there is not seen, and a second staging must tell (xform.api.dispatch)."""
+    """Whether the Watch of the staging under way could not follow the user's code a plain
+    function runs (a function past its depth, getattr or eval) and has seen no draw: a draw
+    there is not seen, and a second staging must tell (xform.api.dispatch). (Callable objects,
+    bound methods and library functions, which the walk does not follow either, are left to
+    the recorder of what staging reads: staging every model object, or every function that
+    calls SciPy, twice would double its first call.)"""
     watch = _incomplete.get()
-    return watch is not None and not watch.complete and not watch.drew()
+    return (watch is not None and watch.unfollowed and watch.root_is_function
+            and not watch.drew())
 
 
 _told: "weakref.WeakSet" = weakref.WeakSet()    # functions warned about once
