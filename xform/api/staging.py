@@ -11,7 +11,8 @@ from xform.api.dispatch import (CachedCall, KeywordCall, accepts_keywords, aval_
                                 count_restaging, leaf_signature, leaf_signatures,
                                 normalize_argnums, present_argnums, run, split_static,
                                 static_key, static_positions, with_statics)
-from xform.api.pipeline import finish_graph
+from xform.api.pipeline import (arguments_for_backend, checked_backend, finish_graph,
+                                using_backend)
 from xform.errors import TreeMismatchError, not_callable_error, out_of_memory_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder, stage_function
@@ -71,6 +72,28 @@ def make_graph(fun, static_argnums=()):
     return staged
 
 
+def split_graph(fun, static_argnums=(), *, backend="xla"):
+    """The graph `jit(fun, backend=backend)` runs on these arguments: staged, optimized, and
+    split into XLA segments (`xla_call` equations, each holding its segment's graph) and the
+    equations left to the host, which run with numpy (`xform.describe_split` lists them).
+
+    >>> import scipy.linalg    # its expm is SciPy's own kernel: it runs on the host
+    >>> def f(a):
+    ...     return np.sum(np.sin(scipy.linalg.expm(a) * 2.0))
+    >>> print(xform.describe_split(xform.split_graph(f)(np.eye(2))))
+    host: expm
+    xla: 3 equations
+    """
+    staged = make_graph(fun, static_argnums)
+    checked_backend(backend)
+
+    def split(*args):
+        graph = staged(*args)
+        with using_backend(backend):
+            return finish_graph(graph)
+    return split
+
+
 def _is_shaped(x) -> bool:
     return isinstance(x, ShapedArray) or (hasattr(x, "shape") and hasattr(x, "dtype"))
 
@@ -128,7 +151,7 @@ def closure_convert(fun, *example_args):
     return converted, list(captured)
 
 
-def jit(fun, static_argnums=(), static_argnames=()):
+def jit(fun, static_argnums=(), static_argnames=(), *, backend=None):
     """Compile `fun` per abstract signature (pytree structure, shapes, dtypes, statics).
 
     The compiled function computes what `fun` computes eagerly with numpy: the same values
@@ -137,6 +160,8 @@ def jit(fun, static_argnums=(), static_argnames=()):
     Python's `math` functions, each within 4 ulp of numpy's (docs/ARCHITECTURE.md, "What
     compiled code promises"). As in JAX, every argument is traced except those named by
     `static_argnums`/`static_argnames` (keyed by value; unhashable ones by identity).
+    `backend="xla"` runs the compiled graph with XLA through jax instead (XLA's values, not
+    numpy's bits; docs/backends.md); None means `xform.config.backend`.
 
     >>> f = xform.jit(lambda x: x * x + 1.0)
     >>> f(np.arange(3.0))    # staged and compiled now; later f64[3] calls reuse the code
@@ -148,13 +173,14 @@ def jit(fun, static_argnums=(), static_argnames=()):
     if not callable(fun):
         raise not_callable_error(fun, "jit")
     cls = _KeywordJitted if static_argnames or accepts_keywords(fun) else _Jitted
-    return cls(fun, static_argnums, static_argnames)
+    return cls(fun, static_argnums, static_argnames, checked_backend(backend))
 
 
 class _Jitted(CachedCall):
-    def __init__(self, fun, static_argnums, static_argnames=()):
+    def __init__(self, fun, static_argnums, static_argnames=(), backend=None):
         super().__init__()
         self.fun = fun
+        self.backend = backend
         self.static_argnums, self.static_keywords = static_positions(fun, static_argnums,
                                                                      static_argnames)
         functools.update_wrapper(self, fun, updated=())
@@ -183,14 +209,15 @@ class _Jitted(CachedCall):
                 count_restaging(self.fun, "jit")
             avals = [aval_of_signature(s) for s in signature]
             graph, _, out_tree = stage_function(staged, in_tree, avals)
-            return CACHE.compiled(finish_graph(graph)).fn, _unflattener(out_tree)
+            with using_backend(self.backend):
+                return CACHE.compiled(finish_graph(graph)).fn, _unflattener(out_tree)
         statics_key = (tuple((j, static_key(v)) for j, v in statics.items()),
                       tuple((name, static_key(v)) for name, v in static_keywords))
-        entry = CACHE.build(self.fun, ("jit", in_tree, signature, statics_key), make,
+        entry = CACHE.build(self.fun, ("jit", self.backend, in_tree, signature, statics_key), make,
                             arguments=(*statics.values(), *(v for _, v in static_keywords)))
         fn, finish = entry.value
         try:
-            results = fn(*leaves)
+            results = fn(*arguments_for_backend(leaves, self.backend))
         except MemoryError as err:
             raise out_of_memory_error(err) from None
         # Filed for the fast path once a call succeeded: one that failed (out of memory)

@@ -9,7 +9,8 @@ on whatever a function returns (a `grad`, which numpy does not define, may also 
 does) and `tier` (how a transform's first call of a signature runs: "auto", the default,
 interprets the transformed graph on the first call and compiles it, fully optimized, on the
 second; "interpret" never compiles the top-level graph; "compile" compiles on the first call;
-see xform.runtime.tiers). A leaf: whatever depends on an option (the cache of compiled
+see xform.runtime.tiers) and `backend` (what runs compiled graphs: "numpy", the default, as
+generated Python + numpy code; "xla", XLA through jax, see xform.codegen.xla). A leaf: whatever depends on an option (the cache of compiled
 code) registers with `on_change`.
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Config:
 
     _SWITCHES = ("debug", "checks", "fusion")
     _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("exact", "reassociate"),
-                "tier": ("auto", "interpret", "compile")}
+                "tier": ("auto", "interpret", "compile"), "backend": ("numpy", "xla")}
 
     def __init__(self):
         self.debug = False
@@ -42,6 +43,8 @@ class Config:
         self.algebra = "exact"
         # a first call interpreted: passes, codegen and compile() pay off from the second
         self.tier = "auto"
+        # numpy's bits by default; XLA (through jax) is the user's choice
+        self.backend = "numpy"
         self._observers = []
 
     def on_change(self, callback) -> None:
@@ -74,4 +77,5 @@ class Config:
 
 
 config = Config()
-"""The settings (`xform.config`): `algebra`, `checks`, `debug`, `fusion`, `scalar_math`."""
+"""The settings (`xform.config`): `algebra`, `backend`, `checks`, `debug`, `fusion`,
+`scalar_math`, `tier`."""
