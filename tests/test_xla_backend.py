@@ -274,3 +274,15 @@ def test_a_lowering_that_fails_sends_its_equation_to_the_host():
     split = xform.split_graph(lambda x: np.sin(odd_p.bind(np.cos(x))))(np.ones(2))
     assert xform.describe_split(split).splitlines() == [
         "xla: 1 equations", "host: odd_double", "xla: 1 equations"]
+
+
+@pytest.mark.parametrize("loop", [
+    # one scalar cotangent per element: the accumulation is a permutation of them
+    lambda x: np.sum(np.stack([np.sin(np.exp(x[i])) for i in range(x.shape[0])])),
+    # elements read twice and some never: their cotangents add up at repeated positions
+    lambda x: sum(x[i] * x[i - 1] for i in range(1, x.shape[0] - 1)),
+])
+def test_python_loops_over_elements_agree_with_numpy(loop):
+    x = np.linspace(-1.0, 1.0, 7)
+    got, want = _on_both(lambda: xform.grad(loop)(x))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
