@@ -4,6 +4,7 @@ computes its own bits), what XLA cannot run stays on the host, and jax's configu
 arrays are left as the user has them."""
 import contextlib
 import os
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -135,9 +136,8 @@ def test_reverse_mode_through_a_run_time_while_loop_keeps_xforms_scheme_on_the_h
     def f(x):
         return np.sum(xform.while_loop(lambda c: np.sum(c * c) < 6.0, lambda c: c * 1.3, x))
     split = xform.split_graph(xform.grad(f))(np.array([0.3, 0.5, 0.7]))
-    host = [eqn.primitive.name for eqn in split.equations
-            if eqn.primitive not in (xla.xla_call_p, xla.to_host_p)]
-    assert host == ["while_loop_grad"]
+    host = [line for line in xform.describe_split(split).splitlines() if line[:4] == "host"]
+    assert host == ["host: while_loop_grad"]
     got, want = _on_both(lambda: xform.grad(f)(np.array([0.3, 0.5, 0.7])))
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
@@ -246,6 +246,12 @@ def test_huge_unrolled_graphs_stay_on_numpy(monkeypatch):
         return x
     assert not _segments(xform.split_graph(unrolled)(np.ones(2)))
     assert _segments(xform.split_graph(lambda x: np.sin(x) * 1.01)(np.ones(2)))
+    # on numpy, jax arrays in and out as on XLA, in float64 (not jax's default float32)
+    with jax.enable_x64(True):
+        x = jnp.full(2, 0.5)
+    out = xform.jit(lambda v: unrolled(v) * 1e-300, backend="xla")(x)
+    assert isinstance(out, jax.Array) and out.dtype == np.float64
+    np.testing.assert_allclose(out, unrolled(np.full(2, 0.5)) * 1e-300, rtol=1e-14)
 
 
 def test_a_primitive_without_a_lowering_runs_on_the_host_and_a_hook_lowers_it():
@@ -286,3 +292,29 @@ def test_python_loops_over_elements_agree_with_numpy(loop):
     x = np.linspace(-1.0, 1.0, 7)
     got, want = _on_both(lambda: xform.grad(loop)(x))
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_gpu_check_runs_on_whatever_device_jax_sees():
+    from bench import gpu_check
+    columns, results, devices = gpu_check.run(scales=(1,), only=["tiny_scalar"], samples=1)
+    [(name, scale, elements, times, notes)] = results
+    assert (name, scale, notes) == ("tiny_scalar", 1, {})
+    assert set(times) == set(columns) >= {"xform xla", "jax jit", "xform numpy (CPU)"}
+    assert "| tiny_scalar | 1 | 1 |" in gpu_check.markdown(columns, results, devices)
+    assert not jax.config.jax_enable_x64
+
+
+def test_without_jax_the_backend_is_an_error_at_the_users_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)     # `import jax` raises ImportError
+    xla._jax.cache_clear()
+    xla._table.cache_clear()
+    try:
+        with pytest.raises(xform.UnsupportedError, match="needs jax") as info:
+            xform.jit(lambda x: np.sin(x) * 2.0, backend="xla")(np.ones(2))
+        assert info.value.source.filename == __file__
+        assert "pip install" in str(info.value)
+    finally:
+        monkeypatch.undo()
+        xla._jax.cache_clear()
+        xla._table.cache_clear()
+    assert isinstance(xform.jit(np.cos, backend="xla")(np.ones(2)), np.ndarray)

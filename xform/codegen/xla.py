@@ -9,9 +9,9 @@ pass of a while_loop with a run-time trip count (xform's own scheme), and any eq
 lowering fails or disagrees with its abstract value. Graphs of over MAX_EQUATIONS equations
 stay on numpy whole: XLA's compile time grows faster than the run time it saves there.
 
-A primitive's lowering is `LOWERINGS[name]` (here), or the `"xla"` hook of its registration
-(`hooks={"xla": fn}`, for library authors); numpy's own functions (ufuncs, numpy.linalg)
-map to jax.numpy's of the same name. A lowering has the impl's signature and calls
+A primitive's lowering is the `"xla"` hook of its registration (`hooks={"xla": fn}`, for
+library authors), else this module's table by primitive name (`_table`), else, for an impl
+that is numpy's own function (a ufunc, numpy.linalg), jax.numpy's of the same name. A lowering has the impl's signature and calls
 jax.numpy/jax.lax. Values are float64 as in numpy: every call enters jax's x64 mode for its
 own duration (`jax.enable_x64`), never changing the user's jax configuration. jax is
 imported on first use only (the `xla` extra).
@@ -26,13 +26,16 @@ import weakref
 
 import numpy as np
 
+from xform.errors import UnsupportedError
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.index_params import numpy_index
 from xform.ir.rules import RULES, has_effects, hooks_named, register
+from xform.source_info import user_frame_info
 
 #: Graphs of more equations (sub-graphs counted) stay on the numpy backend: XLA compiles
-#: unrolled code in time growing faster than linearly (bench/xla_compile.py), so there a
-#: first call would cost seconds to minutes for a run time numpy already makes small.
+#: unrolled scalar code slowly (900 equations of a loop over 100 elements: 4-8 s here,
+#: bench/XLA.md), and more so with every equation, so that beyond this a first call would
+#: cost tens of seconds or minutes.
 MAX_EQUATIONS = 3000
 
 #: Primitives that always run on the host: the reverse pass of a while_loop with a run-time
@@ -42,15 +45,6 @@ HOST_ONLY = frozenset({"while_loop_grad", "threaded_map", "odeint", "odeint_adjo
                        "random_draw", "nondifferentiable", "psum", "pmax", "all_gather",
                        "lu_factor", "lu_pivots_to_permutation", "sylvester", "sqrtm",
                        "expm"})
-
-
-def available() -> bool:
-    """Whether jax can be imported (the `xla` extra is installed)."""
-    try:
-        import jax  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 # What numpy code passes around: never a jax array, known without isinstance(., jax.Array)
@@ -81,9 +75,9 @@ def _jax():
         import jax.scipy.special  # noqa: F401
         from jax import lax
     except ImportError as err:
-        from xform.errors import UnsupportedError
-        raise UnsupportedError("backend='xla' needs jax: pip install 'xform[xla]' (or jax "
-                               "and jaxlib)", None) from err
+        raise UnsupportedError("backend='xla' needs jax, which is not installed",
+                               user_frame_info(), "pip install -e '.[xla]' (jax and jaxlib, "
+                               "CPU wheels from the package index)") from err
     DEVICE_ARRAY[0] = type(jnp.zeros(()))
     return jax, jnp, lax
 
@@ -378,14 +372,24 @@ def _to_host(x):
 
 
 def _to_caller_impl(*inputs_and_outputs, n_inputs):
-    """The outputs as numpy arrays, unless a jax array came in: then they stay on the device
-    (and the caller works with jax arrays anyway)."""
+    """The outputs as numpy arrays, unless a jax array came in: then as jax arrays on its
+    device (the caller works with jax arrays; XLA's outputs are there already, those of host
+    equations are put there)."""
     outputs = inputs_and_outputs[n_inputs:]
     for x in inputs_and_outputs[:n_inputs]:
         if type(x) not in _HOST_TYPES and is_device_array(x):
-            return list(outputs)
+            return _on_device_of(x, outputs)
     return [x if type(x) in _HOST_TYPES or not is_device_array(x) else np.asarray(x)
             for x in outputs]
+
+
+def _on_device_of(array, outputs):
+    jax, _, _ = _jax()
+    if all(map(is_device_array, outputs)):
+        return list(outputs)
+    with jax.enable_x64(True):
+        device = next(iter(array.devices()))
+        return [x if is_device_array(x) else jax.device_put(x, device) for x in outputs]
 
 
 register(xla_call_p, impl=_xla_call_impl,
@@ -434,8 +438,10 @@ def _segment(graph, run, later_reads, consts):
 
 
 def lower(graph: Graph) -> Graph:
-    """`graph` split into XLA segments (`xla_call` equations) and host equations; `graph`
-    itself when it is too large (MAX_EQUATIONS) or nothing in it can go to XLA."""
+    """`graph` split into XLA segments (`xla_call` equations) and host equations; all of it
+    host equations when it is too large (MAX_EQUATIONS) or nothing in it can go to XLA.
+    Either way, jax arrays passed in are read into numpy where host equations read them, and
+    the results come back as the arguments came (`to_caller`)."""
     lowered = _LOWERED.get(graph)
     if lowered is None:
         with _lock:
@@ -450,12 +456,12 @@ _lock = threading.RLock()
 
 
 def _lower(graph):
-    if not graph.equations or _count(graph) > MAX_EQUATIONS:
-        return graph
+    if _count(graph) > MAX_EQUATIONS:
+        return _at_the_boundaries(graph)
     equations = graph.equations
     host = {i for i, eqn in enumerate(equations) if not _lowerable(eqn)}
     if len(host) == len(equations):
-        return graph
+        return _at_the_boundaries(graph)
     consts = dict(graph.consts)
     while True:
         runs = _runs(equations, host)
