@@ -356,7 +356,8 @@ def markdown(columns, results) -> str:
                  if "xform xla" in times and "jax jit" in times]
         worst = max(pairs, key=lambda pair: pair[1]) if pairs else ("n/a", math.nan)
         lines += ["", f"xform xla / jax jit per call: geomean {_geomean([r for _, r in pairs]):.2f}"
-                  f" over {len(pairs)} rows; slowest row {worst[0]} at {worst[1]:.2f}."]
+                  f" over {len(pairs)} rows; slowest row {worst[0]} at {worst[1]:.2f}; per row: "
+                  + ", ".join(f"{name} {ratio:.2f}" for name, ratio in pairs) + "."]
     lines += ["", f"First gradient call (xform's default tier; the peer's first gradient "
               f"call; median of {FIRST_CALL_SAMPLES} fresh functions taken in a row, one when a "
               f"call takes over {FIRST_CALL_BUDGET:g} s; no warm-up, so the small rows read "

@@ -492,8 +492,10 @@ class Transformed(CachedCall):
         statics_key = ((tuple((j, static_key(v)) for j, v in statics.items()), static_keywords)
                        if statics or static_keywords else _NO_STATICS)
 
+        backend = self.backend
+
         def make():
-            with using_backend(self.backend):
+            with using_backend(backend):
                 return build_entry()
 
         def build_entry():
@@ -516,7 +518,7 @@ class Transformed(CachedCall):
                 run = functools.partial(run_concrete, first_tier_graph(graph, finish))
 
             def compile_later():    # the promotion, later: for the backend chosen here
-                with using_backend(self.backend):
+                with using_backend(backend):    # (not `self`: the entry must not hold fun)
                     return CACHE.compiled(finish(graph_of())).fn
             return FirstTier(run, compile_later), unflatten
         entry = CACHE.build(self.fun, (self.kind, self.params, self.backend, in_tree, signature,
