@@ -2,7 +2,9 @@
 time for each row, for xform and every installed peer (autograd, JAX eager, JAX jit, PyTorch
 eager), medians of samples taken round-robin in one process, plus first-call times
 (stage + transform + compile + run: the median over fresh functions) and a cross-check of the
-gradients between systems.
+gradients between systems. With jax installed, xform's XLA backend (`backend="xla"`) is a
+column too. JAX returns before its computation has finished (asynchronous dispatch): its
+times include `block_until_ready`, as every other column's include the computation.
 
 `python -m bench.suite [--samples N] [--rows a,b] [--markdown PATH]`
 """
@@ -207,8 +209,8 @@ def _systems():
         jax.config.update("jax_enable_x64", True)
         systems["jax eager"] = ("grad", lambda row, nums: jax.grad(
             lambda *a: row(jnp, *a), nums), lambda v: v)
-        systems["jax jit"] = ("grad", lambda row, nums: jax.jit(jax.grad(
-            lambda *a: row(jnp, *a), nums)), lambda v: v)
+        systems["jax jit"] = ("grad", lambda row, nums: _blocking(jax, jax.jit(jax.grad(
+            lambda *a: row(jnp, *a), nums))), lambda v: v)
     except ImportError:
         pass
     try:
@@ -230,6 +232,19 @@ def _systems():
     except ImportError:
         pass
     return systems
+
+
+def _blocking(jax, fn):
+    """`fn` returning once its results are computed (jax dispatches asynchronously)."""
+    return lambda *args: jax.block_until_ready(fn(*args))
+
+
+def _xla_available() -> bool:
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _as_numpy(value):
@@ -267,7 +282,8 @@ def _first_call(make, args):
 def run(samples=11, only=None):
     rng = np.random.default_rng(0)
     peers = _systems()
-    columns = ["xform"] + list(peers)
+    with_xla = _xla_available()
+    columns = ["xform"] + (["xform xla"] if with_xla else []) + list(peers)
     results = []
     for name, (row, args, nums, target) in _rows(rng).items():
         if only and name not in only:
@@ -279,6 +295,11 @@ def run(samples=11, only=None):
         first["xform"], xgrad, reference = _first_call(
             lambda row=row: xform.grad(lambda *a: row(np, *a), nums), args)
         candidates = {"primal": primal, "xform": lambda f=xgrad, a=args: f(*a)}
+        if with_xla:
+            first["xform xla"], fn, value = _first_call(
+                lambda row=row: xform.grad(lambda *a: row(np, *a), nums, backend="xla"), args)
+            checks["xform xla"] = _agree(reference, value)
+            candidates["xform xla"] = (lambda f=fn, a=args: f(*a))
         for peer, (_, make, _) in peers.items():
             try:
                 first[peer], fn, value = _first_call(lambda: make(row, nums), args)
@@ -329,6 +350,14 @@ def markdown(columns, results) -> str:
                      + f" | {target} ({met}) |")
     lines.append("| geomean (rows each system ran) | | " + " | ".join(
         f"{_geomean(ratios[c]):.2f}" for c in columns) + " | |")
+    if "xform xla" in columns and "jax jit" in columns:
+        pairs = [(name, times["xform xla"] / times["jax jit"])
+                 for name, _, times, _, _ in results
+                 if "xform xla" in times and "jax jit" in times]
+        worst = max(pairs, key=lambda pair: pair[1]) if pairs else ("n/a", math.nan)
+        lines += ["", f"xform xla / jax jit per call: geomean {_geomean([r for _, r in pairs]):.2f}"
+                  f" over {len(pairs)} rows; slowest row {worst[0]} at {worst[1]:.2f}; per row: "
+                  + ", ".join(f"{name} {ratio:.2f}" for name, ratio in pairs) + "."]
     lines += ["", f"First gradient call (xform's default tier; the peer's first gradient "
               f"call; median of {FIRST_CALL_SAMPLES} fresh functions taken in a row, one when a "
               f"call takes over {FIRST_CALL_BUDGET:g} s; no warm-up, so the small rows read "
@@ -340,6 +369,11 @@ def markdown(columns, results) -> str:
         ratio = (f"{first['xform'] / first['autograd']:.2f}" if "autograd" in first
                  else "n/a")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    if "xform xla" in columns and "jax jit" in columns:
+        firsts = [first["xform xla"] / first["jax jit"] for _, _, _, first, _ in results
+                  if "xform xla" in first and "jax jit" in first]
+        lines += ["", f"xform xla / jax jit first call: geomean {_geomean(firsts):.2f}; "
+                  f"rows at most 1: {sum(r <= 1 for r in firsts)} of {len(firsts)}."]
     lines += ["", "(!) marks a peer whose gradient disagrees with xform's (rtol 1e-6)."]
     return "\n".join(lines)
 

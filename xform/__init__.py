@@ -7,7 +7,9 @@ from xform import passes  # noqa: F401  (xform.passes.optimize, trace_passes, ..
 from xform import scipy  # noqa: F401  (SciPy stand-ins, installed once the user imports SciPy)
 from xform import tree  # noqa: F401  (xform.tree: JAX's tree_util names)
 from xform.api import (closure_convert, eval_shape, grad, hessian, jacfwd, jacrev, jit, jvp,
-                       linear_transpose, linearize, make_graph, value_and_grad, vjp, vmap)
+                       linear_transpose, linearize, make_graph, split_graph, value_and_grad,
+                       vjp, vmap)
+from xform.codegen.xla import describe_split
 from xform.runtime.cache import cache_info, clear_cache, set_cache_size
 from xform.runtime.config import config
 from xform.errors import (CapturedArrayWarning, ConcretizationError, GraphCheckError,
@@ -43,6 +45,7 @@ __all__ = [
     "TreeMismatchError", "TypeCheckError", "UnstagedEffectWarning", "UnsupportedError", "Var",
     "XformError", "batch_graph", "cache_info",
     "clear_cache", "closure_convert", "cond", "config", "context", "custom_jvp", "custom_vjp",
+    "describe_split", "split_graph",
     "eval_graph", "eval_shape", "float0", "fori_loop", "function", "grad", "hessian", "implements",
     "index_add", "jacfwd", "jacrev", "jit", "jvp", "jvp_graph", "linear_transpose", "linearize",
     "make_graph", "non_differentiable", "overlay", "scan", "set_cache_size", "stop_gradient",

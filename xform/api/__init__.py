@@ -12,10 +12,10 @@ from xform.api.jacobians import hessian, jacfwd, jacrev
 from xform.api.mapping import vmap
 from xform.api.maps import associative_scan, map  # noqa: A004  (lax.map's name)
 from xform.api.reverse import grad, linear_transpose, value_and_grad, vjp
-from xform.api.staging import closure_convert, eval_shape, jit, make_graph
+from xform.api.staging import closure_convert, eval_shape, jit, make_graph, split_graph
 
 __all__ = ["closure_convert", "eval_shape", "grad", "hessian", "jacfwd", "jacrev", "jit",
-           "jvp", "linear_transpose", "linearize", "make_graph", "value_and_grad", "vjp",
-           "vmap"]
+           "jvp", "linear_transpose", "linearize", "make_graph", "split_graph", "value_and_grad",
+           "vjp", "vmap"]
 __all__ += ["associative_scan", "map"]
 __all__ += ["all_gather", "pmax", "pmean", "pmin", "psum"]

@@ -13,7 +13,9 @@ import weakref
 
 import numpy as np
 
-from xform.api.pipeline import finish_graph, first_tier_graph
+from xform.api.pipeline import (arguments_for_backend, backend_in_use, checked_backend,
+                                finish_graph, first_tier_graph, using_backend)
+from xform.codegen.xla import DEVICE_ARRAY, is_device_array
 from xform.errors import RestagingWarning, TypeCheckError, XformError, out_of_memory_error
 from xform.ir.avals import ShapedArray, shaped_array
 from xform.ir.builder import KnownValues, current_builder
@@ -46,10 +48,13 @@ _NO_ARGUMENT = object()
 
 def _arg_key(arg):
     """The cached call path's key of one flat argument, or None when it is not flat: the
-    type of a scalar (which fixes its signature), (shape, dtype) of an array."""
+    type of a scalar (which fixes its signature), (shape, dtype) of an array, (type, shape,
+    dtype) of a jax array (filed only for the XLA backend, which takes them as they are)."""
     kind = type(arg)
     if kind is _ndarray:
         return (arg.shape, arg.dtype)
+    if kind is DEVICE_ARRAY[0]:
+        return (kind, arg.shape, arg.dtype)
     return kind if kind in _SCALAR_SIGNATURES else None
 
 
@@ -63,6 +68,8 @@ def _flat_signature(args):
             signature.append((arg.shape, arg.dtype))
         elif kind in _SCALAR_SIGNATURES:
             signature.append(kind)
+        elif kind is DEVICE_ARRAY[0]:
+            signature.append((kind, arg.shape, arg.dtype))
         else:
             return None
     return tuple(signature)
@@ -105,6 +112,8 @@ def leaf_signature(leaf):
         return ((), leaf.dtype, False)
     if isinstance(leaf, np.ndarray):
         return (leaf.shape, leaf.dtype, False)
+    if is_device_array(leaf):   # stays where it is under backend="xla"
+        return (tuple(leaf.shape), np.dtype(leaf.dtype), False)
     raise TypeCheckError(f"argument of type {type(leaf).__name__} is not an array or scalar; "
                          "xform transforms take arrays, numbers and pytrees of them",
                          user_frame_info())
@@ -199,7 +208,8 @@ class CachedCall:
                 return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
             kind = type(first)
             entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
-                                              else kind)
+                                              else (kind, first.shape, first.dtype)
+                                              if kind is DEVICE_ARRAY[0] else kind)
             if entry is not None and entry.valid() and current_builder() is None:
                 entry.hits += 1
                 fn, finish = entry.value
@@ -235,8 +245,13 @@ class CachedCall:
     def _build_and_call(self, args):
         raise NotImplementedError
 
+    backend = None
+
     def _remember(self, args, entry) -> None:
-        """File `entry` for the cached path when `args` are flat."""
+        """File `entry` for the cached path when `args` are flat (and, with jax arrays among
+        them, XLA runs it: other backends read them into numpy first, on the uncached path)."""
+        if backend_in_use(self.backend) != "xla" and any(map(is_device_array, args)):
+            return
         if len(args) == 1:
             key = _arg_key(args[0])
             if key is not None:
@@ -438,8 +453,10 @@ class Transformed(CachedCall):
     """
 
     def __init__(self, fun, kind, build, params=(), finish=finish_graph, static=None,
-                 static_keywords=(), keywords_automatic=True, first_call=None, inline=False):
+                 static_keywords=(), keywords_automatic=True, first_call=None, inline=False,
+                 backend=None):
         super().__init__()
+        self.backend = checked_backend(backend)
         self.fun = fun
         self.inline = inline
         self.kind = kind
@@ -501,20 +518,24 @@ class Transformed(CachedCall):
         statics_key = ((tuple((j, static_key(v)) for j, v in statics.items()), static_keywords)
                        if statics or static_keywords else _NO_STATICS)
 
+        backend = self.backend
+
         def stage_path(path_leaves):
             """(run, unflatten, decisions, generators, drew) of the path `path_leaves` take."""
             avals = [aval_of_signature(s) for s in signature]
             known = KnownValues.of(path_leaves)
             finish = self.finish
+            # XLA's code from the first call: an interpreted one would compute numpy's bits
+            tier = "compile" if backend_in_use() == "xla" else first_call_tier()
             with recording_decisions() as record:
                 first = None
-                if first_call_tier() == "compile" or self.first_call is None:
+                if tier == "compile" or self.first_call is None:
                     graph, captured, unflatten = self.build(fun, in_tree, avals, known)
                     run, graph_of = None, lambda: graph
                 else:
                     run, graph_of, captured, unflatten, first = self.first_call(
                         fun, in_tree, avals, known)
-                if run is None and first_call_tier() != "compile":
+                if run is None and tier != "compile":
                     graph = graph_of()
                     first_graph = first_tier_graph(graph, finish)
                     run = functools.partial(run_concrete, first_graph)
@@ -526,13 +547,20 @@ class Transformed(CachedCall):
                                  user_frame_info())
             generators = tuple(g for g, _ in record.generators.values())
             staged = record.values
-            if first_call_tier() == "compile":
+            if tier == "compile":
                 run = CACHE.compiled(finish(graph)).fn
             else:
-                run = FirstTier(run, lambda: CACHE.compiled(finish(graph_of())).fn, first)
+                def compile_later():    # the promotion, later: for the backend chosen here
+                    with using_backend(backend):    # (not `self`: the entry must not hold fun)
+                        return CACHE.compiled(finish(graph_of())).fn
+                run = FirstTier(run, compile_later, first)
             return run, unflatten, record.decisions, generators, staged
 
         def make():
+            with using_backend(backend):
+                return build_entry()
+
+        def build_entry():
             if statics or static_keywords:
                 count_restaging(self.fun, self.kind)
             run, unflatten, decisions, generators, staged = stage_path(leaves)
@@ -546,15 +574,20 @@ class Transformed(CachedCall):
                 note_impure(self.fun)
             if not decisions:
                 return run, unflatten
-            return guarded_paths(self.fun, self.kind, stage_path, run, unflatten, decisions,
-                                 generators), _results
-        entry = CACHE.build(self.fun, (self.kind, self.params, in_tree, signature, statics_key),
+            return guarded_paths(self.fun, self.kind, staged_in_backend, run, unflatten,
+                                 decisions, generators), _results
+
+        def staged_in_backend(path_leaves):     # a later path, for the backend chosen here
+            with using_backend(backend):
+                return stage_path(path_leaves)
+        entry = CACHE.build(self.fun, (self.kind, self.params, backend, in_tree, signature,
+                                       statics_key),
                             make, arguments=static_values)
         fn, unflatten = entry.value
         if type(fn) is FirstTier or type(fn) is Paths:
             fn.attach(entry)
         try:
-            results = fn(*leaves)
+            results = fn(*arguments_for_backend(leaves, self.backend))
         except MemoryError as err:
             raise out_of_memory_error(err) from None
         if keywords is None and len(leaves) == len(args):   # filed once a call succeeded
@@ -654,7 +687,8 @@ class KeywordCall:
                 return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
             kind = type(first)
             entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
-                                              else kind)
+                                              else (kind, first.shape, first.dtype)
+                                              if kind is DEVICE_ARRAY[0] else kind)
             if entry is not None and entry.valid() and current_builder() is None:
                 entry.hits += 1
                 fn, finish = entry.value
@@ -671,8 +705,8 @@ class KeywordTransformed(KeywordCall, Transformed):
 
 def transformed(fun, kind, build, params=(), finish=finish_graph, static=None,
                 static_keywords=(), keywords_automatic=True, keywords=False, first_call=None,
-                inline=False):
+                inline=False, backend=None):
     """A Transformed, taking keyword arguments when `keywords` or `fun` may need them."""
     cls = KeywordTransformed if keywords or accepts_keywords(fun) else Transformed
     return cls(fun, kind, build, params, finish, static, static_keywords, keywords_automatic,
-               first_call, inline)
+               first_call, inline, backend)

@@ -69,7 +69,7 @@ def _check_sequences(primals, tangents):
 
 
 @api_boundary
-def jvp(fun, primals, tangents, has_aux=False):
+def jvp(fun, primals, tangents, has_aux=False, *, backend=None):
     """`(fun(*primals), J @ tangents)`: forward-mode derivative along `tangents`; with
     has_aux, `fun` returns `(out, aux)` and the result is `(out, J @ tangents, aux)`.
 
@@ -111,11 +111,11 @@ def jvp(fun, primals, tangents, has_aux=False):
         return jvp_graph_, captured, unflatten
 
     diff_tangents = [as_dtype(t, a.dtype) for t, a, d in zip(t_leaves, avals, diff) if d]
-    return Transformed(fun, "jvp", build, (has_aux,))(primals, diff_tangents)
+    return Transformed(fun, "jvp", build, (has_aux,), backend=backend)(primals, diff_tangents)
 
 
 @api_boundary
-def linearize(fun, *primals):
+def linearize(fun, *primals, backend=None):
     """`(fun(*primals), f_jvp)` where `f_jvp(*tangents)` evaluates only the linear part.
 
     >>> out, f_jvp = xform.linearize(lambda x: x ** 2, 3.0)
@@ -124,7 +124,8 @@ def linearize(fun, *primals):
     """
     if not callable(fun):
         raise not_callable_error(fun, "linearize")
-    return Transformed(fun, "linearize", _build_linearize, finish=as_built)(*primals)
+    return Transformed(fun, "linearize", _build_linearize, finish=as_built,
+                       backend=backend)(*primals)
 
 
 def _build_linearize(fun, in_tree, avals, known=None):

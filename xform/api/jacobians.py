@@ -69,7 +69,7 @@ def _as_argnums_tree(argnums, dyn_tree, blocks):
 
 
 def _jacobian_transform(fun, name, body, argnums, has_aux, holomorphic, allow_int,
-                        static_argnums, static_argnames):
+                        static_argnums, static_argnames, backend=None):
     if not callable(fun):
         raise not_callable_error(fun, name)
 
@@ -101,7 +101,7 @@ def _jacobian_transform(fun, name, body, argnums, has_aux, holomorphic, allow_in
                                                     static_argnames, name)
     return transformed(fun, name, build, (argnums, has_aux, holomorphic, allow_int),
                        finish=finish_graph, static=static, static_keywords=static_keywords,
-                       keywords=bool(static_argnames))
+                       keywords=bool(static_argnames), backend=backend)
 
 
 def _check_outputs(name, out_leaves, holomorphic):
@@ -155,7 +155,7 @@ def _jacfwd_body(fun, args, nums, argnums, has_aux, holomorphic):
 
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False, *, static_argnums=(),
-           static_argnames=()):
+           static_argnames=(), backend=None):
     """The Jacobian by forward mode, laid out as in JAX: the output pytree with each leaf
     replaced by the pytree of `args[argnums]`, leaves shaped `out.shape + x.shape`. With
     has_aux, `fun` returns `(out, aux)` and the result is `(jacobian, aux)`. Other arguments
@@ -170,7 +170,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False, *, static_argnums=(
     def body(fun, args, nums):
         return _jacfwd_body(fun, args, nums, argnums, has_aux, holomorphic)
     return _jacobian_transform(fun, "jacfwd", body, argnums, has_aux, holomorphic, False,
-                               static_argnums, static_argnames)
+                               static_argnums, static_argnames, backend)
 
 
 def _jacrev_body(fun, args, nums, argnums, has_aux, holomorphic):
@@ -203,7 +203,7 @@ def _jacrev_body(fun, args, nums, argnums, has_aux, holomorphic):
 
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
-           static_argnums=(), static_argnames=()):
+           static_argnums=(), static_argnames=(), backend=None):
     """The Jacobian by reverse mode, laid out as `jacfwd`'s (as in JAX): the output pytree
     with each leaf replaced by the pytree of `args[argnums]`. Arguments are as in `grad`.
 
@@ -216,11 +216,11 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
     def body(fun, args, nums):
         return _jacrev_body(fun, args, nums, argnums, has_aux, holomorphic)
     return _jacobian_transform(fun, "jacrev", body, argnums, has_aux, holomorphic, allow_int,
-                               static_argnums, static_argnames)
+                               static_argnums, static_argnames, backend)
 
 
 def hessian(fun, argnums=0, has_aux=False, holomorphic=False, *, static_argnums=(),
-            static_argnames=()):
+            static_argnames=(), backend=None):
     """The Hessian, forward-over-reverse: `jacfwd(jacrev(fun))`, laid out as in JAX (the
     output pytree, then the input pytree, then the input pytree again).
 
@@ -235,7 +235,7 @@ def hessian(fun, argnums=0, has_aux=False, holomorphic=False, *, static_argnums=
             return _jacrev_body(fun, args, nums, argnums, has_aux, holomorphic)
         return _jacfwd_body(gradient, args, nums, argnums, has_aux, holomorphic)
     return _jacobian_transform(fun, "hessian", body, argnums, has_aux, holomorphic, False,
-                               static_argnums, static_argnames)
+                               static_argnums, static_argnames, backend)
 
 
 __all__ = ["hessian", "jacfwd", "jacrev"]

@@ -22,11 +22,12 @@ from xform.transforms.batch import batch_graph
 from xform.tree import broadcast_prefix, tree_flatten, tree_structure, tree_unflatten
 
 
-def vmap(fun, in_axes=0, out_axes=0, axis_name=None):
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, *, backend=None):
     """Map `fun` over axis `in_axes` of its arguments (None: not mapped; a pytree prefix of the
     arguments), stacking results along `out_axes`. As in JAX, an argument whose `in_axes` is
     None reaches `fun` as it is when it is a Python int or bool or not an array (a function,
-    a string): it is static, keyed by value.
+    a string): it is static, keyed by value. `backend` chooses what runs the mapped graph,
+    as in `jit`.
 
     >>> xform.vmap(lambda x: np.dot(x, x))(np.ones((5, 3))).shape
     (5,)
@@ -99,7 +100,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None):
         return (), ()
 
     return transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes), axis_name),
-                       static=static, keywords_automatic=False)
+                       static=static, keywords_automatic=False, backend=backend)
 
 
 def _staged_with_axis_name(fun, args_tree, example_avals, dims, size, axis_name, out_axes):

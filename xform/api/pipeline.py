@@ -1,9 +1,15 @@
 """The passes between a transformed graph and its compiled code: optional element-wise
-fusion, the default pipeline, and copies of outputs callers must own."""
+fusion, the default pipeline, copies of outputs callers must own, and the backend's split
+(`using_backend`: XLA segments and host equations, xform.codegen.xla)."""
 from __future__ import annotations
+
+import contextvars
 
 import numpy as np
 
+from xform.codegen import xla
+from xform.errors import TypeCheckError
+from xform.ir.builder import current_builder
 from xform.ir.core import Equation, Graph, Var
 from xform.ir.rules import primitive_for
 from xform.passes import eliminate_dead_code, optimize, pipeline_for
@@ -11,6 +17,58 @@ from xform.passes.simplify import simplify
 from xform.passes.fuse import fuse_elementwise
 from xform.runtime.cache import collector_paused
 from xform.runtime.config import config
+from xform.source_info import user_frame_info
+
+BACKENDS = ("numpy", "xla")
+# The backend of the build in progress: a transform's `backend=` keyword, else config.backend.
+_backend = contextvars.ContextVar("xform_backend", default=None)
+
+
+def checked_backend(backend):
+    """`backend` (None: xform.config.backend at build time) if it names a backend."""
+    if backend is not None and backend not in BACKENDS:
+        raise TypeCheckError(f"backend={backend!r} is not a backend", user_frame_info(),
+                             "backend is 'numpy' (the default) or 'xla' (pip install "
+                             "'xform[xla]')")
+    return backend
+
+
+class using_backend:
+    """The builds inside finish their graphs for `backend` (None: xform.config.backend)."""
+
+    __slots__ = ("backend", "_token")
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def __enter__(self):
+        self._token = _backend.set(self.backend) if self.backend is not None else None
+
+    def __exit__(self, *exc_info):
+        if self._token is not None:
+            _backend.reset(self._token)
+
+
+def backend_in_use(backend=None) -> str:
+    return backend or _backend.get() or config.backend
+
+
+def arguments_for_backend(leaves, backend=None):
+    """The flat arguments of a call, jax arrays among them read into numpy unless XLA runs
+    the call (numpy's functions would otherwise call jax's methods on them, in jax's default
+    float32). Only the uncached path sees jax arrays: the cached one takes numpy values."""
+    if backend_in_use(backend) == "xla" or not any(map(xla.is_device_array, leaves)):
+        return leaves
+    return [np.asarray(x) if xla.is_device_array(x) else x for x in leaves]
+
+
+def for_backend(graph):
+    """`graph` as the backend in use runs it: itself on numpy; under "xla", split into XLA
+    segments and host equations. Only at the top level: a graph finished inside a staging is
+    re-emitted there, and the enclosing graph is split when it is finished."""
+    if backend_in_use() == "xla" and current_builder() is None:
+        return xla.lower(graph)
+    return graph
 
 
 def fuse_if_enabled(graph, values_returned=True):
@@ -31,12 +89,12 @@ def finish_graph(graph, fuse=False, own_outputs=True):
     """The graph that gets compiled: the default passes applied, then (`own_outputs`) results
     that would be a constant or a read-only broadcast view copied, so callers get their own
     writable arrays as numpy would give them (e.g. the gradient of np.sum). Residuals, which
-    only xform reads, are left as they are."""
+    only xform reads, are left as they are. Last, the backend's split (`for_backend`)."""
     with collector_paused():
         graph = optimize(graph, pipeline_for(config.algebra), checks=config.checks)
         if fuse and config.fusion:
             graph = fuse_elementwise(graph)
-    return with_own_outputs(graph) if own_outputs else graph
+    return for_backend(with_own_outputs(graph) if own_outputs else graph)
 
 
 def with_own_outputs(graph):

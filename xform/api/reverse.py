@@ -80,7 +80,7 @@ def check_input_dtypes(fun_name, avals, holomorphic, allow_int):
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
-                   static_argnums=(), static_argnames=()):
+                   static_argnums=(), static_argnames=(), backend=None):
     """`(fun(*args), gradient of fun w.r.t. args[argnums])`; with has_aux, `fun` returns
     `(out, aux)` and the result is `((out, aux), grads)`. Arguments are as in `grad`.
 
@@ -88,11 +88,11 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     (np.float64(5.0), array([2., 4.]))
     """
     return _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_argnums,
-                               static_argnames, with_value=True)
+                               static_argnames, with_value=True, backend=backend)
 
 
 def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
-         static_argnums=(), static_argnames=()):
+         static_argnums=(), static_argnames=(), backend=None):
     """The gradient of scalar-output `fun` w.r.t. `args[argnums]` (a pytree like them); with
     has_aux, `fun` returns `(out, aux)` and the result is `(grads, aux)`.
 
@@ -101,7 +101,8 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
     other arguments reach `fun` as they are passed when they are Python ints or bools, or not
     arrays (functions, strings): such values are static, and a new value stages `fun` again
     (a RestagingWarning past xform.api.dispatch.STATIC_RESTAGING_LIMIT); arrays and floats
-    are traced. `static_argnums`/`static_argnames` make any argument static.
+    are traced. `static_argnums`/`static_argnames` make any argument static. `backend`
+    chooses what runs the gradient's graph, as in `jit`.
 
     >>> xform.grad(lambda x: x ** 3 + np.sin(x))(0.0)    # 3 x**2 + cos(x)
     np.float64(1.0)
@@ -109,7 +110,7 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,
     array([0., 1., 1., 0.])
     """
     return _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_argnums,
-                               static_argnames, with_value=False)
+                               static_argnames, with_value=False, backend=backend)
 
 
 def differentiated_static(fun, argnums, static_argnums, static_argnames, name):
@@ -141,7 +142,7 @@ _STATIC_POSITIONS: dict = {}   # ((argnums, explicit static positions), n_args) 
 
 
 def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_argnums,
-                        static_argnames, with_value):
+                        static_argnames, with_value, backend=None):
     name = "value_and_grad" if with_value else "grad"
     if not callable(fun):
         raise not_callable_error(fun, name)
@@ -211,7 +212,7 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
                                                     static_argnames, name)
     return transformed(fun, name, build, (argnums, has_aux, holomorphic, allow_int),
                        finish=_finish_fused, static=static, static_keywords=static_keywords,
-                       keywords=bool(static_argnames), first_call=first_call)
+                       keywords=bool(static_argnames), first_call=first_call, backend=backend)
 
 
 def gradient_values_owned(graph, options, args):
@@ -253,7 +254,7 @@ def _grads_unflattener(in_tree, nums, argnums, wanted, avals):
 
 
 @api_boundary
-def vjp(fun, *primals, has_aux=False):
+def vjp(fun, *primals, has_aux=False, backend=None):
     """`(fun(*primals), vjp_fn)`; `vjp_fn(cotangent)` returns a tuple of cotangents, one per
     primal. With has_aux: `(out, vjp_fn, aux)`.
 
@@ -264,7 +265,7 @@ def vjp(fun, *primals, has_aux=False):
     if not callable(fun):
         raise not_callable_error(fun, "vjp")
     return Transformed(fun, "vjp", functools.partial(_build_vjp, has_aux), (has_aux,),
-                       finish=as_built)(*primals)
+                       finish=as_built, backend=backend)(*primals)
 
 
 def _build_vjp(has_aux, fun, in_tree, avals, known=None):

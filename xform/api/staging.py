@@ -9,7 +9,7 @@ import numpy as np
 
 from xform.api.dispatch import (aval_of_signature, leaf_signature, normalize_argnums,
                                 present_argnums, run, static_positions, transformed)
-from xform.api.pipeline import finish_graph
+from xform.api.pipeline import checked_backend, finish_graph, using_backend
 from xform.errors import TreeMismatchError, not_callable_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import KnownValues, stage_function
@@ -86,6 +86,28 @@ def _is_value(x) -> bool:
     return isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
 
 
+def split_graph(fun, static_argnums=(), *, backend="xla"):
+    """The graph `jit(fun, backend=backend)` runs on these arguments: staged, optimized, and
+    split into XLA segments (`xla_call` equations, each holding its segment's graph) and the
+    equations left to the host, which run with numpy (`xform.describe_split` lists them).
+
+    >>> import scipy.linalg    # its expm is SciPy's own kernel: it runs on the host
+    >>> def f(a):
+    ...     return np.sum(np.sin(scipy.linalg.expm(a) * 2.0))
+    >>> print(xform.describe_split(xform.split_graph(f)(np.eye(2))))
+    host: expm
+    xla: 3 equations
+    """
+    staged = make_graph(fun, static_argnums)
+    checked_backend(backend)
+
+    def split(*args):
+        graph = staged(*args)
+        with using_backend(backend):
+            return finish_graph(graph)
+    return split
+
+
 def _is_shaped(x) -> bool:
     return isinstance(x, ShapedArray) or (hasattr(x, "shape") and hasattr(x, "dtype"))
 
@@ -144,7 +166,7 @@ def closure_convert(fun, *example_args):
     return converted, list(captured)
 
 
-def jit(fun, static_argnums=(), static_argnames=()):
+def jit(fun, static_argnums=(), static_argnames=(), *, backend=None):
     """Compile `fun` per abstract signature (pytree structure, shapes, dtypes, statics).
 
     The compiled function computes what `fun` computes eagerly with numpy: the same values
@@ -159,6 +181,8 @@ def jit(fun, static_argnums=(), static_argnames=()):
     of factors; the section "What compiled code promises" of docs/ARCHITECTURE.md says why.
     As in JAX, every argument is traced except those named by `static_argnums`/
     `static_argnames` (keyed by value; unhashable ones by identity).
+    `backend="xla"` runs the compiled graph with XLA through jax instead (XLA's values, not
+    numpy's bits; docs/backends.md); None means `xform.config.backend`.
 
     >>> f = xform.jit(lambda x: x * x + 1.0)
     >>> f(np.arange(3.0))    # staged and compiled now; later f64[3] calls reuse the code
@@ -174,7 +198,8 @@ def jit(fun, static_argnums=(), static_argnames=()):
     def static(n_args):
         return present_argnums(explicit_spec, n_args), ()
     return transformed(fun, "jit", _build_jit, static=static, static_keywords=static_keywords,
-                       keywords_automatic=False, keywords=bool(static_argnames), inline=True)
+                       keywords_automatic=False, keywords=bool(static_argnames), inline=True,
+                       backend=checked_backend(backend))
 
 
 def _build_jit(fun, in_tree, avals, known=None):

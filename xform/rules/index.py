@@ -8,28 +8,12 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
+from xform.ir.index_params import ARRAY, FULL, numpy_index  # noqa: F401  (re-exported)
 from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front, ndim,
                          zero_tangent, zeros)
 from xform.ir.tracer import Tracer
 from xform.rules.helpers import linear_jvp
 from xform.ir.rules import register
-
-# An index param is a tuple of entries: an int, None (newaxis), Ellipsis, a slice as a
-# (start, stop, step) tuple, or ARRAY, which stands for the next integer-array input.
-ARRAY = "array"
-FULL = (None, None, None)
-
-
-def numpy_index(index, arrays):
-    """The numpy index that the `index` param and its `arrays` inputs stand for.
-
-    >>> from xform.rules.index import ARRAY, numpy_index
-    >>> numpy_index((0, (1, None, None), ARRAY), [np.array([2, 0])])
-    (0, slice(1, None, None), array([2, 0]))
-    """
-    arrays = iter(arrays)
-    return tuple(next(arrays) if entry == ARRAY else slice(*entry) if type(entry) is tuple
-                 else entry for entry in index)
 
 
 def index_layout(shape, index, array_shapes):

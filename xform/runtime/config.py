@@ -9,8 +9,9 @@ on whatever a function returns (a `grad`, which numpy does not define, may also 
 does) and `tier` (how a transform's first call of a signature runs: "auto", the default,
 interprets the transformed graph on the first call and compiles it, fully optimized, on the
 second; "interpret" never compiles the top-level graph; "compile" compiles on the first call;
-see xform.runtime.tiers); the paths of functions that decide on data (xform.runtime.paths):
-`max_paths` (8: paths kept per signature), `path_limit` ("warn", the default, warns once
+see xform.runtime.tiers); `backend` (what runs compiled graphs: "numpy", the default, as
+generated Python + numpy code; "xla", XLA through jax, see xform.codegen.xla); the paths of
+functions that decide on data (xform.runtime.paths): `max_paths` (8: paths kept per signature), `path_limit` ("warn", the default, warns once
 and stages each call past the bound anew; "raise" raises PathLimitError) and `explain_paths`
 (log every new path with the decision that needed it); and `traceback_filtering` ("on", the
 default: tracebacks of errors raised for the user's code hide xform's own frames; "off"
@@ -39,6 +40,7 @@ class Config:
     _SWITCHES = ("debug", "checks", "fusion", "explain_paths")
     _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("exact", "reassociate"),
                 "tier": ("auto", "interpret", "compile"), "path_limit": ("warn", "raise"),
+                "backend": ("numpy", "xla"),
                 "traceback_filtering": ("on", "off")}
     _COUNTS = ("max_paths",)
     # how errors are shown, not what is computed: the cache of compiled code keeps
@@ -53,6 +55,8 @@ class Config:
         self.algebra = "exact"
         # a first call interpreted: passes, codegen and compile() pay off from the second
         self.tier = "auto"
+        # numpy's bits by default; XLA (through jax) is the user's choice
+        self.backend = "numpy"
         # torch.compile's recompile limit is 8 too: past it, a warning, never silence
         self.max_paths = 8
         self.path_limit = "warn"
@@ -98,5 +102,5 @@ class Config:
 
 
 config = Config()
-"""The settings (`xform.config`): `algebra`, `checks`, `debug`, `fusion`, `scalar_math`,
-`tier`, `traceback_filtering`."""
+"""The settings (`xform.config`): `algebra`, `backend`, `checks`, `debug`, `explain_paths`,
+`fusion`, `max_paths`, `path_limit`, `scalar_math`, `tier`, `traceback_filtering`."""
