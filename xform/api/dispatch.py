@@ -523,7 +523,8 @@ class Transformed(CachedCall):
         def stage_path(path_leaves):
             """(run, unflatten, decisions, generators, drew) of the path `path_leaves` take."""
             avals = [aval_of_signature(s) for s in signature]
-            known = KnownValues.of(path_leaves)
+            # (staging computes its values with numpy: jax arrays read into numpy first)
+            known = KnownValues.of(arguments_for_backend(path_leaves, "numpy"))
             finish = self.finish
             # XLA's code from the first call: an interpreted one would compute numpy's bits
             tier = "compile" if backend_in_use() == "xla" else first_call_tier()
