@@ -5,9 +5,10 @@ value that depends on the inputs is recorded as a `guard` equation, which checks
 that the call takes the same outcome, and raises GuardFailure when it does not: the cache then
 runs, or stages, the path of the new outcome (xform.runtime.paths).
 
-Notes: the values are a staging's own: they decide what is staged, never what a call returns
-(the staged path runs for that), so a random draw's value is drawn from a copy of its
-generator (the `speculative_impl` hook) and no equation's warnings are raised twice.
+Notes: the values decide what is staged; the first run of the staged path takes them instead
+of computing them again only where nothing would differ (`staged_values`: no numpy warning
+was noted, no effect runs). A random draw's value is drawn from a copy of its generator (the
+`speculative_impl` hook), so staging never advances a generator the user holds.
 """
 from __future__ import annotations
 
