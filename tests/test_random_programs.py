@@ -277,11 +277,6 @@ def test_a_failed_staging_changes_neither_the_cache_nor_the_input(program, kind,
                   "vmap": lambda x: xform.vmap(failing)(x[None]),
                   "jvp": lambda x: xform.jvp(failing, (x,), (np.ones_like(x),)),
                   "make_graph": xform.make_graph(failing)}
-    if program.features & {"function", "custom_jvp", "custom_vjp"}:
-        # a known bug, pinned (strict xfail) by test_a_failed_staging_leaves_no_entry_of_its_
-        # callees[make_graph] in test_random_programs_regressions.py: make_graph keeps the
-        # entry of a callee (@xform.function, a custom rule's) staged before the failure
-        del transforms["make_graph"]
     error = xform.ConcretizationError if kind == "if" else xform.TypeCheckError
     for name, transformed in transforms.items():
         before = _cache_keys()

@@ -9,13 +9,7 @@ import xform
 from xform.runtime.cache import CACHE
 
 
-@pytest.mark.parametrize("stage", [
-    xform.jit,
-    pytest.param(xform.make_graph, marks=pytest.mark.xfail(
-        strict=True, reason="make_graph stages outside a cache build, so a callee staged "
-        "before the failure keeps its entry (staging's to fix; then drop the exclusion in "
-        "test_a_failed_staging_changes_neither_the_cache_nor_the_input)"))],
-    ids=["jit", "make_graph"])
+@pytest.mark.parametrize("stage", [xform.jit, xform.make_graph], ids=["jit", "make_graph"])
 def test_a_failed_staging_leaves_no_entry_of_its_callees(stage):
     # Found by test_a_failed_staging_changes_neither_the_cache_nor_the_input, program
     # `v2 = c1(x)` with a custom_vjp c1, the same with an @xform.function callee (and for

@@ -13,6 +13,7 @@ from xform.api.pipeline import checked_backend, finish_graph, using_backend
 from xform.errors import TreeMismatchError, not_callable_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import KnownValues, stage_function
+from xform.runtime.cache import staging_outside_a_build
 from xform.runtime.effects import Watch
 from xform.source_info import user_frame_info
 from xform.tracebacks import api_boundary
@@ -68,8 +69,8 @@ def make_graph(fun, static_argnums=()):
         # are answered and shown as guards. Abstract shapes (ShapedArray) stage without.
         known = (None if any(isinstance(x, ShapedArray) or not _is_value(x) for x in leaves)
                  else KnownValues.of(leaves))
-        # its random draws appear as random_draw equations
-        with Watch(fun, tuple(value for _, value in static)):
+        # its random draws appear as random_draw equations; a failure leaves no entry
+        with staging_outside_a_build(), Watch(fun, tuple(value for _, value in static)):
             return stage_function(_with_static(fun, static, len(args)), in_tree, avals,
                                   known)[0]
     return staged

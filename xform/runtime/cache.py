@@ -69,6 +69,28 @@ def _valid_during_this_build():
 _validity = threading.Lock()  # orders an entry's `discard` and `specialize`
 
 
+class staging_outside_a_build:
+    """A staging that is no cache build of its own (make_graph, eval_shape): the entries its
+    callees' stagings file (an @xform.function's, a custom rule's) leave with it if it fails,
+    as a failed build's do (`Cache.build`)."""
+
+    __slots__ = ("_depth",)
+
+    def __enter__(self):
+        self._depth = depth = getattr(_builds, "depth", 0)
+        if depth == 0:
+            _builds.number = next(_build_numbers)
+            _builds.added = []
+        _builds.depth = depth + 1
+
+    def __exit__(self, kind, *exc_info):
+        _builds.depth = self._depth
+        if kind is not None and self._depth == 0:
+            with CACHE._lock:
+                for added in _builds.added:
+                    CACHE._unfile(added)
+
+
 class Entry:
     """A built entry: `value` (what the API needs to run) and the dependencies behind it.
 
