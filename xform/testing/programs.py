@@ -107,8 +107,11 @@ class Program:
         at = self._statement_lines()[position]
         value = "x"
         for line in lines[start:at]:
-            if line[4] != " " and " = " in line and line.split(" = ")[0].strip().isidentifier():
-                value = line.split(" = ")[0].strip()
+            target, _, made = line.partition(" = ")
+            # (an array made by a constructor holds no traced value until a write)
+            if line[4] != " " and made and target.strip().isidentifier() \
+                    and not made.startswith("np.zeros("):
+                value = target.strip()
         if kind == "if":
             # numpy's own conversion of a value that depends on the input: the staging
             # cannot freeze it into an array (Python's `if` itself is answered from values)
