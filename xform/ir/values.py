@@ -310,12 +310,6 @@ def _has_effects(eqn) -> bool:
         return True
 
 
-def value_of(tracer):
-    """The value its staging computed for `tracer`, or NO_VALUE."""
-    values = tracer.builder.values
-    return NO_VALUE if values is None else values.get(tracer.graph_var, NO_VALUE)
-
-
 def outcome_of(kind, value):
     """What eager numpy answers `kind` ("bool", "int", "index", "float", "complex") of
     `value` (numpy's own error where it raises one)."""
@@ -325,4 +319,4 @@ def outcome_of(kind, value):
 __all__ = ["NO_VALUE", "GuardFailure", "GuardKey", "StagingRecord", "compute_values",
            "decisions_so_far", "forget_decisions_after", "guard_p", "has_guards",
            "keep_values", "note_decision", "outcome_of", "recording_decisions",
-           "speculative_generators", "staged_values", "value_of"]
+           "speculative_generators", "staged_values"]

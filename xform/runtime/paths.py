@@ -19,9 +19,7 @@ import warnings
 import weakref
 
 from xform.errors import PathLimitError, PathLimitWarning, XformError
-from xform.ir.core import subgraphs
 from xform.ir.values import GuardFailure
-from xform.rules.random import GeneratorRef, draw_p
 from xform.runtime.config import config
 from xform.runtime.effects import raw_state, set_raw_state
 
@@ -173,27 +171,6 @@ class Paths:
             warnings.warn(message, PathLimitWarning, stacklevel=4)
 
 
-def generators_drawn(graph) -> tuple:
-    """The generators `graph` draws from (its sub-graphs' too), to undo a failed path's
-    draws."""
-    found = {}
-    stack = [graph]
-    seen = set()
-    while stack:
-        g = stack.pop()
-        if id(g) in seen:
-            continue
-        seen.add(id(g))
-        for eqn in g.equations:
-            if eqn.primitive is draw_p:
-                ref = eqn.params["generator"]
-                if type(ref) is GeneratorRef:
-                    found[id(ref.generator)] = ref.generator
-            elif eqn.params:
-                stack.extend(subgraphs(eqn.params))
-    return tuple(found.values())
-
-
 def _saved(generators):
     if not generators:
         return None
@@ -216,4 +193,4 @@ def paths_info() -> dict:
     return counts
 
 
-__all__ = ["Path", "Paths", "generators_drawn", "paths_info"]
+__all__ = ["Path", "Paths", "paths_info"]
