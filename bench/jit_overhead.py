@@ -22,7 +22,7 @@ def tiny(x):
 def _float_entry(kind):
     """The cache entry of `tiny` under `kind` ("jit", "grad") for one Python float."""
     float_signature = (((), np.dtype(np.float64), True),)
-    signature_index = 3  # the key of xform.api.dispatch.Transformed, jit's too
+    signature_index = 4  # the key of xform.api.dispatch.Transformed, jit's too
     return next(entry for (_, key), entry in CACHE._entries.items()
                 if key[0] == kind and key[signature_index] == float_signature)
 

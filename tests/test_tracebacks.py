@@ -183,7 +183,12 @@ def test_ipython_shows_the_users_frames(tmp_path):
 # -- numpy's RuntimeWarnings raised while xform runs a graph name the user's line -----------
 
 def _std_of_one(x):
-    return np.std(x)                                # the line the first call's warnings name
+    return np.std(x)                                # the line every call's warnings name
+
+
+def _line_of(text: str) -> int:
+    return next(i for i, line in enumerate(open(__file__).read().splitlines(), 1)
+                if text in line)
 
 
 def _recorded(call):
@@ -196,25 +201,37 @@ def _recorded(call):
 
 def test_warnings_of_a_derivative_name_the_users_line():
     grad = xform.grad(_std_of_one)
-    lines = {name: i for i, name in enumerate(open(__file__).read().splitlines(), 1)}
-    std_line = next(i for text, i in lines.items() if "return np.std(x)" in text)
-    for call in range(3):       # the first call interprets, later ones run compiled code
+    std_line = _line_of("return np.std(x)  ")
+    for _ in range(3):       # the first call interprets, later ones run compiled code
         value, warned = _recorded(lambda: grad(np.array([2.0])))
         # np.std of one element: nan (sqrt's derivative at 0), as JAX (docs/differences.md)
         assert np.isnan(value).all()
         assert warned, "numpy's RuntimeWarning disappeared"
-        assert all(category is RuntimeWarning and filename == __file__
-                   for filename, _, category in warned), warned
-        if call == 0:           # the equation's own line
-            assert std_line in {lineno for _, lineno, _ in warned}, warned
+        # the equation's own line, not this caller's
+        assert {(filename, lineno, category) for filename, lineno, category in warned} == \
+            {(__file__, std_line, RuntimeWarning)}, warned
 
 
-def test_warnings_of_compiled_code_name_the_users_line():
-    f = xform.jit(lambda x: np.log(x))
+def _log_then_scale(x):
+    y = x * 3.0
+    z = np.log(y)                                   # the line the compiled warnings name
+    return z * 2.0
+
+
+def test_warnings_of_compiled_code_name_the_equations_line():
+    f = xform.jit(_log_then_scale)
+    for _ in range(3):
+        _, warned = _recorded(lambda: f(np.array([-1.0, 2.0])))   # a caller's line
+        assert warned == [(__file__, _line_of("z = np.log(y)  "), RuntimeWarning)], warned
+
+
+def test_a_warning_of_a_scalar_runs_numpy_fallback_names_the_equations_line():
+    """0-d float64 work runs as Python floats; a run that meets nan runs again in numpy's
+    statements, compiled apart, whose warnings name the equation's line too."""
+    f = xform.jit(_log_then_scale)
     for _ in range(3):
         _, warned = _recorded(lambda: f(-1.0))
-        assert [(filename, category) for filename, _, category in warned] == \
-            [(__file__, RuntimeWarning)]
+        assert warned == [(__file__, _line_of("z = np.log(y)  "), RuntimeWarning)], warned
 
 
 def test_warnings_with_filtering_off_name_xforms_code():

@@ -19,9 +19,10 @@ Python 3.11 while nothing is raised); others are wrapped by `api_boundary` (one 
 Warnings: numpy's RuntimeWarnings (a division by zero, an invalid value) raised while xform
 runs a graph, a derivative's above all, would name the line of xform's rule or generated code
 that called numpy (as would SciPy's, e.g. odeint's ODEintWarning); warnings about xform's own
-code (deprecations) stay where they are. They are issued again with `warnings.warn_explicit` at the user's line: the
-equation's source when an interpreter runs it (the first call of a signature, where numpy's
-default filter shows a warning), else the user's line that called the transformed function.
+code (deprecations) stay where they are. They are issued again with `warnings.warn_explicit`
+at the user's line: the source of the equation being run, which an interpreter holds (the
+first call of a signature) and compiled code finds in its module's line table (the cached
+calls: `statement_source`), else the user's line that called the transformed function.
 The hook sits in front of `warnings._showwarnmsg`, which the warnings machinery calls only
 for a warning it shows, so nothing runs on a call that warns of nothing, and no call changes
 the warnings state (as `catch_warnings` would, which is not thread-safe).
@@ -34,6 +35,7 @@ import sys
 import types
 import warnings
 
+from xform.codegen.emit import statement_source
 from xform.errors import XformError
 from xform.runtime.config import config
 from xform.source_info import is_excluded, user_frame
@@ -117,12 +119,14 @@ def api_boundary(fun):
 
 def _user_location(frame):
     """(filename, lineno) of the user's line a warning at `frame` belongs to: the source of
-    the equation an interpreter loop above is running (its local `eqn`), else the innermost
-    frame of the user's."""
+    the equation that compiled code above is at (its statement's), or that an interpreter
+    loop above is running (its local `eqn`), else the innermost frame of the user's."""
     scan = frame
     while scan is not None:
-        if is_internal(scan.f_code.co_filename):
-            source = getattr(scan.f_locals.get("eqn"), "source", None)
+        filename = scan.f_code.co_filename
+        if is_internal(filename):
+            source = (statement_source(scan) if filename.startswith("<xform")
+                      else getattr(scan.f_locals.get("eqn"), "source", None))
             if source is not None and hasattr(source, "lineno"):
                 return source.filename, source.lineno
         scan = scan.f_back

@@ -37,6 +37,7 @@ import itertools
 import linecache
 import math
 import operator
+import re
 import threading
 import types
 import weakref
@@ -150,14 +151,15 @@ def graph_source(graph: Graph, debug: bool = False,
 
     Names: `a*` arguments, `c*` constants, `k*` literals, `f*` impls, `m*` `math` functions,
     `v*` values, `s*` values held as Python floats, `numpy*` the numpy code of a run of them,
-    `e*` equations (debug only); and the helpers `to_float`, `to_f64`, `isfinite`,
+    `e*` equations (debug only), `xform_sources` (STATEMENT_SOURCES); and the helpers `to_float`, `to_f64`, `isfinite`,
     `ScalarFallback`, `NonFiniteScalar` (and the local `fallback`). A literal, an impl without
     params and a `math` function get one name however many equations use them. Code in
     segments adds `xform_graph_<k>` (the segments) and `env` (the values they pass on).
     """
     equations = graph.equations
     names: dict = {}
-    namespace: dict = {}
+    sources: dict = {}
+    namespace: dict = {STATEMENT_SOURCES: sources}
     args = []
     for i, var in enumerate(graph.inputs):
         names[var] = f"a{i}"
@@ -283,6 +285,8 @@ def graph_source(graph: Graph, debug: bool = False,
             names[var] = name = f"v{next(values)}"
             outs.append(name)
         bound.update(outs)
+        if outs and eqn.source is not None:
+            sources[outs[0]] = eqn.source
         outs = ", ".join(outs)
         if index in indexing:        # (never in debug mode)
             slice_index, where = indexing[index]
@@ -452,6 +456,25 @@ def graph_source(graph: Graph, debug: bool = False,
         return segments.source(body, prologue), namespace
     source = f"def xform_graph({', '.join(args)}):\n" + "\n".join(prologue + body) + "\n"
     return source, namespace
+
+
+STATEMENT_SOURCES = "xform_sources"
+"""The generated module's global mapping the first name a numpy statement binds to the source
+of its equation: what a warning numpy raises in that statement names (`statement_source`).
+Filled while the source is generated, read only when a warning is shown, so a call pays
+nothing for it."""
+
+_BOUND_NAME = re.compile(r"\s*(v\d+)")
+
+
+def statement_source(frame):
+    """The SourceInfo of the equation whose statement `frame` (running generated code) is at;
+    None for a frame of other code, or a statement of no equation with a source."""
+    sources = frame.f_globals.get(STATEMENT_SOURCES)
+    if sources is None:
+        return None
+    bound = _BOUND_NAME.match(linecache.getline(frame.f_code.co_filename, frame.f_lineno))
+    return sources.get(bound.group(1)) if bound else None
 
 
 # -- large graphs: the function in segments ------------------------------------------------------

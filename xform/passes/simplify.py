@@ -606,6 +606,8 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
                 return
             if new is not None:
                 for item in new:
+                    if item.source is None:     # computes the user's line it replaces
+                        item = attrs.evolve(item, source=eqn.source)
                     emit(rewriter.substituted(item), depth + 1)
                 return
         rewriter.emit(eqn)

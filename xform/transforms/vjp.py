@@ -268,7 +268,11 @@ def _backward(graph, env, cts_out, active=None, effects=None):
             if ct_aval.dtype != atom_aval.dtype:    # (fit_tangent, whose shape check passed)
                 ct = fit_tangent(ct, atom_aval)
             previous = ct_env.get(atom)
-            ct_env[atom] = ct if previous is None else add_tangents(previous, ct)
+            if previous is None:
+                ct_env[atom] = ct
+            else:
+                with source_scope(eqn.source):      # the sum computes this user line too
+                    ct_env[atom] = add_tangents(previous, ct)
 
     cts_in = [ct_env.get(v) for v in graph.inputs]
     cts_in = [Zero(tangent_aval(v.aval)) if ct is None else ct
