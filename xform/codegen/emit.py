@@ -151,10 +151,11 @@ def graph_source(graph: Graph, debug: bool = False,
 
     Names: `a*` arguments, `c*` constants, `k*` literals, `f*` impls, `m*` `math` functions,
     `v*` values, `s*` values held as Python floats, `numpy*` the numpy code of a run of them,
-    `e*` equations (debug only), `xform_sources` (STATEMENT_SOURCES); and the helpers `to_float`, `to_f64`, `isfinite`,
-    `ScalarFallback`, `NonFiniteScalar` (and the local `fallback`). A literal, an impl without
-    params and a `math` function get one name however many equations use them. Code in
-    segments adds `xform_graph_<k>` (the segments) and `env` (the values they pass on).
+    `e*` equations (debug only), `xform_sources` (STATEMENT_SOURCES); and the helpers
+    `to_float`, `to_f64`, `isfinite`, `ScalarFallback`, `NonFiniteScalar` (and the local
+    `fallback`). A literal, an impl without params and a `math` function get one name however
+    many equations use them. Code in segments adds `xform_graph_<k>` (the segments) and `env`
+    (the values they pass on).
     """
     equations = graph.equations
     names: dict = {}
