@@ -4,6 +4,8 @@ Messages read: the cause, then `file:line (function): source text`, then a hint.
 """
 from __future__ import annotations
 
+import re
+
 from xform.source_info import (SourceInfo, is_excluded, scipy_callee, user_frame,
                                 user_frame_info)
 
@@ -46,9 +48,10 @@ class ConcretizationError(XformError, TypeError):
 class UnsupportedError(XformError, NotImplementedError):
     """A numpy function or option has no xform primitive.
 
-    Triggered by e.g. `np.fft.fft(x)` on a traced value or `np.sin(x, where=m)`. Fix: write
-    it with supported operations, or register a primitive (`xform.Primitive`, `def_impl`,
-    `def_abstract_eval`, then `xform.implements(np.fft.fft)`).
+    Triggered by e.g. `np.spacing(x)` on a traced value or `np.sin(x, where=m)`. Fix: write
+    it with supported operations, or make it a primitive (`xform.Primitive`, `def_impl`,
+    `def_abstract_eval`) that `@xform.implements(np.spacing)` binds (a SciPy function:
+    `@xform.overlay(scipy.signal.medfilt)`).
     """
 
 
@@ -209,11 +212,25 @@ def unsupported_error(what: str, hint: str | None = None) -> UnsupportedError:
     callee = scipy_callee(frame) if frame is not None and hint is None else None
     if callee is not None and not what.startswith(callee):
         what = f"{callee} (which uses {what})"
-    return UnsupportedError(
-        f"{what} is not supported on traced values", user_frame_info(),
-        hint or "write it with supported operations, or register a primitive: "
-        "p = xform.Primitive(...); p.def_impl(...); p.def_abstract_eval(...); "
-        "then @xform.implements(<numpy function>)")
+    return UnsupportedError(f"{what} is not supported on traced values", user_frame_info(),
+                            hint or _own_definition_hint(callee or what))
+
+
+def _own_definition_hint(function: str) -> str:
+    """How to stage `function` ("numpy.spacing", "scipy.signal.medfilt") anyway, as code to
+    copy: a primitive of the user's own, which a numpy function reaches through
+    `xform.implements` (numpy's dispatch), any other (SciPy's Python) through an overlay."""
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", function):     # an option, not a function
+        return ("write it with supported operations (without that option), or give staging "
+                "a definition of your own: xform.overlay(<the function>, <your definition>)")
+    is_numpy = function.startswith("numpy.")
+    name = "np." + function[len("numpy."):] if is_numpy else function
+    decorator = "xform.implements" if is_numpy else "xform.overlay"
+    return (f"write it with supported operations, or make it a primitive of your own: "
+            f"p = xform.Primitive(\"{name.rsplit('.', 1)[-1]}\"); p.def_impl({name}); "
+            f"p.def_abstract_eval(lambda x: x) (the output's shape and dtype from the "
+            f"input's); @{decorator}({name}) on def _(x): return p.bind(x) "
+            f"(a derivative: p.def_jvp)")
 
 
 def concretization_error(what: str) -> ConcretizationError:
@@ -255,7 +272,8 @@ class UnstagedEffectWarning(UserWarning):
     not find. It is staged anew on every call, so every call computes what eager numpy
     computes, at about autograd's cost.
 
-    Fix: pass the generator as an argument, or draw outside the function.
+    Fix: pass the generator as an argument (under jit, named in `static_argnums`), or draw
+    outside the function.
     """
 
 
@@ -301,8 +319,9 @@ def recursion_error(err: RecursionError) -> StagingRecursionError:
     return StagingRecursionError(
         "staging recursed past Python's recursion limit (a recursive function with no base "
         "case that is reached while staging)", _deepest_user_source(err),
-        "end the recursion on a static argument or a shape (static_argnums), not on a traced "
-        "value; or write the iteration with xform.while_loop, xform.fori_loop or xform.scan")
+        "give the recursion a base case it reaches (`if` on the arguments' values works when "
+        "the transform is called on arrays; on a static argument or a shape always), or "
+        "write the iteration with xform.while_loop, xform.fori_loop or xform.scan")
 
 
 def out_of_memory_error(err: MemoryError) -> OutOfMemoryError:

@@ -5,6 +5,7 @@ re-emits the graph instead of running it.
 """
 from __future__ import annotations
 
+import collections.abc
 import functools
 import inspect
 import types
@@ -126,6 +127,9 @@ def not_a_leaf_hint(leaf) -> str:
     as it is, static."""
     static = ("name it in static_argnums or static_argnames (jit, grad, jacobians); "
               "arguments grad does not differentiate may be any Python value")
+    if isinstance(leaf, collections.abc.Iterator):     # a generator's numbers, meant as data
+        return ("make it an array first: np.fromiter(xs, dtype=float) or np.array(list(xs)) "
+                "(an iterator is used up by one reading)")
     if not hasattr(leaf, "__dict__") or isinstance(leaf, type) or callable(leaf):
         return static
     name = type(leaf).__name__

@@ -75,8 +75,9 @@ def check_input_dtypes(fun_name, avals, holomorphic, allow_int):
             raise TypeCheckError(
                 f"{fun_name} needs float or complex inputs to differentiate, got "
                 f"{aval.str_short()}", user_frame_info(),
-                "pass allow_int=True for float0 gradients of integer inputs, or leave the "
-                "argument out of argnums (it is then a static Python value)")
+                "to differentiate, pass floats (x.astype(float), np.arange(3.0) for "
+                "np.arange(3)); allow_int=True gives float0 (empty) gradients of integer "
+                "inputs, or leave the argument out of argnums (it is then a static value)")
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, *,

@@ -80,8 +80,8 @@ class Tracer:
     def __len__(self):
         if not self.shape:
             raise TypeCheckError("len() of a 0-d traced value", user_frame_info(),
-                                 "a scalar has no length: use x.size or x.shape, which "
-                                 "are concrete")
+                                 "a scalar has no length: use np.size(x) or np.shape(x), "
+                                 "which are concrete (and take a Python float too)")
         return self.shape[0]
 
     def __iter__(self):

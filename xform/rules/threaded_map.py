@@ -476,9 +476,14 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None, axis=None)
     shape = avals[0].shape
     for i, a in enumerate(avals[1:], 1):
         if axis is None and a.shape != shape:
+            try:
+                np.broadcast_shapes(shape, a.shape)
+                hint = "broadcast them first: np.broadcast_arrays(*xs)"
+            except ValueError:
+                hint = (f"{shape} and {a.shape} do not broadcast either: pass inputs of one "
+                        "shape (f runs on their elements pairwise)")
             raise ShapeError(f"threaded_map: inputs must have equal shapes, got {shape} "
-                             f"(input 0) and {a.shape} (input {i})", source,
-                             "broadcast them first: np.broadcast_arrays(*xs)")
+                             f"(input 0) and {a.shape} (input {i})", source, hint)
     if axis is not None:
         for i, a in enumerate(avals):
             if not a.shape or a.shape[0] != shape[0]:

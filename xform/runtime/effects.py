@@ -601,8 +601,9 @@ def hidden_effects_found(function) -> None:
                "has an effect xform cannot stage (a random draw from a generator held where "
                "xform could not look: deeper than its walk, in a library's object, through "
                "getattr). It is staged anew on every call, as eager numpy draws anew (right, "
-               "at about autograd's cost); pass the generator as an argument, or draw "
-               "outside the function, to have it compiled")
+               "at about autograd's cost); pass the generator as an argument (static "
+               "under jit: static_argnums), or draw outside the function, to have it "
+               "compiled")
     source = user_frame_info()
     if source is None:
         warnings.warn(message, UnstagedEffectWarning, stacklevel=2)
