@@ -222,6 +222,16 @@ def test_every_example_has_a_page_with_its_source(site):
         title = site_hook.example_docstring(path).partition("\n")[0].rstrip(".")
         assert title in text
         assert f'href="{path.stem}/"' in page_text(site, "examples")
+        assert "What it prints" in text, f"{path.name}: no recorded output on its page"
+
+
+def test_every_example_has_its_output_recorded():
+    """examples/OUTPUTS.md (`python examples/_outputs.py`) holds what each example prints at
+    its real size, which its page shows: an example that runs past the script's time limit,
+    or fails, is missing there."""
+    recorded = site_hook.example_outputs()
+    assert set(recorded) == {path.stem for path in site_hook.example_paths()}
+    assert all(recorded.values())
 
 
 def test_included_files_are_on_the_site(site):
