@@ -234,6 +234,40 @@ def test_a_warning_of_a_scalar_runs_numpy_fallback_names_the_equations_line():
         assert warned == [(__file__, _line_of("z = np.log(y)  "), RuntimeWarning)], warned
 
 
+fan_out_p = xform.Primitive("test_tracebacks_fan_out")
+fan_out_p.def_impl(np.sin)
+fan_out_p.def_abstract_eval(lambda x: x)
+# a jvp without a vjp: reverse mode transposes it
+fan_out_p.def_jvp(lambda primals, tangents: (
+    fan_out_p.bind(primals[0]), np.cos(primals[0]) * tangents[0] + tangents[0] * primals[0]))
+
+
+def _fanning_out(x):
+    spread = np.std(x)             # rewritten by passes: a one-element sum of squares
+    z = fan_out_p.bind(x)
+    return spread + np.sum(z * z)  # z read twice: its cotangents are summed
+
+
+def _equations(graph):
+    for eqn in graph.equations:
+        yield eqn
+        for value in eqn.params.values():
+            if isinstance(value, xform.Graph):
+                yield from _equations(value)
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_every_equation_of_a_gradient_names_a_line_of_the_function(size):
+    """The equations passes rewrite and the sums of cotangents that reverse mode adds carry
+    the user's line they compute, not the caller's: what a warning raised there names."""
+    first = _line_of("def _fanning_out(x):")
+    body = range(first + 1, first + 4)
+    graph = xform.make_graph(xform.grad(_fanning_out))(np.linspace(1.0, 2.0, size))
+    for eqn in _equations(graph):
+        assert eqn.source is not None and eqn.source.filename == __file__, eqn
+        assert eqn.source.lineno in body, (eqn, eqn.source)
+
+
 def test_warnings_with_filtering_off_name_xforms_code():
     xform.config.update("traceback_filtering", "off")
     try:
