@@ -5,6 +5,7 @@ applies the fix the hint states, literally, as an edit of the program's source t
 hint must contain the words the edit follows); and checks that the fixed program runs and
 matches finite differences (eager numpy where nothing is differentiable). A row of the
 catalogue without a case here fails `test_every_row_of_the_catalogue_has_a_fix`."""
+import functools
 import inspect
 import sys
 import textwrap
@@ -455,28 +456,18 @@ def call_lookup():
 HIDDEN_RNG = np.random.default_rng(0)
 
 
-def _draw5(x):
+def _draw(x):
     return x + HIDDEN_RNG.standard_normal()
 
 
-def _draw4(x):
-    return _draw5(x)
-
-
-def _draw3(x):
-    return _draw4(x)
-
-
-def _draw2(x):
-    return _draw3(x)
-
-
-def _draw1(x):
-    return _draw2(x)
+def _calling(f):
+    return lambda x: f(x)
 
 
 def draw_deep():
-    jitted = xform.jit(_draw1)
+    # five calls deep, past the walk that looks for draws
+    deep = functools.reduce(lambda f, _: _calling(f), range(5), _draw)
+    jitted = xform.jit(deep)
     return [jitted(0.0) for _ in range(4)]                                    # line: unstaged
 
 
@@ -502,7 +493,7 @@ def _check_argument(ns):
 def _check_generator_argument(ns):
     ns["HIDDEN_RNG"] = np.random.default_rng(5)      # each call draws anew, as eagerly
     eager = np.random.default_rng(5)
-    assert ns["draw_deep"]() == [ns["_draw1"](0.0, eager) for _ in range(4)]
+    assert ns["draw_deep"]() == [ns["_draw"](0.0, eager) for _ in range(4)]
 
 
 # class name -> (the program's call, its tag, a fragment of the message, the fix)
@@ -527,10 +518,10 @@ WARNING_FIXES = {
                                   ("(2.0)", "(2.0, LARGE_TABLE)")],
                                  ["Pass it as an argument"], _check_argument)),
     "UnstagedEffectWarning": (draw_deep, "unstaged", "gave different values when staged twice",
-                              Fix(("def _draw5(x):", "for _ in range(4)]"),
-                                  [("(x)", "(x, rng)"), ("HIDDEN_RNG.standard_normal()",
-                                                         "rng.standard_normal()"),
-                                   ("xform.jit(_draw1)", "xform.jit(_draw1, static_argnums=1)"),
+                              Fix(("def _draw(x):", "for _ in range(4)]"),
+                                  [("(x)", "(x, rng)"), ("lambda x:", "lambda x, rng:"),
+                                   ("HIDDEN_RNG.standard_normal()", "rng.standard_normal()"),
+                                   ("xform.jit(deep)", "xform.jit(deep, static_argnums=1)"),
                                    ("jitted(0.0)", "jitted(0.0, HIDDEN_RNG)")],
                                   ["pass the generator as an argument (static under jit: "
                                    "static_argnums)"], _check_generator_argument)),
