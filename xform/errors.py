@@ -160,8 +160,10 @@ class StagingRecursionError(XformError, RecursionError):
     """Staging a function recursed past Python's recursion limit.
 
     Triggered by a recursive function whose base case is never reached while staging (none,
-    or one decided by a traced value). Fix: give it a base case decided by a static argument
-    or a shape, or write the iteration with `xform.while_loop`, `fori_loop` or `scan`.
+    or one decided by a traced value in a staging without values, e.g. under make_graph of
+    shapes). Fix: give it a base case it reaches (on the arguments' values when the transform
+    is called on arrays, on a static argument or a shape always), or write the iteration with
+    `xform.while_loop`, `fori_loop` or `scan`.
     """
 
 
