@@ -105,6 +105,10 @@ def len_of_a_traced_scalar(x):
     return len(x)                                                             # line: len
 
 
+def iterate_a_traced_scalar(x):
+    return sum(v * v for v in x)                                              # line: iter
+
+
 def unsupported_numpy(x):
     return np.spacing(x)                                                      # line: numpy
 
@@ -293,6 +297,9 @@ CASES = [
      "float() of a value that is being differentiated"),
     ("len() of a traced scalar", "len", lambda: xform.jit(len_of_a_traced_scalar)(1.0),
      xform.TypeCheckError, "len() of a 0-d traced value"),
+    ("iteration over a traced scalar", "iter",
+     lambda: xform.grad(iterate_a_traced_scalar)(1.5), xform.TypeCheckError,
+     "iteration over a 0-d traced value"),
     ("unsupported numpy function", "numpy", lambda: xform.jit(unsupported_numpy)(X),
      xform.UnsupportedError, "numpy.spacing is not supported on traced values"),
     ("unsupported SciPy function", "scipy", lambda: xform.jit(unsupported_scipy)(X),

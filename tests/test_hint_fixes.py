@@ -157,6 +157,10 @@ def _check_size(ns):
     assert xform.jit(fixed)(1.0) == fixed(1.0) == 1
 
 
+def _check_iterated(ns):
+    _grad_matches(ns["iterate_a_traced_scalar"], 1.5)
+
+
 def _own_primitive(function, name, decorator):
     """The hint's recipe, as the user copies it: a primitive that `decorator` binds."""
     return (f"p = xform.Primitive(\"{name.rsplit('.', 1)[-1]}\")\n"
@@ -323,6 +327,8 @@ FIXES = {
                      ["drop the float()"], _check_float_dropped),
     "len": Fix(bad.len_of_a_traced_scalar, [("len(x)", "np.size(x)")], ["np.size(x)"],
                _check_size),
+    "iter": Fix(bad.iterate_a_traced_scalar, [("for v in x", "for v in np.atleast_1d(x)")],
+                ["iterate over np.atleast_1d(x)"], _check_iterated),
     "numpy": Fix(bad.unsupported_numpy,
                  [("def unsupported_numpy(x):",
                    _own_primitive("unsupported_numpy", "np.spacing", "xform.implements"))],

@@ -86,7 +86,9 @@ class Tracer:
 
     def __iter__(self):
         if not self.shape:
-            raise TypeCheckError("iteration over a 0-d traced value", user_frame_info())
+            raise TypeCheckError("iteration over a 0-d traced value", user_frame_info(),
+                                 "a scalar has no elements: iterate over np.atleast_1d(x), "
+                                 "or use the value itself")
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self):
