@@ -134,16 +134,22 @@ class Reach:
         return self.clean and not self.opaque
 
     def met(self, value, depth, holder, key, kind) -> bool:
-        """A consumer's look at `value`, found in `holder` at `key` (`kind`: "cell", "attr",
-        "defaults", "item"; None where no slot can be set: a tuple's item); True: the walk
-        does not look into it."""
+        """A consumer's look at `value`, found in `holder` at `key` (`kind`: "cell" (`key`
+        its name), "attr" (a class's), "defaults" (`key` the position), "global" (a module's
+        namespace), "item" (a dict, a list, an object's `__dict__`); None where no slot can
+        be set: a tuple's item); True: the walk does not look into it. Arrays are met only by
+        a consumer that `sees_arrays`."""
         return False
 
     def spelled(self, function, names) -> None:
         """A consumer's look at the names one code object of `function` spells."""
 
+    sees_arrays = False
+
     def value(self, value, depth: int, holder=None, key=None, kind=None) -> None:
         if isinstance(value, SKIPPED):
+            if self.sees_arrays and isinstance(value, np.ndarray):
+                self.met(value, depth, holder, key, kind)
             return
         if type(value) is types.FunctionType:     # the common value: one test
             if not self.met(value, depth, holder, key, kind):
@@ -182,7 +188,7 @@ class Reach:
         namespace = vars(module)
         for name in self._names:
             if name in namespace:
-                self.value(namespace[name], depth + 1, namespace, name, "item")
+                self.value(namespace[name], depth + 1, namespace, name, "global")
 
     def _data(self, value, depth: int) -> None:
         if isinstance(value, dict):
@@ -231,7 +237,7 @@ class Reach:
                 checks.append((_CELL, held, i, _EMPTY))
                 continue
             checks.append((_CELL, held, i, _expected(value)))
-            self.value(value, depth, cell, None, "cell")
+            self.value(value, depth, cell, function.__code__.co_freevars[i], "cell")
         defaults = function.__defaults__ or ()
         checks.append((_DEFAULTS, held, None, len(defaults)))
         for i, value in enumerate(defaults):
@@ -252,7 +258,7 @@ class Reach:
             self.spelled(function, names)
             outer, self._names = self._names, frozenset(names)
             for name, value in named_globals(code, namespace):
-                self.value(value, depth, namespace, name, "item")
+                self.value(value, depth, namespace, name, "global")
             self._names = outer
 
 
@@ -313,35 +319,51 @@ def holds(checks, root) -> bool:
     return True
 
 
-def shared_containers(f):
-    """(description, object) for the mutable containers `f` can reach directly: its closure
-    cells, defaults, the globals its code names, and the attributes of a bound method's
-    instance. (Deeper objects, and those of functions `f` calls, are not included.)
+class _SharedState(Reach):
+    """The walk collecting the mutable containers and the user's objects it meets."""
+
+    sees_arrays = True
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.found = []
+
+    def met(self, value, depth, holder, key, kind) -> bool:
+        if isinstance(value, MUTABLE):
+            self.found.append((_described(key, kind), value))
+        elif (type(value) is not types.FunctionType and not isinstance(value, type)
+              and not is_library(type(value).__module__)
+              and isinstance(getattr(value, "__dict__", None), dict)):
+            self.found.append((f"the attributes of {type(value).__name__}", value.__dict__))
+        return False
+
+
+def _described(key, kind) -> str:
+    if kind == "cell":
+        return f"'{key}', which it closes over"
+    if kind == "defaults":
+        return "a default argument"
+    if kind == "global":
+        return f"the global '{key}'"
+    if kind == "attr":
+        return f"the class attribute '{key}'"
+    return f"'{key}', which it reads" if isinstance(key, str) else "a container it reads"
+
+
+def shared_containers(f) -> list:
+    """(description, object) for the mutable containers `f` can reach (to the walk's bounds,
+    through the functions it calls too): lists, dicts, sets, bytearrays, arrays, and the
+    attributes of the user's objects.
 
     >>> w = [2.0]
-    >>> [what for what, _ in shared_containers(lambda x, b=[]: x * w[0])]
+    >>> def scaled(x, b=[]): return x * w[0]
+    >>> scaled.__module__ = "model"       # (a doctest's functions count as xform's own)
+    >>> [what for what, _ in shared_containers(scaled)]
     ['a default argument', "the global 'w'"]
     """
-    if inspect.ismethod(f):
-        instance = f.__self__
-        if isinstance(getattr(instance, "__dict__", None), dict):
-            yield f"the attributes of {type(instance).__name__}", instance.__dict__
-            for name, value in instance.__dict__.items():
-                if isinstance(value, MUTABLE):
-                    yield f"attribute '{name}'", value
-        f = f.__func__
-    if not isinstance(f, types.FunctionType):
-        return
-    for name, _, value in closure_cells(f):
-        if isinstance(value, MUTABLE):
-            yield f"'{name}', which it closes over", value
-    for value in f.__defaults__ or ():
-        if isinstance(value, MUTABLE):
-            yield "a default argument", value
-    for code in nested_codes(f.__code__):
-        for name, value in named_globals(code, f.__globals__):
-            if isinstance(value, MUTABLE):
-                yield f"the global '{name}'", value
+    walk = _SharedState(f)
+    walk.value(f, 0)
+    return walk.found
 
 
 _EXACT_HASH_BYTES = 80_000   # larger arrays: the universal hash, at ~2 elementwise passes
