@@ -69,6 +69,25 @@ def test_under_cprofile():
     assert "outer" in names and "middle" in names     # cProfile saw the staged user code
 
 
+def test_under_cprofile_a_redefinition_through_an_object_is_noticed():
+    """Under a profiler xform cannot install its hook: what the walk of the function found is
+    recorded, the methods of the objects it reads and their callees included (before, the
+    functions named by code alone: the cached gradient went stale)."""
+    profiler = cProfile.Profile()
+
+    def under(call):
+        profiler.enable()
+        try:
+            return call()
+        finally:
+            profiler.disable()
+    _redefine_innermost(2.0)
+    grad = xform.grad(outer_through_an_object)
+    assert np.isclose(under(lambda: grad(0.3)), np.cos(0.3 * 2.0 + 1.0) * 2.0)
+    _redefine_innermost(5.0)           # three calls down, through a method
+    assert np.isclose(under(lambda: grad(0.3)), np.cos(0.3 * 5.0 + 1.0) * 5.0)
+
+
 def test_under_another_librarys_profile_function():
     events = []
 

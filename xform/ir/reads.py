@@ -62,8 +62,8 @@ def closure_cells(function: types.FunctionType):
 
 
 # The walk's bounds: what it costs is what a first call pays.
-MAX_FUNCTION_DEPTH = 4  # function levels followed through the names that hold them
-MAX_DATA_DEPTH = 8      # attribute and item levels followed into the user's data
+MAX_FUNCTION_DEPTH = 4  # function levels followed (the root's included), through what holds them
+MAX_DATA_DEPTH = 8      # attribute and item levels followed into the data one function reads
 MAX_OBJECTS = 2000      # objects, containers and functions visited per walk
 MAX_ITEMS = 256         # items of one dict or list looked at
 # Top-level packages whose state and functions are not the user's: never walked into.
@@ -127,6 +127,7 @@ class Reach:
         self.clean = True
         self.checks = []
         self.seen = set()
+        self.level = 0              # functions being followed (the root is the first)
         self._names = frozenset()   # the names the code being walked spells (module attributes)
 
     @property
@@ -175,8 +176,12 @@ class Reach:
             self._data(value, depth)
 
     def _follow(self, function, depth: int) -> None:
-        if depth < MAX_FUNCTION_DEPTH:
-            self.function(function, depth + 1)
+        if self.level < MAX_FUNCTION_DEPTH:
+            self.level += 1
+            try:
+                self.function(function, 0)  # what it reads: data levels counted from it
+            finally:
+                self.level -= 1
         else:
             self.opaque = self.unfollowed = True
 

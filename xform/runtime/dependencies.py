@@ -94,6 +94,7 @@ class Dependencies:
         self.static = False  # recorded at once, with no profile hook (`recording`)
         self._seen_codes = set()
         self._added = set()  # ids of the functions recorded (the root's too)
+        self.walked = ()    # the functions the walk of the root found (`recording`)
 
     def freeze(self) -> None:
         """Snapshot the guarded containers and arrays as they are when recording ends."""
@@ -307,6 +308,12 @@ class Dependencies:
                 if isinstance(value, types.FunctionType):
                     self.codes.append((value, code_outside_staging(value)))
 
+    def add_walked(self) -> None:
+        """The functions the walk of the root found, where no profile hook can see which
+        run (they are more: what the root's data holds, run or not)."""
+        for function in self.walked:
+            self.add_function(function)
+
     def merge(self, other: "Dependencies") -> None:
         self.draws = self.draws or other.draws
         self.globals.extend(other.globals)
@@ -343,10 +350,11 @@ class recording:
     """Record what staging `function` reads; `with recording(f) as dependencies` gives the
     Dependencies being filled, frozen when the block ends without an error.
 
-    `functions`, those the walk of `function` found (xform.runtime.effects.Watch), are
-    recorded at once; when they are every function the staging can run (`complete`), no
-    profile hook is needed. Otherwise only user code running inside `watching()` (the calls
-    of staged functions) is seen, so transforms, passes and codegen run at full speed.
+    `functions` are those the walk of `function` found (xform.runtime.effects.Watch). When
+    they are every function the staging can run (`complete`), they are recorded at once and
+    no profile hook is needed. Otherwise the functions that run inside `watching()` (the
+    calls of staged functions) are recorded as the hook sees them, so transforms, passes and
+    codegen run at full speed; where no hook can be installed, the walk's functions.
     (A class, not a generator context manager: every build enters one.)
     """
 
@@ -360,15 +368,17 @@ class recording:
     def __enter__(self) -> Dependencies:
         dependencies = self._dependencies = Dependencies()
         dependencies.add_root(self._function)
-        dependencies.static = self._complete
-        for function in self._functions:
-            dependencies.add_function(function)
+        dependencies.walked = self._functions
+        if self._complete:
+            dependencies.static = True
+            dependencies.add_walked()
         self._stack = _recorders()
         self._stack.append(dependencies)
         return dependencies
 
     def __exit__(self, kind, value, traceback):
         self._stack.pop()
+        self._dependencies.walked = ()    # an entry must not keep the functions alive
         if kind is None:
             self._dependencies.freeze()
 
@@ -396,7 +406,11 @@ class watching:
                 break
         else:
             return False    # every recorder has what the hook would see
-        return sys.getprofile() is None
+        if sys.getprofile() is not None:
+            for recorder in stack:
+                recorder.add_walked()
+            return False
+        return True
 
     def __exit__(self, *exc_info):
         pass
