@@ -138,23 +138,19 @@ class Reach:
         """A consumer's look at `value`, found in `holder` at `key` (`kind`: "cell" (`key`
         its name), "attr" (a class's), "defaults" (`key` the position), "global" (a module's
         namespace), "item" (a dict, a list, an object's `__dict__`); None where no slot can
-        be set: a tuple's item); True: the walk does not look into it. Arrays are met only by
-        a consumer that `sees_arrays`."""
+        be set: a tuple's item); True: the walk does not look into it. (Numbers, strings and
+        arrays are not met: a consumer that wants arrays overrides `value`.)"""
         return False
 
     def spelled(self, function, names) -> None:
         """A consumer's look at the names one code object of `function` spells."""
 
-    sees_arrays = False
-
     def value(self, value, depth: int, holder=None, key=None, kind=None) -> None:
         if isinstance(value, SKIPPED):
-            if self.sees_arrays and isinstance(value, np.ndarray):
-                self.met(value, depth, holder, key, kind)
             return
         if type(value) is types.FunctionType:     # the common value: one test
             if not self.met(value, depth, holder, key, kind):
-                self._follow(value, depth)
+                self._follow(value)
             return
         if type(value) is not types.ModuleType or not is_library(value.__name__):
             self.clean = False
@@ -163,7 +159,7 @@ class Reach:
         if self.met(value, depth, holder, key, kind) or inspect.isbuiltin(value):
             return
         if isinstance(value, types.FunctionType):
-            self._follow(value, depth)
+            self._follow(value)
         elif inspect.ismethod(value):
             self.value(value.__self__, depth)
             self.value(value.__func__, depth)
@@ -175,13 +171,11 @@ class Reach:
             self.seen.add(id(value))
             self._data(value, depth)
 
-    def _follow(self, function, depth: int) -> None:
+    def _follow(self, function) -> None:
         if self.level < MAX_FUNCTION_DEPTH:
             self.level += 1
-            try:
-                self.function(function, 0)  # what it reads: data levels counted from it
-            finally:
-                self.level -= 1
+            self.function(function, 0)      # what it reads: data levels counted from it
+            self.level -= 1
         else:
             self.opaque = self.unfollowed = True
 
@@ -327,11 +321,15 @@ def holds(checks, root) -> bool:
 class _SharedState(Reach):
     """The walk collecting the mutable containers and the user's objects it meets."""
 
-    sees_arrays = True
-
     def __init__(self, root):
         super().__init__(root)
         self.found = []
+
+    def value(self, value, depth: int, holder=None, key=None, kind=None) -> None:
+        if isinstance(value, np.ndarray):
+            self.found.append((_described(key, kind), value))
+        else:
+            super().value(value, depth, holder, key, kind)
 
     def met(self, value, depth, holder, key, kind) -> bool:
         if isinstance(value, MUTABLE):
