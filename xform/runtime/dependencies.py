@@ -1,14 +1,14 @@
 """What a staging read, and the cheap check that it still holds: the Python analogue of
 Mooncake's backedges. While a function is staged, every Python function that runs is seen
 through `sys.setprofile`; the globals its code names, the code objects of functions bound to
-them, and the root function's closure cells (found by the walk in xform.ir.reads) are recorded
-with the objects they held. A cache hit re-checks those bindings by identity; any change means
-the entry is stale. The functions the one walk of what the function reads found
-(xform.ir.reads.Reach, run by the cache's xform.runtime.effects.Watch) are recorded at once;
-when that walk followed every function the code can run, no hook is installed: its events
-cost more than the walk's answer (`recording`). Otherwise the profile hook runs only while
-staged user code does: `watching` is installed into ir at import as the scope of that code
-(xform.ir.hooks), and xform's own entry points pause the hook.
+them, and the root function's closure cells are recorded with the objects they held. A cache
+hit re-checks those bindings by identity; any change means the entry is stale. When the one
+walk of what the function reads (xform.ir.reads.Reach, run by the cache's
+xform.runtime.effects.Watch) followed every function the code can run, those are recorded at
+once and no hook is installed: its events cost more than the walk's answer (`recording`);
+under another profiler, which is left in place, the walk's functions are recorded instead.
+The profile hook runs only while staged user code does: `watching` is installed into ir at
+import as the scope of that code (xform.ir.hooks), and xform's own entry points pause it.
 """
 from __future__ import annotations
 
