@@ -328,13 +328,13 @@ def test_a_draw_is_found_as_an_effect_at_any_depth(place):
 _NOISE_RNG = np.random.default_rng(13)
 
 
-def _noise():
+def _step_noise():
     return _NOISE_RNG.standard_normal()
 
 
 class _Stepper:
     def step(self, x):
-        return x + _noise()
+        return x + _step_noise()
 
 
 _STEPPER = _Stepper()
