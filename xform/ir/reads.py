@@ -115,7 +115,8 @@ class Reach:
     whether it met functions and library modules only, when `checks` say what a later walk
     of the same code would read (`holds`). Consumers see each value before it is looked
     into (`met`) and each code's names (`spelled`): the effects analysis finds generators
-    there (xform.runtime.effects); the dependency recorder reads `functions`.
+    there (xform.runtime.effects), threaded_map's check mutable containers
+    (`shared_containers`); the dependency recorder reads `functions`.
     """
 
     def __init__(self, root=None):
