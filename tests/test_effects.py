@@ -4,6 +4,7 @@ for draw what eager numpy draws from the same generator in the same order (stage
 staging again on every call); functions that do not draw stay cached; vmap draws per element,
 as a Python loop would; threaded_map, whose elements run concurrently, refuses such
 functions. Clocks and files are read anew on every call too."""
+import warnings
 import weakref
 
 import numpy as np
@@ -322,3 +323,37 @@ def test_a_draw_is_found_as_an_effect_at_any_depth(place):
     assert at_top is (place in ("at top level", "in a jitted callee, inlined"))
     assert graph_has_effects(graph) is draws
     assert graph_has_effects(graph) is draws    # asked again (a graph with sub-graphs: memo)
+
+
+_NOISE_RNG = np.random.default_rng(13)
+
+
+def _step_noise():
+    return _NOISE_RNG.standard_normal()
+
+
+class _Stepper:
+    def step(self, x):
+        return x + _step_noise()
+
+
+_STEPPER = _Stepper()
+
+
+def _steps(x):
+    return _STEPPER.step(x)
+
+
+def test_a_generator_named_by_a_callee_of_a_method_is_staged_and_compiled():
+    """Function levels and data levels are counted apart: the method reached through an
+    object, and the function it calls, are followed as a plain callee would be, so the
+    generator is found and its draws compiled (before, the walk stopped at the method's
+    callee: a second staging, a warning and a staging on every call)."""
+    jitted = xform.jit(_steps)
+    before = xform.cache_info()["builds"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _draws_like_eager(jitted, 13, calls=4)
+    assert not [w for w in caught if issubclass(w.category, xform.UnstagedEffectWarning)]
+    assert xform.cache_info()["builds"] - before == 1
+    _NOISE_RNG.bit_generator.state = np.random.default_rng(13).bit_generator.state

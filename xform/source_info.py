@@ -106,9 +106,24 @@ def scipy_callee(user) -> str | None:
         frame = frame.f_back
     if called is None or frame is None:
         return None
+    if "<locals>" in called.f_code.co_qualname:
+        # a decorator's wrapper (SciPy's statistics functions are called through one): the
+        # name is the one the user's call spells
+        return _called_name(user) or "a SciPy function"
     module = called.f_globals.get("__name__", "scipy")
     public = ".".join(part for part in module.split(".") if not part.startswith("_"))
     return f"{public}.{called.f_code.co_qualname}"
+
+
+def _called_name(frame) -> str:
+    """What the call `frame` is making now spells before its arguments ("st.entropy"), when
+    it sits on one line; else ""."""
+    positions = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+    lineno, end_lineno, start, end = positions
+    if lineno is None or lineno != end_lineno or start is None:
+        return ""
+    text = linecache.getline(frame.f_code.co_filename, lineno)[start:end]
+    return text.partition("(")[0].strip() if "(" in text else ""
 
 
 def user_frame_info(start=None) -> SourceInfo | None:

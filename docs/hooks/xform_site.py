@@ -208,7 +208,7 @@ def coverage_markdown() -> str:
         if full is None or not full.startswith(("numpy", "scipy")):
             continue                        # a user's overlay
         kind = getattr(_replacement(swap), "__qualname__", "")
-        if kind.startswith(("_named.", "_refuse.")):   # xform.scipy.naming, stats._refuse
+        if kind.startswith("_refuse."):     # xform.scipy.stats._refuse
             refused.add(full)
         elif full.endswith(".__call__"):    # a concrete interpolator at traced points
             continue
@@ -250,8 +250,9 @@ def coverage_markdown() -> str:
             "supports.", ""]
     if refused:
         out += ["### Named failures\n",
-                "These raise an xform error naming the SciPy function at your line when called "
-                "on traced values (they need concrete numbers): "
+                "A SciPy function with no xform version that needs concrete numbers raises an "
+                "xform error naming it at your line when called on traced values; so do these "
+                "methods: "
                 + ", ".join(f"`{n}`" for n in sorted(refused)) + ".", ""]
     return "\n".join(out) + "\n"
 

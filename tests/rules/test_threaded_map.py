@@ -330,6 +330,8 @@ BAD = {
     "f reduces": lambda out: threaded_map(lambda x: np.sum(x) * 2, X3, out=out),
     "f reshapes": lambda out: threaded_map(lambda x: np.reshape(x, (1,)), X3, out=out),
     "f mutates shared state": lambda out: threaded_map(appends, X3, out=out),
+    "f's callee mutates shared state": lambda out: threaded_map(lambda x: appends(x) * 2.0, X3,
+                                                                out=out),
     "f writes a global array": lambda out: threaded_map(increments, X3, out=out),
     "f mutates its instance": lambda out: threaded_map(Counter().scaled, X3, out=out),
     "f branches in Python": lambda out: threaded_map(branches, X3, out=out),

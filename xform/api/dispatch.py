@@ -334,11 +334,11 @@ def is_automatic_static(leaf) -> bool:
     return kind is int or kind is bool or not isinstance(leaf, _TRACED_LEAF_TYPES)
 
 
-def split_static(args, explicit, automatic):
+def split_static(args, explicit, automatic, is_leaf=None):
     """`(leaves, in_tree, statics)`: the arguments flattened (an explicit static argument as
     one leaf) and `{leaf index: value}` of the static leaves."""
     marked = tuple(_STATIC_SLOT if i in explicit else a for i, a in enumerate(args))
-    leaves, in_tree = tree_flatten(marked)
+    leaves, in_tree = tree_flatten(marked, is_leaf=is_leaf)
     statics = {}
     start = 0
     for i, child in enumerate(in_tree.children):

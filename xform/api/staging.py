@@ -5,10 +5,12 @@ from __future__ import annotations
 import functools
 import operator
 
+import attrs
 import numpy as np
 
 from xform.api.dispatch import (aval_of_signature, leaf_signature, normalize_argnums,
-                                present_argnums, run, static_positions, transformed)
+                                present_argnums, run, split_static, static_positions,
+                                transformed, with_statics)
 from xform.api.pipeline import checked_backend, finish_graph, using_backend
 from xform.errors import TreeMismatchError, not_callable_error
 from xform.ir.avals import ShapedArray
@@ -25,23 +27,6 @@ def _unflattener(out_tree):
     if out_tree.kind is None:
         return operator.itemgetter(0)
     return functools.partial(tree_unflatten, out_tree)
-
-
-def _split_static(args, static_argnums):
-    static = tuple((i, args[i]) for i in static_argnums)
-    dynamic = tuple(a for i, a in enumerate(args) if i not in static_argnums)
-    return dynamic, static
-
-
-def _with_static(fun, static, n_args):
-    if not static:
-        return fun
-
-    def call(*dynamic):
-        dynamic = iter(dynamic)
-        fixed = dict(static)
-        return fun(*[fixed[i] if i in fixed else next(dynamic) for i in range(n_args)])
-    return call
 
 
 def make_graph(fun, static_argnums=()):
@@ -62,17 +47,22 @@ def make_graph(fun, static_argnums=()):
     def staged(*args):
         static_nums = (normalize_argnums(static_nums_spec, len(args))
                        if static_nums_spec else ())
-        dynamic, static = _split_static(args, static_nums)
-        leaves, in_tree = tree_flatten(dynamic, is_leaf=_is_shaped_only)
+        leaves, in_tree, statics = split_static(args, static_nums, (), _is_shaped_only)
+        # a static leaf: an unused input while staged, dropped from the graph
+        leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
         avals = [_aval_of_example(x) for x in leaves]
         # Arrays and numbers are staged with their values: Python's questions about them
         # are answered and shown as guards. Abstract shapes (ShapedArray) stage without.
         known = (None if any(isinstance(x, ShapedArray) or not _is_value(x) for x in leaves)
                  else KnownValues.of(leaves))
         # its random draws appear as random_draw equations; a failure leaves no entry
-        with staging_outside_a_build(), Watch(fun, tuple(value for _, value in static)):
-            return stage_function(_with_static(fun, static, len(args)), in_tree, avals,
-                                  known)[0]
+        with staging_outside_a_build(), Watch(fun, tuple(statics.values())):
+            graph = stage_function(with_statics(fun, in_tree, statics), in_tree, avals,
+                                   known)[0]
+        if not statics:
+            return graph
+        return attrs.evolve(graph, inputs=[var for j, var in enumerate(graph.inputs)
+                                           if j not in statics])
     return staged
 
 

@@ -262,8 +262,7 @@ class Cache:
             with collector_paused():
                 if record:
                     watch = Watch(owner, arguments)
-                    with recording(owner, watch.functions if watch.complete else None) \
-                            as dependencies:
+                    with recording(owner, watch.functions, watch.complete) as dependencies:
                         with watch:     # its draws staged, restored before recording ends
                             value = make()
                         dependencies.draws = dependencies.draws or watch.drew()

@@ -1,13 +1,14 @@
 """What a staging read, and the cheap check that it still holds: the Python analogue of
 Mooncake's backedges. While a function is staged, every Python function that runs is seen
 through `sys.setprofile`; the globals its code names, the code objects of functions bound to
-them, and the root function's closure cells (found by the walk in xform.ir.reads) are recorded
-with the objects they held. A cache hit re-checks those bindings by identity; any change means
-the entry is stale. The profile hook runs only while staged user code does: `watching` is
-installed into ir at import as the scope of that code (xform.ir.hooks), and xform's own entry
-points pause the hook. When the cache's walk of the function (xform.runtime.effects) followed
-every function it can run, those are recorded at once instead, and no hook is installed: its
-events cost more than the walk's answer (`recording`).
+them, and the root function's closure cells are recorded with the objects they held. A cache
+hit re-checks those bindings by identity; any change means the entry is stale. When the one
+walk of what the function reads (xform.ir.reads.Reach, run by the cache's
+xform.runtime.effects.Watch) followed every function the code can run, those are recorded at
+once and no hook is installed: its events cost more than the walk's answer (`recording`);
+under another profiler, which is left in place, the walk's functions are recorded instead.
+The profile hook runs only while staged user code does: `watching` is installed into ir at
+import as the scope of that code (xform.ir.hooks), and xform's own entry points pause it.
 """
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ from xform.source_info import SourceInfo, is_users_file, user_frame_info
 # as a value.
 _OPAQUE = (types.ModuleType, type, types.FunctionType, types.MethodType,
            types.BuiltinFunctionType, np.ndarray)
-_STATIC_DEPTH = 4  # function levels recorded statically when another profiler is active
 _MAX_GUARDED_ITEMS = 1000  # a larger container is not guarded (its check would cost per call)
 
 _users_classes: dict = {}  # class -> whether the user's code defines it
@@ -94,6 +94,7 @@ class Dependencies:
         self.static = False  # recorded at once, with no profile hook (`recording`)
         self._seen_codes = set()
         self._added = set()  # ids of the functions recorded (the root's too)
+        self.walked = ()    # the functions the walk of the root found (`recording`)
 
     def freeze(self) -> None:
         """Snapshot the guarded containers and arrays as they are when recording ends."""
@@ -307,20 +308,11 @@ class Dependencies:
                 if isinstance(value, types.FunctionType):
                     self.codes.append((value, code_outside_staging(value)))
 
-    def add_reachable(self, depth: int = _STATIC_DEPTH) -> None:
-        """Without the profile hook: the functions the root's code and closure name, and the
-        ones theirs name, `depth` levels deep (methods reached through objects are missed)."""
-        root = self.root() if self.root is not None else None
-        frontier = [root] if root is not None else []
-        seen = {id(root)}
-        for _ in range(depth):
-            # (by identity: closures of one code hold different cells)
-            functions = [value for function in frontier
-                         for value in _named_functions(function) if id(value) not in seen]
-            for function in functions:
-                seen.add(id(function))
-                self.add_function(function)
-            frontier = functions
+    def add_walked(self) -> None:
+        """The functions the walk of the root found, where no profile hook can see which
+        run (they are more: what the root's data holds, run or not)."""
+        for function in self.walked:
+            self.add_function(function)
 
     def merge(self, other: "Dependencies") -> None:
         self.draws = self.draws or other.draws
@@ -329,15 +321,6 @@ class Dependencies:
         self.cells.extend(other.cells)
         for container in other._guarded:
             self._guard(container)
-
-
-def _named_functions(function) -> list:
-    named = [value for code in nested_codes(function.__code__)
-             for _, value in named_globals(code, function.__globals__)]
-    named += [value for _, _, value in closure_cells(function)]
-    named += function.__defaults__ or ()
-    named += (function.__kwdefaults__ or {}).values()
-    return [value for value in named if isinstance(value, types.FunctionType)]
 
 
 def _recorders():
@@ -367,32 +350,35 @@ class recording:
     """Record what staging `function` reads; `with recording(f) as dependencies` gives the
     Dependencies being filled, frozen when the block ends without an error.
 
-    Only user code running inside `watching()` (the calls of staged functions) is seen, so
-    transforms, passes and codegen run at full speed. With `functions` (every function
-    besides the root that the staging can run, known to the caller:
-    xform.runtime.effects.Watch.complete), those are recorded at once and no profile hook
-    is needed. (A class, not a generator context manager: every build enters one.)
+    `functions` are those the walk of `function` found (xform.runtime.effects.Watch). When
+    they are every function the staging can run (`complete`), they are recorded at once and
+    no profile hook is needed. Otherwise the functions that run inside `watching()` (the
+    calls of staged functions) are recorded as the hook sees them, so transforms, passes and
+    codegen run at full speed; where no hook can be installed, the walk's functions.
+    (A class, not a generator context manager: every build enters one.)
     """
 
-    __slots__ = ("_function", "_dependencies", "_stack", "_functions")
+    __slots__ = ("_function", "_dependencies", "_stack", "_functions", "_complete")
 
-    def __init__(self, function, functions=None):
+    def __init__(self, function, functions=(), complete=False):
         self._function = function
         self._functions = functions
+        self._complete = complete
 
     def __enter__(self) -> Dependencies:
         dependencies = self._dependencies = Dependencies()
         dependencies.add_root(self._function)
-        if self._functions is not None:
+        dependencies.walked = self._functions
+        if self._complete:
             dependencies.static = True
-            for function in self._functions:
-                dependencies.add_function(function)
+            dependencies.add_walked()
         self._stack = _recorders()
         self._stack.append(dependencies)
         return dependencies
 
     def __exit__(self, kind, value, traceback):
         self._stack.pop()
+        self._dependencies.walked = ()    # an entry must not keep the functions alive
         if kind is None:
             self._dependencies.freeze()
 
@@ -404,9 +390,9 @@ class watching:
     staging enters one.)
 
     Notes: a profiler that is already active (cProfile, another library's) is left alone,
-    since one installed from C cannot be restored from Python; then what each recording's
-    function can reach statically is recorded instead (`add_reachable`): the functions named
-    by its code and closures, and theirs, a few levels deep.
+    since one installed from C cannot be restored from Python; then each recording has what
+    the walk of its function found (the functions its code, closures, defaults and data
+    hold, to the walk's bounds).
     """
 
     __slots__ = ()
@@ -422,7 +408,7 @@ class watching:
             return False    # every recorder has what the hook would see
         if sys.getprofile() is not None:
             for recorder in stack:
-                recorder.add_reachable()
+                recorder.add_walked()
             return False
         return True
 

@@ -2,10 +2,10 @@
 caches what it built; a draw made while staging would be a constant of every later call.
 
 So while a function is staged for the cache (`Watch`, a context manager around staging), the
-numpy generators it can reach are found: in closure cells, defaults, the globals its code
-names, the functions those are (four levels), the user's modules it names (their attributes
-the code names) and the user's data (object attributes, class attributes, dict and list
-items; eight levels, at most 2,000 objects). Each RandomState or Generator found is replaced,
+numpy generators it can reach are found by the one walk of what a function reads
+(xform.ir.reads.Reach, with its bounds): in closure cells, defaults, the globals its code
+names, the functions those are, the user's modules it names (their attributes the code
+names) and the user's data (object attributes, class attributes, dict and list items). Each RandomState or Generator found is replaced,
 where it sits, by a proxy (xform.numpy.random) whose draws stage `random_draw` equations; the
 holders get the real generator back when staging ends. The compiled function then draws from
 the generator itself on every call, in program order, bit for bit as eager numpy would.
@@ -29,8 +29,10 @@ which the group is reached ("random"; "array", "stack", "polynomial", ...).
 Static arguments and keywords (what a transform does not trace: `f(x, np.random.randn)`) are
 walked with the function.
 
-Limits: a generator the walk does not reach (deeper than its bounds) is drawn from while
-staging and frozen. `threaded_map` refuses a function that draws
+Limits: a generator the walk does not reach (deeper than its bounds, behind getattr) is
+drawn from while staging; a plain function whose walk met such code is staged a second time
+on the same values, and different values make it staged per call, with a warning
+(`walk_incomplete`, `hidden_effects_found`). `threaded_map` refuses a function that draws
 (xform.errors.UnsupportedError): its elements run concurrently.
 """
 from __future__ import annotations
@@ -45,7 +47,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from xform.errors import UnstagedEffectWarning, UnsupportedError
-from xform.ir.reads import MISSING, named_globals, nested_codes
+from xform.ir.reads import MAX_OBJECTS, Reach, held_functions, holds
 from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
                                  reset_unstaged, unproxied, unstaged_effects)
 from xform.numpy.stand_ins import groups_unreached, without_group
@@ -57,18 +59,6 @@ _CONSTRUCTORS = frozenset({"default_rng", "RandomState", "Generator", "SeedSeque
 # Names through which code reaches numpy's global legacy generator (`np.random.randn`, SciPy's
 # `rvs` without a random_state): its state costs ~30 us to read, so only then is it watched.
 _GLOBAL_DRAWS = frozenset({"random", "rvs"})
-_MAX_DEPTH = 4  # functions followed through the globals they name
-# Packages whose functions call no stand-in (xform.numpy.stand_ins) with the user's values:
-# the walk need not follow them to know which stand-ins a staging needs. numpy's and xform's
-# own functions are not among them (np.polynomial's call np.array, xform's call the user's
-# functions they hold), only their modules, through which code reaches what its names say.
-_TRANSPARENT = frozenset({"builtins", "math", "cmath", "functools", "itertools", "operator",
-                          "collections", "typing", "types", "abc"})
-_TRANSPARENT_MODULES = frozenset({"numpy", "numpy.linalg", "numpy.fft", "xform"})
-# Names through which code can reach a module's attributes by a computed name.
-_DYNAMIC_LOOKUPS = frozenset({"getattr", "eval", "exec", "__import__", "import_module",
-                              "__dict__", "vars", "globals", "locals", "__getattribute__",
-                              "attrgetter", "methodcaller"})
 # Modules whose functions read the world (clocks, files, the environment): a function that
 # names one is staged on every call.
 _EFFECT_MODULES = frozenset({"time", "datetime", "os", "io", "pathlib", "uuid", "secrets"})
@@ -106,18 +96,6 @@ def _reads_the_world(value) -> bool:
 def _legacy_generator():
     mtrand = sys.modules.get("numpy.random.mtrand")
     return getattr(mtrand, "_rand", None)
-
-
-_MAX_OBJECTS = 2000   # objects, containers and functions visited per walk (bounds its cost)
-_MAX_ITEMS = 256      # items of one dict or list looked at
-_MAX_DATA_DEPTH = 8   # attribute and item levels followed into the user's data
-# Top-level packages whose module state is not the user's (never walked into).
-_FOREIGN = frozenset({"numpy", "scipy", "xform", "builtins", "sys", "os", "random", "math",
-                      "functools", "itertools", "collections", "typing", "types", "abc",
-                      "threading", "contextlib", "attrs", "networkx", "pandas", "matplotlib",
-                      "torch", "jax", "autograd", "hypothesis", "pytest", "_pytest"})
-_SKIPPED = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic,
-            types.CodeType, range, slice)
 
 
 class _Place:
@@ -166,37 +144,18 @@ class _Place:
         # else: the staged code put something else there, which stays
 
 
-class _Walk:
-    """The generators a function can reach and where they sit, and whether it makes fresh
-    generators or reads the world: through closure cells, defaults, the globals its code
-    names, the functions those are, the user's modules (their attributes the code names),
-    and the user's data (object attributes, dict and list items, tuples: `_MAX_DATA_DEPTH`
-    levels, `_MAX_OBJECTS` objects)."""
+class _Effects(Reach):
+    """The walk (xform.ir.reads.Reach) looking for the generators a function can reach and
+    where they sit, and for code that makes fresh generators or reads the world."""
 
-    def __init__(self, types_):
+    def __init__(self, root, types_):
+        super().__init__(root)
         self.types = types_
         self.generators = {}        # id -> generator
         self.places = []            # _Place of the generators that can be swapped for proxies
         self.fixed = set()          # ids of generators found somewhere no proxy can go
         self.constructs = False     # makes a fresh generator, or reads a clock or a file
         self.global_draws = False
-        # What the walked code names (co_names: globals and attributes alike), and whether
-        # it may run code the walk did not follow (too deep, a library's) or reach names it
-        # does not spell (`getattr`): which stand-ins a staging needs (`Watch`).
-        self.names = set()
-        self.opaque = False
-        # user code it did not follow: a function past its depth, getattr/eval (a library's
-        # code is opaque too, but holds no generator of the user's to freeze)
-        self.unfollowed = False
-        self.functions = []         # the functions followed, the root's callees first
-        self._seen = set()
-        self._names = frozenset()   # the names the code being walked uses (module attributes)
-        # A clean walk (functions and foreign modules only, nothing found) can be skipped next
-        # time the same code is staged if everything it read still holds: `checks` (see
-        # `_holds`), with the root's own cells, defaults and globals read by position.
-        self.root = None
-        self.clean = True
-        self.checks = []
 
     def _found(self, generator, holder, key, kind, original, method=None) -> None:
         self.generators[id(generator)] = generator
@@ -205,21 +164,12 @@ class _Walk:
         else:
             self.places.append((generator, _Place(holder, key, kind, original, method)))
 
-    def value(self, value, depth: int, holder=None, key=None, kind=None) -> None:
-        if isinstance(value, _SKIPPED):
-            return
-        if type(value) is types.FunctionType:     # the common value: what the branches
-            if _reads_the_world(value):           # below would decide, in one test
+    def met(self, value, depth, holder, key, kind) -> bool:
+        if type(value) is types.FunctionType:     # the common value: one test
+            if _reads_the_world(value):
                 self.constructs = True
-            elif depth < _MAX_DEPTH:
-                self.function(value, depth + 1)
-            else:
-                self.opaque = self.unfollowed = True
-            return
-        if type(value) is not types.ModuleType or not _foreign(value.__name__):
-            self.clean = False
-        elif not _transparent(value.__name__, module=True):
-            self.opaque = True
+                return True
+            return False
         if isinstance(value, PROXY_TYPES) or type(value) is BoundDraw:
             # another staging's stand-in: watch the real generator
             real = unproxied(value)
@@ -237,160 +187,18 @@ class _Walk:
             if isinstance(owner, self.types):
                 name = getattr(value, "__name__", None)
                 self._found(owner, holder, key, kind if name in DRAWS else None, value, name)
-        elif isinstance(value, types.FunctionType):
-            if depth < _MAX_DEPTH:
-                self.function(value, depth + 1)
-            else:
-                self.opaque = self.unfollowed = True
-        elif inspect.ismethod(value):
-            self.value(value.__self__, depth)
-            self.value(value.__func__, depth)
-        elif depth >= _MAX_DATA_DEPTH or len(self._seen) > _MAX_OBJECTS or \
-                id(value) in self._seen:
-            return
-        elif isinstance(value, types.ModuleType):
-            self._module(value, depth)
         else:
-            self._seen.add(id(value))
-            self._data(value, depth)
+            return False
+        return True
 
-    def _module(self, module, depth: int) -> None:
-        """A user's module the code names: the attributes the code names (`mylib.sample`)."""
-        if module.__name__.partition(".")[0] in _FOREIGN:
-            return
-        self._seen.add(id(module))
-        namespace = vars(module)
-        for name in self._names:
-            if name in namespace:
-                self.value(namespace[name], depth + 1, namespace, name, "item")
-
-    def _data(self, value, depth: int) -> None:
-        if isinstance(value, dict):
-            for k, item in list(value.items())[:_MAX_ITEMS]:
-                self.value(item, depth + 1, value, k, "item")
-        elif isinstance(value, list):
-            for i, item in enumerate(value[:_MAX_ITEMS]):
-                self.value(item, depth + 1, value, i, "item")
-        elif isinstance(value, (tuple, frozenset, set)):
-            for item in list(value)[:_MAX_ITEMS]:
-                self.value(item, depth + 1)            # no slot to swap: watched only
-        elif isinstance(value, type):
-            if value.__module__.partition(".")[0] not in _FOREIGN:
-                for k, item in list(vars(value).items()):
-                    if not k.startswith("__"):
-                        self.value(item, depth + 1, value, k, "attr")
-        else:
-            attributes = getattr(value, "__dict__", None)
-            if isinstance(attributes, dict):
-                for k, item in list(attributes.items())[:_MAX_ITEMS]:
-                    self.value(item, depth + 1, attributes, k, "item")
-            if type(value).__module__.partition(".")[0] not in _FOREIGN:
-                self.value(type(value), depth + 1)     # class attributes, methods
-
-    def function(self, function: types.FunctionType, depth: int) -> None:
-        # (by identity: closures of one code hold different cells)
-        if id(function) in self._seen:
-            return
-        module = getattr(function, "__module__", None)
-        if _foreign(module):
-            if not _transparent(module, module=False):
-                self.opaque = True
-            return
-        self._seen.add(id(function))
-        # Checks read through the root, or a weak reference to a deeper function: the memo
-        # must keep no function of the user's alive.
-        held = None if function is self.root else weakref.ref(function)
-        checks = self.checks
-        if held is not None:
-            checks.append((_CODE, held, None, function.__code__))
-            self.functions.append(function)
-        for i, cell in enumerate(function.__closure__ or ()):
-            try:
-                value = cell.cell_contents
-            except ValueError:  # a name of the enclosing scope not assigned yet
-                checks.append((_CELL, held, i, _EMPTY))
-                continue
-            checks.append((_CELL, held, i, _expected(value)))
-            self.value(value, depth, cell, None, "cell")
-        defaults = function.__defaults__ or ()
-        checks.append((_DEFAULTS, held, None, len(defaults)))
-        for i, value in enumerate(defaults):
-            checks.append((_DEFAULT, held, i, _expected(value)))
-            self.value(value, depth, function, i, "defaults")
-        if function.__kwdefaults__:
-            self.clean = False
-        for k, value in (function.__kwdefaults__ or {}).items():
-            self.value(value, depth, function.__kwdefaults__, k, "item")
-        namespace = function.__globals__
-        for code in nested_codes(function.__code__):
-            checks.extend((_GLOBAL, held, name, _expected(namespace.get(name, MISSING)))
-                          for name in code.co_names)
-            names = code.co_names
-            if not self.constructs and _CONSTRUCTORS.intersection(names):
-                self.constructs = True
-            if not self.global_draws and _GLOBAL_DRAWS.intersection(names):
-                self.global_draws = True
-            self.names.update(names)
-            if not self.unfollowed and _DYNAMIC_LOOKUPS.intersection(names):
-                self.opaque = self.unfollowed = True
-            if not self.constructs and any(name not in function.__globals__
-                                           for name in _EFFECT_BUILTINS.intersection(names)):
-                self.constructs = True
-            outer, self._names = self._names, frozenset(names)
-            for name, value in named_globals(code, function.__globals__):
-                self.value(value, depth, function.__globals__, name, "item")
-            self._names = outer
-
-
-# The kinds of `_Walk.checks`: (kind, holder or None for the root, key, what it held).
-_CODE, _CELL, _DEFAULTS, _DEFAULT, _GLOBAL = range(5)
-_SKIP = object()    # held a value the walk skips (a number, an array): any such value will do
-_EMPTY = object()   # an unassigned cell
-
-
-def _expected(value):
-    """What a check compares with: any skipped value will do; a function is held weakly."""
-    if isinstance(value, _SKIPPED):
-        return _SKIP
-    return weakref.ref(value) if type(value) is types.FunctionType else value
-
-
-_WEAK_REFERENCE = weakref.ref
-
-
-def _holds(checks, root) -> bool:
-    """Whether every read of a clean walk of `root`'s code gives what it gave then."""
-    try:
-        for kind, holder, key, expected in checks:
-            function = root if holder is None else holder()
-            if function is None:
-                return False
-            if kind == _GLOBAL:     # (the most common kind first)
-                value = function.__globals__.get(key, MISSING)
-            elif kind == _CELL:
-                try:
-                    value = function.__closure__[key].cell_contents
-                except ValueError:
-                    value = _EMPTY
-            elif kind == _DEFAULT:
-                value = function.__defaults__[key]
-            elif kind == _DEFAULTS:
-                if len(function.__defaults__ or ()) != expected:
-                    return False
-                continue
-            else:
-                value = function.__code__
-            if expected is _SKIP:
-                if not isinstance(value, _SKIPPED):
-                    return False
-            elif type(expected) is _WEAK_REFERENCE:
-                if value is not expected():
-                    return False
-            elif value is not expected:
-                return False
-    except (IndexError, TypeError):
-        return False
-    return True
+    def spelled(self, function, names) -> None:
+        if not self.constructs and _CONSTRUCTORS.intersection(names):
+            self.constructs = True
+        if not self.global_draws and _GLOBAL_DRAWS.intersection(names):
+            self.global_draws = True
+        if not self.constructs and any(name not in function.__globals__
+                                       for name in _EFFECT_BUILTINS.intersection(names)):
+            self.constructs = True
 
 
 # id(code object) -> (the code object, the checks of a clean walk of a function with that
@@ -399,20 +207,6 @@ def _holds(checks, root) -> bool:
 # object's hash is computed anew on every lookup (bounded: a function redefined in a loop
 # makes new code objects)
 _clean_walks: dict = {}
-
-
-def _foreign(module) -> bool:
-    """numpy's, SciPy's, xform's own functions: what the user's generators cannot be in."""
-    return isinstance(module, str) and module.partition(".")[0] in _FOREIGN
-
-
-def _transparent(name: str, module: bool) -> bool:
-    """Whether a module (`module`), or a function of the module named `name`, reaches no
-    stand-in but through names the user's code spells (see `_TRANSPARENT`)."""
-    top = name.partition(".")[0]
-    if top == "numpy" or top == "xform":
-        return module and name in _TRANSPARENT_MODULES
-    return top in _TRANSPARENT
 
 
 def raw_state(generator):
@@ -458,8 +252,8 @@ class Watch:
     restored on exit. Afterwards `drew()` says whether staging drew anyway (a generator no
     proxy could stand for moved, a fresh generator, a clock, a seed): then the function must
     be staged on every call. Inside, stagings go without the stand-in groups the function
-    cannot reach; `complete` says whether the walk followed every function it can run, and
-    `functions` lists them (besides `function`)."""
+    cannot reach; `functions` lists the functions the walk followed (besides `function`),
+    and `complete` says whether they are every function it can run."""
 
     __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw", "_places",
                  "_swapped", "_unstaged", "_token", "_skip", "complete", "functions",
@@ -478,15 +272,14 @@ class Watch:
         self.unfollowed = False
         code = getattr(function, "__code__", None) if self.root_is_function else None
         remembered = _clean_walks.get(id(code)) if code is not None and not arguments else None
-        if remembered is not None and remembered[0] is code and _holds(remembered[1], function):
+        if remembered is not None and remembered[0] is code and holds(remembered[1], function):
             # The same code reading the same objects: the walk would find nothing again.
             self._constructs, self._generators, self._before, self._places = False, [], [], []
             self._skip = without_group(*remembered[2]) if remembered[2] else None
             self.complete = remembered[3]
-            self.functions = [held() for held in remembered[4]] if self.complete else []
+            self.functions = [held() for held in remembered[4]]
             return
-        walk = _Walk(generator_types)
-        walk.root = function
+        walk = _Effects(function, generator_types)
         # Any callable: a function, a method, a transformed function (its `fun`), a partial
         walk.value(function, 0)
         for argument in arguments:
@@ -500,9 +293,9 @@ class Watch:
         # A generator also held where no proxy can go keeps its real draws everywhere: part
         # staged, part drawn while staging would put its draws out of order.
         self._places = [(g, place) for g, place in walk.places if id(g) not in walk.fixed]
-        # Whether the walk followed every function the staged code can run, and which (what a
-        # recording then reads with no profile hook: xform.runtime.dependencies.recording)
-        self.complete = walk.clean and not walk.opaque
+        # The functions the walk followed, and whether they are every function the staged code
+        # can run (then a recording needs no profile hook: xform.runtime.dependencies)
+        self.complete = walk.complete
         self.unfollowed = walk.unfollowed
         self.functions = walk.functions
         # The stand-ins a staging can do without: those of the groups none of whose names the
@@ -513,12 +306,11 @@ class Watch:
         if (code is not None and not arguments and walk.clean and not walk.constructs
                 and not walk.global_draws
                 and not walk.generators and generator_types is _ALL_GENERATOR_TYPES
-                and len(walk._seen) <= _MAX_OBJECTS):
+                and len(walk.seen) <= MAX_OBJECTS):
             if len(_clean_walks) >= 1024:
                 _clean_walks.clear()
             _clean_walks[id(code)] = (code, tuple(walk.checks), unreached, self.complete,
-                                      tuple(held for kind, held, _, _ in walk.checks
-                                            if kind == _CODE))
+                                      held_functions(walk.checks))
 
     def __enter__(self) -> "Watch":
         proxies = {}
