@@ -6,8 +6,10 @@ them instead, as stacks, concatenations and broadcasts.
 """
 from __future__ import annotations
 
+import dis
 import functools
 import sys
+import weakref
 
 import numpy as np
 
@@ -191,16 +193,64 @@ _DISPATCHED = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "
 def _traced_or_users(name):
     """Whether a call of the constructor `name` is staged: on tracers, or from the user's
     own code. (A library's compiled code, SciPy's or numpy's Cython, has no frame: the
-    frame below the stand-in then belongs to whoever called that library, so the caller's
-    code must also spell the name.)"""
+    frame below the stand-in then belongs to whoever called that library, so the call
+    that frame is making must be of `name` itself: `_called_name`.)"""
     def when(args, kwargs) -> bool:
         if contains_tracer(args) or contains_tracer(kwargs):
             return True
         if current_builder() is None:
             return False
-        code = sys._getframe(3).f_code  # (the frames: this test, the route, the stand-in)
-        return name in code.co_names and is_users_code(code.co_filename)
+        frame = sys._getframe(3)  # (the frames: this test, the route, the stand-in)
+        code = frame.f_code
+        return (name in code.co_names and is_users_code(code.co_filename)
+                and _called_name(code, frame.f_lasti) in (name, None))
     return when
+
+
+_CALLS = frozenset({"CALL", "CALL_FUNCTION_EX", "CALL_KW"})
+_callees: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> {offset: name}
+
+
+def _called_name(code, offset):
+    """The name through which the call at `offset` of `code` names its callee (`zeros` in
+    `np.zeros(n)`; "" for an expression that is no name), or None where the code has no
+    source positions to tell (python -X no_debug_ranges)."""
+    names = _callees.get(code)
+    if names is None:
+        names = _callees[code] = _callee_names(code)
+    return names.get(offset, "")
+
+
+def _callee_names(code) -> dict:
+    """offset -> callee name for each call in `code`: the last name loaded by an instruction
+    that starts where the call's source starts and ends before it does (the callee is the
+    call's leading expression, its arguments start after it)."""
+    instructions = list(dis.get_instructions(code))
+    loads_from = {}     # source start -> (source end, name) of each load starting there
+    for load in instructions:
+        at = load.positions
+        if load.opname.startswith("LOAD_") and type(load.argval) is str and at is not None:
+            loads_from.setdefault((at.lineno, at.col_offset), []).append(
+                ((at.end_lineno, at.end_col_offset), load.argval))
+    names = {}
+    nexts = [i.offset for i in instructions[1:]] + [len(code.co_code)]
+    for before, call, after in zip([None] + instructions, instructions, nexts):
+        if call.opname not in _CALLS:
+            continue
+        # A frame calling says the call's offset, or its last inline cache entry (a call of
+        # a Python function), or in CPython 3.11 the PRECALL before it (one of a builtin).
+        first = before.offset if before is not None and before.opname == "PRECALL" else \
+            call.offset
+        where = call.positions
+        if where is None or where.lineno is None:
+            name = None
+        else:
+            end = (where.end_lineno, where.end_col_offset)
+            callee = max((load for load in loads_from.get((where.lineno, where.col_offset), ())
+                          if load[0] < end), default=(None, ""))
+            name = callee[1]
+        names.update(dict.fromkeys(range(first, after, 2), name))
+    return names
 
 
 def _fresh(original):
