@@ -9,12 +9,12 @@ from __future__ import annotations
 import dis
 import functools
 import sys
-import weakref
 
 import numpy as np
 
 from xform.errors import UnsupportedError
 from xform.ir.builder import current_builder
+from xform.ir.reads import instruction_argument, per_code
 from xform.ir.tracer import Tracer
 from xform.source_info import is_users_code, user_frame_info
 from xform.numpy.join import concatenate, stack
@@ -207,50 +207,70 @@ def _traced_or_users(name):
     return when
 
 
-_CALLS = frozenset({"CALL", "CALL_FUNCTION_EX", "CALL_KW"})
-_callees: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> {offset: name}
+_OPS = dis.opmap
+_CALLS = frozenset(_OPS[name] for name in ("CALL", "CALL_FUNCTION_EX", "CALL_KW")
+                   if name in _OPS)
+_PRECALL, _CACHE = _OPS.get("PRECALL"), _OPS["CACHE"]
+# loads naming their callee: opcode -> (the table of names, how far the index is shifted)
+_NAME_LOADS = {_OPS["LOAD_GLOBAL"]: ("co_names", 1), _OPS["LOAD_NAME"]: ("co_names", 0),
+               _OPS["LOAD_ATTR"]: ("co_names", 1 if sys.version_info >= (3, 12) else 0),
+               _OPS["LOAD_FAST"]: ("co_varnames", 0)}
+if "LOAD_METHOD" in _OPS:
+    _NAME_LOADS[_OPS["LOAD_METHOD"]] = ("co_names", 0)
+
+
+@per_code
+def _calls_of(code):
+    """(its code units, their source positions, {offset: callee name} as asked)."""
+    return code.co_code, list(code.co_positions()), {}
 
 
 def _called_name(code, offset):
-    """The name through which the call at `offset` of `code` names its callee (`zeros` in
-    `np.zeros(n)`; "" for an expression that is no name), or None where the code has no
-    source positions to tell (python -X no_debug_ranges)."""
-    names = _callees.get(code)
-    if names is None:
-        names = _callees[code] = _callee_names(code)
-    return names.get(offset, "")
+    """The name through which the call `code` makes at `offset` names its callee (`zeros` in
+    `np.zeros(n)`; "" for a callee that is no name, or no call), or None where the code has
+    no source positions to tell (python -X no_debug_ranges)."""
+    units, positions, names = _calls_of(code)
+    name = names.get(offset, _UNKNOWN)
+    if name is _UNKNOWN:
+        name = names[offset] = _callee_name(code, units, positions, offset // 2)
+    return name
 
 
-def _callee_names(code) -> dict:
-    """offset -> callee name for each call in `code`: the last name loaded by an instruction
-    that starts where the call's source starts and ends before it does (the callee is the
-    call's leading expression, its arguments start after it)."""
-    instructions = list(dis.get_instructions(code))
-    loads_from = {}     # source start -> (source end, name) of each load starting there
-    for load in instructions:
-        at = load.positions
-        if load.opname.startswith("LOAD_") and type(load.argval) is str and at is not None:
-            loads_from.setdefault((at.lineno, at.col_offset), []).append(
-                ((at.end_lineno, at.end_col_offset), load.argval))
-    names = {}
-    nexts = [i.offset for i in instructions[1:]] + [len(code.co_code)]
-    for before, call, after in zip([None] + instructions, instructions, nexts):
-        if call.opname not in _CALLS:
+_UNKNOWN = object()
+
+
+def _callee_name(code, units, positions, at):
+    """The last name loaded by an instruction that starts where the call at unit `at`
+    starts in the source and ends before it does: the callee is the call's leading
+    expression; its arguments start after it, what precedes the call before it."""
+    # A calling frame says the call's offset, its last inline cache entry (a call of a
+    # Python function), or in CPython 3.11 the PRECALL before it (a call of a builtin).
+    while at > 0 and units[2 * at] == _CACHE:
+        at -= 1
+    if units[2 * at] == _PRECALL:
+        at += 1
+        while units[2 * at] == _CACHE:
+            at += 1
+    if units[2 * at] not in _CALLS:
+        return ""
+    line, end_line, column, end_column = positions[at]
+    if line is None or column is None:
+        return None
+    start, end = (line, column), (end_line, end_column)
+    name, name_end = "", None
+    for unit in range(at - 1, -1, -1):
+        line, end_line, column, end_column = positions[unit]
+        if line is None or column is None or units[2 * unit] == _CACHE:
             continue
-        # A frame calling says the call's offset, or its last inline cache entry (a call of
-        # a Python function), or in CPython 3.11 the PRECALL before it (one of a builtin).
-        first = before.offset if before is not None and before.opname == "PRECALL" else \
-            call.offset
-        where = call.positions
-        if where is None or where.lineno is None:
-            name = None
-        else:
-            end = (where.end_lineno, where.end_col_offset)
-            callee = max((load for load in loads_from.get((where.lineno, where.col_offset), ())
-                          if load[0] < end), default=(None, ""))
-            name = callee[1]
-        names.update(dict.fromkeys(range(first, after, 2), name))
-    return names
+        if (line, column) < start:
+            break
+        load = _NAME_LOADS.get(units[2 * unit])
+        if (load is not None and (line, column) == start and (end_line, end_column) < end
+                and (name_end is None or (end_line, end_column) > name_end)):
+            table, shift = load
+            name, name_end = getattr(code, table)[instruction_argument(units, unit) >> shift], (
+                end_line, end_column)
+    return name
 
 
 def _fresh(original):
