@@ -177,12 +177,13 @@ class _Reads:
         return made[1]
 
     def copy(self, fun):
-        """`fun` over its module's CapturedGlobals, with its captured arrays as views and its
-        captured objects' array attributes too; `fun` itself when it assigns globals."""
+        """`fun` over its module's CapturedGlobals (its module's own globals where it
+        assigns them or reads them otherwise than by name: `_code_facts`), with its captured
+        arrays as views and its captured objects' array attributes too."""
         code = fun.__code__
-        assigns_global, assigned_cells = _code_facts(code)
+        own_globals, assigned_cells = _code_facts(code)
         namespace = fun.__globals__
-        if not assigns_global and type(namespace) is not CapturedGlobals:
+        if not own_globals and type(namespace) is not CapturedGlobals:
             namespace = self.namespace(namespace)
         closure = fun.__closure__
         if closure is not None:
@@ -262,23 +263,37 @@ class CapturedGlobals(dict):
         return self.module.items()
 
 
-_STORES_GLOBAL = (dis.opmap["STORE_GLOBAL"], dis.opmap["DELETE_GLOBAL"])
+# Code that writes globals, or reads them other than by LOAD_GLOBAL (a class body's LOAD_NAME,
+# eval, exec, globals()), which would not see the module's names in a CapturedGlobals.
+_OWN_GLOBALS = (dis.opmap["STORE_GLOBAL"], dis.opmap["DELETE_GLOBAL"], dis.opmap["LOAD_NAME"])
+_OWN_GLOBALS_NAMES = frozenset({"eval", "exec", "globals", "vars", "locals"})
 _STORES_CELL = (dis.opmap["STORE_DEREF"], dis.opmap["DELETE_DEREF"])
 
 
 @per_code
 def _code_facts(code: types.CodeType):
-    """(whether `code` or a function defined in it assigns a global, the cell names they
-    assign), read from the bytecode's opcodes (every other byte)."""
-    assigns_global, assigned_cells = False, set()
+    """(whether `code` or a function defined in it needs its module's own globals, the cell
+    names they assign), read from the bytecode's opcodes (every other byte)."""
+    own_globals, assigned_cells = False, set()
     for nested in nested_codes(code):
         units = nested.co_code
         opcodes = units[::2]
-        assigns_global = assigns_global or any(op in opcodes for op in _STORES_GLOBAL)
+        own_globals = (own_globals or any(op in opcodes for op in _OWN_GLOBALS)
+                       or not _OWN_GLOBALS_NAMES.isdisjoint(nested.co_names)
+                       and _OWN_GLOBALS_NAMES.intersection(_globals_loaded(nested, units)))
         if any(op in opcodes for op in _STORES_CELL):
             assigned_cells.update(_cell_name(nested, units, unit)
                                   for unit, op in enumerate(opcodes) if op in _STORES_CELL)
-    return assigns_global, frozenset(assigned_cells)
+    return own_globals, frozenset(assigned_cells)
+
+
+_LOAD_GLOBAL = dis.opmap["LOAD_GLOBAL"]
+
+
+def _globals_loaded(code, units):
+    """The names `code` loads as globals (not `model.eval`'s attribute)."""
+    return {code.co_names[instruction_argument(units, unit) >> 1]
+            for unit in range(len(units) // 2) if units[2 * unit] == _LOAD_GLOBAL}
 
 
 def _cell_name(code, units, unit) -> str:

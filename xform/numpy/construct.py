@@ -326,14 +326,15 @@ for _name in _FRESH:
 
 # numpy's functions of an array-like see a list where one holds tracers (np.sum([a, b * b]),
 # np.linalg.norm([a, b]), np.max([x, 0.0])), so numpy's dispatch never reaches xform: while
-# staging, these stand in and stage the list as an array.
+# staging, these stand in and stage the list as an array. (np.take dispatches on its array
+# alone: a concrete array taken at traced indices reaches xform only so.)
 CONTAINERS_GROUP = "numpy functions of lists"
 _OF_LISTS = [getattr(np, name) for name in (
     "sum", "mean", "prod", "max", "min", "amax", "amin", "std", "var", "median", "average",
     "cumsum", "cumprod", "sort", "argmax", "argmin", "all", "any", "diff", "clip", "round",
     "ptp", "nansum", "nanmean", "nanmax", "nanmin", "dot", "inner", "outer", "abs",
     "transpose", "reshape", "ravel", "squeeze", "flip", "roll", "trace", "diag", "cross",
-    "interp", "polyval", "var", "cov", "corrcoef", "exp", "log", "sqrt", "sin", "cos")
+    "interp", "polyval", "var", "cov", "corrcoef", "exp", "log", "sqrt", "sin", "cos", "take")
     if hasattr(getattr(getattr(np, name), "_implementation", None), "__code__")] + [
         np.linalg.norm, np.linalg.det, np.linalg.inv, np.linalg.solve]
 
