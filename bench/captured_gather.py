@@ -71,17 +71,19 @@ def main():
     print(f"stagings over all these calls: {xform.cache_info()['builds'] - builds}")
 
     x = np.linspace(0.0, 1.0, 8)
-    samples = {"copies, TABLE[idx]": [], "copies, np.take": [], "no copies, np.take": []}
-    for _ in range(15):
-        samples["copies, TABLE[idx]"].append(
-            _first_grad(body, captured.copy_for_staging, x))
-        samples["copies, np.take"].append(_first_grad(body_take, captured.copy_for_staging, x))
-        samples["no copies, np.take"].append(_first_grad(body_take, _as_it_is, x))
+    cases = {"copies, TABLE[idx]": (body, captured.copy_for_staging),
+             "copies, np.take": (body_take, captured.copy_for_staging),
+             "no copies, np.take": (body_take, _as_it_is)}
+    samples = {name: [] for name in cases}
+    names = list(cases)
+    for round_ in range(15):
+        for name in names[round_ % 3:] + names[:round_ % 3]:    # each order in turn
+            samples[name].append(_first_grad(*cases[name], x))
     first = {name: np.median(times) for name, times in samples.items()}
-    for name, seconds in first.items():
-        print(f"grad's first call, {name:>20}: {fmt(seconds)}")
-    print(f"copies / no copies (np.take both): "
-          f"{first['copies, np.take'] / first['no copies, np.take']:.2f}")
+    print("\n".join(f"grad's first call, {name}: {fmt(seconds)}"
+                    for name, seconds in first.items()))
+    ratio = first["copies, np.take"] / first["no copies, np.take"]
+    print(f"copies / no copies (np.take both): {ratio:.2f}")
 
 
 if __name__ == "__main__":
