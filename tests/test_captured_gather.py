@@ -245,3 +245,16 @@ def test_np_take_of_a_concrete_array_at_traced_indices_stages():
     assert builds() - before == 1
     np.testing.assert_array_equal(xform.grad(lambda x: np.sum(windowed(x)))(np.array([0.6])),
                                   np.hanning(5)[[2]])
+
+
+def test_what_numpy_computes_from_a_captured_table_has_eager_numpys_types():
+    seen = []
+
+    def kinds(x):
+        seen.append((type(np.sum(FORCING)), type(FORCING.max()), type(FORCING[0]),
+                     type(FORCING @ FORCING), isinstance(FORCING, np.ndarray),
+                     repr(FORCING[:2])))
+        return x * 2
+    kinds(1.0)
+    xform.jit(kinds)(1.0)
+    assert seen[0] == seen[1]

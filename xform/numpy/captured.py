@@ -53,6 +53,11 @@ class CapturedArray(np.ndarray):
             raise captured_write_error(root.captured, root.name, user_frame_info())
         super().__setitem__(index, value)
 
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        if return_scalar:   # a reduction's 0-d result: numpy's scalar, as of the array itself
+            return array.view(np.ndarray)[()]
+        return super().__array_wrap__(array, context, return_scalar)
+
     @property
     def staged_constant(self) -> np.ndarray:
         """The plain array a graph holds for this one (xform.ir.builder's `atom`)."""
