@@ -258,3 +258,18 @@ def test_what_numpy_computes_from_a_captured_table_has_eager_numpys_types():
     kinds(1.0)
     xform.jit(kinds)(1.0)
     assert seen[0] == seen[1]
+
+
+def test_a_callable_objects_own_table_under_second_derivatives():
+    class Weighted:
+        def __init__(self):
+            self.weights = np.arange(10.0) * 2
+
+        def __call__(self, x):
+            cell = (x * 9).astype(int)
+            return np.sum(self.weights[cell] * x ** 2) + np.sum(FORCING[cell])
+    weighted = Weighted()
+    x = np.array([0.3, 0.5])
+    np.testing.assert_array_equal(xform.grad(weighted)(x), 2 * weighted.weights[[2, 4]] * x)
+    np.testing.assert_array_equal(xform.hessian(weighted)(x), np.diag(2 * weighted.weights[[2, 4]]))
+    assert type(weighted.weights) is np.ndarray
