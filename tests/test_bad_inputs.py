@@ -128,13 +128,14 @@ def write_traced_into_a_concrete_array(x):
 
 
 def mutate_a_captured_array(x):
-    WEIGHTS[0] += 1.0      # happens once, while staging
+    # eager numpy's write would happen once, while staging: refused at the write
+    WEIGHTS[0] += 1.0                                                         # line: captured
     return x * WEIGHTS
 
 
 def call_mutate_a_captured_array():
     try:
-        return xform.jit(mutate_a_captured_array)(1.0)                        # line: captured
+        return xform.jit(mutate_a_captured_array)(1.0)
     finally:
         WEIGHTS[:] = 1.0
 

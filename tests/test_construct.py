@@ -90,3 +90,32 @@ def test_string_directive_of_r_names_the_fix():
     with pytest.raises(xform.UnsupportedError, match="string directive") as info:
         xform.jit(lambda x: np.r_["0,2", x, x])(np.ones(2))
     assert "np.concatenate" in info.value.hint
+
+
+def test_a_librarys_compiled_constructor_call_from_a_users_line_gets_numpy_arrays():
+    # numpy.random.default_rng's Cython calls np.zeros with no frame of its own: the frame
+    # below is the user's line `np.random.default_rng(0)`, in a function that spells `zeros`
+    # on another line. Only the call the user's line makes is the user's.
+    def noisy_fill(x):
+        rng = np.random.default_rng(0)
+        u = np.zeros(3)
+        u[0] = x
+        u[1] = x * x
+        return np.sum(u) + rng.normal()
+    staged = xform.jit(noisy_fill)
+    for x in (1.5, -0.5, 1.5):
+        assert staged(x) == noisy_fill(x)
+    assert xform.grad(noisy_fill)(1.5) == pytest.approx(1.0 + 2 * 1.5, rel=1e-12)
+    check_grads(noisy_fill, (0.7,), order=1)
+
+
+def test_the_constructor_call_is_found_on_lines_with_several_calls():
+    def nested(x):
+        u = np.zeros(2).reshape(1, 2)     # the inner call is zeros, the outer reshape
+        v = np.ones(
+            2)                              # a call spanning lines
+        u[0, 1] = x
+        v[0] = x * 2
+        return np.sum(u) + np.sum(v)
+    assert xform.jit(nested)(1.25) == nested(1.25)
+    assert xform.grad(nested)(1.25) == 3.0

@@ -185,6 +185,17 @@ class SideEffectError(XformError, RuntimeError):
     """
 
 
+def captured_write_error(array, name, source) -> SideEffectError:
+    """The SideEffectError of a write into the captured `array` (`name`d when known) at
+    `source`."""
+    what = f"'{name}' ({array.dtype}{list(array.shape)})" if name else f"of shape {array.shape}"
+    return SideEffectError(
+        f"the staged function wrote into a numpy array it captured, {what}: the write "
+        "happens once, while staging, not on the cached calls", source,
+        "pass the array as an argument and return the new values (y = np.where(...), "
+        "xform.index_add), or do the write outside the staged function")
+
+
 class SolverError(XformError, RuntimeError):
     """A SciPy solver inside a transformed function failed where its result is needed.
 

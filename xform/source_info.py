@@ -76,6 +76,21 @@ def is_users_code(filename: str) -> bool:
     return is_users_file(filename)
 
 
+_users_classes: dict = {}  # class -> whether the user's code defines it
+
+
+def is_users_class(cls) -> bool:
+    """Whether the user's code defines the class `cls` (its module's file is the user's, or
+    it has none: __main__ of a notebook or the REPL)."""
+    known = _users_classes.get(cls)
+    if known is None:
+        module = sys.modules.get(getattr(cls, "__module__", ""), None)
+        filename = getattr(module, "__file__", None)
+        known = _users_classes[cls] = (cls.__module__ != "builtins" if filename is None
+                                       else is_users_file(filename))
+    return known
+
+
 def user_frame(start=None):
     """The innermost stack frame that belongs to the user (at `start` or above it, when
     given); None when there is none."""

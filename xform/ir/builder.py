@@ -132,6 +132,8 @@ class GraphBuilder:
                 return value.graph_var
             return self._lift(value)
         if isinstance(value, np.ndarray) and value.ndim > 0:
+            if type(value) is not np.ndarray:   # xform.numpy.captured's views of constants
+                value = getattr(value, "staged_constant", value)
             entry = self._consts.get(id(value))
             if entry is None:
                 entry = (Var(ShapedArray(value.shape, value.dtype)), value)

@@ -32,6 +32,21 @@ def install_staging_scope(scope) -> None:
     _staging_scope = scope
 
 
+def _as_it_is(fun):
+    return fun, None
+
+
+_staged_copy = _as_it_is
+
+
+def install_staged_copy(copy) -> None:
+    """Stage `copy(fun)[0]` in place of `fun`, and call `copy(fun)[1]` (unless None) when it
+    returns (xform.numpy.captured: a copy of the user's function that reads its captured
+    arrays so that traced indices stage a gather, and the undo of what it set up)."""
+    global _staged_copy
+    _staged_copy = copy
+
+
 def _no_stand_ins(install_new=False) -> int:
     return 0
 
@@ -71,15 +86,21 @@ class user_code_scope:
         return installed
 
     def call(self, fun, args):
-        """`fun(*args)`, seen by the watcher's profile hook if it asked to see it."""
+        """`fun(*args)` (through its staged copy), seen by the watcher's profile hook if it
+        asked to see it."""
+        fun, undo = _staged_copy(fun)
         hook = self._hook
-        if hook is None:
-            return fun(*args)
-        sys.setprofile(hook)    # (no event: nothing is installed yet)
         try:
-            return fun(*args)
+            if hook is None:
+                return fun(*args)
+            sys.setprofile(hook)    # (no event: nothing is installed yet)
+            try:
+                return fun(*args)
+            finally:
+                sys.setprofile(None)
         finally:
-            sys.setprofile(None)
+            if undo is not None:
+                undo()
 
     def __exit__(self, *exc_info):
         try:

@@ -6,6 +6,7 @@ them instead, as stacks, concatenations and broadcasts.
 """
 from __future__ import annotations
 
+import dis
 import functools
 import sys
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from xform.errors import UnsupportedError
 from xform.ir.builder import current_builder
+from xform.ir.reads import instruction_argument, per_code
 from xform.ir.tracer import Tracer
 from xform.source_info import is_users_code, user_frame_info
 from xform.numpy.join import concatenate, stack
@@ -191,16 +193,84 @@ _DISPATCHED = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "
 def _traced_or_users(name):
     """Whether a call of the constructor `name` is staged: on tracers, or from the user's
     own code. (A library's compiled code, SciPy's or numpy's Cython, has no frame: the
-    frame below the stand-in then belongs to whoever called that library, so the caller's
-    code must also spell the name.)"""
+    frame below the stand-in then belongs to whoever called that library, so the call
+    that frame is making must be of `name` itself: `_called_name`.)"""
     def when(args, kwargs) -> bool:
         if contains_tracer(args) or contains_tracer(kwargs):
             return True
         if current_builder() is None:
             return False
-        code = sys._getframe(3).f_code  # (the frames: this test, the route, the stand-in)
-        return name in code.co_names and is_users_code(code.co_filename)
+        frame = sys._getframe(3)  # (the frames: this test, the route, the stand-in)
+        code = frame.f_code
+        return (name in code.co_names and is_users_code(code.co_filename)
+                and _called_name(code, frame.f_lasti) in (name, None))
     return when
+
+
+_OPS = dis.opmap
+_CALLS = frozenset(_OPS[name] for name in ("CALL", "CALL_FUNCTION_EX", "CALL_KW")
+                   if name in _OPS)
+_PRECALL, _CACHE = _OPS.get("PRECALL"), _OPS["CACHE"]
+# loads naming their callee: opcode -> (the table of names, how far the index is shifted)
+_NAME_LOADS = {_OPS["LOAD_GLOBAL"]: ("co_names", 1), _OPS["LOAD_NAME"]: ("co_names", 0),
+               _OPS["LOAD_ATTR"]: ("co_names", 1 if sys.version_info >= (3, 12) else 0),
+               _OPS["LOAD_FAST"]: ("co_varnames", 0)}
+if "LOAD_METHOD" in _OPS:
+    _NAME_LOADS[_OPS["LOAD_METHOD"]] = ("co_names", 0)
+
+
+@per_code
+def _calls_of(code):
+    """(its code units, their source positions, {offset: callee name} as asked)."""
+    return code.co_code, list(code.co_positions()), {}
+
+
+def _called_name(code, offset):
+    """The name through which the call `code` makes at `offset` names its callee (`zeros` in
+    `np.zeros(n)`; "" for a callee that is no name, or no call), or None where the code has
+    no source positions to tell (python -X no_debug_ranges)."""
+    units, positions, names = _calls_of(code)
+    name = names.get(offset, _UNKNOWN)
+    if name is _UNKNOWN:
+        name = names[offset] = _callee_name(code, units, positions, offset // 2)
+    return name
+
+
+_UNKNOWN = object()
+
+
+def _callee_name(code, units, positions, at):
+    """The last name loaded by an instruction that starts where the call at unit `at`
+    starts in the source and ends before it does: the callee is the call's leading
+    expression; its arguments start after it, what precedes the call before it."""
+    # A calling frame says the call's offset, its last inline cache entry (a call of a
+    # Python function), or in CPython 3.11 the PRECALL before it (a call of a builtin).
+    while at > 0 and units[2 * at] == _CACHE:
+        at -= 1
+    if units[2 * at] == _PRECALL:
+        at += 1
+        while units[2 * at] == _CACHE:
+            at += 1
+    if units[2 * at] not in _CALLS:
+        return ""
+    line, end_line, column, end_column = positions[at]
+    if line is None or column is None:
+        return None
+    start, end = (line, column), (end_line, end_column)
+    name, name_end = "", None
+    for unit in range(at - 1, -1, -1):
+        line, end_line, column, end_column = positions[unit]
+        if line is None or column is None or units[2 * unit] == _CACHE:
+            continue
+        if (line, column) < start:
+            break
+        load = _NAME_LOADS.get(units[2 * unit])
+        if (load is not None and (line, column) == start and (end_line, end_column) < end
+                and (name_end is None or (end_line, end_column) > name_end)):
+            table, shift = load
+            name, name_end = getattr(code, table)[instruction_argument(units, unit) >> shift], (
+                end_line, end_column)
+    return name
 
 
 def _fresh(original):
@@ -256,14 +326,15 @@ for _name in _FRESH:
 
 # numpy's functions of an array-like see a list where one holds tracers (np.sum([a, b * b]),
 # np.linalg.norm([a, b]), np.max([x, 0.0])), so numpy's dispatch never reaches xform: while
-# staging, these stand in and stage the list as an array.
+# staging, these stand in and stage the list as an array. (np.take dispatches on its array
+# alone: a concrete array taken at traced indices reaches xform only so.)
 CONTAINERS_GROUP = "numpy functions of lists"
 _OF_LISTS = [getattr(np, name) for name in (
     "sum", "mean", "prod", "max", "min", "amax", "amin", "std", "var", "median", "average",
     "cumsum", "cumprod", "sort", "argmax", "argmin", "all", "any", "diff", "clip", "round",
     "ptp", "nansum", "nanmean", "nanmax", "nanmin", "dot", "inner", "outer", "abs",
     "transpose", "reshape", "ravel", "squeeze", "flip", "roll", "trace", "diag", "cross",
-    "interp", "polyval", "var", "cov", "corrcoef", "exp", "log", "sqrt", "sin", "cos")
+    "interp", "polyval", "var", "cov", "corrcoef", "exp", "log", "sqrt", "sin", "cos", "take")
     if hasattr(getattr(getattr(np, name), "_implementation", None), "__code__")] + [
         np.linalg.norm, np.linalg.det, np.linalg.inv, np.linalg.solve]
 

@@ -20,12 +20,13 @@ import weakref
 
 import numpy as np
 
-from xform.errors import CapturedArrayWarning, SideEffectError
+from xform.errors import CapturedArrayWarning, SideEffectError, captured_write_error
 from xform.ir.hooks import install_watcher
 from xform.ir.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
+from xform.numpy.captured import CapturedArray, CapturedGlobals, original_array
 from xform.numpy.random import unproxied
 from xform.numpy.stand_ins import code_outside_staging
-from xform.source_info import SourceInfo, is_users_file, user_frame_info
+from xform.source_info import SourceInfo, is_users_class, is_users_file, user_frame_info
 
 
 # Not looked into by the content guards: their attributes are code, not state a staging reads
@@ -33,20 +34,6 @@ from xform.source_info import SourceInfo, is_users_file, user_frame_info
 _OPAQUE = (types.ModuleType, type, types.FunctionType, types.MethodType,
            types.BuiltinFunctionType, np.ndarray)
 _MAX_GUARDED_ITEMS = 1000  # a larger container is not guarded (its check would cost per call)
-
-_users_classes: dict = {}  # class -> whether the user's code defines it
-
-
-def _is_users_class(cls) -> bool:
-    known = _users_classes.get(cls)
-    if known is None:
-        module = sys.modules.get(getattr(cls, "__module__", ""), None)
-        filename = getattr(module, "__file__", None)
-        # No file: __main__ of a notebook or the REPL, the user's too.
-        known = _users_classes[cls] = (cls.__module__ != "builtins" if filename is None
-                                       else is_users_file(filename))
-    return known
-
 
 _local = threading.local()  # the recorders active in this thread (profiling is per thread)
 
@@ -190,6 +177,7 @@ class Dependencies:
         caches that change as they work). The items are read when recording ends (so what
         staging itself changed counts as read), then compared by identity on every hit, and
         held, so that their ids cannot be reused by new objects."""
+        value = original_array(value)
         if type(value) is np.ndarray:
             # Read by plain numpy while staging (x[i] * C[i]: C[i] is computed then), an
             # array's values are in the graph; it is hashed on every hit (xform.ir.reads).
@@ -200,7 +188,7 @@ class Dependencies:
             return
         if type(value) is dict or type(value) is list:
             container = value
-        elif isinstance(value, _OPAQUE) or not _is_users_class(type(value)):
+        elif isinstance(value, _OPAQUE) or not is_users_class(type(value)):
             return
         else:
             container = getattr(value, "__dict__", None)
@@ -208,7 +196,7 @@ class Dependencies:
                 return
             self._guard(container)
             for item in list(container.values()):    # and the containers it holds, one level
-                if type(item) in (dict, list, np.ndarray):
+                if type(item) in (dict, list, np.ndarray, CapturedArray):
                     self.add_contents(item)
             return
         if len(container) <= _MAX_GUARDED_ITEMS:
@@ -225,18 +213,12 @@ class Dependencies:
         """Staging wrote into `array`: the cached calls would not (see SideEffectError)."""
         names = [name for _, name, value in self.globals if value is array]
         names += [cell_name for cell_name, cell, value in self._named_cells() if value is array]
-        what = f"'{names[0]}' ({array.dtype}{list(array.shape)})" if names else \
-            f"of shape {array.shape}"
         frame = sys._getframe(1)
         while frame is not None and not is_users_file(frame.f_code.co_filename):
             frame = frame.f_back
         source = None if frame is None else SourceInfo(frame.f_code.co_filename, frame.f_lineno,
                                                        frame.f_code.co_name)
-        return SideEffectError(
-            f"the staged function wrote into a numpy array it captured, {what}: the write "
-            "happens once, while staging, not on the cached calls", source,
-            "pass the array as an argument and return the new values (y = np.where(...), "
-            "xform.index_add), or do the write outside the staged function")
+        return captured_write_error(array, names[0] if names else None, source)
 
     def _named_cells(self):
         root = self.root() if self.root is not None else None
@@ -294,6 +276,8 @@ class Dependencies:
         """The globals `code` and the functions defined in it name (modules excepted)."""
         if code in self._seen_codes:  # first: the profile hook calls this on every call
             return
+        if type(namespace) is CapturedGlobals:  # a staged copy's: record the module's own
+            namespace = namespace.module
         for nested in nested_codes(code):
             # A code seen before was walked with everything defined in it.
             if nested in self._seen_codes:
