@@ -141,12 +141,13 @@ def _value_key(value):
 _MAX_INLINE_DEPTH = 12
 
 
-def graph_source(graph: Graph, debug: bool = False,
-                 scalar_math: str | None = EXACT) -> tuple[str, dict]:
+def graph_source(graph: Graph, debug: bool = False, scalar_math: str | None = EXACT,
+                 bare: bool = False) -> tuple[str, dict]:
     """(source, globals) of the function computing `graph`; with `debug`, every equation's
     outputs are checked against their abstract values as they are computed. `scalar_math` is
     the policy for 0-d float64 work as Python floats (xform.codegen.scalar); with None no
-    value is held as a Python float.
+    value is held as a Python float. The function returns the list of the outputs, or with
+    `bare` the one output of a one-output graph as it is.
 
     Names: `a*` arguments, `c*` constants, `k*` literals, `f*` impls, `m*` `math` functions,
     `v*` values, `s*` values held as Python floats, `numpy*` the numpy code of a run of them,
@@ -446,7 +447,7 @@ def graph_source(graph: Graph, debug: bool = False,
         as_numpy(graph.outputs)
     outs = ", ".join(literal(a.value) if type(a) is Literal else used(names[a])
                      for a in graph.outputs)
-    body.append(f"    return [{outs}]")
+    body.append(f"    return {outs}" if bare else f"    return [{outs}]")
     if segments.closed:
         segments.close(len(body))
         return segments.source(body, prologue), namespace
@@ -644,16 +645,19 @@ class _NumpyRun:
         return fn(*args)
 
 
-def compile_graph(graph: Graph, debug: bool = False,
-                  scalar_math: str | None = EXACT) -> CompiledGraph:
-    """Compile `graph` once into a Python function (`debug`, `scalar_math`: as for
+def compile_graph(graph: Graph, debug: bool = False, scalar_math: str | None = EXACT,
+                  bare: bool = False) -> CompiledGraph:
+    """Compile `graph` once into a Python function (`debug`, `scalar_math`, `bare`: as for
     `graph_source`; callers pass xform.config's).
 
     >>> from xform.codegen import compile_graph
     >>> compile_graph(xform.make_graph(np.sin)(1.0))(0.0)
     [np.float64(0.0)]
+    >>> compile_graph(xform.make_graph(np.sin)(1.0), bare=True)(0.0)
+    np.float64(0.0)
     """
-    source, namespace = graph_source(graph, debug, scalar_math)
+    assert not bare or len(graph.outputs) == 1
+    source, namespace = graph_source(graph, debug, scalar_math, bare)
     fn, filename = _define(source, namespace)
     compiled = CompiledGraph(graph, source, fn)
     weakref.finalize(compiled, _forget_lines, filename)
