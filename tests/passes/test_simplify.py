@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 import xform
 from xform.api.pipeline import finish_graph
 from xform.passes import dce
-from xform.passes.simplify import LEVELS, RULES, primitive_for, simplify
+from xform.passes.simplify import LEVELS, RULES, primitive_named as primitive_for, simplify
 from xform.testing import strategies as xst
 
 
@@ -297,6 +297,26 @@ def test_rules_of_negations_run_only_where_they_may_apply(fun, runs):
     graph = xform.make_graph(fun)(np.ones((2, 2)), np.ones((2, 2)))
     simplify(graph, exact=True, rules=[spied(rule) for rule in RULES])
     assert bool(called) == runs
+
+
+def test_a_rule_meets_what_another_rule_emitted_though_the_graph_held_none_of_it():
+    """Patterns are the only filter: no list of what rules emit can be forgotten. The graph
+    holds no `negative`; the first rule makes one, the second matches a sum of it."""
+    from xform.ir.core import Equation
+    from xform.passes.simplify import Rule, _made_by
+
+    def sin_to_negative(eqn, known):
+        return [Equation(primitive_for("negative"), eqn.inputs, eqn.outputs)]
+
+    def sum_of_negative(eqn, known):
+        inner = known.made_by(eqn.inputs[0], "negative")
+        return [attrs.evolve(eqn, primitive=primitive_for("reduce_max"))] if inner else None
+    rules = (Rule("sin to negative", "sin", sin_to_negative, exact=True, doc=""),
+             Rule("sum of a negative", "sum", sum_of_negative, exact=True, doc="",
+                  operand_of=_made_by(0, "negative")))
+    graph = xform.make_graph(lambda x: np.sum(np.sin(x)))(np.ones(3))
+    names = [eqn.primitive.name for eqn in simplify(graph, rules=rules).equations]
+    assert names == ["negative", "reduce_max"]
 
 
 def autograd_version(fun):
