@@ -12,7 +12,8 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.ir.rules import RULES as PRIMITIVE_RULES, UNKNOWN, derived, rule_for
+from xform.ir.rules import (RULES as PRIMITIVE_RULES, UNKNOWN, derived, hooks_named,
+                             rule_for)
 from xform.passes.dce import eliminate_dead_code
 from xform.passes.rewrite import GraphRewriter, literal_of
 
@@ -312,10 +313,6 @@ def _negated(atom, known):
     return _scale_of(eqn, known, -1) if eqn.primitive.name == "multiply" else None
 
 
-def _has_region(graph) -> bool:
-    return any(eqn.primitive.name == "elementwise" for eqn in graph.equations)
-
-
 def _may_negate(graph) -> bool:
     """Whether the rules of negations may apply in `graph`: it holds a fused region (which
     may return a negation), a sum of a negation, or a product (-a) * b next to a * b."""
@@ -345,12 +342,6 @@ def _may_negate(graph) -> bool:
                 elif type(b) is Literal and b.value == -1:
                     negated[eqn.outputs[0]] = key_a
     return any(pair in products for pair in readers)
-
-
-def _product_with_one(eqn, known):
-    """x * 1 = x (fold's peephole, for the products a region's rule moves out of it)."""
-    x = _scale_of(eqn, known, 1)
-    return None if x is None else (x,)
 
 
 def _product_of_a_negation(eqn, known):
@@ -562,8 +553,6 @@ RULES = (
          operand_of=_made_by(0, "transpose", *_CHOLESKY),
          doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
              "substitution instead of an LU factorization; rounding changes"),
-    Rule("product with one", "multiply", _product_with_one, exact=True,
-         doc="x * 1 = x when the product has x's type", when=_has_region),
     Rule("product of a negation", "multiply", _product_of_a_negation, exact=True,
          doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
              "a * -1): a negation instead of a product (IEEE rounds symmetrically; a nan's "
@@ -595,8 +584,9 @@ LEVELS = {
 
 def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None = None) -> Graph:
     """Apply the `rules` admitted at `level` (a key of LEVELS; default: "exact" with `exact`,
-    else "reassociate") to each equation of `graph`, in order, until none matches; rewrites
-    feed later matches (producers are the rewritten equations). Returns `graph` itself when
+    else "reassociate"), and the primitives' peephole hooks (exact), to each equation of
+    `graph`, in order, until none matches; rewrites feed later matches (producers are the
+    rewritten equations). Returns `graph` itself when
     nothing matched; dead producers stay for DCE.
 
     >>> from xform.passes.simplify import simplify
@@ -611,11 +601,22 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     rewriter = GraphRewriter(graph)
     known = Known({}, dict(graph.consts))
 
+    peepholes = hooks_named("peephole")
+
+    def rewrites(eqn):
+        """What the rules matching `eqn` make of it, in order (None: no match); then what its
+        primitive's peephole hook makes (fold runs them all; here they meet what the rules
+        emit, such as the products with one a region's rule moves out of it)."""
+        for rule in table.get(eqn.primitive.name, ()):
+            if rule.when not in refused and rule.matches(eqn, known):
+                yield rule.rewrite(eqn, known)
+        peephole = peepholes.get(eqn.primitive)
+        if peephole is not None:
+            new = peephole(eqn, known.value, known.producer)
+            yield [new] if type(new) is Equation else new
+
     def emit(eqn, depth=0):
-        for rule in table.get(eqn.primitive.name, ()) if depth < 8 else ():
-            if rule.when in refused or not rule.matches(eqn, known):
-                continue
-            new = rule.rewrite(eqn, known)
+        for new in rewrites(eqn) if depth < 8 else ():
             if type(new) is tuple:
                 if rewriter.returns_an_input(eqn.outputs, new):
                     continue
