@@ -584,9 +584,9 @@ LEVELS = {
 
 def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None = None) -> Graph:
     """Apply the `rules` admitted at `level` (a key of LEVELS; default: "exact" with `exact`,
-    else "reassociate"), and the primitives' peephole hooks (exact), to each equation of
-    `graph`, in order, until none matches; rewrites feed later matches (producers are the
-    rewritten equations). Returns `graph` itself when
+    else "reassociate") to each equation of `graph`, in order, until none matches, and the
+    primitives' peephole hooks (exact) to what they emit; rewrites feed later matches
+    (producers are the rewritten equations). Returns `graph` itself when
     nothing matched; dead producers stay for DCE.
 
     >>> from xform.passes.simplify import simplify
@@ -598,37 +598,42 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     refused = _refused(table, conditions, graph)
     if refused is None:
         return graph
+    table = _without(table, refused)
     rewriter = GraphRewriter(graph)
     known = Known({}, dict(graph.consts))
 
+    # fold has run the peephole hooks on the graph's own equations: here they meet what the
+    # rules emit (such as the products with one a region's rule moves out of it)
     peepholes = hooks_named("peephole")
 
-    def rewrites(eqn):
-        """What the rules matching `eqn` make of it, in order (None: no match); then what its
-        primitive's peephole hook makes (fold runs them all; here they meet what the rules
-        emit, such as the products with one a region's rule moves out of it)."""
-        for rule in table.get(eqn.primitive.name, ()):
-            if rule.when not in refused and rule.matches(eqn, known):
-                yield rule.rewrite(eqn, known)
-        peephole = peepholes.get(eqn.primitive)
-        if peephole is not None:
-            new = peephole(eqn, known.value, known.producer)
-            yield [new] if type(new) is Equation else new
-
     def emit(eqn, depth=0):
-        for new in rewrites(eqn) if depth < 8 else ():
-            if type(new) is tuple:
-                if rewriter.returns_an_input(eqn.outputs, new):
-                    continue
-                for var, atom in zip(eqn.outputs, new):
-                    rewriter.replace(var, atom)
-                return
-            if new is not None:
-                for item in new:
-                    emit(rewriter.substituted(item), depth + 1)
-                return
+        if depth < 8:
+            for rule in table.get(eqn.primitive.name, ()):
+                if rule.matches(eqn, known) and stands_for(eqn, rule.rewrite(eqn, known),
+                                                          depth):
+                    return
+            peephole = peepholes.get(eqn.primitive) if depth else None
+            if peephole is not None:
+                new = peephole(eqn, known.value, known.producer)
+                if stands_for(eqn, [new] if type(new) is Equation else new, depth):
+                    return
         rewriter.emit(eqn)
         known.producer.update((v, eqn) for v in eqn.outputs)
+
+    def stands_for(eqn, new, depth) -> bool:
+        """Put what a rewrite made (equations, atoms or None) in the place of `eqn`, if it
+        made anything (and not an input returned where numpy returns a new array)."""
+        if type(new) is tuple:
+            if rewriter.returns_an_input(eqn.outputs, new):
+                return False
+            for var, atom in zip(eqn.outputs, new):
+                rewriter.replace(var, atom)
+            return True
+        if new is None:
+            return False
+        for item in new:
+            emit(rewriter.substituted(item), depth + 1)
+        return True
 
     for eqn in graph.equations:
         emit(rewriter.substituted(eqn))
@@ -657,7 +662,7 @@ def _refused(table, conditions, graph):
     A rule can only start the rewriting where its pattern is in the graph as it is (its
     primitive, and the maker its operand needs): what rules emit is met only after some rule
     has matched."""
-    refused = {when for when in conditions if not when(graph)}
+    refused = frozenset(when for when in conditions if not when(graph))
     present = {eqn.primitive.name for eqn in graph.equations}
     for name in present.intersection(table):
         for rule in table[name]:
@@ -667,6 +672,23 @@ def _refused(table, conditions, graph):
     return None
 
 
+def _without(table, refused) -> dict:
+    """`table` without the rules whose `when` test is `refused` (made once per combination:
+    graphs repeat them)."""
+    if not refused:
+        return table
+    key = (id(table), refused)
+    made = _filtered.get(key)
+    if made is None or made[0] is not table:
+        kept = {name: [rule for rule in found if rule.when not in refused]
+                for name, found in table.items()}
+        if len(_filtered) >= 4096:
+            _filtered.clear()
+        made = _filtered[key] = (table, {name: found for name, found in kept.items() if found})
+    return made[1]
+
+
+_filtered: dict = {}
 _tables: dict = {}
 
 
