@@ -12,19 +12,15 @@ import numpy as np
 
 import xform
 from bench.timing import compare, fmt, machine
-from xform.runtime.cache import CACHE
 
 
 def tiny(x):
     return np.sin(x) * x + 1.0
 
 
-def _float_entry(kind):
-    """The cache entry of `tiny` under `kind` ("jit", "grad") for one Python float."""
-    float_signature = (((), np.dtype(np.float64), True),)
-    signature_index = 4  # the key of xform.api.dispatch.Transformed, jit's too
-    return next(entry for (_, key), entry in CACHE._entries.items()
-                if key[0] == kind and key[signature_index] == float_signature)
+def _float_entry(transformed):
+    """The cache entry the cached call path of `transformed` finds for one Python float."""
+    return transformed._one_arg_entries[float]
 
 
 def main():
@@ -34,7 +30,7 @@ def main():
     jitted(x_array), jitted(0.5), grad_tiny(0.5)
     # The entries the cached call path found: their generated code, timed alone, splits each
     # call into the code's own time and the call path's overhead.
-    jit_entry, grad_entry = (_float_entry(kind) for kind in ("jit", "grad"))
+    jit_entry, grad_entry = _float_entry(jitted), _float_entry(grad_tiny)
     jit_code, grad_code = jit_entry.value[0], grad_entry.value[0]
     results = compare({
         "numpy f(x[8])": lambda: tiny(x_array),
@@ -78,7 +74,7 @@ def compare_policies(grad_tiny, overhead):
         for name in ("exact", "fast"):
             xform.config.update("scalar_math", name)     # clears the cache: rebuilt below
             grad_tiny(0.5)
-            codes[name] = _float_entry("grad").value[0]
+            codes[name] = _float_entry(grad_tiny).value[0]
     finally:
         xform.config.update("scalar_math", policy)
     times = compare({"numpy f(float)": lambda: tiny(0.5),

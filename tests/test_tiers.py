@@ -125,6 +125,18 @@ def test_after_the_second_call_the_cached_path_holds_the_compiled_code():
     assert type(entry.value[0]) is not FirstTier and grad(3.0) == 6.0
 
 
+def test_the_compiled_code_of_a_single_result_returns_it_with_no_list():
+    grad = xform.grad(lambda x: np.sin(x) * x)
+    grad(1.0)
+    entry = grad._one_arg_entries[float]
+    tier = entry.value[0]
+    grad(2.0)
+    code, finish = entry.value
+    assert finish is None and code(2.0) == np.cos(2.0) * 2.0 + np.sin(2.0)
+    # what still holds the first tier gets the list of results, as before the promotion
+    assert tier(2.0) == [code(2.0)]
+
+
 def test_each_signature_has_its_own_first_call():
     grad = xform.grad(lambda x: np.sum(x ** 3))
     before = _compiles()

@@ -13,8 +13,9 @@ from hypothesis.extra import numpy as hnp
 
 import xform
 from xform.api.pipeline import finish_graph
+from xform.ir.interpret import eval_graph
 from xform.passes import dce
-from xform.passes.simplify import LEVELS, RULES, primitive_for, simplify
+from xform.passes.simplify import LEVELS, RULES, primitive_named as primitive_for, simplify
 from xform.testing import strategies as xst
 
 
@@ -150,7 +151,6 @@ CASES = {   # rule name -> (functions where it must fire, kind of inputs)
     "exp of log": ([exp_log], "edge"),
     "cholesky by LAPACK": ([cholesky_factors, solve_with_factor], "finite"),
     "solve with a Cholesky factor": ([solve_with_factor], "finite"),
-    "product with one": ([fused_negations], "edge"),
     "product of a negation": ([negated_products], "edge"),
     "sum of a negation": ([negated_sums], "edge"),
     "negations out of a fused region": ([fused_negations], "edge"),
@@ -297,6 +297,36 @@ def test_rules_of_negations_run_only_where_they_may_apply(fun, runs):
     graph = xform.make_graph(fun)(np.ones((2, 2)), np.ones((2, 2)))
     simplify(graph, exact=True, rules=[spied(rule) for rule in RULES])
     assert bool(called) == runs
+
+
+def test_the_peepholes_meet_what_the_rules_emit():
+    """The product with one that a region's rule moves out of it goes too (fold's x * 1)."""
+    graph = xform.make_graph(fused_negations)(np.ones((2, 3)), np.ones((3, 2)))
+    simplified = dce(simplify(graph, exact=True))
+    assert not [eqn for eqn in simplified.equations if eqn.primitive.name == "multiply"
+                and any(getattr(a, "value", None) == 1 for a in eqn.inputs)]
+    a, b = np.arange(6.0).reshape(2, 3) - 2.5, np.arange(6.0).reshape(3, 2)
+    assert_same_bits(eval_graph(simplified, a, b)[0], fused_negations(a, b))
+
+
+def test_a_rule_meets_what_another_rule_emitted_though_the_graph_held_none_of_it():
+    """Patterns are the only filter: no list of what rules emit can be forgotten. The graph
+    holds no `negative`; the first rule makes one, the second matches a sum of it."""
+    from xform.ir.core import Equation
+    from xform.passes.simplify import Rule, _made_by
+
+    def sin_to_negative(eqn, known):
+        return [Equation(primitive_for("negative"), eqn.inputs, eqn.outputs)]
+
+    def sum_of_negative(eqn, known):
+        inner = known.made_by(eqn.inputs[0], "negative")
+        return [attrs.evolve(eqn, primitive=primitive_for("reduce_max"))] if inner else None
+    rules = (Rule("sin to negative", "sin", sin_to_negative, exact=True, doc=""),
+             Rule("sum of a negative", "sum", sum_of_negative, exact=True, doc="",
+                  operand_of=_made_by(0, "negative")))
+    graph = xform.make_graph(lambda x: np.sum(np.sin(x)))(np.ones(3))
+    names = [eqn.primitive.name for eqn in simplify(graph, rules=rules).equations]
+    assert names == ["negative", "reduce_max"]
 
 
 def autograd_version(fun):

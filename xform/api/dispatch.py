@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections.abc
 import functools
 import inspect
+import operator
 import types
 import warnings
 import weakref
@@ -198,7 +199,9 @@ class CachedCall:
     entry with no pytree work, one lookup and one check (False once the entry has left the
     cache); anything else goes to `_build_and_call(args)`, which files what it builds with
     `_remember`. One argument, the common case, is keyed without building a tuple; the key
-    of an argument that is not flat is never filed, so it misses.
+    of an argument that is not flat is never filed, so it misses. An entry's value is
+    `(code, finish)`: the result is `finish(code(*args))`, or with no finish `code(*args)`
+    (`steady_value`).
     """
 
     def __init__(self):
@@ -211,13 +214,15 @@ class CachedCall:
             if rest or first is _NO_ARGUMENT:
                 return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
             kind = type(first)
-            entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
-                                              else (kind, first.shape, first.dtype)
-                                              if kind is DEVICE_ARRAY[0] else kind)
+            entry = self._one_arg_entries.get(kind)     # a scalar's key is its type
+            if entry is None:
+                entry = self._one_arg_entries.get(
+                    (first.shape, first.dtype) if kind is _ndarray
+                    else (kind, first.shape, first.dtype) if kind is DEVICE_ARRAY[0] else None)
             if entry is not None and entry.valid() and current_builder() is None:
                 entry.hits += 1
                 fn, finish = entry.value
-                return finish(fn(first))
+                return fn(first) if finish is None else finish(fn(first))
             return self._build_and_call((first,))
         except Exception as err:
             hide_internal_frames(err)
@@ -228,7 +233,7 @@ class CachedCall:
         if entry is not None and entry.valid() and current_builder() is None:
             entry.hits += 1
             fn, finish = entry.value
-            return finish(fn(*args))
+            return fn(*args) if finish is None else finish(fn(*args))
         if self._static_entries:
             return self._call_with_statics(args)
         return self._build_and_call(args)
@@ -242,8 +247,9 @@ class CachedCall:
             if entry.valid() and current_builder() is None:
                 entry.hits += 1
                 fn, finish = entry.value
-                return finish(fn(*[False if i in static_positions else arg
-                                   for i, arg in enumerate(args)]))
+                results = fn(*[False if i in static_positions else arg
+                               for i, arg in enumerate(args)])
+                return results if finish is None else finish(results)
         return self._build_and_call(args)
 
     def _build_and_call(self, args):
@@ -553,11 +559,12 @@ class Transformed(CachedCall):
             generators = tuple(g for g, _ in record.generators.values())
             staged = record.values
             if tier == "compile":
-                run = CACHE.compiled(finish(graph)).fn
+                run, unflatten = steady_value(finish(graph), unflatten)
             else:
                 def compile_later():    # the promotion, later: for the backend chosen here
                     with using_backend(backend):    # (not `self`: the entry must not hold fun)
-                        return CACHE.compiled(finish(graph_of())).fn
+                        steady = steady_value(finish(graph_of()), unflatten)
+                        return results_of(*steady), steady
                 run = FirstTier(run, compile_later, first)
             return run, unflatten, record.decisions, generators, staged
 
@@ -600,7 +607,28 @@ class Transformed(CachedCall):
                 self._remember(args, entry)
             else:
                 self._remember_with_statics(args, statics, entry)
-        return unflatten(results)
+        return results if unflatten is None else unflatten(results)
+
+
+#: The finish of a result that is a graph's one output.
+FIRST_RESULT = operator.itemgetter(0)
+
+
+def steady_value(graph, unflatten) -> tuple:
+    """`(code, finish)`, the value of a cache entry running `graph`, compiled, whose results
+    `unflatten` makes: for the one output as it is (FIRST_RESULT), code returning it bare and
+    no finish, since building a list and unpacking it cost a scalar call a tenth of its time."""
+    if unflatten is FIRST_RESULT and len(graph.outputs) == 1:
+        return CACHE.compiled(graph, bare=True).fn, None
+    return CACHE.compiled(graph).fn, unflatten
+
+
+def results_of(code, finish):
+    """A function of the arguments returning the results of an entry value `(code, finish)`,
+    as a list when there is no finish."""
+    if finish is None:
+        return lambda *args: [code(*args)]
+    return code
 
 
 _impure: "weakref.WeakSet" = weakref.WeakSet()   # functions with effects found by restaging
@@ -668,11 +696,17 @@ def guarded_paths(fun, kind, stage_path, run, unflatten, decisions, generators):
     def stage(leaves, entry):
         (path_run, path_unflatten, path_decisions, path_generators, _), keep = \
             CACHE.stage_path(fun, lambda: stage_path(leaves), entry)
-        return (lambda *args: path_unflatten(path_run(*args)), path_decisions,
-                path_generators, keep)
+        return finished(path_run, path_unflatten), path_decisions, path_generators, keep
     name = f"{kind} of '{getattr(fun, '__qualname__', getattr(fun, '__name__', repr(fun)))}'"
-    return Paths(name, stage, Path(lambda *args: unflatten(run(*args)), decisions,
-                                   generators))
+    return Paths(name, stage, Path(finished(run, unflatten), decisions, generators))
+
+
+def finished(code, finish):
+    """A function of the arguments returning the finished result of an entry value
+    `(code, finish)`."""
+    if finish is None:
+        return code
+    return lambda *args: finish(code(*args))
 
 
 class KeywordCall:
@@ -691,13 +725,15 @@ class KeywordCall:
             if rest or first is _NO_ARGUMENT:
                 return self._call_several(() if first is _NO_ARGUMENT else (first, *rest))
             kind = type(first)
-            entry = self._one_arg_entries.get((first.shape, first.dtype) if kind is _ndarray
-                                              else (kind, first.shape, first.dtype)
-                                              if kind is DEVICE_ARRAY[0] else kind)
+            entry = self._one_arg_entries.get(kind)     # a scalar's key is its type
+            if entry is None:
+                entry = self._one_arg_entries.get(
+                    (first.shape, first.dtype) if kind is _ndarray
+                    else (kind, first.shape, first.dtype) if kind is DEVICE_ARRAY[0] else None)
             if entry is not None and entry.valid() and current_builder() is None:
                 entry.hits += 1
                 fn, finish = entry.value
-                return finish(fn(first))
+                return fn(first) if finish is None else finish(fn(first))
             return self._build_and_call((first,))
         except Exception as err:
             hide_internal_frames(err)

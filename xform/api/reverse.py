@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 
 import numpy as np
 
-from xform.api.dispatch import (Transformed, aval_of_signature, leaf_signature, normalize_argnums,
-                                present_argnums, run, static_positions, transformed)
+from xform.api.dispatch import (FIRST_RESULT, Transformed, aval_of_signature, leaf_signature,
+                                normalize_argnums, present_argnums, run, static_positions,
+                                transformed)
 from xform.api.forward import as_dtype
 from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled, owned_values
 from xform.errors import (MissingRuleError, ShapeError, TreeMismatchError, TypeCheckError,
@@ -241,7 +241,7 @@ def _grads_unflattener(in_tree, nums, argnums, wanted, avals):
     # they are: built in C, not by the pytree walk below (about 5 us for four arguments).
     if all(in_tree.children[n].kind is None for n in nums) \
             and all(is_differentiable(avals[i]) for i in wanted):
-        return operator.itemgetter(0) if isinstance(argnums, int) else tuple
+        return FIRST_RESULT if isinstance(argnums, int) else tuple
 
     def unflatten(grad_results):
         grad_iter = iter(grad_results)

@@ -3,14 +3,13 @@ signature)."""
 from __future__ import annotations
 
 import functools
-import operator
 
 import attrs
 import numpy as np
 
-from xform.api.dispatch import (aval_of_signature, leaf_signature, normalize_argnums,
-                                present_argnums, run, split_static, static_positions,
-                                transformed, with_statics)
+from xform.api.dispatch import (FIRST_RESULT, aval_of_signature, leaf_signature,
+                                normalize_argnums, present_argnums, run, split_static,
+                                static_positions, transformed, with_statics)
 from xform.api.pipeline import checked_backend, finish_graph, using_backend
 from xform.errors import TreeMismatchError, not_callable_error
 from xform.ir.avals import ShapedArray
@@ -25,7 +24,7 @@ from xform.tree import tree_flatten, tree_unflatten
 def _unflattener(out_tree):
     """outputs -> result pytree; a single output is returned as it is, with no pytree work."""
     if out_tree.kind is None:
-        return operator.itemgetter(0)
+        return FIRST_RESULT
     return functools.partial(tree_unflatten, out_tree)
 
 

@@ -142,234 +142,326 @@ def _value_key(value):
 _MAX_INLINE_DEPTH = 12
 
 
-def graph_source(graph: Graph, debug: bool = False,
-                 scalar_math: str | None = EXACT) -> tuple[str, dict]:
+def graph_source(graph: Graph, debug: bool = False, scalar_math: str | None = EXACT,
+                 bare: bool = False) -> tuple[str, dict]:
     """(source, globals) of the function computing `graph`; with `debug`, every equation's
     outputs are checked against their abstract values as they are computed. `scalar_math` is
     the policy for 0-d float64 work as Python floats (xform.codegen.scalar); with None no
-    value is held as a Python float.
+    value is held as a Python float. The function returns the list of the outputs, or with
+    `bare` the one output of a one-output graph as it is.
 
     Names: `a*` arguments, `c*` constants, `k*` literals, `f*` impls, `m*` `math` functions,
     `v*` values, `s*` values held as Python floats, `numpy*` the numpy code of a run of them,
-    `e*` equations (debug only), `xform_sources` (STATEMENT_SOURCES); and the helpers
-    `to_float`, `to_f64`, `isfinite`, `ScalarFallback`, `NonFiniteScalar` (and the local
-    `fallback`). A literal, an impl without params and a `math` function get one name however
-    many equations use them. Code in segments adds `xform_graph_<k>` (the segments) and `env`
-    (the values they pass on).
+    `e*` equations (debug only), `xform_sources` (STATEMENT_SOURCES); and the helpers `to_float`, `to_f64`, `isfinite`,
+    `ScalarFallback`, `NonFiniteScalar` (and the local `fallback`). A literal, an impl without
+    params and a `math` function get one name however many equations use them. Code in
+    segments adds `xform_graph_<k>` (the segments) and `env` (the values they pass on).
+
+    Three steps: the analyses of the whole graph (`_Analysis`), then, item by item of its
+    schedule, the plan of each statement (`_numpy_form`, `_run_plan`), which `_Printer`
+    writes out, naming values and globals as it goes.
     """
-    equations = graph.equations
-    names: dict = {}
-    sources: dict = {}
-    namespace: dict = {STATEMENT_SOURCES: sources}
-    args = []
-    for i, var in enumerate(graph.inputs):
-        names[var] = f"a{i}"
-        args.append(names[var])
-    for i, (var, value) in enumerate(graph.consts):
-        names[var] = f"c{i}"
-        namespace[names[var]] = value
-    # how many input positions read each atom (literals too, harmlessly)
-    reads = Counter(itertools.chain.from_iterable(map(_inputs_of, equations)))
-    outputs = {a for a in graph.outputs if type(a) is not Literal}
-    if debug:
-        indexing, scalar, reuse = {}, {}, {}
-    else:
-        indexing = plain_indexing(graph, reads, outputs)
-        scalar = scalar_equations(graph, outputs, scalar_math) if scalar_math else {}
-        reuse = buffer_reuse(graph, outputs)
-    absorbed = {producer for producer, _ in indexing.values()}
-    sequence = schedule(graph, scalar, absorbed)
-    # the code of a large graph in segments (see SEGMENT_LINES); none for smaller ones
-    segment_lines = SEGMENT_LINES if len(equations) > SEGMENTED_ABOVE else None
-    if segment_lines:
-        sequence = _short_runs(sequence, segment_lines)
-    infix = _infix_operators()
+    analysis = _Analysis(graph, debug, scalar_math)
+    printer = _Printer(graph, analysis, debug)
+    deaths, segmented = analysis.deaths, analysis.segment_lines is not None
+    for position, item in enumerate(analysis.sequence):
+        if type(item) is list:
+            printer.scalar_run(item)
+        else:
+            printer.numpy_item(item)
+        if segmented or position in deaths:
+            printer.deaths_after(position)
+    return printer.finish(bare)
 
-    literal_names: dict = {}
-    function_names: dict = {}
-    functions, math_functions = itertools.count(), itertools.count()
 
-    def literal(value):
+class _Analysis:
+    """What graph_source decides about the whole graph before it writes anything: the reads of
+    each atom, the graph's outputs, the equations written as plain indexing (`indexing`), run
+    as Python floats (`scalar`), writing into an input's buffer (`reuse`) or updating one in
+    place (`updates`, each with its in-place impl in `impls`), the order of the items
+    (`sequence`: an equation's index, or a list, a run of scalar equations), and where each
+    value dies (`deaths`: item position -> the values deleted after it)."""
+
+    def __init__(self, graph: Graph, debug: bool, scalar_math: str | None):
+        equations = graph.equations
+        # how many input positions read each atom (literals too, harmlessly)
+        self.reads = Counter(itertools.chain.from_iterable(map(_inputs_of, equations)))
+        self.outputs = outputs = {a for a in graph.outputs if type(a) is not Literal}
+        if debug:
+            indexing, scalar, reuse = {}, {}, {}
+        else:
+            indexing = plain_indexing(graph, self.reads, outputs)
+            scalar = scalar_equations(graph, outputs, scalar_math) if scalar_math else {}
+            reuse = buffer_reuse(graph, outputs)
+        self.indexing, self.scalar, self.reuse = indexing, scalar, reuse
+        absorbed = {producer for producer, _ in indexing.values()}
+        sequence = schedule(graph, scalar, absorbed)
+        # the code of a large graph in segments (see SEGMENT_LINES); none for smaller ones
+        self.segment_lines = SEGMENT_LINES if len(equations) > SEGMENTED_ABOVE else None
+        if self.segment_lines:
+            sequence = _short_runs(sequence, self.segment_lines)
+        self.sequence = sequence
+        self.infix = _infix_operators()
+        in_place = {} if debug else hooks_named("in_place")
+        # primitive -> (eqn -> the numpy index of an update in place written as `x[i] = v`,
+        # or None): what skips even the in-place impl's call
+        self.statement_index = hooks_named("in_place_index") if in_place else {}
+        self.updates = updates = (writes_in_place(graph, sequence, indexing, outputs, in_place)
+                                  if in_place else ())
+        # Primitives whose impl computes the same from a Python float as from an np.float64
+        # at a 0-d float64 operand (hook "takes_floats"): their operands held as Python floats
+        # are passed as they are, without a to_f64 each (a loop's pad_sum reads hundreds).
+        self.takes_floats = hooks_named("takes_floats") if scalar else {}
+        # A value is deleted after its last use so that its memory goes as early as possible;
+        # not arguments (the caller holds them anyway), and not 0-d values that are surely no
+        # view of an array (made by a ufunc or by indexing): nothing to free, and each line
+        # costs compile time.
+        self.impls = impls = {}
+        deletable = set()
+        for item in sequence:
+            if type(item) is list:
+                continue
+            eqn = equations[item]
+            impls[item] = impl = (in_place[eqn.primitive] if item in updates
+                                  else rule_for(eqn, "impl"))
+            keeps_nothing = item in indexing or type(impl) is np.ufunc
+            for var in eqn.outputs:
+                if var not in outputs and (var.aval.shape or not keeps_nothing):
+                    deletable.add(var)
+        self.deaths = (value_deaths(graph, sequence, indexing, deletable) if deletable
+                       else {})
+
+
+def _numpy_form(analysis: _Analysis, eqn, index: int) -> tuple:
+    """How the numpy statement of equation `index` is written, `(form, detail)`:
+    ("index", (the slice's equation, i)) `x[i]`; ("item", i) an update in place as item
+    assignment `u[i] = v` (a loop's `u[t] = ...`); ("reuse", position) the impl writing into
+    the buffer of its input at `position`; ("infix", operator) numpy's own operator; ("effect",
+    None) a call with no outputs; ("call", None) a call."""
+    if index in analysis.indexing:        # (never in debug mode)
+        slice_index, where = analysis.indexing[index]
+        return "index", (slice_index, where)
+    statement_index = analysis.statement_index
+    where = (statement_index[eqn.primitive](eqn)
+             if index in analysis.updates and eqn.primitive in statement_index else None)
+    if where is not None:
+        return "item", where
+    if index in analysis.reuse:
+        return "reuse", analysis.reuse[index]
+    operator_ = analysis.infix.get(eqn.primitive)
+    if operator_ is not None and any(_is_numpy_valued(a) for a in eqn.inputs):
+        # numpy's own scalar and array operators compute exactly what the ufunc does,
+        # without the ufunc call overhead (which dominates on scalars).
+        return "infix", operator_
+    if not eqn.outputs:
+        return "effect", None
+    return "call", None
+
+
+class _RunPlan:
+    """What a run of scalar equations reads and which of its values need a name (see
+    `_run_plan`)."""
+
+    __slots__ = ("conversions", "inputs", "reads_inside", "named", "sinks")
+
+    def __init__(self):
+        self.conversions = []       # values read from numpy, converted to floats first
+        self.inputs = {}            # values read from outside the run, in order
+        self.reads_inside = {}      # value made in the run -> its reads there
+        self.named = set()          # values that need a name: checked, read twice
+        self.sinks = []             # values whose finiteness is checked
+
+
+def _run_plan(analysis: _Analysis, equations, run: list, float_names) -> _RunPlan:
+    """The plan of the scalar `run`: which values it reads from outside (those not yet held
+    as floats, in `float_names`, are converted on entry), how often it reads its own values,
+    and which values are checked. Python's arithmetic overflows or makes nan silently where
+    numpy warns; inf and nan survive the arithmetic in between, so a check of the values
+    that leave the run suffices."""
+    plan = _RunPlan()
+    made_in = {}                  # value made in the run -> the ScalarOp making it
+    converted = set()
+    for index in run:
+        eqn, op = equations[index], analysis.scalar[index]
+        for position, atom in enumerate(eqn.inputs):
+            if type(atom) is Literal:
+                continue
+            maker = made_in.get(atom)
+            if maker is None:
+                if atom not in float_names and atom not in converted:
+                    converted.add(atom)
+                    plan.conversions.append(atom)
+                plan.inputs[atom] = None
+                continue
+            plan.reads_inside[atom] = plan.reads_inside.get(atom, 0) + 1
+            if maker.tracked and position in op.watched:
+                plan.sinks.append(atom)
+                plan.named.add(atom)
+            if op.repeats:
+                plan.named.add(atom)
+        made_in[eqn.outputs[0]] = op
+    return plan
+
+
+class _Printer:
+    """Writes the statements of graph_source's plan into the function's body, naming values
+    and globals as it goes.
+
+    A large graph's function is cut into segments (see SEGMENT_LINES, `_Segments`): each
+    name bound goes into `bound`, and each name read that is not there goes through `used`,
+    which notes those of earlier segments (the segment takes them from `env`). The checks
+    are written out where names are read most (each call costs).
+    """
+
+    def __init__(self, graph: Graph, analysis: _Analysis, debug: bool):
+        self.graph, self.equations, self.analysis, self.debug = (
+            graph, graph.equations, analysis, debug)
+        self.names: dict = {}
+        self.sources: dict = {}     # value name -> the user's line (warnings read it)
+        self.namespace: dict = {STATEMENT_SOURCES: self.sources}
+        args = []
+        for i, var in enumerate(graph.inputs):
+            self.names[var] = f"a{i}"
+            args.append(self.names[var])
+        for i, (var, value) in enumerate(graph.consts):
+            self.names[var] = f"c{i}"
+            self.namespace[self.names[var]] = value
+        self.literal_names: dict = {}
+        self.function_names: dict = {}
+        self.functions, self.math_functions = itertools.count(), itertools.count()
+        # where each value is bound on every path: its numpy name, its Python float name
+        self.has_numpy = set(graph.inputs) | {var for var, _ in graph.consts}
+        self.float_names: dict = {}
+        self.floats = itertools.count()
+        self.body = []
+        self.prologue = []
+        if analysis.scalar:
+            self.namespace.update(to_float=float, to_f64=np.float64, isfinite=math.isfinite,
+                                  ScalarFallback=SCALAR_FALLBACK,
+                                  NonFiniteScalar=NonFiniteScalar)
+            self.prologue.append("    fallback = False")
+        self.runs = itertools.count()
+        self.values = itertools.count()       # values are named as they are bound
+        self.segments = _Segments(args, self.values, self.floats)
+        self.bound, self.foreign = self.segments.bound, self.segments.foreign
+        self.templates: dict = {}             # primitive -> its ScalarOp's template, filled in
+        self.float_literals: dict = {}
+
+    # -- names ---------------------------------------------------------------------------
+
+    def literal(self, value):
         key = _value_key(value)
-        name = literal_names.get(key)
+        name = self.literal_names.get(key)
         if name is None:
-            name = literal_names[key] = f"k{len(literal_names)}"
-            namespace[name] = value
+            name = self.literal_names[key] = f"k{len(self.literal_names)}"
+            self.namespace[name] = value
         return name
 
-    def function(impl, params=None, prefix="f"):
+    def function(self, impl, params=None, prefix="f"):
         """The name of `impl` (with `params` bound): shared unless params are bound, since
         params that compare equal may still differ (0.0 and -0.0)."""
         if not params:
-            name = function_names.get(id(impl))
+            name = self.function_names.get(id(impl))
             if name is None:
-                number = next(functions if prefix == "f" else math_functions)
-                name = function_names[id(impl)] = f"{prefix}{number}"
-                namespace[name] = impl
+                number = next(self.functions if prefix == "f" else self.math_functions)
+                name = self.function_names[id(impl)] = f"{prefix}{number}"
+                self.namespace[name] = impl
             return name
-        name = f"f{next(functions)}"
-        namespace[name] = functools.partial(impl, **params)
+        name = f"f{next(self.functions)}"
+        self.namespace[name] = functools.partial(impl, **params)
         return name
 
-    # A value is deleted after its last use so that its memory goes as early as possible;
-    # not arguments (the caller holds them anyway), and not 0-d values that are surely no
-    # view of an array (made by a ufunc or by indexing): nothing to free, and each line costs
-    # compile time.
-    in_place = {} if debug else hooks_named("in_place")
-    # primitive -> (eqn -> the numpy index of an update in place written as `x[i] = v`, or
-    # None): what skips even the in-place impl's call
-    statement_index = hooks_named("in_place_index") if in_place else {}
-    updates = (writes_in_place(graph, sequence, indexing, outputs, in_place) if in_place
-               else ())
-    impls = {}
-    deletable = set()
-    for item in sequence:
-        if type(item) is list:
-            continue
-        eqn = equations[item]
-        impls[item] = impl = (in_place[eqn.primitive] if item in updates
-                              else rule_for(eqn, "impl"))
-        keeps_nothing = item in indexing or type(impl) is np.ufunc
-        for var in eqn.outputs:
-            if var not in outputs and (var.aval.shape or not keeps_nothing):
-                deletable.add(var)
-    deaths = value_deaths(graph, sequence, indexing, deletable) if deletable else {}
-
-    # where each value is bound on every path: its numpy name, its Python float name
-    has_numpy = set(graph.inputs) | {var for var, _ in graph.consts}
-    float_names: dict = {}
-    floats = itertools.count()
-    body = []
-    prologue = []
-    if scalar:
-        namespace.update(to_float=float, to_f64=np.float64, isfinite=math.isfinite,
-                         ScalarFallback=SCALAR_FALLBACK, NonFiniteScalar=NonFiniteScalar)
-        prologue.append("    fallback = False")
-    runs = itertools.count()
-    values = itertools.count()       # values are named as they are bound
-
-    # A large graph's function is cut into segments (see SEGMENT_LINES, `_Segments`): each
-    # name bound goes into `bound`, and each name read that is not there goes through `used`,
-    # which notes those of earlier segments (the segment takes them from `env`). The checks
-    # are written out where names are read most (each call costs).
-    segments = _Segments(args, values, floats)
-    bound, foreign = segments.bound, segments.foreign
-
-    def used(name):
-        if name not in bound and name[0] != "c":        # consts are globals
-            foreign[name] = None
+    def used(self, name):
+        if name not in self.bound and name[0] != "c":        # consts are globals
+            self.foreign[name] = None
         return name
 
-    # Primitives whose impl computes the same from a Python float as from an np.float64 at a
-    # 0-d float64 operand (hook "takes_floats"): their operands held as Python floats are
-    # passed as they are, without a to_f64 each (a loop's pad_sum reads hundreds of them).
-    takes_floats = hooks_named("takes_floats") if scalar else {}
-
-    def operand_name(atom):
-        name = names[atom] if atom in has_numpy else float_names[atom]
-        if name not in bound:
-            used(name)
+    def operand_name(self, atom):
+        name = self.names[atom] if atom in self.has_numpy else self.float_names[atom]
+        if name not in self.bound:
+            self.used(name)
         return name
 
-    def as_numpy(atoms):
+    def float_literal(self, atom):
+        value = literal_float(atom)
+        name = self.float_literals.get(value) if value else None    # 0.0 == -0.0: by bits
+        if name is None:
+            name = self.literal(value)
+            if value:
+                self.float_literals[value] = name
+        return name
+
+    def scalar_template(self, op):
+        if op.function is None:
+            return op.template
+        return op.template.replace("{f}", self.function(op.function, prefix="m"))
+
+    # -- statements ----------------------------------------------------------------------
+
+    def as_numpy(self, atoms):
         for atom in atoms:
-            if type(atom) is not Literal and atom not in has_numpy:
-                names[atom] = name = f"v{next(values)}"
-                bound.add(name)
-                body.append(f"    {name} = to_f64({used(float_names[atom])})")
-                has_numpy.add(atom)
+            if type(atom) is not Literal and atom not in self.has_numpy:
+                self.names[atom] = name = f"v{next(self.values)}"
+                self.bound.add(name)
+                self.body.append(f"    {name} = to_f64({self.used(self.float_names[atom])})")
+                self.has_numpy.add(atom)
 
-    def numpy_statement(index):
-        eqn = equations[index]
+    def numpy_item(self, index):
+        analysis = self.analysis
+        if analysis.scalar and self.equations[index].primitive not in analysis.takes_floats:
+            self.as_numpy(item_inputs(self.graph, index, analysis.indexing))
+        self.numpy_statement(index)
+        self.has_numpy.update(self.equations[index].outputs)
+
+    def numpy_statement(self, index):
+        eqn = self.equations[index]
+        body, names = self.body, self.names
         outs = []
         for var in eqn.outputs:
-            names[var] = name = f"v{next(values)}"
+            names[var] = name = f"v{next(self.values)}"
             outs.append(name)
-        bound.update(outs)
+        self.bound.update(outs)
         if outs and eqn.source is not None:
-            sources[outs[0]] = eqn.source
+            self.sources[outs[0]] = eqn.source
         outs = ", ".join(outs)
-        if index in indexing:        # (never in debug mode)
-            slice_index, where = indexing[index]
-            (source,) = equations[slice_index].inputs
-            body.append(f"    {outs} = {used(names[source])}[{literal(where)}]")
+        form, detail = _numpy_form(self.analysis, eqn, index)
+        if form == "index":
+            slice_index, where = detail
+            (source,) = self.equations[slice_index].inputs
+            body.append(f"    {outs} = {self.used(names[source])}[{self.literal(where)}]")
             return
-        impl = impls[index]
-        in_names = [literal(a.value) if type(a) is Literal else operand_name(a)
+        impl = self.analysis.impls[index]
+        in_names = [self.literal(a.value) if type(a) is Literal else self.operand_name(a)
                     for a in eqn.inputs]
         ins = ", ".join(in_names)
-        operator = infix.get(eqn.primitive)
-        checked = True
-        where = (statement_index[eqn.primitive](eqn)
-                 if index in updates and eqn.primitive in statement_index else None)
-        if where is not None:
-            # an update in place as Python's own item assignment (a loop's `u[t] = ...`)
+        if form == "item":
             body.append(f"    {outs} = {in_names[0]}")
-            body.append(f"    {outs}[{literal(where)}] = {in_names[1]}")
-        elif index in reuse:
-            body.append(f"    {outs} = {function(impl)}({ins}, out={in_names[reuse[index]]})")
-        elif operator is not None and any(_is_numpy_valued(a) for a in eqn.inputs):
-            # numpy's own scalar and array operators compute exactly what the ufunc does,
-            # without the ufunc call overhead (which dominates on scalars).
-            body.append(f"    {outs} = {in_names[0]} {operator} {in_names[1]}")
-        elif not eqn.outputs:
-            body.append(f"    {function(impl, eqn.params)}({ins})")
-            checked = False
+            body.append(f"    {outs}[{self.literal(detail)}] = {in_names[1]}")
+        elif form == "reuse":
+            body.append(f"    {outs} = {self.function(impl)}({ins}, out={in_names[detail]})")
+        elif form == "infix":
+            body.append(f"    {outs} = {in_names[0]} {detail} {in_names[1]}")
+        elif form == "effect":
+            body.append(f"    {self.function(impl, eqn.params)}({ins})")
         else:
             if eqn.primitive.multiple_results and len(eqn.outputs) == 1:
                 outs += ","
-            body.append(f"    {outs} = {function(impl, eqn.params)}({ins})")
-        if debug and checked:
-            namespace[f"e{index}"] = eqn
-            namespace["check_values"] = check_values
+            body.append(f"    {outs} = {self.function(impl, eqn.params)}({ins})")
+        if self.debug and form != "effect":
+            self.namespace[f"e{index}"] = eqn
+            self.namespace["check_values"] = check_values
             body.append(f"    check_values(e{index}, {outs})")
 
-    templates: dict = {}             # primitive -> its ScalarOp's template, names filled in
-    float_literals: dict = {}
-
-    def scalar_template(op):
-        if op.function is None:
-            return op.template
-        return op.template.replace("{f}", function(op.function, prefix="m"))
-
-    def float_literal(atom):
-        value = literal_float(atom)
-        name = float_literals.get(value) if value else None    # 0.0 == -0.0: by bits
-        if name is None:
-            name = literal(value)
-            if value:
-                float_literals[value] = name
-        return name
-
-    def scalar_run(run):
-        made_in = {}                  # value made in the run -> the ScalarOp making it
-        run_inputs: dict = {}         # values read from outside the run, in order
+    def scalar_run(self, run):
+        equations, body, float_names = self.equations, self.body, self.float_names
+        scalar, reads, outputs = self.analysis.scalar, self.analysis.reads, self.analysis.outputs
+        plan = _run_plan(self.analysis, equations, run, float_names)
+        for atom in plan.conversions:
+            float_names[atom] = name = f"s{next(self.floats)}"
+            self.bound.add(name)
+            body.append(f"    {name} = to_float({self.used(self.names[atom])})")
+        sinks = plan.sinks
         leaving = []                  # values made in the run and read after it
-        reads_inside: dict = {}
-        named = set()                 # values that need a name: checked, leaving, read twice
-        # Python's arithmetic overflows or makes nan silently where numpy warns; inf and nan
-        # survive the arithmetic in between, so a check of the values that leave it suffices.
-        sinks = []
-        for index in run:
-            eqn, op = equations[index], scalar[index]
-            for position, atom in enumerate(eqn.inputs):
-                if type(atom) is Literal:
-                    continue
-                maker = made_in.get(atom)
-                if maker is None:
-                    if atom not in float_names:
-                        float_names[atom] = name = f"s{next(floats)}"
-                        bound.add(name)
-                        body.append(f"    {name} = to_float({used(names[atom])})")
-                    run_inputs[atom] = None
-                    continue
-                reads_inside[atom] = reads_inside.get(atom, 0) + 1
-                if maker.tracked and position in op.watched:
-                    sinks.append(atom)
-                    named.add(atom)
-                if op.repeats:
-                    named.add(atom)
-            made_in[eqn.outputs[0]] = op
         # A value read once, by the same run, is written into its reader's expression: fewer
         # lines to compile, fewer stores and loads to run, the same operations on the same
         # operands.
@@ -377,37 +469,38 @@ def graph_source(graph: Graph, debug: bool = False,
         body.append("    try:")
         for index in run:
             eqn = equations[index]
-            template = templates.get(eqn.primitive)
+            template = self.templates.get(eqn.primitive)
             if template is None:
-                template = templates[eqn.primitive] = scalar_template(scalar[index])
+                template = self.templates[eqn.primitive] = self.scalar_template(scalar[index])
             is_call = template[0] == "m"
             operands = []
             depth = 0
             for atom in eqn.inputs:
                 if type(atom) is Literal:
-                    operands.append(float_literal(atom))
+                    operands.append(self.float_literal(atom))
                     continue
                 name = float_names.get(atom)
                 if name is None:
                     expression, inner, inner_is_call = inlined.pop(atom)
                     name = expression if is_call or inner_is_call else f"({expression})"
                     depth = max(depth, inner)
-                elif name not in bound:
-                    used(name)
+                elif name not in self.bound:
+                    self.used(name)
                 operands.append(name)
             expression = template.format(*operands)
             out = eqn.outputs[0]
             read = reads.get(out, 0)
-            leaves = read > reads_inside.get(out, 0) or out in outputs
+            leaves = read > plan.reads_inside.get(out, 0) or out in outputs
             if leaves:
                 leaving.append(out)
             if scalar[index].tracked and (leaves or not read):
                 sinks.append(out)
-            elif read == 1 and not leaves and depth < _MAX_INLINE_DEPTH and out not in named:
+            elif (read == 1 and not leaves and depth < _MAX_INLINE_DEPTH
+                  and out not in plan.named):
                 inlined[out] = (expression, depth + 1, is_call)
                 continue
-            float_names[out] = name = f"s{next(floats)}"
-            bound.add(name)
+            float_names[out] = name = f"s{next(self.floats)}"
+            self.bound.add(name)
             body.append(f"        {name} = {expression}")
         sinks = [float_names[v] for v in dict.fromkeys(sinks)]
         for start in range(0, len(sinks), 32):
@@ -415,48 +508,50 @@ def graph_source(graph: Graph, debug: bool = False,
             body.append("            raise NonFiniteScalar")
         # numpy recomputes the run after the handler, so that its errors (np.errstate) do not
         # appear raised while handling ours
-        recompute = f"numpy{next(runs)}"
-        namespace[recompute] = _NumpyRun(graph, run, list(run_inputs), leaving)
-        arguments = [used(names[v]) if v in has_numpy else f"to_f64({used(float_names[v])})"
-                     for v in run_inputs]
+        recompute = f"numpy{next(self.runs)}"
+        self.namespace[recompute] = _NumpyRun(self.graph, run, list(plan.inputs), leaving)
+        arguments = [self.used(self.names[v]) if v in self.has_numpy
+                     else f"to_f64({self.used(float_names[v])})" for v in plan.inputs]
         call = f"{recompute}({', '.join(arguments)})"
         if leaving:
             call = f"{', '.join(float_names[v] for v in leaving)}, = map(to_float, {call})"
         body.extend(["    except ScalarFallback:", "        fallback = True", "    if fallback:",
                      f"        {call}", "        fallback = False"])
-        segments.has_runs = True
+        self.segments.has_runs = True
 
-    for position, item in enumerate(sequence):
-        if type(item) is list:
-            scalar_run(item)
-        else:
-            if scalar and equations[item].primitive not in takes_floats:
-                as_numpy(item_inputs(graph, item, indexing))
-            numpy_statement(item)
-            has_numpy.update(equations[item].outputs)
-        dead = deaths.get(position)
+    def deaths_after(self, position):
+        """The `del` of the values that die after the item at `position`; and the cut of a
+        segment there, once it is long enough."""
+        body, segments = self.body, self.segments
+        dead = self.analysis.deaths.get(position)
         if dead:
-            dead = [names[v] for v in dead]
+            dead = [self.names[v] for v in dead]
             body.append(f"    del {', '.join(dead)}")
-            if not bound.issuperset(dead):
+            if not self.bound.issuperset(dead):
                 for name in dead:
-                    used(name)
+                    self.used(name)
                 cleared = segments.cleared(dead)
                 if cleared:
                     body.append(cleared)
+        segment_lines = self.analysis.segment_lines
         if segment_lines and len(body) - segments.start >= segment_lines:
             segments.close(len(body))
-            bound, foreign = segments.bound, segments.foreign
-    if scalar:
-        as_numpy(graph.outputs)
-    outs = ", ".join(literal(a.value) if type(a) is Literal else used(names[a])
-                     for a in graph.outputs)
-    body.append(f"    return [{outs}]")
-    if segments.closed:
-        segments.close(len(body))
-        return segments.source(body, prologue), namespace
-    source = f"def xform_graph({', '.join(args)}):\n" + "\n".join(prologue + body) + "\n"
-    return source, namespace
+            self.bound, self.foreign = segments.bound, segments.foreign
+
+    def finish(self, bare):
+        """(source, namespace): the return of the outputs closes the function."""
+        graph, body = self.graph, self.body
+        if self.analysis.scalar:
+            self.as_numpy(graph.outputs)
+        outs = ", ".join(self.literal(a.value) if type(a) is Literal else self.used(self.names[a])
+                         for a in graph.outputs)
+        body.append(f"    return {outs}" if bare else f"    return [{outs}]")
+        if self.segments.closed:
+            self.segments.close(len(body))
+            return self.segments.source(body, self.prologue), self.namespace
+        source = (f"def xform_graph({', '.join(self.segments.args)}):\n"
+                  + "\n".join(self.prologue + body) + "\n")
+        return source, self.namespace
 
 
 STATEMENT_SOURCES = "xform_sources"
@@ -668,16 +763,19 @@ class _NumpyRun:
         return fn(*args)
 
 
-def compile_graph(graph: Graph, debug: bool = False,
-                  scalar_math: str | None = EXACT) -> CompiledGraph:
-    """Compile `graph` once into a Python function (`debug`, `scalar_math`: as for
+def compile_graph(graph: Graph, debug: bool = False, scalar_math: str | None = EXACT,
+                  bare: bool = False) -> CompiledGraph:
+    """Compile `graph` once into a Python function (`debug`, `scalar_math`, `bare`: as for
     `graph_source`; callers pass xform.config's).
 
     >>> from xform.codegen import compile_graph
     >>> compile_graph(xform.make_graph(np.sin)(1.0))(0.0)
     [np.float64(0.0)]
+    >>> compile_graph(xform.make_graph(np.sin)(1.0), bare=True)(0.0)
+    np.float64(0.0)
     """
-    source, namespace = graph_source(graph, debug, scalar_math)
+    assert not bare or len(graph.outputs) == 1
+    source, namespace = graph_source(graph, debug, scalar_math, bare)
     fn, filename = _define(source, namespace)
     compiled = CompiledGraph(graph, source, fn)
     weakref.finalize(compiled, _forget_lines, filename)

@@ -84,7 +84,6 @@ def fold_constants(graph: Graph) -> Graph:
     rewriter = GraphRewriter(graph)
     values = {var: value for var, value in graph.consts}
     returned = {a for a in graph.outputs if type(a) is Var}
-    inputs = set(graph.inputs)
     producer = {}
     # Dead equations are left for dce: evaluating them would only cost time (or never end).
     live = live_equations(graph)
@@ -127,10 +126,7 @@ def fold_constants(graph: Graph) -> Graph:
                 continue
         if eqn.primitive in peepholes:
             result = _simplify(eqn, value_of, producer, peepholes)
-            if type(result) is not Equation and any(
-                    var in returned and atom in inputs for var, atom in zip(eqn.outputs, result)):
-                # Returning an input where numpy returns a new array would let callers who
-                # write into the result change their own argument.
+            if type(result) is not Equation and rewriter.returns_an_input(eqn.outputs, result):
                 result = eqn
         else:
             result = eqn

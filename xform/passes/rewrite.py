@@ -35,6 +35,7 @@ class GraphRewriter:
         self.equations = []
         self.consts = list(graph.consts)
         self._env = {}  # Var -> the Atom now standing for it
+        self._boundary = None   # (the Vars the graph returns, its inputs), on first need
         self.emit = self.equations.append   # emit(eqn): one call per equation, kept cheap
 
     def read(self, atom):
@@ -59,6 +60,20 @@ class GraphRewriter:
         if type(atom) is Literal and atom.aval != var.aval:
             atom = literal_of(atom.value, var.aval)
         self._env[var] = atom
+
+    def returns_an_input(self, outputs, atoms) -> bool:
+        """Whether standing `atoms` for `outputs` would return one of the graph's inputs as
+        an output: numpy returns a new array, and callers writing into it must not change
+        their own argument (fold and simplify refuse such rewrites)."""
+        returned, inputs = self._returned_and_inputs()
+        return any(var in returned and self.read(atom) in inputs
+                   for var, atom in zip(outputs, atoms))
+
+    def _returned_and_inputs(self):
+        if self._boundary is None:
+            self._boundary = ({a for a in self.graph.outputs if type(a) is Var},
+                              set(self.graph.inputs))
+        return self._boundary
 
     def add_const(self, var: Var, value) -> None:
         self.consts.append((var, value))

@@ -12,7 +12,8 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.ir.rules import RULES as PRIMITIVE_RULES, UNKNOWN, rule_for
+from xform.ir.rules import (RULES as PRIMITIVE_RULES, UNKNOWN, derived, hooks_named,
+                             rule_for)
 from xform.passes.dce import eliminate_dead_code
 from xform.passes.rewrite import GraphRewriter, literal_of
 
@@ -25,8 +26,13 @@ class Rule:
     `known.value(atom)` is its value when known at pass time (a Literal or a constant), else
     UNKNOWN. `exact`: whether the rewrite gives numpy's bits on every input. `in_gradients`:
     whether an inexact rule only changes rounding (it reorders finite sums and products), so
-    that it may run before differentiating a function whose value is not returned. `when`:
-    see below."""
+    that it may run before differentiating a function whose value is not returned.
+
+    The pattern a rule matches is its `primitive` (a name), and where given `operand_of`:
+    `(position, names)`, the operand at `position` is made by a primitive of one of `names`.
+    The driver tests the pattern before calling `rewrite`, and derives from the patterns
+    which graphs no rule can change (it skips them). A pattern only spares calls: a rule
+    whose pattern says less is tried more often, never less. `when`: see below."""
 
     name: str
     primitive: str
@@ -34,15 +40,22 @@ class Rule:
     exact: bool
     doc: str
     in_gradients: bool = True
+    operand_of: tuple = ()
     when: object = None
     """None, or `when(graph) -> bool`: whether the rule can match in `graph` at all (a scan
     cheaper than the driver, which then skips graphs none of its rules can change)."""
-    needs: frozenset = frozenset()
-    """Primitive names of which the graph must hold one for the rule to match (the producer
-    it looks for): the driver skips the rule in graphs holding none."""
-    makes: frozenset = frozenset()
-    """Primitive names of the equations the rule may emit besides its own: what later
-    matches may then meet (the driver's filter counts them as present)."""
+
+    def matches(self, eqn, known) -> bool:
+        """Whether `eqn` is of this rule's pattern (its primitive is the driver's key)."""
+        if not self.operand_of:
+            return True
+        position, names = self.operand_of
+        maker = known.producer.get(eqn.inputs[position])
+        return maker is not None and maker.primitive.name in names
+
+
+def _made_by(position, *names) -> tuple:
+    return position, frozenset(names)
 
 
 @attrs.define
@@ -87,9 +100,14 @@ def _computation(name, inputs, params) -> tuple:
     return (name, params) + tuple(_atom_key(a) for a in inputs)
 
 
-def primitive_for(name: str):
+def primitive_named(name: str):
     """The registered primitive called `name` (rules match and emit primitives by name)."""
-    return next(p for p in PRIMITIVE_RULES if p.name == name)
+    return _primitives_by_name()[name]
+
+
+@derived
+def _primitives_by_name() -> dict:
+    return {prim.name: prim for prim in PRIMITIVE_RULES}
 
 
 def _full_sum(eqn) -> bool:
@@ -101,7 +119,7 @@ def _full_sum(eqn) -> bool:
 
 def _sum_of(x: Var, out: Var | None = None) -> Equation:
     out = out if out is not None else Var(ShapedArray((), x.aval.dtype))
-    return Equation(primitive_for("sum"), [x], [out],
+    return Equation(primitive_named("sum"), [x], [out],
                     Params({"axes": tuple(range(x.aval.ndim)), "dtype": None}))
 
 
@@ -158,7 +176,7 @@ def _sum_of_broadcast(eqn, known):
         return None
     copies = eqn.inputs[0].aval.size // max(x.aval.size, 1)
     total = _sum_of(x)
-    scale = Equation(primitive_for("multiply"),
+    scale = Equation(primitive_named("multiply"),
                      [total.outputs[0], _literal(copies, x.aval.dtype)], [eqn.outputs[0]])
     return [total, scale]
 
@@ -190,7 +208,7 @@ def _dot_with_ones(eqn, known):
         if not _all_equal(known.value(ones), 1):
             continue
         axis = x.aval.ndim - 1 if x.aval.ndim == 1 else x.aval.ndim + axis
-        return [Equation(primitive_for("sum"), [x], [out],
+        return [Equation(primitive_named("sum"), [x], [out],
                          Params({"axes": (axis,), "dtype": None}))]
     return None
 
@@ -260,9 +278,9 @@ def _exp_of_log(eqn, known):
     negative = Var(ShapedArray(out.aval.shape, np.dtype(bool)))
     kept = Var(out.aval)
     dtype = out.aval.dtype
-    return [Equation(primitive_for("less"), [x, _literal(0, dtype)], [negative]),
-            Equation(primitive_for("where"), [negative, _literal(np.nan, dtype), x], [kept]),
-            Equation(primitive_for("add"), [kept, _literal(0, dtype)], [out])]
+    return [Equation(primitive_named("less"), [x, _literal(0, dtype)], [negative]),
+            Equation(primitive_named("where"), [negative, _literal(np.nan, dtype), x], [kept]),
+            Equation(primitive_named("add"), [kept, _literal(0, dtype)], [out])]
 
 
 # -- negations ---------------------------------------------------------------------------------
@@ -293,10 +311,6 @@ def _negated(atom, known):
     if eqn.primitive.name == "negative":
         return eqn.inputs[0] if type(eqn.inputs[0]) is Var else None
     return _scale_of(eqn, known, -1) if eqn.primitive.name == "multiply" else None
-
-
-def _has_region(graph) -> bool:
-    return any(eqn.primitive.name == "elementwise" for eqn in graph.equations)
 
 
 def _may_negate(graph) -> bool:
@@ -330,12 +344,6 @@ def _may_negate(graph) -> bool:
     return any(pair in products for pair in readers)
 
 
-def _product_with_one(eqn, known):
-    """x * 1 = x (fold's peephole, for the products a region's rule moves out of it)."""
-    x = _scale_of(eqn, known, 1)
-    return None if x is None else (x,)
-
-
 def _product_of_a_negation(eqn, known):
     """(-a) * b = -(a * b) when a * b is computed already: a negation where there was a
     product (a's own negation is left to DCE)."""
@@ -347,7 +355,7 @@ def _product_of_a_negation(eqn, known):
         b = eqn.inputs[1 - position]
         product = known.computed("multiply", (a, b)) or known.computed("multiply", (b, a))
         if product is not None and product.outputs[0].aval == out.aval:
-            return [Equation(primitive_for("negative"), [product.outputs[0]], [out])]
+            return [Equation(primitive_named("negative"), [product.outputs[0]], [out])]
     return None
 
 
@@ -371,7 +379,7 @@ def _sum_of_a_negation(eqn, known):
         return None
     total = Var(out.aval)
     return [attrs.evolve(eqn, inputs=[x], outputs=[total]),
-            Equation(primitive_for("subtract"), [_literal(0, out.aval.dtype), total], [out])]
+            Equation(primitive_named("subtract"), [_literal(0, out.aval.dtype), total], [out])]
 
 
 def _step_source(atom, known):
@@ -426,7 +434,7 @@ def _cholesky_by_lapack(eqn, known):
     (numpy copies the matrix and factors it from the other side), in a third of the time."""
     if not _real_floats(eqn.inputs[0], eqn.outputs[0]):
         return None
-    return [attrs.evolve(eqn, primitive=primitive_for("cholesky_lapack"))]
+    return [attrs.evolve(eqn, primitive=primitive_named("cholesky_lapack"))]
 
 
 def _triangle_of_factor(atom, known):
@@ -456,7 +464,7 @@ def _solve_with_factor(eqn, known):
     if found is None or not _real_floats(a, b, eqn.outputs[0]) or a.aval.dtype != b.aval.dtype:
         return None
     factor, lower, transposed = found
-    return [attrs.evolve(eqn, primitive=primitive_for("triangular_solve"), inputs=[factor, b],
+    return [attrs.evolve(eqn, primitive=primitive_named("triangular_solve"), inputs=[factor, b],
                          params=Params({"lower": lower, "trans": int(transposed),
                                         "unit_diagonal": False}))]
 
@@ -467,7 +475,7 @@ def _zeros_like(out: Var) -> list | tuple:
     zero = _literal(0, out.aval.dtype)
     if not out.aval.shape:
         return (zero,)
-    return [Equation(primitive_for("broadcast_to"), [zero], [out],
+    return [Equation(primitive_named("broadcast_to"), [zero], [out],
                      Params({"shape": out.aval.shape}))]
 
 
@@ -500,26 +508,32 @@ def _where_with_known_mask(eqn, known):
         return None
     if chosen.aval.shape == out.aval.shape:
         return (chosen,)
-    return [Equation(primitive_for("broadcast_to"), [chosen], [out],
+    return [Equation(primitive_named("broadcast_to"), [chosen], [out],
                      Params({"shape": out.aval.shape}))]
 
 
 RULES = (
     Rule("sum of a reshape", "sum", _sum_of_view("reshape"), exact=False,
-         needs=frozenset({"reshape"}), doc="sum(reshape(x)) = sum(x): numpy's pairwise order follows the shape"),
+         operand_of=_made_by(0, "reshape"),
+         doc="sum(reshape(x)) = sum(x): numpy's pairwise order follows the shape"),
     Rule("sum of a transpose", "sum", _sum_of_view("transpose"), exact=False,
-         needs=frozenset({"transpose"}), doc="sum(transpose(x)) = sum(x): numpy's pairwise order follows the layout"),
+         operand_of=_made_by(0, "transpose"),
+         doc="sum(transpose(x)) = sum(x): numpy's pairwise order follows the layout"),
     Rule("sum of an outer product", "sum", _sum_of_outer_product, exact=False,
-         needs=frozenset({"multiply"}), makes=frozenset({'multiply', 'sum'}), doc="sum(x * y) = sum(x) * sum(y) when no axis spans both (kron, outer): the "
+         operand_of=_made_by(0, "multiply"),
+         doc="sum(x * y) = sum(x) * sum(y) when no axis spans both (kron, outer): the "
              "product is never built; the rounding of one sum of products changes"),
     Rule("sum of a broadcast", "sum", _sum_of_broadcast, exact=False,
-         needs=frozenset({"broadcast_to"}), makes=frozenset({'multiply'}), doc="sum(broadcast_to(x)) = sum(x) * copies: one multiply for repeated additions"),
+         operand_of=_made_by(0, "broadcast_to"),
+         doc="sum(broadcast_to(x)) = sum(x) * copies: one multiply for repeated additions"),
     Rule("max of a broadcast", "reduce_max", _extremum_of_broadcast, exact=True,
-         needs=frozenset({"broadcast_to"}), doc="max(broadcast_to(x)) = max(x) over every axis: the same elements"),
+         operand_of=_made_by(0, "broadcast_to"),
+         doc="max(broadcast_to(x)) = max(x) over every axis: the same elements"),
     Rule("min of a broadcast", "reduce_min", _extremum_of_broadcast, exact=True,
-         needs=frozenset({"broadcast_to"}), doc="min(broadcast_to(x)) = min(x) over every axis: the same elements"),
+         operand_of=_made_by(0, "broadcast_to"),
+         doc="min(broadcast_to(x)) = min(x) over every axis: the same elements"),
     Rule("dot with ones", "matmul", _dot_with_ones, exact=False,
-         makes=frozenset({'sum'}), doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
+         doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
              "becomes numpy's pairwise one; the gradient is a broadcast, not an outer product"),
     Rule("repeated scaling by constants", "multiply", _repeated_constant_scaling,
          exact=False, doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead "
@@ -528,32 +542,32 @@ RULES = (
          doc="(x * a) * b = x * (a * b) for 0-d values a, b: one rounding instead of two; "
              "a * b may overflow where (x * a) * b does not"),
     Rule("exp of log", "exp", _exp_of_log, exact=False, in_gradients=False,
-         needs=frozenset({"log"}), makes=frozenset({'less', 'where'}), doc="exp(log x) = x where x >= 0, nan below: within an ulp (the rewrite is the more "
+         operand_of=_made_by(0, "log"),
+         doc="exp(log x) = x where x >= 0, nan below: within an ulp (the rewrite is the more "
              "accurate), log's warning for x < 0 is gone and the derivative at x <= 0 is "
              "where's, not nan"),
     Rule("cholesky by LAPACK", "cholesky", _cholesky_by_lapack, exact=False,
-         makes=frozenset({'cholesky_lapack'}), doc="cholesky(a) as LAPACK potrf on a's memory (no copies, a third of numpy's time "
+         doc="cholesky(a) as LAPACK potrf on a's memory (no copies, a third of numpy's time "
              "at n = 128): the same factor, rounded differently"),
     Rule("solve with a Cholesky factor", "solve", _solve_with_factor, exact=False,
-         makes=frozenset({'triangular_solve'}), doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
+         operand_of=_made_by(0, "transpose", *_CHOLESKY),
+         doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
              "substitution instead of an LU factorization; rounding changes"),
-    Rule("product with one", "multiply", _product_with_one, exact=True,
-         doc="x * 1 = x when the product has x's type", when=_has_region),
     Rule("product of a negation", "multiply", _product_of_a_negation, exact=True,
-         makes=frozenset({'negative'}), doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
+         doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
              "a * -1): a negation instead of a product (IEEE rounds symmetrically; a nan's "
              "sign may differ)", when=_may_negate),
     Rule("sum of a negation", "sum", _sum_of_a_negation, exact=True,
-         makes=frozenset({'subtract'}), doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
+         doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
              "term (numpy's sums start from +0.0, so zeros keep their sign)", when=_may_negate),
     Rule("negations out of a fused region", "elementwise", _steps_out_of_a_region,
-         exact=True, makes=frozenset({'negative', 'multiply'}), doc="an elementwise region's output negating (or multiplying by 1) "
+         exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
                          "another output or an input is computed after the region, where "
                          "the rules above meet it"),
     Rule("difference of a value with itself", "subtract", _self_difference, exact=True,
-         makes=frozenset({'broadcast_to'}), doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
+         doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
     Rule("where with a known mask", "where", _where_with_known_mask, exact=True,
-         makes=frozenset({'broadcast_to'}), doc="where(True, x, y) = x, where(False, x, y) = y, where(m, x, x) = x"),
+         doc="where(True, x, y) = x, where(False, x, y) = y, where(m, x, x) = x"),
 )
 
 
@@ -570,8 +584,9 @@ LEVELS = {
 
 def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None = None) -> Graph:
     """Apply the `rules` admitted at `level` (a key of LEVELS; default: "exact" with `exact`,
-    else "reassociate") to each equation of `graph`, in order, until none matches; rewrites
-    feed later matches (producers are the rewritten equations). Returns `graph` itself when
+    else "reassociate") to each equation of `graph`, in order, until none matches, and the
+    primitives' peephole hooks (exact) to what they emit; rewrites feed later matches
+    (producers are the rewritten equations). Returns `graph` itself when
     nothing matched; dead producers stay for DCE.
 
     >>> from xform.passes.simplify import simplify
@@ -579,39 +594,48 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     >>> [e.primitive.name for e in xform.passes.dce(simplify(graph)).equations]
     ['sum', 'sum', 'multiply']
     """
-    table, conditions, mentioned = _table(rules, level or ("exact" if exact else "reassociate"))
-    # The names rules match or need that occur in the graph: the rules that cannot match go.
-    present = frozenset({eqn.primitive.name for eqn in graph.equations} & mentioned)
-    refused = frozenset(when for when in conditions if not when(graph)) if conditions \
-        else frozenset()
-    table = _applicable(table, present, refused)
-    if not table:
+    table, conditions = _table(rules, level or ("exact" if exact else "reassociate"))
+    refused = _refused(table, conditions, graph)
+    if refused is None:
         return graph
+    table = _without(table, refused)
     rewriter = GraphRewriter(graph)
     known = Known({}, dict(graph.consts))
-    returned = {a for a in graph.outputs if type(a) is Var}
-    inputs = set(graph.inputs)
+
+    # fold has run the peephole hooks on the graph's own equations: here they meet what the
+    # rules emit (such as the products with one a region's rule moves out of it)
+    peepholes = hooks_named("peephole")
 
     def emit(eqn, depth=0):
-        for rule in table.get(eqn.primitive.name, ()) if depth < 8 else ():
-            new = rule.rewrite(eqn, known)
-            if type(new) is tuple:
-                if any(var in returned and rewriter.read(atom) in inputs
-                       for var, atom in zip(eqn.outputs, new)):
-                    # numpy returns a new array: callers writing into it must not change
-                    # their own argument.
-                    continue
-                for var, atom in zip(eqn.outputs, new):
-                    rewriter.replace(var, atom)
-                return
-            if new is not None:
-                for item in new:
-                    if item.source is None:     # computes the user's line it replaces
-                        item = attrs.evolve(item, source=eqn.source)
-                    emit(rewriter.substituted(item), depth + 1)
-                return
+        if depth < 8:
+            for rule in table.get(eqn.primitive.name, ()):
+                if rule.matches(eqn, known) and stands_for(eqn, rule.rewrite(eqn, known),
+                                                          depth):
+                    return
+            peephole = peepholes.get(eqn.primitive) if depth else None
+            if peephole is not None:
+                new = peephole(eqn, known.value, known.producer)
+                if stands_for(eqn, [new] if type(new) is Equation else new, depth):
+                    return
         rewriter.emit(eqn)
         known.producer.update((v, eqn) for v in eqn.outputs)
+
+    def stands_for(eqn, new, depth) -> bool:
+        """Put what a rewrite made (equations, atoms or None) in the place of `eqn`, if it
+        made anything (and not an input returned where numpy returns a new array)."""
+        if type(new) is tuple:
+            if rewriter.returns_an_input(eqn.outputs, new):
+                return False
+            for var, atom in zip(eqn.outputs, new):
+                rewriter.replace(var, atom)
+            return True
+        if new is None:
+            return False
+        for item in new:
+            if item.source is None:     # computes the user's line it replaces
+                item = attrs.evolve(item, source=eqn.source)
+            emit(rewriter.substituted(item), depth + 1)
+        return True
 
     for eqn in graph.equations:
         emit(rewriter.substituted(eqn))
@@ -619,9 +643,8 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
 
 
 def _table(rules, level) -> tuple:
-    """(primitive name -> the `rules` admitted at `level`, their distinct `when` tests, the
-    primitive names they match or need), made once per rules and level: every gradient's
-    first call simplifies."""
+    """(primitive name -> the `rules` admitted at `level`, their distinct `when` tests), made
+    once per rules and level: every gradient's first call simplifies."""
     key = (id(rules), level)
     made = _tables.get(key)
     if made is None or made[0] is not rules:
@@ -630,30 +653,37 @@ def _table(rules, level) -> tuple:
         for rule in rules:
             if admitted(rule):
                 table.setdefault(rule.primitive, []).append(rule)
-        kept = [rule for found in table.values() for rule in found]
-        conditions = tuple({rule.when: None for rule in kept if rule.when})
-        mentioned = frozenset(table).union(*(rule.needs for rule in kept))
-        made = _tables[key] = (rules, (table, conditions, mentioned))
+        conditions = tuple({rule.when: None for found in table.values() for rule in found
+                            if rule.when})
+        made = _tables[key] = (rules, (table, conditions))
     return made[1]
 
 
-def _applicable(table, present, refused) -> dict:
-    """`table` without the rules of primitives not `present`, whose `needs` are not, or whose
-    `when` test is `refused` (made once per combination: graphs repeat them)."""
-    key = (id(table), present, refused)
+def _refused(table, conditions, graph):
+    """The `when` tests that fail on `graph`; None when no rule can change `graph` at all.
+    A rule can only start the rewriting where its pattern is in the graph as it is (its
+    primitive, and the maker its operand needs): what rules emit is met only after some rule
+    has matched."""
+    refused = frozenset(when for when in conditions if not when(graph))
+    present = {eqn.primitive.name for eqn in graph.equations}
+    for name in present.intersection(table):
+        for rule in table[name]:
+            if rule.when not in refused and (not rule.operand_of
+                                             or not present.isdisjoint(rule.operand_of[1])):
+                return refused
+    return None
+
+
+def _without(table, refused) -> dict:
+    """`table` without the rules whose `when` test is `refused` (made once per combination:
+    graphs repeat them)."""
+    if not refused:
+        return table
+    key = (id(table), refused)
     made = _filtered.get(key)
     if made is None or made[0] is not table:
-        def usable(rule, names):
-            return rule.when not in refused and (not rule.needs or rule.needs & names)
-        names = set(present)
-        while True:     # what rules that can fire may emit is present too
-            made_now = {made_name for name in names for rule in table.get(name, ())
-                        if usable(rule, names) for made_name in rule.makes} - names
-            if not made_now:
-                break
-            names |= made_now
-        kept = {name: [rule for rule in found if usable(rule, names)]
-                for name, found in table.items() if name in names}
+        kept = {name: [rule for rule in found if rule.when not in refused]
+                for name, found in table.items()}
         if len(_filtered) >= 4096:
             _filtered.clear()
         made = _filtered[key] = (table, {name: found for name, found in kept.items() if found})

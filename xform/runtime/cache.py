@@ -141,6 +141,7 @@ class Cache:
         # scan of the whole cache
         self._keys_of: dict = {}
         self._compiled = weakref.WeakKeyDictionary()
+        self._compiled_bare = weakref.WeakKeyDictionary()   # code returning the one output
         self._lock = threading.RLock()
         self._retired_hits = 0  # hits of entries that have left the cache
         self.misses = 0
@@ -281,15 +282,18 @@ class Cache:
             _builds.depth = depth
         return value, dependencies
 
-    def compiled(self, graph):
-        compiled = self._compiled.get(graph)
+    def compiled(self, graph, bare=False):
+        """The compiled code of `graph`, returning the list of its outputs (or with `bare`,
+        its one output as it is: xform.codegen.compile_graph)."""
+        memo = self._compiled_bare if bare else self._compiled
+        compiled = memo.get(graph)
         if compiled is None:
             with self._lock:
-                compiled = self._compiled.get(graph)
+                compiled = memo.get(graph)
                 if compiled is None:
-                    compiled = compile_graph(graph, config.debug, config.scalar_math)
+                    compiled = compile_graph(graph, config.debug, config.scalar_math, bare)
                     self.compiles += 1
-                    self._compiled[graph] = compiled
+                    memo[graph] = compiled
         return compiled
 
     def clear(self) -> None:
@@ -302,6 +306,7 @@ class Cache:
             for entry in entries:
                 self._retire(entry)
             self._compiled.clear()
+            self._compiled_bare.clear()
             execute.forget_compiled()
 
     def info(self) -> dict:

@@ -27,9 +27,10 @@ def first_call_tier() -> str:
 
 class FirstTier:
     """The function a cache entry holds after a signature's first call: it calls `run(args)`
-    (the interpreter, returning the list of results), and on the first call after that one (in "auto" mode) calls `compile()` and puts
-    the compiled function in the entry's value, where the cached call path finds it directly
-    from then on: the steady state pays nothing for the tiers.
+    (the interpreter, returning the list of results), and on the first call after that one
+    (in "auto" mode) calls `compile()` and puts the compiled code in the entry's value (in the
+    form `compile` gives: xform.api.dispatch.steady_value), where the cached call path finds it
+    directly from then on: the steady state pays nothing for the tiers.
 
     Thread-safe: threads that race on the first call each interpret (what `run` reads is
     shared and immutable); the compile runs once, under a lock, and the others wait for it. `attach
@@ -41,7 +42,8 @@ class FirstTier:
     def __init__(self, run, compile, first=None):
         self._run = run
         self._first = first     # the first call's run, given the values staging computed
-        self._compile = compile   # () -> the compiled function, of the full pipeline
+        # () -> (the compiled function, of the full pipeline; the entry's value from then on)
+        self._compile = compile
         self._entry = None
         self._ran = False
         self._compiled = None
@@ -65,10 +67,10 @@ class FirstTier:
         then holds it in place of this tier."""
         with self._lock:
             if self._compiled is None:
-                compiled = self._compile()
+                compiled, steady = self._compile()
                 entry = self._entry
                 if entry is not None and entry.value[0] is self:
-                    entry.value = (compiled, entry.value[1])
+                    entry.value = steady
                     entry.specialize()   # its dependencies' check, generated for the hits
                 self._compiled = compiled
             return self._compiled
