@@ -345,7 +345,8 @@ FIXES = {
                  [("out = TABLE.copy()", "out = np.array(TABLE)")],
                  ["make y inside the function", "np.array(A)"], _check_array_made_inside),
     "captured": Fix(("def mutate_a_captured_array(x):", "WEIGHTS[:] = 1.0"),
-                    [("    WEIGHTS[0] += 1.0      # happens once, while staging\n", ""),
+                    [("    WEIGHTS[0] += 1.0                                                         "
+                      "# line: captured\n", ""),
                      ("    try:\n", "    try:\n        WEIGHTS[0] += 1.0\n")],
                     ["do the write outside the staged function"], _check_write_outside),
     "cond": Fix(bad.cond_branches_of_different_types,
