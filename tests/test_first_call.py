@@ -1,6 +1,7 @@
 """A transform's first call (issue 30, part 5): what the cache entry of a function that decides
 on data keeps, and the lazily classified names of numpy's constructor group."""
 import gc
+import os
 import weakref
 
 import numpy as np
@@ -69,3 +70,49 @@ def test_constructor_group_names_are_classified_as_code_spells_them():
         assert reached not in groups_unreached({"np", name})
     assert reached in groups_unreached({"np", "a_name_numpy_does_not_have"})
 
+
+
+def _graphs():
+    """Graphs with fusible regions, a diamond, repeated reads and ordered draws."""
+    def draws(x):
+        rng = np.random.default_rng(0)
+        return np.sin(x) * rng.standard_normal(3) + np.cos(x) * rng.standard_normal(3)
+    yield xform.make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x + np.exp(x) * x))(np.ones(5))
+    yield xform.make_graph(lambda x: (np.sin(x) * np.sin(x), np.cos(x)))(1.0)
+    yield xform.make_graph(draws)(np.ones(3))
+
+
+def test_predecessors_are_the_dataflow_graphs_without_networkx():
+    import networkx as nx
+    from xform.ir.nx import contracted_order, dataflow_graph, predecessors
+    for graph in _graphs():
+        dag = dataflow_graph(graph)
+        before = predecessors(graph)
+        assert before == [list(dag.predecessors(i)) for i in range(len(graph.equations))]
+        # contracting pairs of neighbours: the order networkx's stable sort gives
+        n = len(graph.equations)
+        for block_of in ({i: i for i in range(n)}, {i: i - i % 2 for i in range(n)}):
+            quotient = nx.DiGraph()
+            quotient.add_nodes_from(block_of.values())
+            quotient.add_edges_from((block_of[u], block_of[v]) for u, v in dag.edges
+                                    if v in block_of and block_of[u] != block_of[v])
+            if not nx.is_directed_acyclic_graph(quotient):
+                continue
+            assert contracted_order(before, block_of) == list(
+                nx.lexicographical_topological_sort(quotient))
+
+
+def test_a_first_gradient_call_that_fuses_does_not_import_networkx():
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np, xform\n"
+            "g = xform.grad(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.linspace(0, 1, 4000))\n"
+            "assert xform.cache_info()['entries'] == 1\n"
+            "from xform.passes import fuse_elementwise\n"
+            "graph = xform.make_graph(lambda x: np.sin(np.cos(x)) * x)(np.ones(4000))\n"
+            "assert fuse_elementwise(graph) is not graph   # it fused\n"
+            "print('networkx' in sys.modules)\n")
+    root = os.path.dirname(os.path.dirname(xform.__file__))   # this xform, in the child
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": root})
+    assert done.stdout.strip() == "False"
