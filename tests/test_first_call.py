@@ -116,3 +116,34 @@ def test_a_first_gradient_call_that_fuses_does_not_import_networkx():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env={**os.environ, "PYTHONPATH": root})
     assert done.stdout.strip() == "False"
+
+
+def test_a_first_call_takes_a_fused_regions_values_from_staging():
+    # The region (cos, sin, multiply on y) needs no derivative: on the first call staging's
+    # values stand for it, so no code is generated for it; the second call compiles the
+    # gradient, and the two agree bit for bit.
+    def f(x, y):
+        return np.dot(x, np.sin(np.cos(y)) * y)
+    x, y = np.linspace(0.0, 1.0, 4000), np.linspace(-1.0, 2.0, 4000)
+    graph = xform.make_graph(f)(x, y)
+    from xform.passes import fuse_elementwise
+    assert len(fuse_elementwise(graph).equations) < len(graph.equations)   # it fuses
+    grad = xform.grad(f)
+    compiles = xform.cache_info()["compiles"]
+    first = grad(x, y)
+    assert xform.cache_info()["compiles"] == compiles
+    second = grad(x, y)
+    assert xform.cache_info()["compiles"] > compiles
+    assert first.tobytes() == second.tobytes() == (np.sin(np.cos(y)) * y).tobytes()
+
+
+def test_a_region_holding_a_rewritten_equation_is_computed_again():
+    # simplify rounds (s * 0.1) * 0.3 as s * 0.03: staging's values of the region are not the
+    # compiled code's, so the first call computes the region as the second does.
+    def f(x, y):
+        return np.dot(x, np.sin(y) * 0.1 * 0.3)
+    x, y = np.linspace(0.0, 1.0, 4000), np.linspace(-1.0, 2.0, 4000)
+    grad = xform.grad(f)
+    first, second = grad(x, y), grad(x, y)
+    assert first.tobytes() == second.tobytes() == (np.sin(y) * 0.03).tobytes()
+    assert first.tobytes() != (np.sin(y) * 0.1 * 0.3).tobytes()

@@ -149,17 +149,38 @@ def keep_values(values, equations) -> None:
         record.values = (values, _Staged(equations))
 
 
+def keep_fused_values(before, after) -> None:
+    """Count the equations that fusion (xform.passes.fuse) made of `before`'s, in `after`, as
+    computed by the staging being recorded when every equation it took into a region was:
+    a region's element-wise equations give the same bits together as alone, so the first run
+    takes their values (`staged_values`) instead of generating and compiling the region's code
+    to compute them again. (A region holding an equation a pass rewrote is computed again.)"""
+    record = _record.get()
+    if record is None or record.values is None or after is before:
+        return
+    staged = record.values[1]
+    kept = {id(eqn) for eqn in after.equations}
+    if all(eqn in staged for eqn in before.equations if id(eqn) not in kept):
+        staged.add(eqn for eqn in after.equations if eqn not in staged)
+
+
 class _Staged:
     """The equations a staging computed, asked by identity (equations compare by value)."""
 
     __slots__ = ("_ids", "_equations")
 
     def __init__(self, equations):
-        self._equations = equations     # (held: their ids stay theirs)
+        self._equations = [equations]   # (held: their ids stay theirs)
         self._ids = {id(eqn) for eqn in equations}
 
     def __contains__(self, eqn):
         return id(eqn) in self._ids
+
+    def add(self, equations) -> None:
+        """Count `equations` as computed by the staging too."""
+        equations = list(equations)
+        self._equations.append(equations)
+        self._ids.update(map(id, equations))
 
 
 def staged_values(graph):
@@ -318,5 +339,5 @@ def outcome_of(kind, value):
 
 __all__ = ["NO_VALUE", "GuardFailure", "GuardKey", "StagingRecord", "compute_values",
            "decisions_so_far", "forget_decisions_after", "guard_p", "has_guards",
-           "keep_values", "note_decision", "outcome_of", "recording_decisions",
+           "keep_fused_values", "keep_values", "note_decision", "outcome_of", "recording_decisions",
            "speculative_generators", "staged_values"]
