@@ -147,3 +147,30 @@ def test_a_region_holding_a_rewritten_equation_is_computed_again():
     first, second = grad(x, y), grad(x, y)
     assert first.tobytes() == second.tobytes() == (np.sin(y) * 0.03).tobytes()
     assert first.tobytes() != (np.sin(y) * 0.1 * 0.3).tobytes()
+
+
+def test_stand_ins_installed_together_are_set_up_once(monkeypatch):
+    import sys
+    import types
+    from xform.numpy import stand_ins
+    module = types.ModuleType("first_call_test_module")
+    module.halve = lambda x: x / 2
+    module.third = lambda x: x / 3
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+    def install():
+        stand_ins.stand_in((module, "halve"), lambda x: x * 0.5 + 1.0)
+        stand_ins.stand_in((module, "third"), lambda x: x * 0.25)
+    stand_ins.stand_in_when_imported(module.__name__, install)
+    updates = []
+    real = stand_ins._update_settings
+    monkeypatch.setattr(stand_ins, "_update_settings", lambda: (updates.append(1), real()))
+    try:
+        grad = xform.grad(lambda x: module.halve(x) + module.third(x))
+        assert grad(2.0) == 0.75     # both stand-ins in force while staging
+        assert len(updates) == 1
+        assert module.halve(2.0) == 1.0 and module.third(3.0) == 1.0   # restored after
+    finally:
+        monkeypatch.undo()
+        stand_ins.remove_stand_in((module, "halve"))
+        stand_ins.remove_stand_in((module, "third"))
