@@ -1,10 +1,13 @@
-"""A transform's first call (issue 30, part 5): what the cache entry of a function that decides
-on data keeps, and the lazily classified names of numpy's constructor group."""
+"""A transform's first call (issue 30, part 5): what a cache entry keeps, what a first call
+takes from staging instead of computing again, and what a process's first call does not pay
+for (networkx, classifying all of numpy's names, setting stand-ins up once each)."""
 import gc
 import os
+import warnings
 import weakref
 
 import numpy as np
+import pytest
 
 import xform
 from xform.numpy.stand_ins import groups_unreached
@@ -174,3 +177,21 @@ def test_stand_ins_installed_together_are_set_up_once(monkeypatch):
         monkeypatch.undo()
         stand_ins.remove_stand_in((module, "halve"))
         stand_ins.remove_stand_in((module, "third"))
+
+
+@pytest.mark.parametrize("error_state", ["numpy's context var", "np.errstate"])
+def test_a_warning_while_staging_is_raised_once_by_the_run(error_state, monkeypatch):
+    from xform.ir import values
+    if error_state == "np.errstate":
+        monkeypatch.setattr(values, "_noting_warnings", values._public_noting_warnings)
+        monkeypatch.setattr(values, "_error_state_reset", values._public_error_state_reset)
+    before = np.geterr()
+
+    def f(x):
+        return np.sum(np.log(x - 2.0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grad = xform.grad(f)(np.array([1.0, 3.0]))
+    assert np.array_equal(grad, [-1.0, 1.0])
+    assert [str(w.message) for w in caught] == ["invalid value encountered in log"]
+    assert np.geterr() == before
