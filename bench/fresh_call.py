@@ -77,12 +77,12 @@ def child(lib, kind, name):
         sys.modules["xform"] = types.ModuleType("xform")   # the programs' modules import it
     try:
         grad, args, primal = _program(lib, kind, name)
+        primal()
     except Exception as err:    # autograd's twin of an example may not build: reported
         if lib != "autograd":
             raise
         print(json.dumps({"error": f"{type(err).__name__}"}))
         return
-    primal()
     wall, cpu = time.perf_counter(), time.thread_time()
     try:
         grad(*args)
