@@ -161,7 +161,9 @@ def keep_fused_values(before, after) -> None:
     staged = record.values[1]
     kept = {id(eqn) for eqn in after.equations}
     if all(eqn in staged for eqn in before.equations if id(eqn) not in kept):
-        staged.add(eqn for eqn in after.equations if eqn not in staged)
+        # only what fusion made: an equation a pass before it rewrote stays computed again
+        made = {id(eqn) for eqn in before.equations}
+        staged.add(eqn for eqn in after.equations if id(eqn) not in made)
 
 
 class _Staged:
