@@ -9,8 +9,11 @@ runs the passes, generates and compiles code: what every first call did before t
 "auto" (the first call interprets the transformed graph; the second compiles). The second
 call's time (the compile, paid once per signature under "auto") is reported too.
 
-`python -m bench.first_call [--samples N] [--rows a,b] [--markdown PATH] [--phases]`
-(set OMP_NUM_THREADS=1 and friends for one BLAS thread, as bench/suite.py's tables are)
+`python -m bench.first_call [--samples N] [--rows a,b] [--markdown PATH] [--phases | --fresh]`
+(set OMP_NUM_THREADS=1 and friends for one BLAS thread, as bench/suite.py's tables are).
+`--fresh`: each first call in a fresh process instead, xform's and autograd's alternately, on
+these rows, the gallery's examples and issue 30's programs (bench/fresh_call.py; `--samples`
+pairs, `--rows` names any of them).
 """
 from __future__ import annotations
 
@@ -235,8 +238,14 @@ def main():
     parser.add_argument("--markdown", default="")
     parser.add_argument("--phases", action="store_true",
                         help="the CPU time of each phase of a first call instead")
+    parser.add_argument("--fresh", action="store_true",
+                        help="each first call in a fresh process (bench/fresh_call.py)")
     options = parser.parse_args()
     only = set(filter(None, options.rows.split(",")))
+    if options.fresh:
+        from bench import fresh_call
+        fresh_call.run(options.samples, names=only, markdown=options.markdown)
+        return
     if options.phases:
         phases(only, options.samples)
         return

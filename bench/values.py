@@ -9,7 +9,7 @@ Per call (medians of `--samples` runs, ratios within one run):
 - the three programs of the issue (branch, Newton's square root, march), each transform's
   steady call against numpy's and autograd's;
 First calls: a new transform's first call (staging with values, then the values' run) against
-autograd's first call, in this process after warm-up.
+autograd's first call, in this process after warm-up (bench/fresh_call.py: in fresh processes).
 """
 from __future__ import annotations
 
@@ -73,10 +73,21 @@ def _first_call(make, arg, repeats):
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=7)
+    parser.add_argument("--first-calls", action="store_true", help="only the first calls")
     args = parser.parse_args(argv)
     samples = args.samples
     u0 = np.linspace(0.2, 1.0, 8)
+    try:
+        import autograd
+    except ImportError:
+        autograd = None
+    rows = [("branchy", branchy, 1.5), ("newton_sqrt", newton_sqrt, 2.0), ("march", march, u0)]
+    if not args.first_calls:
+        _per_call(samples, u0, autograd, rows)
+    _first_calls(samples, autograd, rows)
 
+
+def _per_call(samples, u0, autograd, rows):
     print("per call (median of", samples, "runs)")
     g_fill, g_stack = xform.grad(march), xform.grad(march_stacked)
     g_fill(u0), g_fill(u0), g_stack(u0), g_stack(u0)
@@ -93,11 +104,6 @@ def main(argv=None):
     print(f"  1,000 writes under jit {t_jit * 1e3:.2f} ms, eager {t_eager * 1e3:.2f} ms, "
           f"ratio {t_jit / t_eager:.2f} (target <= 3)")
 
-    try:
-        import autograd
-    except ImportError:
-        autograd = None
-    rows = [("branchy", branchy, 1.5), ("newton_sqrt", newton_sqrt, 2.0), ("march", march, u0)]
     for name, fn, arg in rows:
         grad = xform.grad(fn)
         grad(arg), grad(arg)
@@ -114,16 +120,28 @@ def main(argv=None):
                      f"({times['autograd'] / t_grad:.1f}x xform)")
         print(line)
 
-    print("first calls (median of", samples, "fresh transforms, after warm-up)")
+
+def _first_calls(samples, autograd, rows):
+    print("first calls (medians of", samples, "rounds of 3 fresh transforms each, xform and "
+          "autograd alternately, after warm-up)")
     for name, fn, arg in rows:
         def make(fn=fn):
             return xform.grad(lambda a: fn(a))
-        t_first = _first_call(make, arg, samples)
-        line = f"  {name}: xform {t_first * 1e3:.2f} ms"
+        reference = fn if name != "march" else march_stacked
+        firsts, autos = [], []
+        for _ in range(2):      # the libraries' and the interpreter's warm-up: dropped
+            _first_call(make, arg, 5)
+            if autograd is not None:
+                _first_call(lambda: autograd.grad(lambda a: reference(a)), arg, 5)
+        for _ in range(samples):    # round-robin: a drift of the machine's load reaches both
+            firsts.append(_first_call(make, arg, 3))
+            if autograd is not None:
+                autos.append(_first_call(lambda: autograd.grad(lambda a: reference(a)), arg, 3))
+        t_first = float(np.median(firsts))
+        line = f"  {name}: xform {t_first * 1e3:.3f} ms"
         if autograd is not None:
-            reference = fn if name != "march" else march_stacked
-            t_auto = _first_call(lambda: autograd.grad(lambda a: reference(a)), arg, samples)
-            line += f", autograd {t_auto * 1e3:.2f} ms, ratio {t_first / t_auto:.2f}"
+            t_auto = float(np.median(autos))
+            line += f", autograd {t_auto * 1e3:.3f} ms, ratio {t_first / t_auto:.2f}"
         print(line)
 
 

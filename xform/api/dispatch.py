@@ -509,14 +509,19 @@ class Transformed(CachedCall):
         signature = leaf_signatures(leaves, args, statics)
         if statics:
             leaves = [False if j in statics else leaf for j, leaf in enumerate(leaves)]
-        fun = self.fun
         static_values = tuple(statics.values()) if statics else ()
+        fixed = None
         if static_keywords:
             fixed = {name: stand_in_for_static(k.value if type(k) is _ByIdentity else k[1])
                      for name, k in static_keywords}
-            fun = functools.partial(fun, **fixed)
             static_values += tuple(fixed.values())
-        fun = with_statics(fun, in_tree, statics, keywords)
+
+        def staged_function(fun):
+            """The user's `fun` with the static values put in."""
+            if fixed:
+                fun = functools.partial(fun, **fixed)
+            return with_statics(fun, in_tree, statics, keywords)
+        fun = staged_function(self.fun)
         if current_builder() is not None:
             if self.inline:     # jit inside a staging: the function's equations, as they are
                 return unflatten_call(fun, leaves, in_tree)
@@ -528,23 +533,25 @@ class Transformed(CachedCall):
         statics_key = ((tuple((j, static_key(v)) for j, v in statics.items()), static_keywords)
                        if statics or static_keywords else _NO_STATICS)
 
-        backend = self.backend
+        # What an entry keeps (a path's staging, the promotion) holds neither `self` nor the
+        # user's function: the entry must leave the cache when the function dies.
+        backend, build, first_call, finish = self.backend, self.build, self.first_call, \
+            self.finish
 
-        def stage_path(path_leaves):
+        def stage_path(fun, path_leaves):
             """(run, unflatten, decisions, generators, drew) of the path `path_leaves` take."""
             avals = [aval_of_signature(s) for s in signature]
             # (staging computes its values with numpy: jax arrays read into numpy first)
             known = KnownValues.of(arguments_for_backend(path_leaves, "numpy"))
-            finish = self.finish
             # XLA's code from the first call: an interpreted one would compute numpy's bits
             tier = "compile" if backend_in_use() == "xla" else first_call_tier()
             with recording_decisions() as record:
                 first = None
-                if tier == "compile" or self.first_call is None:
-                    graph, captured, unflatten = self.build(fun, in_tree, avals, known)
+                if tier == "compile" or first_call is None:
+                    graph, captured, unflatten = build(fun, in_tree, avals, known)
                     run, graph_of = None, lambda: graph
                 else:
-                    run, graph_of, captured, unflatten, first = self.first_call(
+                    run, graph_of, captured, unflatten, first = first_call(
                         fun, in_tree, avals, known)
                 if run is None and tier != "compile":
                     graph = graph_of()
@@ -575,23 +582,25 @@ class Transformed(CachedCall):
         def build_entry():
             if statics or static_keywords:
                 count_restaging(self.fun, self.kind)
-            run, unflatten, decisions, generators, staged = stage_path(leaves)
+            run, unflatten, decisions, generators, staged = stage_path(fun, leaves)
             if impure(self.fun):    # found drawing where no equation stands for the draw
                 hidden_effects_found(self.fun)
-            elif walk_incomplete() and not same_values(staged, staged_again(stage_path,
-                                                                             leaves)):
+            elif walk_incomplete() and not same_values(
+                    staged, staged_again(functools.partial(stage_path, fun), leaves)):
                 # Code the walk could not follow may draw where no equation stands for
                 # the draw: a second staging on the same values tells.
                 hidden_effects_found(self.fun)
                 note_impure(self.fun)
             if not decisions:
                 return run, unflatten
-            return guarded_paths(self.fun, self.kind, staged_in_backend, run, unflatten,
+            return guarded_paths(held, self.kind, staged_in_backend, run, unflatten,
                                  decisions, generators), _results
+
+        held = weak_holder(self.fun)
 
         def staged_in_backend(path_leaves):     # a later path, for the backend chosen here
             with using_backend(backend):
-                return stage_path(path_leaves)
+                return stage_path(staged_function(held()), path_leaves)
         entry = CACHE.build(self.fun, (self.kind, self.params, backend, in_tree, signature,
                                        statics_key),
                             make, arguments=static_values)
@@ -691,11 +700,23 @@ def known_values(leaves):
     return known if any(v is not NO_VALUE for v in known.values) else None
 
 
-def guarded_paths(fun, kind, stage_path, run, unflatten, decisions, generators):
-    """The Paths of an entry whose first path (`run`, `unflatten`) decided `decisions`."""
+def weak_holder(fun):
+    """`() -> fun`, holding `fun` weakly where it can be: an entry's later stagings reach
+    the function through it, and a function's death takes its entries out of the cache."""
+    try:
+        return weakref.ref(fun)
+    except TypeError:   # the cache holds such a function strongly anyway
+        return lambda: fun
+
+
+def guarded_paths(held, kind, stage_path, run, unflatten, decisions, generators):
+    """The Paths of an entry whose first path (`run`, `unflatten`) decided `decisions`;
+    `held() -> the function` (`weak_holder`)."""
+    fun = held()
+
     def stage(leaves, entry):
         (path_run, path_unflatten, path_decisions, path_generators, _), keep = \
-            CACHE.stage_path(fun, lambda: stage_path(leaves), entry)
+            CACHE.stage_path(held(), lambda: stage_path(leaves), entry)
         return finished(path_run, path_unflatten), path_decisions, path_generators, keep
     name = f"{kind} of '{getattr(fun, '__qualname__', getattr(fun, '__name__', repr(fun)))}'"
     return Paths(name, stage, Path(finished(run, unflatten), decisions, generators))

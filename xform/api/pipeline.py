@@ -12,6 +12,7 @@ from xform.errors import TypeCheckError
 from xform.ir.builder import current_builder
 from xform.ir.core import Equation, Graph, Var
 from xform.ir.rules import primitive_for
+from xform.ir.values import keep_fused_values
 from xform.passes import eliminate_dead_code, optimize, pipeline_for
 from xform.passes.simplify import simplify
 from xform.passes.fuse import fuse_elementwise
@@ -82,7 +83,11 @@ def fuse_if_enabled(graph, values_returned=True):
     if level == "exact" and not values_returned:
         level = "gradient"
     graph = simplify(graph, level=level)
-    return fuse_elementwise(graph) if config.fusion else graph
+    if not config.fusion:
+        return graph
+    fused = fuse_elementwise(graph)
+    keep_fused_values(graph, fused)     # a first call's regions: computed while staging
+    return fused
 
 
 def finish_graph(graph, fuse=False, own_outputs=True):

@@ -3,6 +3,7 @@ graph algorithms they run on them, rebuilding a Graph from an equation order, an
 layered layout of a picture (drawn by xform.ir.draw)."""
 from __future__ import annotations
 
+import heapq
 import itertools
 import operator
 from collections import deque
@@ -36,6 +37,28 @@ class _Root:
 ROOT = _Root()  # the call-graph node of the graph being analysed (never equal to a user key)
 
 
+def _dataflow_edges(graph: Graph):
+    """`(u, v, var)` for each edge of the dataflow of `graph` (see `dataflow_graph`), in the
+    order the equations read them; an effect's edge to the next effect has var None."""
+    producer = {}
+    last_effect = None
+    effects = graph_has_effects(graph)
+    for index, eqn in enumerate(graph.equations):
+        for atom in eqn.inputs:
+            if type(atom) is not Literal and atom in producer:
+                yield producer[atom], index, atom
+        if effects and has_effects(eqn):
+            # Effects (draws from one generator) keep their order: an edge with no var.
+            if last_effect is not None:
+                yield last_effect, index, None
+            last_effect = index
+        for var in eqn.outputs:
+            producer[var] = index
+    for atom in graph.outputs:
+        if type(atom) is not Literal and atom in producer:
+            yield producer[atom], OUTPUT, atom
+
+
 def dataflow_graph(graph: Graph) -> nx.DiGraph:
     """Nodes: equation indices, plus OUTPUT; an edge u -> v (attr `var`) when v reads u's output.
 
@@ -45,26 +68,27 @@ def dataflow_graph(graph: Graph) -> nx.DiGraph:
     [(0, 1), (1, 'out')]
     """
     dag = nx.DiGraph()
-    producer = {}
-    last_effect = None
-    effects = graph_has_effects(graph)
-    for index, eqn in enumerate(graph.equations):
-        dag.add_node(index, eqn=eqn)
-        for atom in eqn.inputs:
-            if type(atom) is not Literal and atom in producer:
-                dag.add_edge(producer[atom], index, var=atom)
-        if effects and has_effects(eqn):
-            # Effects (draws from one generator) keep their order: an edge with no var.
-            if last_effect is not None:
-                dag.add_edge(last_effect, index, var=None)
-            last_effect = index
-        for var in eqn.outputs:
-            producer[var] = index
+    dag.add_nodes_from((index, {"eqn": eqn}) for index, eqn in enumerate(graph.equations))
     dag.add_node(OUTPUT)
-    for atom in graph.outputs:
-        if type(atom) is not Literal and atom in producer:
-            dag.add_edge(producer[atom], OUTPUT, var=atom)
+    for u, v, var in _dataflow_edges(graph):
+        dag.add_edge(u, v, var=var)
     return dag
+
+
+def predecessors(graph: Graph) -> list:
+    """For each equation of `graph`, the indices of its predecessors in `dataflow_graph`, in
+    the same order, computed without networkx: fusion runs on a gradient's first call, and
+    importing networkx (about 0.1 s of CPU) would be most of a fresh process's first call.
+
+    >>> from xform.ir.nx import predecessors
+    >>> predecessors(xform.make_graph(lambda x: np.sin(x) * np.cos(x))(1.0))
+    [[], [], [0, 1]]
+    """
+    found = [{} for _ in graph.equations]
+    for u, v, _ in _dataflow_edges(graph):
+        if v is not OUTPUT:
+            found[v][u] = None
+    return [list(before) for before in found]
 
 
 def live_equations(graph: Graph) -> set:
@@ -94,24 +118,40 @@ def stable_topological_order(dag: nx.DiGraph) -> list:
         dag, key=lambda n: float("inf") if n == OUTPUT else n))
 
 
-def contracted_order(dag: nx.DiGraph, block_of) -> list:
-    """A stable topological order of the blocks of `dag` (OUTPUT left out): `block_of[i]` names
-    equation i's block by one of its indices, and each block is contracted to one node.
-    Raises nx.NetworkXUnfeasible when the contraction has a cycle.
+def contracted_order(predecessors, block_of) -> list:
+    """A stable topological order of the blocks of a graph's equations, whose dataflow has
+    `predecessors` (as `predecessors(graph)` gives them): `block_of[i]` names equation i's
+    block by one of its indices, and each block is contracted to one node. Among the blocks
+    ready at each step the smallest goes first, as in `stable_topological_order` (written out
+    here: fusion runs on first calls, which do not import networkx).
 
-    >>> from xform.ir.nx import contracted_order, dataflow_graph
+    >>> from xform.ir.nx import contracted_order, predecessors
     >>> graph = xform.make_graph(lambda x: np.cos(np.sin(x)) * 2.0)(1.0)   # sin, cos, multiply
-    >>> contracted_order(dataflow_graph(graph), {0: 0, 1: 1, 2: 1})   # equations 1, 2 as one
+    >>> contracted_order(predecessors(graph), {0: 0, 1: 1, 2: 1})   # equations 1, 2 as one
     [0, 1]
     """
-    quotient = nx.DiGraph()
-    quotient.add_nodes_from(block_of[n] for n in dag if n != OUTPUT)
-    quotient.add_node(OUTPUT)
-    for u, v in dag.edges:
-        a, b = block_of[u], block_of.get(v, v)
-        if a != b:
-            quotient.add_edge(a, b)
-    return [n for n in stable_topological_order(quotient) if n != OUTPUT]
+    waiting = dict.fromkeys(block_of.values(), 0)   # block -> blocks it still waits for
+    successors = {}
+    for v, before in enumerate(predecessors):
+        b = block_of[v]
+        for u in before:
+            a = block_of[u]
+            after = successors.setdefault(a, set())
+            if a != b and b not in after:
+                after.add(b)
+                waiting[b] += 1
+    ready = [block for block, count in waiting.items() if not count]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        block = heapq.heappop(ready)
+        order.append(block)
+        for after in successors.get(block, ()):
+            waiting[after] -= 1
+            if not waiting[after]:
+                heapq.heappush(ready, after)
+    assert len(order) == len(waiting), "the contracted blocks form a cycle"
+    return order
 
 
 def with_equations(graph: Graph, equations, outputs=None, consts=None) -> Graph:
@@ -292,6 +332,6 @@ def layout(graph: Graph, sweeps: int = 4) -> nx.DiGraph:
     return dag
 
 
-__all__ = ["OUTPUT", "ROOT", "call_graph", "callee_of", "dataflow_graph", "graph_from_order",
-           "layout", "live_equations", "recursive_nodes", "stable_topological_order",
-           "with_equations"]
+__all__ = ["OUTPUT", "ROOT", "call_graph", "callee_of", "contracted_order", "dataflow_graph",
+           "graph_from_order", "layout", "live_equations", "predecessors", "recursive_nodes",
+           "stable_topological_order", "with_equations"]

@@ -149,17 +149,40 @@ def keep_values(values, equations) -> None:
         record.values = (values, _Staged(equations))
 
 
+def keep_fused_values(before, after) -> None:
+    """Count the equations that fusion (xform.passes.fuse) made of `before`'s, in `after`, as
+    computed by the staging being recorded when every equation it took into a region was:
+    a region's element-wise equations give the same bits together as alone, so the first run
+    takes their values (`staged_values`) instead of generating and compiling the region's code
+    to compute them again. (A region holding an equation a pass rewrote is computed again.)"""
+    record = _record.get()
+    if record is None or record.values is None or after is before:
+        return
+    staged = record.values[1]
+    kept = {id(eqn) for eqn in after.equations}
+    if all(eqn in staged for eqn in before.equations if id(eqn) not in kept):
+        # only what fusion made: an equation a pass before it rewrote stays computed again
+        made = {id(eqn) for eqn in before.equations}
+        staged.add(eqn for eqn in after.equations if id(eqn) not in made)
+
+
 class _Staged:
     """The equations a staging computed, asked by identity (equations compare by value)."""
 
     __slots__ = ("_ids", "_equations")
 
     def __init__(self, equations):
-        self._equations = equations     # (held: their ids stay theirs)
+        self._equations = [equations]   # (held: their ids stay theirs)
         self._ids = {id(eqn) for eqn in equations}
 
     def __contains__(self, eqn):
         return id(eqn) in self._ids
+
+    def add(self, equations) -> None:
+        """Count `equations` as computed by the staging too."""
+        equations = list(equations)
+        self._equations.append(equations)
+        self._ids.update(map(id, equations))
 
 
 def staged_values(graph):
@@ -178,6 +201,30 @@ def _numpy_warned(kind, flag) -> None:
     record = _record.get()
     if record is not None:
         record.numpy_warned = True
+
+
+def _public_noting_warnings():
+    state = np.errstate(all="call", call=_numpy_warned)
+    state.__enter__()
+    return state
+
+
+def _public_error_state_reset(state):
+    state.__exit__(None, None, None)
+
+
+try:
+    # np.errstate(all="call", call=_numpy_warned) without its Python layer, which cost a
+    # staged equation ~1.8 us (of ~15): numpy 2 keeps the error state in this context var
+    from numpy._core._ufunc_config import _extobj_contextvar
+    from numpy._core.umath import _make_extobj
+
+    def _noting_warnings():
+        return _extobj_contextvar.set(_make_extobj(all="call", call=_numpy_warned))
+
+    _error_state_reset = _extobj_contextvar.reset
+except ImportError:     # another numpy: its public context manager
+    _noting_warnings, _error_state_reset = _public_noting_warnings, _public_error_state_reset
 
 
 def decisions_so_far() -> int:
@@ -283,15 +330,17 @@ def compute_values(builder, eqn, rules) -> None:
         impl = functools.partial(speculate, speculative_generators(builder))
     else:
         impl = rules.impl
+    # warnings belong to the run of the staged path, which raises them where eager numpy
+    # would: here they are noted
+    token = _noting_warnings()
     try:
-        # warnings belong to the run of the staged path, which raises them where eager
-        # numpy would: here they are noted (0.65 us a staged equation)
-        with np.errstate(all="call", call=_numpy_warned):
-            result = impl(*ins, **params)
+        result = impl(*ins, **params)
     except GuardFailure:
         raise
     except Exception:       # the staged path raises it when it runs, as eager numpy would
         return
+    finally:
+        _error_state_reset(token)
     if prim.multiple_results:
         for var, value in zip(outs, result):
             values[var] = value
@@ -318,5 +367,5 @@ def outcome_of(kind, value):
 
 __all__ = ["NO_VALUE", "GuardFailure", "GuardKey", "StagingRecord", "compute_values",
            "decisions_so_far", "forget_decisions_after", "guard_p", "has_guards",
-           "keep_values", "note_decision", "outcome_of", "recording_decisions",
+           "keep_fused_values", "keep_values", "note_decision", "outcome_of", "recording_decisions",
            "speculative_generators", "staged_values"]

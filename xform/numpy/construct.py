@@ -7,7 +7,6 @@ them instead, as stacks, concatenations and broadcasts.
 from __future__ import annotations
 
 import dis
-import functools
 import sys
 
 import numpy as np
@@ -149,20 +148,30 @@ def _passes_to_xform(value) -> bool:
             or value is np.linalg or value is np.fft)
 
 
-@functools.cache
-def _reaching_names() -> frozenset:
-    # numpy's submodules load on first use (np.polynomial): by name, not from its namespace
-    names = set(_CONSTRUCTOR_NAMES) | {"polynomial", "ma", "char", "rec", "strings", "lib",
-                                       "testing", "ctypeslib", "matlib", "emath", "core"}
-    names.update(getattr(np, "__numpy_submodules__", ()))
-    names -= {"linalg", "fft"}
-    for namespace in (np, np.linalg, np.fft):
-        names.update(name for name, value in vars(namespace).items()
-                     if not _passes_to_xform(value))
-    return frozenset(names)
+# numpy's submodules load on first use (np.polynomial): by name, not from its namespace
+_SUBMODULE_NAMES = (frozenset({"polynomial", "ma", "char", "rec", "strings", "lib", "testing",
+                               "ctypeslib", "matlib", "emath", "core"})
+                    | frozenset(getattr(np, "__numpy_submodules__", ()))) - {"linalg", "fft"}
+# The names classified so far, and those of them through which code reaches numpy's
+# constructors. Decided per name as stagings spell them: classifying all of numpy's ~600
+# names at once cost a process's first gradient call about a quarter of a millisecond.
+_classified: set = set()
+_reaching: set = set()
 
 
-define_group(CONSTRUCTORS_GROUP, lambda names: not _reaching_names().isdisjoint(names))
+def _reaches_constructors(names) -> bool:
+    """Whether code spelling `names` can reach numpy's constructors: it names one, a numpy
+    submodule, or a numpy callable that runs numpy's own Python on its arguments."""
+    for name in set(names).difference(_classified):
+        if name in _CONSTRUCTOR_NAMES or name in _SUBMODULE_NAMES or any(
+                name in vars(namespace) and not _passes_to_xform(vars(namespace)[name])
+                for namespace in (np, np.linalg, np.fft)):
+            _reaching.add(name)
+        _classified.add(name)
+    return not _reaching.isdisjoint(names)
+
+
+define_group(CONSTRUCTORS_GROUP, _reaches_constructors)
 
 for _name, _replacement in [("asarray", _asarray),
                             ("asanyarray", _asarray), ("ascontiguousarray", _ascontiguousarray),

@@ -156,6 +156,7 @@ _pending: dict = {}        # module name -> installers waiting for the module's 
 _installed = 0             # installers run so far
 _modules_seen = 0          # len(sys.modules) when install_pending last looked
 _lock = threading.RLock()  # re-entered: installers call stand_in
+_installing = False        # install_pending is running installers (under _lock)
 _depth = 0                 # stagings in progress, over all threads
 
 
@@ -180,7 +181,8 @@ def stand_in(function, replacement, when=_has_tracer, group=None) -> None:
     swap.group = group
     with _lock:
         _swaps.append(swap)
-        _update_settings()
+        if not _installing:
+            _update_settings()
         if (_depth if group is None else _group_depth.get(group)):
             swap.apply()
 
@@ -227,15 +229,23 @@ def install_pending() -> bool:
     """Run the installers whose module is imported by now; whether any ran. Staging calls it
     on entry; the numpy protocol again before calling something unsupported (a SciPy module
     imported inside the staged function)."""
-    global _installed, _modules_seen
+    global _installed, _modules_seen, _installing
     ran = False
     _modules_seen = len(sys.modules)
     with _lock:
-        for module_name in [m for m in _pending if m in sys.modules]:
-            for install in _pending.pop(module_name):
-                install()
-                _installed += 1
-                ran = True
+        # The settings are made once for all the stand-ins installed here: each made
+        # anew for each cost SciPy's ~90 a quarter of a second (quadratic).
+        _installing = True
+        try:
+            for module_name in [m for m in _pending if m in sys.modules]:
+                for install in _pending.pop(module_name):
+                    install()
+                    _installed += 1
+                    ran = True
+        finally:
+            _installing = False
+            if ran:
+                _update_settings()
     return ran
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from xform.ir.avals import is_differentiable
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.ir.nx import contracted_order, dataflow_graph, with_equations
+from xform.ir.nx import contracted_order, predecessors, with_equations
 from xform.ir.rules import elementwise_primitives, primitive_for
 from xform.passes.cse import eliminate_common_subexpressions
 from xform.passes.dce import eliminate_dead_code
@@ -83,10 +83,10 @@ def _fuse_regions(graph, max_width, fusible):
     candidates = [eqn for eqn in graph.equations if fusible(eqn)]
     if not _pays(candidates, fusible) or not _has_fusible_pair(candidates):
         return graph
-    dag = dataflow_graph(graph)
+    before = predecessors(graph)
     groups = _Groups(graph, max_width, fusible)
     for index in range(len(graph.equations)):  # equations are in topological order
-        groups.add(index, list(dag.predecessors(index)))
+        groups.add(index, before[index])
     blocks = {}
     for rep, members in groups.blocks().items():
         if len(members) > 1 and not _pays([graph.equations[i] for i in members], fusible):
@@ -103,7 +103,7 @@ def _fuse_regions(graph, max_width, fusible):
                 read_by.setdefault(atom, set()).add(index)
     escaping = {a for a in graph.outputs if type(a) is Var}
     equations = []
-    for rep in contracted_order(dag, block_of):
+    for rep in contracted_order(before, block_of):
         members = blocks[rep]
         if len(members) == 1:
             equations.append(graph.equations[rep])

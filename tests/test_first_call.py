@@ -1,0 +1,209 @@
+"""A transform's first call (issue 30, part 5): what a cache entry keeps, what a first call
+takes from staging instead of computing again, and what a process's first call does not pay
+for (networkx, classifying all of numpy's names, setting stand-ins up once each)."""
+import gc
+import os
+import warnings
+import weakref
+
+import numpy as np
+import pytest
+
+import xform
+from xform.numpy.stand_ins import groups_unreached
+
+
+def _branchy(a):
+    if a > 0:
+        return a * 3.0
+    return a * 2.0
+
+
+def _entries():
+    return xform.cache_info()["entries"]
+
+
+def test_a_deciding_functions_entry_leaves_the_cache_when_the_function_dies():
+    before = _entries()
+
+    def branchy(a):
+        return _branchy(a)
+    grad = xform.grad(branchy)
+    assert grad(1.5) == 3.0 and grad(-1.0) == 2.0     # two paths in one entry
+    assert _entries() == before + 1
+    alive = weakref.ref(branchy)
+    del branchy, grad
+    gc.collect()
+    assert alive() is None
+    assert _entries() == before
+
+
+def test_a_path_staged_after_the_transform_that_made_the_entry_died():
+    def branchy(a):
+        return _branchy(a)
+    builds = xform.cache_info()["builds"]
+    assert xform.grad(branchy)(1.5) == 3.0
+    gc.collect()    # the transform is gone; its entry lives as long as `branchy`
+    assert xform.grad(branchy)(-1.0) == 2.0
+    assert xform.grad(branchy)(2.0) == 3.0
+    assert xform.cache_info()["builds"] == builds + 1
+    assert xform.cache_info()["paths"]["grad of 'test_a_path_staged_after_the_transform_" \
+                                       "that_made_the_entry_died.<locals>.branchy'"] == 2
+
+
+def test_a_later_path_keeps_the_static_keywords():
+    def scaled(a, *, mode):
+        factor = 3.0 if mode == "triple" else 5.0
+        if a > 0:
+            return a * factor
+        return -a * factor
+    grad = xform.grad(scaled, static_argnames="mode")
+    assert grad(1.0, mode="triple") == 3.0
+    gc.collect()
+    assert grad(-1.0, mode="triple") == -3.0
+    assert grad(-1.0, mode="other") == -5.0
+
+
+def test_constructor_group_names_are_classified_as_code_spells_them():
+    # A constructor, a numpy submodule, numpy's Python callables reach numpy's constructors;
+    # ufuncs and dispatched functions do not.
+    reached = "numpy constructors"
+    assert reached in groups_unreached({"np", "sum", "sin", "inv"})
+    for name in ("zeros", "polynomial", "vectorize", "ma"):
+        assert reached not in groups_unreached({"np", name})
+    assert reached in groups_unreached({"np", "a_name_numpy_does_not_have"})
+
+
+
+def _graphs():
+    """Graphs with fusible regions, a diamond, repeated reads and ordered draws."""
+    def draws(x):
+        rng = np.random.default_rng(0)
+        return np.sin(x) * rng.standard_normal(3) + np.cos(x) * rng.standard_normal(3)
+    yield xform.make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x + np.exp(x) * x))(np.ones(5))
+    yield xform.make_graph(lambda x: (np.sin(x) * np.sin(x), np.cos(x)))(1.0)
+    yield xform.make_graph(draws)(np.ones(3))
+
+
+def test_predecessors_are_the_dataflow_graphs_without_networkx():
+    import networkx as nx
+    from xform.ir.nx import contracted_order, dataflow_graph, predecessors
+    for graph in _graphs():
+        dag = dataflow_graph(graph)
+        before = predecessors(graph)
+        assert before == [list(dag.predecessors(i)) for i in range(len(graph.equations))]
+        # contracting pairs of neighbours: the order networkx's stable sort gives
+        n = len(graph.equations)
+        for block_of in ({i: i for i in range(n)}, {i: i - i % 2 for i in range(n)}):
+            quotient = nx.DiGraph()
+            quotient.add_nodes_from(block_of.values())
+            quotient.add_edges_from((block_of[u], block_of[v]) for u, v in dag.edges
+                                    if v in block_of and block_of[u] != block_of[v])
+            if not nx.is_directed_acyclic_graph(quotient):
+                continue
+            assert contracted_order(before, block_of) == list(
+                nx.lexicographical_topological_sort(quotient))
+
+
+def test_a_first_gradient_call_that_fuses_does_not_import_networkx():
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np, xform\n"
+            "g = xform.grad(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.linspace(0, 1, 4000))\n"
+            "assert xform.cache_info()['entries'] == 1\n"
+            "from xform.passes import fuse_elementwise\n"
+            "graph = xform.make_graph(lambda x: np.sin(np.cos(x)) * x)(np.ones(4000))\n"
+            "assert fuse_elementwise(graph) is not graph   # it fused\n"
+            "print('networkx' in sys.modules)\n")
+    root = os.path.dirname(os.path.dirname(xform.__file__))   # this xform, in the child
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": root})
+    assert done.stdout.strip() == "False"
+
+
+def test_a_first_call_takes_a_fused_regions_values_from_staging():
+    # The region (cos, sin, multiply on y) needs no derivative: on the first call staging's
+    # values stand for it, so no code is generated for it; the second call compiles the
+    # gradient, and the two agree bit for bit.
+    def f(x, y):
+        return np.dot(x, np.sin(np.cos(y)) * y)
+    x, y = np.linspace(0.0, 1.0, 4000), np.linspace(-1.0, 2.0, 4000)
+    graph = xform.make_graph(f)(x, y)
+    from xform.passes import fuse_elementwise
+    assert len(fuse_elementwise(graph).equations) < len(graph.equations)   # it fuses
+    grad = xform.grad(f)
+    compiles = xform.cache_info()["compiles"]
+    first = grad(x, y)
+    assert xform.cache_info()["compiles"] == compiles
+    second = grad(x, y)
+    assert xform.cache_info()["compiles"] > compiles
+    assert first.tobytes() == second.tobytes() == (np.sin(np.cos(y)) * y).tobytes()
+
+
+def test_a_region_holding_a_rewritten_equation_is_computed_again():
+    # simplify rounds (s * 0.1) * 0.3 as s * 0.03: staging's values of the region are not the
+    # compiled code's, so the first call computes the region as the second does.
+    def f(x, y):
+        return np.dot(x, np.sin(y) * 0.1 * 0.3)
+    x, y = np.linspace(0.0, 1.0, 4000), np.linspace(-1.0, 2.0, 4000)
+    grad = xform.grad(f)
+    first, second = grad(x, y), grad(x, y)
+    assert first.tobytes() == second.tobytes() == (np.sin(y) * 0.03).tobytes()
+    assert first.tobytes() != (np.sin(y) * 0.1 * 0.3).tobytes()
+
+
+def test_stand_ins_installed_together_are_set_up_once(monkeypatch):
+    import sys
+    import types
+    from xform.numpy import stand_ins
+    module = types.ModuleType("first_call_test_module")
+    module.halve = lambda x: x / 2
+    module.third = lambda x: x / 3
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+    def install():
+        stand_ins.stand_in((module, "halve"), lambda x: x * 0.5 + 1.0)
+        stand_ins.stand_in((module, "third"), lambda x: x * 0.25)
+    stand_ins.stand_in_when_imported(module.__name__, install)
+    updates = []
+    real = stand_ins._update_settings
+    monkeypatch.setattr(stand_ins, "_update_settings", lambda: (updates.append(1), real()))
+    try:
+        grad = xform.grad(lambda x: module.halve(x) + module.third(x))
+        assert grad(2.0) == 0.75     # both stand-ins in force while staging
+        assert len(updates) == 1
+        assert module.halve(2.0) == 1.0 and module.third(3.0) == 1.0   # restored after
+    finally:
+        monkeypatch.undo()
+        stand_ins.remove_stand_in((module, "halve"))
+        stand_ins.remove_stand_in((module, "third"))
+
+
+@pytest.mark.parametrize("error_state", ["numpy's context var", "np.errstate"])
+def test_a_warning_while_staging_is_raised_once_by_the_run(error_state, monkeypatch):
+    from xform.ir import values
+    if error_state == "np.errstate":
+        monkeypatch.setattr(values, "_noting_warnings", values._public_noting_warnings)
+        monkeypatch.setattr(values, "_error_state_reset", values._public_error_state_reset)
+    before = np.geterr()
+
+    def f(x):
+        return np.sum(np.log(x - 2.0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grad = xform.grad(f)(np.array([1.0, 3.0]))
+    assert np.array_equal(grad, [-1.0, 1.0])
+    assert [str(w.message) for w in caught] == ["invalid value encountered in log"]
+    assert np.geterr() == before
+
+
+def test_an_equation_rewritten_beside_a_fused_region_is_computed_again():
+    # The kernel fuses; simplify rewrites cholesky (numpy's) as LAPACK's potrf, which rounds
+    # differently: the first call runs potrf, as the compiled calls do.
+    def f(x):
+        kernel = np.exp(-0.5 * (x[:, None] - x[None, :]) ** 2) + np.eye(x.size)
+        return np.sum(np.log(np.diagonal(np.linalg.cholesky(kernel))))
+    x = np.linspace(-3.0, 3.0, 40)
+    grad = xform.grad(f)
+    first, second = grad(x), grad(x)
+    assert first.tobytes() == second.tobytes()
