@@ -519,6 +519,8 @@ class Transformed(CachedCall):
                        if statics or static_keywords else _NO_STATICS)
 
         backend = self.backend
+        # jax arrays go to XLA whatever its cost model says (xform.codegen.xla.lower)
+        device_inputs = backend_in_use(backend) == "xla" and any(map(is_device_array, leaves))
 
         def stage_path(path_leaves):
             """(run, unflatten, decisions, generators, drew) of the path `path_leaves` take."""
@@ -552,13 +554,14 @@ class Transformed(CachedCall):
                 run = CACHE.compiled(finish(graph)).fn
             else:
                 def compile_later():    # the promotion, later: for the backend chosen here
-                    with using_backend(backend):    # (not `self`: the entry must not hold fun)
+                    # (not `self`: the entry must not hold fun)
+                    with using_backend(backend, device_inputs):
                         return CACHE.compiled(finish(graph_of())).fn
                 run = FirstTier(run, compile_later, first)
             return run, unflatten, record.decisions, generators, staged
 
         def make():
-            with using_backend(backend):
+            with using_backend(backend, device_inputs):
                 return build_entry()
 
         def build_entry():
@@ -579,10 +582,10 @@ class Transformed(CachedCall):
                                  decisions, generators), _results
 
         def staged_in_backend(path_leaves):     # a later path, for the backend chosen here
-            with using_backend(backend):
+            with using_backend(backend, device_inputs):
                 return stage_path(path_leaves)
-        entry = CACHE.build(self.fun, (self.kind, self.params, backend, in_tree, signature,
-                                       statics_key),
+        entry = CACHE.build(self.fun, (self.kind, self.params, backend, device_inputs,
+                                       in_tree, signature, statics_key),
                             make, arguments=static_values)
         fn, unflatten = entry.value
         if type(fn) is FirstTier or type(fn) is Paths:

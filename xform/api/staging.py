@@ -90,12 +90,14 @@ def _is_value(x) -> bool:
 def split_graph(fun, static_argnums=(), *, backend="xla"):
     """The graph `jit(fun, backend=backend)` runs on these arguments: staged, optimized, and
     split into XLA segments (`xla_call` equations, each holding its segment's graph) and the
-    equations left to the host, which run with numpy (`xform.describe_split` lists them).
+    equations left to the host, which run with numpy (`xform.describe_split` lists them):
+    for numpy arguments, XLA gets the parts where a call into it pays
+    (`xform.config.xla_placement`; docs/backends.md).
 
     >>> import scipy.linalg    # its expm is SciPy's own kernel: it runs on the host
     >>> def f(a):
     ...     return np.sum(np.sin(scipy.linalg.expm(a) * 2.0))
-    >>> print(xform.describe_split(xform.split_graph(f)(np.eye(2))))
+    >>> print(xform.describe_split(xform.split_graph(f)(np.eye(100))))
     host: expm
     xla: 3 equations
     """
