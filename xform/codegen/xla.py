@@ -712,7 +712,8 @@ def lower(graph: Graph, placement: str = "always") -> Graph:
     host equations when it is too large (MAX_EQUATIONS), nothing in it can go to XLA, or,
     with placement "auto", where no run of it pays for a call into XLA (`_xla_pays`).
     Either way, jax arrays passed in are read into numpy where host equations read them, and
-    the results come back as the arguments came (`to_caller`)."""
+    the results come back as the arguments came (`to_caller`); with placement "auto", which
+    is for numpy arguments only, a graph left whole to the host is returned as it is."""
     cache = _LOWERED[placement]
     lowered = cache.get(graph)
     if lowered is None:
@@ -727,9 +728,15 @@ _LOWERED = {placement: weakref.WeakKeyDictionary() for placement in PLACEMENTS}
 _lock = threading.RLock()
 
 
+def _on_host(graph, placement):
+    """`graph` as numpy code whole. Placement "auto" lowers for numpy arguments only (jax
+    arrays passed in choose "always"): its numpy code then needs no conversions."""
+    return graph if placement == "auto" else _at_the_boundaries(graph)
+
+
 def _lower(graph, placement):
     if _rerolled_count(graph) > MAX_EQUATIONS:
-        return _at_the_boundaries(graph)
+        return _on_host(graph, placement)
     equations = graph.equations
     host = {i for i, eqn in enumerate(equations) if not _lowerable(eqn)}
     consts = dict(graph.consts)
@@ -741,7 +748,7 @@ def _lower(graph, placement):
             host.update(unpaid)
             continue
         if len(host) == len(equations):
-            return _at_the_boundaries(graph)
+            return _on_host(graph, placement)
         later_reads = _later_reads(graph, runs, host)
         try:
             new_equations = []
