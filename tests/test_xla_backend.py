@@ -496,3 +496,33 @@ def test_a_group_xla_cannot_run_as_vectors_runs_one_equation_at_a_time():
     assert xform.describe_split(split).startswith("xla: ")
     np.testing.assert_allclose(xform.jit(f, backend="xla")(x), np.sum(np.sin(2 * x)),
                                rtol=1e-12)
+
+
+def _primitive_names(jaxpr) -> list:
+    """The primitives of `jaxpr`'s equations, those of the jaxprs in their params too."""
+    names = []
+    for eqn in jaxpr.eqns:
+        names.append(eqn.primitive.name)
+        for value in eqn.params.values():
+            inner = getattr(value, "jaxpr", value)
+            if hasattr(inner, "eqns"):
+                names += _primitive_names(inner)
+    return names
+
+
+def test_a_gradient_through_solve_factors_its_matrix_once():
+    y = np.linspace(-1.0, 1.0, 6)
+
+    def f(a):
+        return np.sum(y * np.linalg.solve(a @ a.T + 6.0 * np.eye(6), y))
+    a = np.random.default_rng(0).standard_normal((6, 6))
+    split = xform.split_graph(xform.grad(f))(a)
+    assert sum(e.primitive.name == "solve" for e in _segments(split)[0].params["graph"]
+               .equations) == 2
+    (segment,) = _segments(split)
+    with jax.enable_x64(True):
+        jaxpr = segment.params["executable"].jitted.trace(
+            *[jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in segment.inputs]).jaxpr
+    assert _primitive_names(jaxpr).count("lu") == 1
+    got, want = _on_both(lambda: xform.grad(f)(a))
+    np.testing.assert_allclose(got, want, rtol=1e-10)

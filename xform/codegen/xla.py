@@ -515,6 +515,8 @@ def _evaluate_rerolled(graph, args, consts) -> list:
     _, jnp, _ = _jax()
     env = dict(zip(graph.inputs, args))
     env.update(consts)
+    shared = _shared_factorizations(graph.equations)
+    factors = {}
     for indices in _groups(graph.equations):
         members = [graph.equations[i] for i in indices]
         if len(members) > 1:
@@ -524,8 +526,47 @@ def _evaluate_rerolled(graph, args, consts) -> list:
             except Exception:   # one by one, so that the failing equation is found
                 pass
         for eqn in members:
-            _evaluate_equation(eqn, env, top=True)
+            if eqn in shared:
+                _solve_with_shared_factors(eqn, *shared[eqn], env, factors)
+            else:
+                _evaluate_equation(eqn, env, top=True)
     return [jnp.asarray(_read(env, atom), atom.aval.dtype) for atom in graph.outputs]
+
+
+# == solves sharing a factorization ===============================================================
+# A gradient through solve(A, b) solves with A forward and with A^T backward. JAX factors A
+# once for both; the two `solve` equations would factor it twice.
+
+def _shared_factorizations(equations) -> dict:
+    """solve eqn -> (matrix, transposed) for the solves with one square matrix, or its
+    transpose, where two or more solve with it."""
+    transposed = {eqn.outputs[0]: eqn.inputs[0] for eqn in equations
+                  if eqn.primitive.name == "transpose" and eqn.params["axes"] == (1, 0)
+                  and type(eqn.inputs[0]) is Var}
+    users = {}
+    for eqn in equations:
+        matrix = eqn.inputs[0] if eqn.primitive.name == "solve" else None
+        if type(matrix) is Var and len(matrix.aval.shape) == 2:
+            source = transposed.get(matrix, matrix)
+            users.setdefault(source, []).append((eqn, source is not matrix))
+    return {eqn: (matrix, flag) for matrix, solves in users.items() if len(solves) > 1
+            for eqn, flag in solves}
+
+
+def _solve_with_shared_factors(eqn, matrix, transposed, env, factors) -> None:
+    """`eqn`, a solve with `matrix` (or its transpose), from its LU factors, computed once."""
+    jax, jnp, _ = _jax()
+    try:
+        if matrix not in factors:
+            factors[matrix] = jax.scipy.linalg.lu_factor(_read(env, matrix))
+        out = jnp.asarray(jax.scipy.linalg.lu_solve(factors[matrix], _read(env, eqn.inputs[1]),
+                                                    trans=1 if transposed else 0))
+        aval = eqn.outputs[0].aval
+        if out.shape != aval.shape:
+            raise _Unlowerable(eqn)
+        env[eqn.outputs[0]] = out.astype(aval.dtype)
+    except Exception as err:
+        raise _Unlowerable(eqn) from err
 
 
 # == the cost model ==============================================================================
