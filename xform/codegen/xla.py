@@ -742,30 +742,28 @@ def _segment(graph, run, later_reads, consts):
                     {"graph": segment, "executable": executable}, source=run[0].source)
 
 
-#: How `lower` places the equations XLA can run: "auto", where the cost model says XLA pays
-#: (`_xla_pays`; the default for numpy arguments), or "always" (jax arrays came in: they stay
-#: on their device; or the user's choice, xform.config.xla_placement).
-PLACEMENTS = ("auto", "always")
-
-
 def lower(graph: Graph, placement: str = "always") -> Graph:
     """`graph` split into XLA segments (`xla_call` equations) and host equations; all of it
     host equations when it is too large (MAX_EQUATIONS), nothing in it can go to XLA, or,
     with placement "auto", where no run of it pays for a call into XLA (`_xla_pays`).
+    `placement` (xform.config.xla_placement): "auto" puts the equations XLA can run where the
+    cost model says XLA pays; "always" puts them all on XLA (as for jax arrays passed in,
+    which stay on their device).
     Either way, jax arrays passed in are read into numpy where host equations read them, and
     the results come back as the arguments came (`to_caller`); with placement "auto", which
     is for numpy arguments only, a graph left whole to the host is returned as it is."""
-    cache = _LOWERED[placement]
-    lowered = cache.get(graph)
+    cache = _LOWERED.get(placement)
+    lowered = None if cache is None else cache.get(graph)
     if lowered is None:
         with _lock:
+            cache = _LOWERED.setdefault(placement, weakref.WeakKeyDictionary())
             lowered = cache.get(graph)
             if lowered is None:
                 lowered = cache[graph] = _lower(graph, placement)
     return lowered
 
 
-_LOWERED = {placement: weakref.WeakKeyDictionary() for placement in PLACEMENTS}
+_LOWERED = {}       # placement -> graph -> its lowered graph
 _lock = threading.RLock()
 
 
