@@ -435,6 +435,8 @@ def test_jax_arrays_go_to_xla_however_small_the_graph():
         assert len(calls) == 2
         on_host = gradient(np.asarray(x))       # numpy arguments: the cost model decides
         assert type(on_host) is np.ndarray and len(calls) == 2
+        assert _segments(xform.split_graph(xform.grad(f))(x))
+        assert not _segments(xform.split_graph(xform.grad(f))(np.asarray(x)))
     np.testing.assert_allclose(out, on_host, rtol=1e-12)
     np.testing.assert_allclose(on_host, np.sin(2 * np.asarray(x)), rtol=1e-12)
 

@@ -10,6 +10,7 @@ import numpy as np
 from xform.api.dispatch import (aval_of_signature, leaf_signature, normalize_argnums,
                                 present_argnums, run, static_positions, transformed)
 from xform.api.pipeline import checked_backend, finish_graph, using_backend
+from xform.codegen.xla import is_device_array
 from xform.errors import TreeMismatchError, not_callable_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import KnownValues, stage_function
@@ -106,7 +107,9 @@ def split_graph(fun, static_argnums=(), *, backend="xla"):
 
     def split(*args):
         graph = staged(*args)
-        with using_backend(backend):
+        # jax arrays go to XLA whatever the cost model says, as jit sends them
+        device_inputs = any(map(is_device_array, tree_flatten(args)[0]))
+        with using_backend(backend, device_inputs):
             return finish_graph(graph)
     return split
 
