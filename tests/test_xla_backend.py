@@ -21,13 +21,25 @@ from xform.testing.programs import NOT_DIFFERENTIABLE_TO_FLOAT64
 
 
 @contextlib.contextmanager
-def backend(name):
-    previous = xform.config.backend
-    xform.config.update("backend", name)
+def option(name, value):
+    previous = getattr(xform.config, name)
+    xform.config.update(name, value)
     try:
         yield
     finally:
-        xform.config.update("backend", previous)
+        xform.config.update(name, previous)
+
+
+def backend(name):
+    return option("backend", name)
+
+
+@pytest.fixture(autouse=True)
+def xla_wherever_it_can():
+    """XLA runs everything it can: these tests are about its code, which the cost model would
+    keep off most of their small graphs (its own tests choose "auto" again)."""
+    with option("xla_placement", "always"):
+        yield
 
 
 def _on_both(compute):
@@ -318,3 +330,201 @@ def test_without_jax_the_backend_is_an_error_at_the_users_line(monkeypatch):
         xla._jax.cache_clear()
         xla._table.cache_clear()
     assert isinstance(xform.jit(np.cos, backend="xla")(np.ones(2)), np.ndarray)
+
+
+# == the cost model: XLA where it pays ==========================================================
+
+def _loop_over_elements(x):
+    return sum(np.sin(np.exp(x[i])) for i in range(x.shape[0]))
+
+
+def _host_double():
+    host_p = xform.Primitive("host_only_twice")
+    host_p.def_impl(lambda x: x * 2.0)
+    host_p.def_abstract_eval(lambda x: x)
+    return host_p
+
+
+def test_a_small_graph_stays_on_numpy_unless_xla_is_chosen_for_everything():
+    def f(x):
+        return np.sum(np.sin(x) * x)
+    x = np.linspace(0.0, 1.0, 5)
+    with option("xla_placement", "auto"):
+        # a few numpy calls cost less than one call into XLA: the numpy backend's code, with
+        # no conversions around it (only numpy arguments reach it)
+        split = xform.split_graph(f)(x)
+        assert [e.primitive.name for e in split.equations] == ["sin", "multiply", "sum"]
+        assert not _segments(xform.split_graph(xform.grad(f))(x))
+        got = xform.grad(f, backend="xla")(x)
+    assert type(got) is np.ndarray
+    np.testing.assert_array_equal(got, xform.grad(f)(x))       # the numpy backend's bits
+    assert xform.describe_split(xform.split_graph(f)(x)) == "xla: 3 equations"
+
+
+def test_the_price_of_a_call_into_xla_decides(monkeypatch):
+    x = np.linspace(0.0, 1.0, 5)
+    with option("xla_placement", "auto"):
+        monkeypatch.setattr(xla, "XLA_CALL_NS", 0.0)
+        assert _segments(xform.split_graph(lambda v: np.sum(np.sin(v) * v))(x))
+        monkeypatch.setattr(xla, "XLA_CALL_NS", float("inf"))
+        assert not _segments(xform.split_graph(_loop_over_elements)(np.ones(40)))
+
+
+def test_a_python_loop_over_elements_and_a_long_scan_pay_for_xla():
+    def short_scan(x):
+        return xform.scan(lambda c, s: (np.sin(c) * s, c), x, np.linspace(0.0, 1.0, 2))[0]
+
+    def long_scan(x):
+        return xform.scan(lambda c, s: (np.sin(c) * s, c), x, np.linspace(0.0, 1.0, 200))[0]
+    with option("xla_placement", "auto"):
+        for f, x, pays in [(_loop_over_elements, np.ones(40), True),
+                           (_loop_over_elements, np.ones(2), False),
+                           (long_scan, 0.5, True), (short_scan, 0.5, False)]:
+            assert bool(_segments(xform.split_graph(f)(x))) == pays, (f.__name__, x)
+            got, want = _on_both(lambda: xform.grad(f)(x))
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_each_segment_is_weighed_on_its_own():
+    host_p = _host_double()
+
+    def f(x):
+        y = _loop_over_elements(x)
+        return np.tanh(host_p.bind(y)) + 1.0
+    x = np.linspace(0.0, 1.0, 40)
+    with option("xla_placement", "auto"):
+        split = xform.describe_split(xform.split_graph(f)(x)).splitlines()
+        assert split[0].startswith("xla: ") and split[1:] == [
+            "host: host_only_twice", "host: tanh", "host: add"]
+        got = xform.jit(f, backend="xla")(x)
+    np.testing.assert_allclose(got, np.tanh(2 * _loop_over_elements(x)) + 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("on_cpu", [True, False])
+def test_matrix_products_and_factorizations_stay_on_numpy_when_xla_runs_on_the_cpu(
+        monkeypatch, on_cpu):
+    # On a CPU, numpy's BLAS and LAPACK beat XLA's kernels: the element-wise work around
+    # them does not pay for that; on another device it does.
+    monkeypatch.setattr(xla, "_xla_on_cpu", lambda: on_cpu)
+    a = np.random.default_rng(0).standard_normal((200, 200))
+
+    def products(w):
+        return np.sum(np.tanh(w @ a) @ a)
+
+    def factorization(w):
+        return np.sum(np.linalg.cholesky(w @ w.T + 200.0 * np.eye(200)))
+    with option("xla_placement", "auto"):
+        for f in (products, factorization):
+            assert bool(_segments(xform.split_graph(xform.grad(f))(a))) != on_cpu
+
+
+def test_jax_arrays_go_to_xla_however_small_the_graph():
+    def f(v):
+        return np.sum(np.sin(v) ** 2)
+    gradient = xform.grad(f, backend="xla")
+    with jax.enable_x64(True):
+        x = jnp.linspace(0.0, 1.0, 4)
+    calls = []
+    real_call = xla.Executable.__call__
+    with option("xla_placement", "auto"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(xla.Executable, "__call__",
+                      lambda self, *args: calls.append(self) or real_call(self, *args))
+        for _ in range(2):      # the uncached path, then the cached one
+            out = gradient(x)
+            assert isinstance(out, jax.Array) and out.devices() == x.devices()
+        assert len(calls) == 2
+        on_host = gradient(np.asarray(x))       # numpy arguments: the cost model decides
+        assert type(on_host) is np.ndarray and len(calls) == 2
+        assert _segments(xform.split_graph(xform.grad(f))(x))
+        assert not _segments(xform.split_graph(xform.grad(f))(np.asarray(x)))
+    np.testing.assert_allclose(out, on_host, rtol=1e-12)
+    np.testing.assert_allclose(on_host, np.sin(2 * np.asarray(x)), rtol=1e-12)
+
+
+def test_an_unknown_placement_is_an_error():
+    with pytest.raises(ValueError, match="xla_placement"):
+        xform.config.update("xla_placement", "sometimes")
+
+
+# == loops over elements, re-rolled =============================================================
+
+def _compiled_operations(split):
+    """How many operations jax stages for the XLA segments of `split`."""
+    total = 0
+    for eqn in _segments(split):
+        specs = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.inputs]
+        with jax.enable_x64(True):
+            total += len(eqn.params["executable"].jitted.trace(*specs).jaxpr.eqns)
+    return total
+
+
+def test_a_loop_over_elements_is_compiled_as_one_chain_of_vector_operations():
+    split = xform.split_graph(xform.grad(_loop_over_elements))(np.linspace(0.0, 1.0, 60))
+    equations = sum(len(eqn.params["graph"].equations) for eqn in _segments(split))
+    assert equations >= 300
+    assert _compiled_operations(split) < 30
+
+
+_W = np.array([0.5, -1.0, 2.0])
+
+
+@pytest.mark.parametrize("loop", [
+    # lanes read in no order a slice can take
+    lambda x: sum(np.sin(x[i]) * x[j] for i, j in zip([3, 0, 5, 1], [2, 6, 0, 4])),
+    # a lane times a vector every iteration shares: lanes broadcast against it
+    lambda x: np.sum(sum(np.tanh(x[i] * _W) for i in range(x.shape[0]))),
+    # windows of two elements (stacked), then one element of a row each
+    lambda x: sum(np.sum(np.exp(x[i:i + 2])) for i in range(x.shape[0] - 1)),
+    lambda x: sum(np.sin(np.reshape(x, (7, 1))[i, 0]) for i in range(0, 7, 2)),
+])
+def test_re_rolled_loops_agree_with_numpy(loop):
+    x = np.linspace(-0.7, 1.3, 7)
+    for transform in (xform.jit, xform.grad):
+        got, want = _on_both(lambda: transform(loop)(x))
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_a_group_xla_cannot_run_as_vectors_runs_one_equation_at_a_time():
+    _, jnp_, _ = xla._jax()
+    scalar_p = xform.Primitive("scalar_only_double")
+    xform.extend.register(scalar_p, impl=lambda x: x * 2.0, abstract_eval=lambda x: x,
+                          elementwise=True,
+                          hooks={"xla": lambda x: jnp_.reshape(x, ()) * 2.0})
+
+    def f(x):
+        return sum(np.sin(scalar_p.bind(x[i])) for i in range(x.shape[0]))
+    x = np.linspace(-1.0, 1.0, 5)
+    split = xform.split_graph(f)(x)
+    assert xform.describe_split(split).startswith("xla: ")
+    np.testing.assert_allclose(xform.jit(f, backend="xla")(x), np.sum(np.sin(2 * x)),
+                               rtol=1e-12)
+
+
+def _primitive_names(jaxpr) -> list:
+    """The primitives of `jaxpr`'s equations, those of the jaxprs in their params too."""
+    names = []
+    for eqn in jaxpr.eqns:
+        names.append(eqn.primitive.name)
+        for value in eqn.params.values():
+            inner = getattr(value, "jaxpr", value)
+            if hasattr(inner, "eqns"):
+                names += _primitive_names(inner)
+    return names
+
+
+def test_a_gradient_through_solve_factors_its_matrix_once():
+    y = np.linspace(-1.0, 1.0, 6)
+
+    def f(a):
+        return np.sum(y * np.linalg.solve(a @ a.T + 6.0 * np.eye(6), y))
+    a = np.random.default_rng(0).standard_normal((6, 6))
+    split = xform.split_graph(xform.grad(f))(a)
+    assert sum(e.primitive.name == "solve" for e in _segments(split)[0].params["graph"]
+               .equations) == 2
+    (segment,) = _segments(split)
+    with jax.enable_x64(True):
+        jaxpr = segment.params["executable"].jitted.trace(
+            *[jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in segment.inputs]).jaxpr
+    assert _primitive_names(jaxpr).count("lu") == 1
+    got, want = _on_both(lambda: xform.grad(f)(a))
+    np.testing.assert_allclose(got, want, rtol=1e-10)

@@ -537,6 +537,8 @@ class Transformed(CachedCall):
         # user's function: the entry must leave the cache when the function dies.
         backend, build, first_call, finish = self.backend, self.build, self.first_call, \
             self.finish
+        # jax arrays go to XLA whatever its cost model says (xform.codegen.xla.lower)
+        device_inputs = backend_in_use(backend) == "xla" and any(map(is_device_array, leaves))
 
         def stage_path(fun, path_leaves):
             """(run, unflatten, decisions, generators, drew) of the path `path_leaves` take."""
@@ -569,14 +571,15 @@ class Transformed(CachedCall):
                 run, unflatten = steady_value(finish(graph), unflatten)
             else:
                 def compile_later():    # the promotion, later: for the backend chosen here
-                    with using_backend(backend):    # (not `self`: the entry must not hold fun)
+                    # (not `self`: the entry must not hold fun)
+                    with using_backend(backend, device_inputs):
                         steady = steady_value(finish(graph_of()), unflatten)
                         return results_of(*steady), steady
                 run = FirstTier(run, compile_later, first)
             return run, unflatten, record.decisions, generators, staged
 
         def make():
-            with using_backend(backend):
+            with using_backend(backend, device_inputs):
                 return build_entry()
 
         def build_entry():
@@ -599,10 +602,10 @@ class Transformed(CachedCall):
         held = weak_holder(self.fun)
 
         def staged_in_backend(path_leaves):     # a later path, for the backend chosen here
-            with using_backend(backend):
+            with using_backend(backend, device_inputs):
                 return stage_path(staged_function(held()), path_leaves)
-        entry = CACHE.build(self.fun, (self.kind, self.params, backend, in_tree, signature,
-                                       statics_key),
+        entry = CACHE.build(self.fun, (self.kind, self.params, backend, device_inputs,
+                                       in_tree, signature, statics_key),
                             make, arguments=static_values)
         fn, unflatten = entry.value
         if type(fn) is FirstTier or type(fn) is Paths:

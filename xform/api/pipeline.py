@@ -34,20 +34,30 @@ def checked_backend(backend):
     return backend
 
 
+# Whether the call being built was passed jax arrays: then XLA runs all it can, whatever its
+# cost model says, so that the arrays stay on their device.
+_device_inputs = contextvars.ContextVar("xform_device_inputs", default=False)
+
+
 class using_backend:
-    """The builds inside finish their graphs for `backend` (None: xform.config.backend)."""
+    """The builds inside finish their graphs for `backend` (None: xform.config.backend), for
+    arguments among which are jax arrays (`device_inputs`) or not."""
 
-    __slots__ = ("backend", "_token")
+    __slots__ = ("backend", "device_inputs", "_tokens")
 
-    def __init__(self, backend):
+    def __init__(self, backend, device_inputs=False):
         self.backend = backend
+        self.device_inputs = device_inputs
 
     def __enter__(self):
-        self._token = _backend.set(self.backend) if self.backend is not None else None
+        self._tokens = (_backend.set(self.backend) if self.backend is not None else None,
+                        _device_inputs.set(self.device_inputs))
 
     def __exit__(self, *exc_info):
-        if self._token is not None:
-            _backend.reset(self._token)
+        backend, device_inputs = self._tokens
+        _device_inputs.reset(device_inputs)
+        if backend is not None:
+            _backend.reset(backend)
 
 
 def backend_in_use(backend=None) -> str:
@@ -65,10 +75,11 @@ def arguments_for_backend(leaves, backend=None):
 
 def for_backend(graph):
     """`graph` as the backend in use runs it: itself on numpy; under "xla", split into XLA
-    segments and host equations. Only at the top level: a graph finished inside a staging is
-    re-emitted there, and the enclosing graph is split when it is finished."""
+    segments and host equations (where XLA pays, xform.config.xla_placement; everything XLA
+    can run when jax arrays came in). Only at the top level: a graph finished inside a
+    staging is re-emitted there, and the enclosing graph is split when it is finished."""
     if backend_in_use() == "xla" and current_builder() is None:
-        return xla.lower(graph)
+        return xla.lower(graph, "always" if _device_inputs.get() else config.xla_placement)
     return graph
 
 

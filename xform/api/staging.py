@@ -11,6 +11,7 @@ from xform.api.dispatch import (FIRST_RESULT, aval_of_signature, leaf_signature,
                                 normalize_argnums, present_argnums, run, split_static,
                                 static_positions, transformed, with_statics)
 from xform.api.pipeline import checked_backend, finish_graph, using_backend
+from xform.codegen.xla import is_device_array
 from xform.errors import TreeMismatchError, not_callable_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import KnownValues, stage_function
@@ -79,12 +80,14 @@ def _is_value(x) -> bool:
 def split_graph(fun, static_argnums=(), *, backend="xla"):
     """The graph `jit(fun, backend=backend)` runs on these arguments: staged, optimized, and
     split into XLA segments (`xla_call` equations, each holding its segment's graph) and the
-    equations left to the host, which run with numpy (`xform.describe_split` lists them).
+    equations left to the host, which run with numpy (`xform.describe_split` lists them):
+    for numpy arguments, XLA gets the parts where a call into it pays
+    (`xform.config.xla_placement`; docs/backends.md).
 
     >>> import scipy.linalg    # its expm is SciPy's own kernel: it runs on the host
     >>> def f(a):
     ...     return np.sum(np.sin(scipy.linalg.expm(a) * 2.0))
-    >>> print(xform.describe_split(xform.split_graph(f)(np.eye(2))))
+    >>> print(xform.describe_split(xform.split_graph(f)(np.eye(100))))
     host: expm
     xla: 3 equations
     """
@@ -93,7 +96,9 @@ def split_graph(fun, static_argnums=(), *, backend="xla"):
 
     def split(*args):
         graph = staged(*args)
-        with using_backend(backend):
+        # jax arrays go to XLA whatever the cost model says, as jit sends them
+        device_inputs = any(map(is_device_array, tree_flatten(args)[0]))
+        with using_backend(backend, device_inputs):
             return finish_graph(graph)
     return split
 

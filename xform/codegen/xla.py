@@ -6,8 +6,14 @@ staged once by `jax.jit` and compiled by XLA on the first call); the others stay
 and run their numpy impls on the host: random draws and other effects, primitives without a
 lowering (SciPy's LAPACK kernels, threaded_map, dask maps, odeint, callbacks), the reverse
 pass of a while_loop with a run-time trip count (xform's own scheme), and any equation whose
-lowering fails or disagrees with its abstract value. Graphs of over MAX_EQUATIONS equations
-stay on numpy whole: XLA's compile time grows faster than the run time it saves there.
+lowering fails or disagrees with its abstract value. With placement "auto" (numpy arguments,
+xform.config.xla_placement), a run of equations whose numpy code costs less than a call into
+XLA, by a cost model estimated from the graph (`_xla_pays`), stays on the host too. A Python
+loop over elements, unrolled into one chain of equations per element, is re-rolled: the
+equations computing the same from corresponding values become one operation on a vector
+(`_groups`), so that XLA compiles and runs one chain. Graphs of over MAX_EQUATIONS
+operations after that stay on numpy whole: XLA's compile time grows faster than the run
+time it saves there.
 
 A primitive's lowering is the `"xla"` hook of its registration (`hooks={"xla": fn}`, for
 library authors), else this module's table by primitive name (`_table`), else, for an impl
@@ -29,14 +35,32 @@ import numpy as np
 from xform.errors import UnsupportedError
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.index_params import numpy_index
-from xform.ir.rules import RULES, has_effects, hooks_named, register
+from xform.ir.rules import (RULES, has_effects, hooks_named, is_elementwise, register,
+                            scalar_math_rules)
 from xform.source_info import user_frame_info
 
-#: Graphs of more equations (sub-graphs counted) stay on the numpy backend: XLA compiles
-#: unrolled scalar code slowly (900 equations of a loop over 100 elements: 4-8 s here,
+#: Graphs of more operations, once re-rolled (`_rerolled_count`: a loop over elements is one
+#: group per equation of its body; sub-graphs counted), stay on the numpy backend: XLA
+#: compiles unrolled scalar code slowly (a chain of 900 dependent scalar equations: seconds,
 #: bench/XLA.md), and more so with every equation, so that beyond this a first call would
 #: cost tens of seconds or minutes.
 MAX_EQUATIONS = 3000
+
+#: The cost model (`_xla_pays`): with no jax array among a call's arguments, a run of
+#: equations goes to XLA only if the numpy work it saves, estimated from the graph alone
+#: (element counts, equation kinds, loops' trip counts), exceeds the price of one call into
+#: XLA. Never a timing: which code runs, and so a call's bits, depends on the graph only.
+#: Nanoseconds, measured on the project's CPU machine (bench/XLA.md).
+XLA_CALL_NS = 15_000        # one call into XLA: jax's dispatch, transfers, reading results
+HOST_CALL_NS = 1_000        # one numpy call on an array (the generated code's statement)
+HOST_SCALAR_CALL_NS = 400   # one numpy call on a 0-d or one-element value
+HOST_FLOAT_NS = 50          # one Python float operation (0-d float64 work emit holds as floats)
+XLA_OP_NS = 50              # one operation in XLA's code (unfused scalar code costs about this)
+FUSED_ELEMENT_NS = 1        # per element of an element-wise equation: a pass over memory XLA
+                            # saves by fusing it
+XLA_MAC_NS = 0.025          # on a CPU XLA's matrix products are slower than numpy's BLAS
+XLA_CUBE_NS = 0.05          # and its factorizations and solves than LAPACK (per n**3)
+UNKNOWN_TRIPS = 16          # a while_loop's trip count, which its graph does not tell
 
 #: Primitives that always run on the host: the reverse pass of a while_loop with a run-time
 #: trip count keeps xform's scheme (its recorded carries), the rest have effects or call back
@@ -94,17 +118,18 @@ class _Unlowerable(Exception):
 
 def _pad_sum(*operands, shape, dtype, windows):
     """pad_sum (xform.rules.accumulate): each operand added into its window of zeros; the
-    one-element windows' scalars in one scatter."""
+    one-element windows' scalars in one scatter. Takes a re-rolled loop's lanes as they are
+    (`_Lane`): its scalars are then one vector already."""
     jax, jnp, _ = _jax()
     out = jnp.zeros(shape, dtype)
     scalars, starts = [], []
     for x, window in zip(operands, windows):
         if math.prod(max(0, -(-(stop - start) // step)) for start, stop, step in window) == 1:
-            scalars.append(jnp.asarray(x, dtype).reshape(()))
+            scalars.append(x)
             starts.append(tuple(start for start, _, _ in window))
         else:
             out = out.at[tuple(slice(*bounds) for bounds in window)].add(
-                jnp.asarray(x, dtype))
+                jnp.asarray(_value(x), dtype))
     if scalars:
         flat = (np.ravel_multi_index(tuple(np.array(axis, np.intp) for axis in zip(*starts)),
                                      shape) if shape else np.zeros(len(scalars), np.intp))
@@ -112,9 +137,10 @@ def _pad_sum(*operands, shape, dtype, windows):
             # one scalar per element (a loop's cotangents): a permutation, not a scatter,
             # which XLA compiles and runs several times slower
             order = np.argsort(flat)
-            stacked = jnp.stack([scalars[i] for i in order]).reshape(shape)
+            stacked = _stacked([scalars[i] for i in order]).astype(dtype).reshape(shape)
             return stacked if len(scalars) == len(operands) else out + stacked
-        out = out.reshape(-1).at[flat].add(jnp.stack(scalars)).reshape(shape)
+        out = out.reshape(-1).at[flat].add(
+            _stacked(scalars).astype(dtype).reshape(-1)).reshape(shape)
     return out
 
 
@@ -309,27 +335,299 @@ def _evaluate(graph, args, consts=None, top=False) -> list:
     _, jnp, _ = _jax()
     env = dict(zip(graph.inputs, args))
     env.update(graph.consts if consts is None else consts)
-
-    def read(atom):
-        return _literal(atom) if type(atom) is Literal else env[atom]
     for eqn in graph.equations:
-        try:
-            lowering = lowering_for(eqn.primitive)
-            if lowering is None or has_effects(eqn):
+        _evaluate_equation(eqn, env, top)
+    return [jnp.asarray(_read(env, atom), atom.aval.dtype) for atom in graph.outputs]
+
+
+def _read(env, atom):
+    return _literal(atom) if type(atom) is Literal else _value(env[atom])
+
+
+def _evaluate_equation(eqn, env, top) -> None:
+    """`eqn` on the jax values of `env`, its outputs added to it. Lanes of a re-rolled loop
+    (`_Lane`) are read as values, except by pad_sum, which takes them as they are."""
+    _, jnp, _ = _jax()
+    try:
+        lowering = lowering_for(eqn.primitive)
+        if lowering is None or has_effects(eqn):
+            raise _Unlowerable(eqn)
+        if eqn.primitive.name == "pad_sum":
+            ins = [_literal(a) if type(a) is Literal else env[a] for a in eqn.inputs]
+        else:
+            ins = [_read(env, a) for a in eqn.inputs]
+        outs = lowering(*ins, **eqn.params)
+        if not eqn.primitive.multiple_results:
+            outs = (outs,)
+        for var, out in zip(eqn.outputs, outs, strict=True):
+            out = jnp.asarray(out)
+            if out.shape != var.aval.shape:
                 raise _Unlowerable(eqn)
-            outs = lowering(*map(read, eqn.inputs), **eqn.params)
-            if not eqn.primitive.multiple_results:
-                outs = (outs,)
-            for var, out in zip(eqn.outputs, outs, strict=True):
-                out = jnp.asarray(out)
-                if out.shape != var.aval.shape:
-                    raise _Unlowerable(eqn)
-                env[var] = out if out.dtype == var.aval.dtype else out.astype(var.aval.dtype)
-        except Exception as err:
-            if top:
-                raise _Unlowerable(eqn) from err
-            raise
-    return [jnp.asarray(read(atom), atom.aval.dtype) for atom in graph.outputs]
+            env[var] = out if out.dtype == var.aval.dtype else out.astype(var.aval.dtype)
+    except Exception as err:
+        if top:
+            raise _Unlowerable(eqn) from err
+        raise
+
+
+# == re-rolled loops ==============================================================================
+# A Python loop over elements unrolls into one chain of scalar equations per element. Lowered
+# one by one, XLA gets thousands of scalar operations, which it compiles in seconds; grouped
+# (the equations computing the same from corresponding values: the loop's iterations), each
+# group is one operation on a vector of lanes, and the loop is one chain again.
+
+class _Lane:
+    """One equation's value in a group's: element `lane` of `vector`'s first axis."""
+
+    __slots__ = ("vector", "lane")
+
+    def __init__(self, vector, lane):
+        self.vector = vector
+        self.lane = lane
+
+
+def _value(x):
+    return x.vector[x.lane] if type(x) is _Lane else x
+
+
+def _stacked(values):
+    """The values as one array along a new first axis: a group's vector itself (or its lanes
+    reordered) when they are its lanes."""
+    _, jnp, _ = _jax()
+    first = values[0]
+    if type(first) is _Lane and all(type(v) is _Lane and v.vector is first.vector
+                                    for v in values):
+        lanes = np.array([v.lane for v in values])
+        steps = np.diff(lanes)
+        if len(lanes) > 1 and steps[0] != 0 and np.all(steps == steps[0]):
+            # in order, reversed (a reverse pass reads a loop's lanes backwards), strided
+            stop = lanes[-1] + np.sign(steps[0])
+            return first.vector[lanes[0]:None if stop < 0 else stop:steps[0]]
+        return jnp.take(first.vector, lanes, axis=0, mode="promise_in_bounds")
+    return jnp.stack([jnp.asarray(_value(v)) for v in values])
+
+
+def _rerollable(eqn) -> bool:
+    prim = eqn.primitive
+    return (not prim.multiple_results
+            and (is_elementwise(prim) or prim.name in ("reshape", "slice"))
+            and not has_effects(eqn))
+
+
+def _signature(eqn, made_by):
+    """What equations of one group share: the primitive, params, and for each input the
+    group and output that made it (its lane may differ), the variable itself where no group
+    made it, a literal's value; a slice's source must be one array, its starts may differ.
+    None: the equation is a group of its own."""
+    if not _rerollable(eqn):
+        return None
+    inputs = []
+    for atom in eqn.inputs:
+        if type(atom) is Literal:
+            inputs.append((atom.aval, type(atom.value), repr(atom.value)))
+        else:
+            inputs.append((made_by.get(atom, atom), atom.aval))
+    if eqn.primitive.name == "slice":
+        starts, stops, steps = eqn.params["starts"], eqn.params["stops"], eqn.params["steps"]
+        return (eqn.primitive, eqn.inputs[0], steps,
+                tuple(stop - start for start, stop in zip(starts, stops)))
+    return (eqn.primitive, eqn.params, tuple(inputs), eqn.outputs[0].aval)
+
+
+def _groups(equations) -> list:
+    """The equations as groups of indices, in an order that keeps every dependency: each
+    group's inputs are made by earlier groups (a group's number exceeds those in its
+    signature), so no member of a group reads another."""
+    made_by, numbers, groups = {}, {}, []
+    for i, eqn in enumerate(equations):
+        signature = _signature(eqn, made_by)
+        number = numbers.get(signature) if signature is not None else None
+        if number is None:
+            number = len(groups)
+            groups.append([])
+            if signature is not None:
+                numbers[signature] = number
+        groups[number].append(i)
+        for position, var in enumerate(eqn.outputs):
+            made_by[var] = (number, position)
+    return groups
+
+
+def _sliced_lanes(x, members):
+    """The slices `members` of `x` as one vector of lanes: one strided slice or gather along
+    the axis where their one-element windows differ, else the slices stacked."""
+    _, jnp, lax = _jax()
+    params = [eqn.params for eqn in members]
+    starts = np.array([p["starts"] for p in params])
+    varying = [axis for axis in range(starts.shape[1]) if len(set(starts[:, axis])) > 1]
+    first = params[0]
+    if len(varying) == 1 and first["stops"][varying[0]] - first["starts"][varying[0]] == 1:
+        (axis,) = varying
+        common = tuple(slice(None) if a == axis else slice(start, stop, step) for a, (
+            start, stop, step) in enumerate(zip(first["starts"], first["stops"],
+                                                first["steps"])))
+        along = starts[:, axis]
+        stride = along[1] - along[0]
+        if stride > 0 and np.array_equal(np.diff(along), np.full(len(along) - 1, stride)):
+            # x[i] for i in range(...): a strided slice (often all of x), not a gather
+            taken = lax.slice_in_dim(jnp.asarray(x)[common], int(along[0]),
+                                     int(along[-1]) + 1, int(stride), axis)
+        else:
+            taken = jnp.take(jnp.asarray(x)[common], along, axis=axis)
+        return jnp.moveaxis(taken, axis, 0).reshape(
+            (len(members), *members[0].outputs[0].aval.shape))
+    return jnp.stack([jnp.asarray(x)[tuple(map(slice, p["starts"], p["stops"], p["steps"]))]
+                      for p in params])
+
+
+def _evaluate_group(members, env) -> None:
+    """The group `members` (two or more) as one operation on vectors of lanes."""
+    _, jnp, _ = _jax()
+    first = members[0]
+    aval = first.outputs[0].aval
+    if first.primitive.name == "slice":
+        out = _sliced_lanes(_read(env, first.inputs[0]), members)
+    else:
+        args = []
+        for position, atom in enumerate(first.inputs):
+            if type(atom) is Literal or all(eqn.inputs[position] is atom for eqn in members):
+                args.append(_read(env, atom))
+                continue
+            vector = _stacked([env[eqn.inputs[position]] for eqn in members])
+            if first.primitive.name != "reshape":    # lanes first, then numpy's broadcasting
+                vector = vector.reshape((len(members),) + (1,) * (len(aval.shape)
+                                        - len(atom.aval.shape)) + atom.aval.shape)
+            args.append(vector)
+        if first.primitive.name == "reshape":
+            out = jnp.reshape(args[0], (len(members), *aval.shape))
+        else:
+            out = jnp.asarray(lowering_for(first.primitive)(*args, **first.params))
+    if out.shape != (len(members), *aval.shape):
+        raise _Unlowerable(first)
+    out = out if out.dtype == aval.dtype else out.astype(aval.dtype)
+    for lane, eqn in enumerate(members):
+        env[eqn.outputs[0]] = _Lane(out, lane)
+
+
+def _evaluate_rerolled(graph, args, consts) -> list:
+    """`graph` on jax values, as `_evaluate` (its failing equation raises _Unlowerable), each
+    group of equations (`_groups`) as one operation on vectors."""
+    _, jnp, _ = _jax()
+    env = dict(zip(graph.inputs, args))
+    env.update(consts)
+    shared = _shared_factorizations(graph.equations)
+    factors = {}
+    for indices in _groups(graph.equations):
+        members = [graph.equations[i] for i in indices]
+        if len(members) > 1:
+            try:
+                _evaluate_group(members, env)
+                continue
+            except Exception:   # one by one, so that the failing equation is found
+                pass
+        for eqn in members:
+            if eqn in shared:
+                _solve_with_shared_factors(eqn, *shared[eqn], env, factors)
+            else:
+                _evaluate_equation(eqn, env, top=True)
+    return [jnp.asarray(_read(env, atom), atom.aval.dtype) for atom in graph.outputs]
+
+
+# == solves sharing a factorization ===============================================================
+# A gradient through solve(A, b) solves with A forward and with A^T backward. JAX factors A
+# once for both; the two `solve` equations would factor it twice.
+
+def _shared_factorizations(equations) -> dict:
+    """solve eqn -> (matrix, transposed) for the solves with one square matrix, or its
+    transpose, where two or more solve with it."""
+    transposed = {eqn.outputs[0]: eqn.inputs[0] for eqn in equations
+                  if eqn.primitive.name == "transpose" and eqn.params["axes"] == (1, 0)
+                  and type(eqn.inputs[0]) is Var}
+    users = {}
+    for eqn in equations:
+        matrix = eqn.inputs[0] if eqn.primitive.name == "solve" else None
+        if type(matrix) is Var and len(matrix.aval.shape) == 2:
+            source = transposed.get(matrix, matrix)
+            users.setdefault(source, []).append((eqn, source is not matrix))
+    return {eqn: (matrix, flag) for matrix, solves in users.items() if len(solves) > 1
+            for eqn, flag in solves}
+
+
+def _solve_with_shared_factors(eqn, matrix, transposed, env, factors) -> None:
+    """`eqn`, a solve with `matrix` (or its transpose), from its LU factors, computed once."""
+    jax, jnp, _ = _jax()
+    try:
+        if matrix not in factors:
+            factors[matrix] = jax.scipy.linalg.lu_factor(_read(env, matrix))
+        out = jnp.asarray(jax.scipy.linalg.lu_solve(factors[matrix], _read(env, eqn.inputs[1]),
+                                                    trans=1 if transposed else 0))
+        aval = eqn.outputs[0].aval
+        if out.shape != aval.shape:
+            raise _Unlowerable(eqn)
+        env[eqn.outputs[0]] = out.astype(aval.dtype)
+    except Exception as err:
+        raise _Unlowerable(eqn) from err
+
+
+# == the cost model ==============================================================================
+
+_PRODUCTS = frozenset({"dot", "matmul", "einsum"})
+_FACTORIZATIONS = frozenset({"cholesky", "cholesky_lapack", "cholesky_cotangent",
+                             "triangular_solve", "eigh"})
+
+
+def _size(atom) -> int:
+    return math.prod(atom.aval.shape)
+
+
+def _is_factorization(prim) -> bool:
+    if prim.name in _FACTORIZATIONS:
+        return True
+    module = getattr(getattr(RULES.get(prim), "impl", None), "__module__", None) or ""
+    return module == "numpy.linalg" or module.startswith("scipy.linalg")
+
+
+def _trips(eqn) -> int:
+    """How many times a loop runs its body (1 for any other equation)."""
+    if eqn.primitive.name == "scan":
+        return eqn.params["length"]
+    return UNKNOWN_TRIPS if eqn.primitive.name == "while_loop" else 1
+
+
+def _saved_ns(eqn, on_cpu: bool) -> float:
+    """The estimated time XLA saves on `eqn` against the numpy backend's code (negative:
+    what it costs more), its sub-graphs' equations included, for each trip of a loop."""
+    inner = [sum(_saved_ns(e, on_cpu) for e in graph.equations) for graph in _sub_graphs(eqn)]
+    # a cond runs one branch (the dearest, to be safe); other sub-graphs all run
+    inner_ns = max(inner) if eqn.primitive.name == "cond" and inner else sum(inner)
+    elements = max(map(_size, (*eqn.inputs, *eqn.outputs)), default=1)
+    if elements > 1:
+        host_ns = HOST_CALL_NS
+    else:
+        rules = scalar_math_rules().get(eqn.primitive)
+        as_float = (rules is not None and rules[1].exact
+                    and all(var.aval.dtype == np.float64 for var in eqn.outputs))
+        host_ns = HOST_FLOAT_NS if as_float else HOST_SCALAR_CALL_NS
+    saved = host_ns - XLA_OP_NS + _trips(eqn) * inner_ns
+    if is_elementwise(eqn.primitive):
+        saved += FUSED_ELEMENT_NS * elements
+    if on_cpu and eqn.primitive.name in _PRODUCTS and len(eqn.inputs) == 2:
+        # each index of a product is in two of its three arrays: sqrt(|a| |b| |out|) = m k n
+        saved -= XLA_MAC_NS * math.sqrt(math.prod(map(_size, (*eqn.inputs, *eqn.outputs))))
+    elif on_cpu and _is_factorization(eqn.primitive) and eqn.inputs[0].aval.shape:
+        saved -= XLA_CUBE_NS * _size(eqn.inputs[0]) * eqn.inputs[0].aval.shape[-1]
+    return saved
+
+
+def _xla_on_cpu() -> bool:
+    """Whether XLA's default device is the CPU (the numpy backend's own)."""
+    return _jax()[0].default_backend() == "cpu"
+
+
+def _xla_pays(equations) -> bool:
+    """Whether the run `equations` is worth a call into XLA (the cost model, XLA_CALL_NS)."""
+    on_cpu = _xla_on_cpu()
+    return sum(_saved_ns(eqn, on_cpu) for eqn in equations) > XLA_CALL_NS
 
 
 # == segments ====================================================================================
@@ -408,6 +706,13 @@ def _count(graph) -> int:
     return sum(1 + sum(_count(g) for g in _sub_graphs(eqn)) for eqn in graph.equations)
 
 
+def _rerolled_count(graph) -> int:
+    """How many operations XLA compiles for `graph`: its groups (`_groups`), sub-graphs'
+    equations counted."""
+    return len(_groups(graph.equations)) + sum(_count(g) for eqn in graph.equations
+                                               for g in _sub_graphs(eqn))
+
+
 def _segment(graph, run, later_reads, consts):
     """The xla_call equation of the equations `run` of `graph` (staged now: raises
     _Unlowerable at the first equation that fails)."""
@@ -428,7 +733,7 @@ def _segment(graph, run, later_reads, consts):
                               for var, value in used_consts.items())
 
         def lowered(*args):
-            return _evaluate(segment, args, consts=device_consts, top=True)
+            return _evaluate_rerolled(segment, args, device_consts)
         jitted = jax.jit(lowered)
         jitted.trace(*[_spec(var.aval) for var in segment.inputs])
     host_reads = tuple(i for i, var in enumerate(outputs) if later_reads[var] == "host")
@@ -437,34 +742,52 @@ def _segment(graph, run, later_reads, consts):
                     {"graph": segment, "executable": executable}, source=run[0].source)
 
 
-def lower(graph: Graph) -> Graph:
+def lower(graph: Graph, placement: str = "always") -> Graph:
     """`graph` split into XLA segments (`xla_call` equations) and host equations; all of it
-    host equations when it is too large (MAX_EQUATIONS) or nothing in it can go to XLA.
+    host equations when it is too large (MAX_EQUATIONS), nothing in it can go to XLA, or,
+    with placement "auto", where no run of it pays for a call into XLA (`_xla_pays`).
+    `placement` (xform.config.xla_placement): "auto" puts the equations XLA can run where the
+    cost model says XLA pays; "always" puts them all on XLA (as for jax arrays passed in,
+    which stay on their device).
     Either way, jax arrays passed in are read into numpy where host equations read them, and
-    the results come back as the arguments came (`to_caller`)."""
-    lowered = _LOWERED.get(graph)
+    the results come back as the arguments came (`to_caller`); with placement "auto", which
+    is for numpy arguments only, a graph left whole to the host is returned as it is."""
+    cache = _LOWERED.get(placement)
+    lowered = None if cache is None else cache.get(graph)
     if lowered is None:
         with _lock:
-            lowered = _LOWERED.get(graph)
+            cache = _LOWERED.setdefault(placement, weakref.WeakKeyDictionary())
+            lowered = cache.get(graph)
             if lowered is None:
-                lowered = _LOWERED[graph] = _lower(graph)
+                lowered = cache[graph] = _lower(graph, placement)
     return lowered
 
 
-_LOWERED = weakref.WeakKeyDictionary()
+_LOWERED = {}       # placement -> graph -> its lowered graph
 _lock = threading.RLock()
 
 
-def _lower(graph):
-    if _count(graph) > MAX_EQUATIONS:
-        return _at_the_boundaries(graph)
+def _on_host(graph, placement):
+    """`graph` as numpy code whole. Placement "auto" lowers for numpy arguments only (jax
+    arrays passed in choose "always"): its numpy code then needs no conversions."""
+    return graph if placement == "auto" else _at_the_boundaries(graph)
+
+
+def _lower(graph, placement):
+    if _rerolled_count(graph) > MAX_EQUATIONS:
+        return _on_host(graph, placement)
     equations = graph.equations
     host = {i for i, eqn in enumerate(equations) if not _lowerable(eqn)}
-    if len(host) == len(equations):
-        return _at_the_boundaries(graph)
     consts = dict(graph.consts)
     while True:
         runs = _runs(equations, host)
+        unpaid = [i for kind, indices in runs if kind == "xla" and placement == "auto"
+                  and not _xla_pays([equations[i] for i in indices]) for i in indices]
+        if unpaid:      # left to the host: its runs merge, so the loop ends
+            host.update(unpaid)
+            continue
+        if len(host) == len(equations):
+            return _on_host(graph, placement)
         later_reads = _later_reads(graph, runs, host)
         try:
             new_equations = []
@@ -566,8 +889,16 @@ def describe_split(graph: Graph, lines: bool = False) -> str:
     of equations, each host equation with its primitive (and, with `lines`, the user's line
     that made it), in the order they run.
 
+    Two numpy calls cost less than one call into XLA (the cost model; "always" sends all
+    XLA can run to it):
+
+    >>> print(xform.describe_split(xform.split_graph(lambda x: np.sin(x) * 2.0)(1.0)))
+    host: sin
+    host: multiply
+    >>> xform.config.update("xla_placement", "always")
     >>> print(xform.describe_split(xform.split_graph(lambda x: np.sin(x) * 2.0)(1.0)))
     xla: 2 equations
+    >>> xform.config.update("xla_placement", "auto")
     """
     described = []
     for eqn in graph.equations:

@@ -10,7 +10,11 @@ does) and `tier` (how a transform's first call of a signature runs: "auto", the 
 interprets the transformed graph on the first call and compiles it, fully optimized, on the
 second; "interpret" never compiles the top-level graph; "compile" compiles on the first call;
 see xform.runtime.tiers); `backend` (what runs compiled graphs: "numpy", the default, as
-generated Python + numpy code; "xla", XLA through jax, see xform.codegen.xla); the paths of
+generated Python + numpy code; "xla", XLA through jax, see xform.codegen.xla) and
+`xla_placement` (what goes to XLA under it, when no jax array is passed in: "auto", the
+default, the parts where a cost model estimated from the graph says a call into XLA pays, the
+rest staying numpy code; "always", every equation XLA can run; jax arrays passed in always
+go to XLA); the paths of
 functions that decide on data (xform.runtime.paths): `max_paths` (8: paths kept per signature), `path_limit` ("warn", the default, warns once
 and stages each call past the bound anew; "raise" raises PathLimitError) and `explain_paths`
 (log every new path with the decision that needed it); and `traceback_filtering` ("on", the
@@ -40,7 +44,7 @@ class Config:
     _SWITCHES = ("debug", "checks", "fusion", "explain_paths")
     _CHOICES = {"scalar_math": ("exact", "fast"), "algebra": ("exact", "reassociate"),
                 "tier": ("auto", "interpret", "compile"), "path_limit": ("warn", "raise"),
-                "backend": ("numpy", "xla"),
+                "backend": ("numpy", "xla"), "xla_placement": ("auto", "always"),
                 "traceback_filtering": ("on", "off")}
     _COUNTS = ("max_paths",)
     # how errors are shown, not what is computed: the cache of compiled code keeps
@@ -57,6 +61,8 @@ class Config:
         self.tier = "auto"
         # numpy's bits by default; XLA (through jax) is the user's choice
         self.backend = "numpy"
+        # XLA where it pays: a call into it costs more than a small graph's numpy code
+        self.xla_placement = "auto"
         # torch.compile's recompile limit is 8 too: past it, a warning, never silence
         self.max_paths = 8
         self.path_limit = "warn"
@@ -103,4 +109,5 @@ class Config:
 
 config = Config()
 """The settings (`xform.config`): `algebra`, `backend`, `checks`, `debug`, `explain_paths`,
-`fusion`, `max_paths`, `path_limit`, `scalar_math`, `tier`, `traceback_filtering`."""
+`fusion`, `max_paths`, `path_limit`, `scalar_math`, `tier`, `traceback_filtering`,
+`xla_placement`."""
