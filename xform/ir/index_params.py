@@ -18,3 +18,45 @@ def numpy_index(index, arrays):
     arrays = iter(arrays)
     return tuple(next(arrays) if entry == ARRAY else slice(*entry) if type(entry) is tuple
                  else entry for entry in index)
+
+
+def _bounds(axis_range: range) -> tuple:
+    """(first, last + 1) of the positions `axis_range` visits; (0, 0) when it visits none."""
+    if not axis_range:
+        return (0, 0)
+    return (min(axis_range[0], axis_range[-1]), max(axis_range[0], axis_range[-1]) + 1)
+
+
+def index_box(shape, index):
+    """The box an `index` param without index arrays selects in an array of `shape`: one
+    (start, stop) per axis bounding the positions it touches. None when it holds an ARRAY.
+
+    >>> from xform.ir.index_params import FULL, index_box
+    >>> index_box((5, 4), (2,)), index_box((5, 4), (Ellipsis, (1, None, 2)))
+    (((2, 3), (0, 4)), ((0, 5), (1, 4)))
+    """
+    if ARRAY in index:
+        return None
+    consumed = sum(entry is not None and entry is not Ellipsis for entry in index)
+    box, axis = [], 0
+    for entry in index:
+        if entry is None:
+            continue
+        if entry is Ellipsis:
+            spanned = len(shape) - consumed
+            box.extend((0, n) for n in shape[axis:axis + spanned])
+            axis += spanned
+            continue
+        n = shape[axis]
+        if type(entry) is tuple:
+            box.append(_bounds(range(*slice(*entry).indices(n))))
+        else:
+            box.append(_bounds(range(n)[entry:entry + 1 or None]))
+        axis += 1
+    box.extend((0, n) for n in shape[axis:])
+    return tuple(box)
+
+
+def slice_box(starts, stops, steps):
+    """The box (one (start, stop) per axis) bounding what a static slice selects."""
+    return tuple(_bounds(range(a, b, c)) for a, b, c in zip(starts, stops, steps))

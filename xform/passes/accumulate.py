@@ -18,13 +18,14 @@ _primitive_of = operator.attrgetter("primitive")
 
 class _Primitives:
     """What the pass recognises and emits, by role (xform.ir.rules.primitive_for), and the
-    window conventions of `pad_sum` (its hooks `term_shape` and `full_window`)."""
+    window conventions of `pad_sum` (its hooks `term_shape`, `fits` and `full_window`)."""
 
     def __init__(self):
         self.add, self.pad = primitive_for("add"), primitive_for("pad")
         self.pad_sum, self.reshape = primitive_for("pad_sum"), primitive_for("reshape")
         hooks = RULES[self.pad_sum].hooks
         self.term_shape, self.full_window = hooks["term_shape"], hooks["full_window"]
+        self.fits = hooks["fits"]
 
 
 def _is_sum_node(eqn, add_p) -> bool:
@@ -158,6 +159,8 @@ def _pad_sum_equations(root, terms, producer, equations, prims) -> list:
     for atom, window in terms:
         if atom.aval.shape != prims.term_shape(window):
             atom = _as_scalar(atom, root, producer, equations, emitted, prims.reshape)
+        else:
+            atom = _without_unit_axes(atom, window, producer, equations, prims)
         scalar_terms.append((atom, window))
     scalar_terms = _scalar_chains(scalar_terms, root, emitted, prims.add)
     out = root.outputs[0]
@@ -196,6 +199,17 @@ def _scalar_chains(terms, root, emitted, add_p) -> list:
     if len(chains) == len(terms):
         return terms
     return [(total, window) for total, window in chains.values()]
+
+
+def _without_unit_axes(atom, window, producer, equations, prims):
+    """The value a reshape gave `atom` its leading length-1 axes from, when it fits `window`
+    without them (the cotangent of a row `u[t]` is its reshape to (1, n): no reshape per use
+    then), else `atom`."""
+    index = producer.get(atom)
+    if index is None or equations[index].primitive is not prims.reshape:
+        return atom
+    source = equations[index].inputs[0]
+    return source if type(source) is Var and prims.fits(source.aval.shape, window) else atom
 
 
 def _as_scalar(atom, root, producer, equations, emitted, reshape_p):
