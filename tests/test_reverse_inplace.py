@@ -94,11 +94,11 @@ def _impl_calls(compiled, name) -> int:
 
 
 @pytest.mark.parametrize("steps", [8, 40])
-def test_a_fill_loop_gradient_writes_in_place(steps):
-    # Copying writes cost O(T n) each: only the first write (into the constant zeros) and the
-    # first cotangent (made from constants) may copy, however many steps there are.
+def test_a_fill_loop_gradient_copies_no_array_per_step(steps):
+    # A copying write or a new cotangent array costs O(T n) each: at most one of each
+    # (the constant zeros, the first cotangent), however many steps there are.
     compiled = _compiled(xform.grad(lambda u: march(u, T=steps)), POINTS[0])
-    assert _impl_calls(compiled, "_scatter_impl") == 1
+    assert _impl_calls(compiled, "_scatter_impl") <= 1
     assert _impl_calls(compiled, "_pad_sum_impl") <= 1
     np.testing.assert_allclose(compiled(POINTS[0])[0], xform.grad(march_rows)(POINTS[0], steps),
                                rtol=1e-14)
@@ -114,25 +114,26 @@ def test_two_windows_per_step_add_in_place():
 
 # -- no write under a live view ----------------------------------------------------------------
 
-def row_rewritten(x, rows=6):
-    # The gradient keeps a view of row 1 (the residual of `u[1] ** 2`) until its backward
-    # pass, while the forward pass writes row 1 again: that write must copy, no other one.
+def block_rewritten(x, rows=6):
+    # The gradient keeps a view of rows 0-1 (the residual of `u[0:2] ** 2`) until its
+    # backward pass, while the forward pass writes row 1 again: that write must copy, and
+    # the writes of the other rows need not.
     u = np.zeros((rows, x.size))
     u[0] = x
-    u[1] = np.sin(u[0])
-    kept = np.sum(u[1] ** 2)
+    u[1] = np.sin(x)
+    kept = np.sum(u[0:2] ** 2)
     u[1] = u[1] * 3.0
     for t in range(1, rows - 1):
         u[t + 1] = u[t] * 0.5 + u[0]
-    return kept + np.sum(u[-1] * u[1])
+    return kept + np.sum(u * u[2])
 
 
 def test_a_residual_view_stops_only_the_write_it_would_see():
     x = np.array([1.0, -2.0, 0.5])
-    compiled = _compiled(xform.grad(row_rewritten), x)
-    expected = central_difference(row_rewritten, x)
+    compiled = _compiled(xform.grad(block_rewritten), x)
+    expected = central_difference(block_rewritten, x)
     np.testing.assert_allclose(compiled(x)[0], expected, rtol=1e-6)
-    grad = xform.grad(row_rewritten)
+    grad = xform.grad(block_rewritten)
     for _ in range(3):        # interpreted, then compiled
         np.testing.assert_allclose(grad(x), expected, rtol=1e-6)
     # the first write copies the constant zeros, the second write of row 1 its buffer
@@ -142,10 +143,10 @@ def test_a_residual_view_stops_only_the_write_it_would_see():
 def added_under_a_live_view(x, window):
     u = np.zeros((4, x.size))
     u[0] = x
-    row = u[1]                # a view: must not see the terms added into u's buffer below
-    v = u[0] * 2.0
+    block = u[0:2]            # a view: must not see the terms added into u's buffer below
+    v = x * 2.0
     total = pad_sum([u, v, x], [((0, 4, 1), (0, x.size, 1)), window, window], u.shape)
-    return total, row * 1.0
+    return total, block * 1.0
 
 
 @pytest.mark.parametrize("window, in_place", [(((1, 2, 1), (0, 3, 1)), False),

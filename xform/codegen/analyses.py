@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from xform.ir.core import Graph, Literal
+from xform.ir.index_params import boxes_overlap
 from xform.ir.rules import hooks_named, primitive_for, rule_for
 
 def item_inputs(graph: Graph, item, indexing: dict):
@@ -54,29 +55,36 @@ def plain_indexing(graph: Graph, reads: dict, outputs: set) -> dict:
         if (producer is None or reads[source] != 1 or source in outputs
                 or eqn.outputs[0] in outputs):
             continue
-        where = _dropping_unit_axes(equations[producer].params, source.aval.shape,
-                                    eqn.params["shape"])
+        sliced = equations[producer]
+        where = _dropping_unit_axes(sliced.params, source.aval.shape, eqn.params["shape"],
+                                    sliced.inputs[0].aval.shape)
         if where is not None:
             found[index] = (producer, where)
     return found
 
 
-def _dropping_unit_axes(params, shape, target):
-    """The basic index that reads what a slice (`params`, of result `shape`) reshaped to
-    `target` holds, when that reshape drops length-1 axes only (the leftmost ones, where
-    there is a choice: the values come out alike); else None."""
+def _dropping_unit_axes(params, shape, target, source_shape):
+    """The basic index that reads what a slice (`params`, of result `shape`, of an array of
+    `source_shape`) reshaped to `target` holds, when that reshape drops length-1 axes only
+    (the leftmost ones, where there is a choice: the values come out alike); else None."""
     dropped = sum(n == 1 for n in shape) - sum(n == 1 for n in target)
     if not shape or dropped != len(shape) - len(target):
         return None
-    where, kept = [], []
-    for n, start, stop, step in zip(shape, params["starts"], params["stops"], params["steps"]):
+    where, kept, full = [], [], []
+    for n, start, stop, step, length in zip(shape, params["starts"], params["stops"],
+                                            params["steps"], source_shape):
         if n == 1 and dropped:
             where.append(start)
             dropped -= 1
         else:
             where.append(slice(start, stop, step))
             kept.append(n)
-    return tuple(where) if tuple(kept) == tuple(target) else None
+        full.append(n == length)
+    if tuple(kept) != tuple(target):
+        return None
+    while len(where) > 1 and full[len(where) - 1] and type(where[-1]) is slice:
+        where.pop()           # `u[t]` rather than `u[t, 0:n:1]`: numpy parses it faster
+    return tuple(where)
 
 
 # -- writing into dead buffers --------------------------------------------------------------------
@@ -145,13 +153,6 @@ def buffer_reuse(graph: Graph, outputs: set) -> dict:
 
 # -- updates in place (`u[t + 1] = ...` in a loop) -------------------------------------------------
 
-def _overlap(box, other) -> bool:
-    """Whether two boxes (one (start, stop) per axis, None: anywhere) may share an element."""
-    if box is None or other is None or len(box) != len(other):
-        return True
-    return all(a < d and c < b for (a, b), (c, d) in zip(box, other))
-
-
 class _Views:
     """The values that may be views of one buffer, each with the box of the buffer it may
     show (None: anywhere), filed by the first axis of the box, so that a write of a few rows
@@ -185,7 +186,7 @@ class _Views:
     @staticmethod
     def _blocks(views, box, is_live) -> bool:
         views[:] = [(var, shown) for var, shown in views if is_live(var)]
-        return any(_overlap(shown, box) for _, shown in views)
+        return any(boxes_overlap(shown, box) for _, shown in views)
 
 
 def writes_in_place(graph: Graph, sequence: list, indexing: dict, outputs: set,
@@ -193,14 +194,15 @@ def writes_in_place(graph: Graph, sequence: list, indexing: dict, outputs: set,
     """The equations, of primitives with an in-place impl (`in_place`: primitive -> impl, the
     rule hook "in_place", e.g. scatter; hook "in_place_applies", eqn -> bool, where only some
     of a primitive's equations have one), that may write into their first input's buffer:
-    a buffer an in-place-capable equation of this graph made (never an argument, a constant
-    or a view of one), whose value is read by nothing later, and of which no view is alive
-    that may show an element the equation writes. A value that an equation which is no
-    ufunc derived from the buffer may be a view; rule hook "region" (eqn -> the box of its
-    first input that its result views, or that its update in place writes) narrows that to a
-    box, so that the rows a loop keeps (a gradient's residuals `u[t]`) do not stop the writes
-    of other rows. A view read by the writing equation itself counts as alive. `sequence` is
-    the emitter's order, so that "later" is the order the code runs in."""
+    a buffer an in-place-capable equation, a ufunc or a copy of this graph made (never an
+    argument, a constant or a view of one), whose value is read by nothing later, and of
+    which no view is alive that may show an element the equation writes. A value that an
+    equation which is no ufunc derived from the buffer may be a view; rule hook "region"
+    (eqn -> the box of its first input that its result views, or that its update in place
+    writes) narrows that to a box, so that the rows a loop keeps (a gradient's residuals
+    `u[t]`) do not stop the writes of other rows. A view read by the writing equation itself
+    counts as alive. `sequence` is the emitter's order, so that "later" is the order the code
+    runs in."""
     equations = graph.equations
     if not any(eqn.primitive in in_place for eqn in equations):
         return set()
@@ -246,6 +248,9 @@ def writes_in_place(graph: Graph, sequence: list, indexing: dict, outputs: set,
                 views[out] = _Views()
             continue
         if fresh[index] or prim is copy_p:
+            if eqn.outputs[0].aval.shape:       # a new array: this call's own buffer too
+                buffer_of[eqn.outputs[0]] = eqn.outputs[0]
+                views[eqn.outputs[0]] = _Views()
             continue
         # anything else may return a view of its array inputs
         if index in indexing:        # `x[i]` read from the slice's input directly

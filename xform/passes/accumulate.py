@@ -26,6 +26,7 @@ class _Primitives:
         hooks = RULES[self.pad_sum].hooks
         self.term_shape, self.full_window = hooks["term_shape"], hooks["full_window"]
         self.fits = hooks["fits"]
+        self.slice, self.scatter = primitive_for("slice"), primitive_for("scatter")
 
 
 def _is_sum_node(eqn, add_p) -> bool:
@@ -163,11 +164,55 @@ def _pad_sum_equations(root, terms, producer, equations, prims) -> list:
             atom = _without_unit_axes(atom, window, producer, equations, prims)
         scalar_terms.append((atom, window))
     scalar_terms = _scalar_chains(scalar_terms, root, emitted, prims.add)
+    update = _window_update(root, scalar_terms, prims)
+    if update is not None:
+        return emitted + update
     out = root.outputs[0]
     params = Params({"shape": out.aval.shape, "dtype": out.aval.dtype,
                      "windows": tuple(window for _, window in scalar_terms)})
     emitted.append(Equation(prims.pad_sum, [atom for atom, _ in scalar_terms], root.outputs,
                             params, root.source, root.origin))
+    return emitted
+
+
+def _window_update(root, terms, prims):
+    """`x[w] = x[w] + a + b` for a sum of a whole array `x` and terms of one window `w` (a
+    row's cotangents added into a loop's cotangent array), as equations: compiled code writes
+    it into x's buffer when that is dead, where a pad_sum makes a new array. The same adds in
+    the same order (pad_sum's starts from +0.0, so a -0.0 of x stays -0.0 here). None for
+    any other sum."""
+    out = root.outputs[0].aval
+    (whole, first), rest = terms[0], terms[1:]
+    if (not rest or first != prims.full_window(out.shape) or whole.aval != out
+            or prims.term_shape(first) != out.shape):
+        return None
+    window, shape = rest[0][1], rest[0][0].aval.shape
+    if any(w != window or a.aval.shape != shape or a.aval.dtype != out.dtype
+           for a, w in rest):
+        return None
+    dropped = len(window) - len(shape)     # the leading length-1 axes the terms leave out
+    index = [start for start, _, _ in window[:dropped]] + list(window[dropped:])
+    while len(index) > dropped and index[-1] == (0, out.shape[len(index) - 1], 1):
+        index.pop()      # `x[t]` rather than `x[t, 0:n:1]`: numpy parses it faster
+    index = tuple(index)
+    starts, stops, steps = zip(*window)
+    source, origin = root.source, root.origin
+    read = Var(ShapedArray(tuple(len(range(*bounds)) for bounds in window), out.dtype))
+    emitted = [Equation(prims.slice, (whole,), (read,),
+                        Params({"starts": starts, "stops": stops, "steps": steps}),
+                        source, origin)]
+    if read.aval.shape != shape:
+        row = Var(ShapedArray(shape, out.dtype))
+        emitted.append(Equation(prims.reshape, (read,), (row,), Params({"shape": shape}),
+                                source, origin))
+        read = row
+    for term, _ in rest:
+        total = Var(ShapedArray(shape, out.dtype))
+        emitted.append(Equation(prims.add, (read, term), (total,), Params({}), source,
+                                origin))
+        read = total
+    emitted.append(Equation(prims.scatter, (whole, read), root.outputs,
+                            Params({"index": index}), source, origin))
     return emitted
 
 

@@ -127,18 +127,8 @@ def basic_read(x, index):
 gather_p = Primitive("gather")
 
 
-_STATIC_INDEXES: dict = {}   # an index param without arrays -> its numpy index
-
-
 def _gather_impl(x, *arrays, index):
-    if arrays:
-        return np.asarray(x)[numpy_index(index, arrays)]
-    where = _STATIC_INDEXES.get(index)
-    if where is None:            # (a loop's `u[t]` reads hundreds, each made once)
-        if len(_STATIC_INDEXES) >= 4096:
-            _STATIC_INDEXES.clear()
-        where = _STATIC_INDEXES[index] = numpy_index(index, ())
-    return np.asarray(x)[where]
+    return np.asarray(x)[numpy_index(index, arrays)]
 
 
 def _gather_abstract_eval(x, *arrays, index):
@@ -330,7 +320,7 @@ def _scatter_batch(size, args, dims, *, index):
 
 register(scatter_p, impl=_scatter_impl, abstract_eval=_scatter_abstract_eval,
          jvp=_scatter_jvp, transpose=_scatter_transpose, batch=_scatter_batch,
-         symbolic_zeros=True, linear_in=(0, 1),
+         symbolic_zeros=True, linear_in=(0, 1), role="scatter",
          hooks={"in_place": _scatter_in_place, "in_place_index": _scatter_static_index,
                 "region": _region})
 
