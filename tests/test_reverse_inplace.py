@@ -1,8 +1,8 @@
-"""Updates in place in a gradient's code: the reverse pass of a preallocated array filled in a
-loop adds each step's cotangent into one cotangent array and zeroes the rows written, in
-place (O(T n) work, not O(T^2 n)); the forward pass writes its rows in place while it keeps
-earlier rows for the backward pass. Every transform agrees with finite differences, in the
-first (interpreted) call and the compiled ones, and no buffer is written under a live view."""
+"""A gradient of a preallocated array filled in a loop does O(T n) work, not O(T^2 n): reads
+of written rows take the values written, the cotangent rows its reverse pass zeroes are never
+read again (xform.passes.writes), and the writes and sums that stay go in place, except where
+a live view would see them (xform.codegen.analyses.writes_in_place). Every transform agrees
+with finite differences, in the first (interpreted) call and in the compiled ones."""
 import numpy as np
 import pytest
 
@@ -11,20 +11,7 @@ from xform.api.pipeline import finish_graph
 from xform.codegen import compile_graph
 from xform.rules.accumulate import pad_sum
 
-
-def march(u0, T=40, dt=0.01):
-    u = np.zeros((T, u0.size))
-    u[0] = u0
-    for t in range(T - 1):
-        u[t + 1] = u[t] + dt * (-u[t] ** 3)
-    return np.sum(u[-1])
-
-
-def march_rows(u0, T=40, dt=0.01):
-    rows = [u0]
-    for t in range(T - 1):
-        rows.append(rows[t] + dt * (-rows[t] ** 3))
-    return np.sum(rows[-1])
+from tests.test_values import march, march_eager
 
 
 def two_step(u0, T=12, dt=0.1):
@@ -74,7 +61,7 @@ def test_every_transform_of_a_fill_loop_matches_finite_differences(fn):
 
 
 def test_the_fill_loop_gradient_equals_the_list_forms():
-    grad, reference = xform.grad(march), xform.grad(march_rows)
+    grad, reference = xform.grad(march), xform.grad(march_eager)
     for _ in range(3):
         for u0 in POINTS:
             np.testing.assert_allclose(grad(u0), reference(u0), rtol=1e-14)
@@ -100,8 +87,8 @@ def test_a_fill_loop_gradient_copies_no_array_per_step(steps):
     compiled = _compiled(xform.grad(lambda u: march(u, T=steps)), POINTS[0])
     assert _impl_calls(compiled, "_scatter_impl") <= 1
     assert _impl_calls(compiled, "_pad_sum_impl") <= 1
-    np.testing.assert_allclose(compiled(POINTS[0])[0], xform.grad(march_rows)(POINTS[0], steps),
-                               rtol=1e-14)
+    np.testing.assert_allclose(compiled(POINTS[0])[0],
+                               xform.grad(march_eager)(POINTS[0], steps), rtol=1e-14)
 
 
 def test_two_windows_per_step_add_in_place():
