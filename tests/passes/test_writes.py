@@ -14,7 +14,9 @@ def primitives(graph):
 
 
 def passed(fn, *args):
-    return eliminate_dead_code(forward_writes(xform.make_graph(fn)(*args)))
+    graph = forward_writes(xform.make_graph(fn)(*args))
+    graph.check()
+    return eliminate_dead_code(graph)
 
 
 def test_a_read_of_the_row_written_is_the_value_written():
