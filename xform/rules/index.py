@@ -298,11 +298,14 @@ def _scatter_transpose(ct, x, updates, *arrays, index):
         won = _winners(aval(ct).shape, aval(updates).shape, arrays, index)
         if won is not None:
             ct_updates = np.where(won, ct_updates, zeros(aval(updates)))
+    elif type(updates) is Undefined and type(ct) is not Tracer:
+        ct_updates = gather_p.bind(ct, index=index)    # computed at once: one numpy read
     elif type(updates) is Undefined:
+        # staged as `ct[i]`, which compiled code reads with numpy's indexing, and copied out
+        # before `ct_x` may zero the row in place (xform.passes.writes drops both where
+        # nothing reads the row again)
         ct_updates = basic_read(ct, index)
         if type(x) is Undefined and aval(ct_updates).shape:
-            # read out before `ct_x` may zero them in place (compiled code writes `ct[i] = 0`
-            # into a cotangent no one reads again): a copy, not a view of `ct`
             ct_updates = shape_rules.copy_p.bind(ct_updates)
     if type(x) is Undefined:
         ct_x = scatter_p.bind(ct, zeros(aval(updates)), *arrays, index=index)
