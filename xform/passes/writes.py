@@ -99,7 +99,7 @@ def _reads_through_writes(graph, roles):
                 same[out] = value
                 continue
             eqn = attrs.evolve(eqn, inputs=(value,))
-        elif prim is roles.copy and read in forwarded and out not in results:
+        elif prim is roles.copy and read in forwarded and out not in returned:
             # it copied a read out of the buffer (the transpose of a write does, before it
             # zeroes the row): the written value itself needs no copy
             same[out] = inputs[0]
