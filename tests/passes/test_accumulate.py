@@ -171,8 +171,11 @@ def test_intermediate_sum_read_elsewhere_starts_its_own_tree():
     second = b(add_p, first, _scalar_pad(b, u, 1))
     graph = b.graph(first, second)
     after = eliminate_dead_code(run_pass(accumulate_pads, graph, 1.0, 2.0, 4.0))
-    assert primitives(after) == ["pad_sum", "pad_sum"]
-    assert after.equations[1].inputs == (after.outputs[0], graph.inputs[2])
+    # the second tree, `first` and a term of one element, updates that element of `first`
+    assert primitives(after) == ["pad_sum", "slice", "reshape", "add", "scatter"]
+    update = after.equations[-1]
+    assert update.inputs[0] is after.outputs[0] and update.params["index"] == (1,)
+    assert after.equations[3].inputs[1] is graph.inputs[2]
     np.testing.assert_array_equal(xform.eval_graph(after, 1.0, 2.0, 4.0)[1], [1, 6, 0, 0])
 
 

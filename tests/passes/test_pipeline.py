@@ -13,9 +13,10 @@ from tests.passes.support import primitives, run_pass, specialize
 def test_pipeline_order_and_short_names():
     assert passes.PIPELINE == (passes.inline_calls, passes.fold_constants, passes.simplify,
                                passes.eliminate_common_subexpressions,
-                               passes.accumulate_pads, passes.eliminate_dead_code)
+                               passes.accumulate_pads, passes.forward_writes,
+                               passes.eliminate_dead_code)
     assert (passes.inline, passes.fold, passes.simplify, passes.cse, passes.accumulate,
-            passes.dce) == passes.PIPELINE
+            passes.writes, passes.dce) == passes.PIPELINE
     for number, run_pass_ in enumerate(passes.PIPELINE, 1):
         assert f"{number}. {run_pass_.__name__}: " in passes.__doc__
 

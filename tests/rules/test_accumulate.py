@@ -38,15 +38,23 @@ def _operand_shape(window):
 
 
 @st.composite
-def _pad_sum_example(draw, min_dims=0, single=False, with_int=False):
-    """Operands and params; with `single`, every window holds one element (scalar operands)."""
+def _pad_sum_example(draw, min_dims=0, single=False, with_int=False, rows=False):
+    """Operands and params; with `single`, every window holds one element (scalar operands);
+    with `rows`, every window is one row, whose operand may leave out its leading axis."""
     shape = draw(xst.shapes(min_dims=min_dims))
     count = draw(st.integers(1, 6 if single else 4))
     windows = tuple(draw(_window(shape, single)) for _ in range(count))
+    if rows:
+        windows = tuple(((start, start + 1, 1),) + window[1:]
+                        for window, start in zip(windows, draw(st.lists(
+                            st.integers(0, shape[0] - 1), min_size=count, max_size=count))))
     operands = []
     for i, window in enumerate(windows):
         dtype = np.int64 if with_int and i == 0 else draw(xst.float_dtypes)
-        operands.append(draw(xst.arrays(_operand_shape(window), dtype)))
+        operand_shape = _operand_shape(window)
+        if rows and operand_shape and draw(st.booleans()):
+            operand_shape = operand_shape[1:]       # the row as `u[t]` reads it
+        operands.append(draw(xst.arrays(operand_shape, dtype)))
     dtype = np.result_type(*[x.dtype for x in operands])
     return tuple(operands), {"shape": shape, "dtype": dtype, "windows": windows}
 
@@ -55,6 +63,7 @@ CASES = [
     OpCase("pad_sum", pad_sum_p, _pad_sum_example(), 2),
     OpCase("pad_sum_scalars", pad_sum_p, _pad_sum_example(min_dims=1, single=True), 2),
     OpCase("pad_sum_int", pad_sum_p, _pad_sum_example(min_dims=1, with_int=True), 1),
+    OpCase("pad_sum_rows", pad_sum_p, _pad_sum_example(min_dims=1, rows=True), 2),
 ]
 
 
@@ -91,6 +100,24 @@ def test_impl_equals_a_sum_of_padded_arrays(single, data):
     assert got.dtype == expected.dtype and got.shape == expected.shape
     # Added in the same order: bit for bit, overlaps included.
     assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("single", [False, True], ids=["blocks", "scalars"])
+@given(data=st.data())
+def test_the_in_place_form_adds_the_other_terms_into_operand_0(single, data):
+    # what compiled code calls when operand 0 is a whole buffer nothing reads later
+    operands, params = data.draw(_pad_sum_example(min_dims=1, single=single,
+                                                  rows=data.draw(st.booleans())))
+    shape, dtype = params["shape"], params["dtype"]
+    if int(np.prod(shape)) <= 1:
+        return                    # a one-element whole window is a scalar: no buffer to add into
+    base = data.draw(xst.arrays(shape, dtype))
+    params["windows"] = (tuple((0, n, 1) for n in shape),) + params["windows"]
+    expected = pad_sum_p.bind(base, *operands, **params)
+    order = data.draw(st.sampled_from(["C", "F"]))
+    buffer = np.array(base, order=order)
+    got = accumulate._pad_sum_in_place(buffer, *operands, **params)
+    assert got is buffer and np.array_equal(got, expected)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int32])

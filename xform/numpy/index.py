@@ -13,8 +13,8 @@ from xform.numpy.axes import normalize_axes
 from xform.numpy.protocol import implements
 from xform.numpy.shape import broadcast_to, ravel, reshape
 from xform.numpy.views import ViewKind, assign, base_of, link, writable_builder
-from xform.rules.index import (ARRAY, FULL, gather_p, index_layout, scatter_add_p,
-                                scatter_p)
+from xform.rules.index import (ARRAY, FULL, basic_read, gather_p, index_layout,
+                                scatter_add_p, scatter_p)
 from xform.rules.shape import reshape_p, slice_p, static_slice
 from xform.rules.sized import nonzero_p
 from xform.source_info import user_frame_info
@@ -141,24 +141,6 @@ def parse_index(shape, index):
     return tuple(entries), arrays
 
 
-def _basic_getitem(x, index):
-    """A basic index (ints, slices, None, Ellipsis) as the shape family's slice and reshape."""
-    shape = aval(x).shape
-    out_shape, _, _ = index_layout(shape, index, [])
-    bounds = []
-    for entry in index:
-        if entry is Ellipsis:
-            spanned = len(shape) - sum(e is not None and e is not Ellipsis for e in index)
-            bounds.extend([FULL] * spanned)
-        elif type(entry) is int:
-            start = entry % shape[len(bounds)]
-            bounds.append((start, start + 1, 1))
-        elif entry is not None:
-            bounds.append(entry)
-    bounds.extend([FULL] * (len(shape) - len(bounds)))
-    return reshape(static_slice(x, *zip(*bounds)) if bounds else x, out_shape)
-
-
 def _select(x, index):
     """`x[index]` and whether numpy would return a view of x (a basic index that is not all
     integers: those give numpy a scalar copy)."""
@@ -175,7 +157,7 @@ def _select(x, index):
     if arrays:
         return gather_p.bind(x, *arrays, index=index), False
     try:
-        out = _basic_getitem(x, index)
+        out = basic_read(x, index)
     except IndexError as err:
         raise shape_error(str(err)) from None
     scalar = len(index) == len(shape) and all(type(entry) is int for entry in index)

@@ -18,9 +18,13 @@ PIPELINE, in order (what each step does; its precondition):
      of `x[i]` in a Python loop) by one `pad_sum`, one array instead of one per use.
      Precondition: 2-4, which fold and merge the pads first (a pad that 4 merged, read by
      several sums, joins each of them).
-  6. eliminate_dead_code: drop what no output needs, and unused outputs of loops and calls
-     (Rules.dce). Precondition: 1-5, which leave dead equations and constants behind (5:
-     the reshapes that fed the pads it replaced).
+  6. forward_writes: a read of what a `scatter` wrote takes the written value, a read of
+     what it did not write reads its input; a scatter whose written elements nobody reads
+     goes (the rows a loop's reverse pass zeroes in its cotangent). Precondition: 5, whose
+     window updates are scatters and reads.
+  7. eliminate_dead_code: drop what no output needs, and unused outputs of loops and calls
+     (Rules.dce). Precondition: 1-6, which leave dead equations and constants behind (5:
+     the reshapes that fed the pads it replaced; 6: the writes it dropped).
 """
 from __future__ import annotations
 
@@ -32,9 +36,10 @@ from xform.passes.fuse import clean_region, fuse_elementwise
 from xform.passes.inline import inline_calls
 from xform.passes.nested import optimize_subgraphs
 from xform.passes.simplify import simplify, simplify_exactly
+from xform.passes.writes import forward_writes
 
 PIPELINE = (inline_calls, fold_constants, simplify, eliminate_common_subexpressions,
-            accumulate_pads, eliminate_dead_code)
+            accumulate_pads, forward_writes, eliminate_dead_code)
 """The passes `optimize` runs by default, in order (the module docstring says why)."""
 EXACT_PIPELINE = tuple(simplify_exactly if p is simplify else p for p in PIPELINE)
 """PIPELINE with `simplify_exactly` (used when `xform.config.algebra` is "exact")."""
@@ -54,6 +59,7 @@ fold = fold_constants
 cse = eliminate_common_subexpressions
 inline = inline_calls
 accumulate = accumulate_pads
+writes = forward_writes
 
 
 def optimize(graph, passes=PIPELINE, *, checks: bool = False, _done=None):
@@ -89,7 +95,8 @@ def trace_passes(graph, passes=PIPELINE) -> list:
     >>> [(name, len(after.equations)) for name, _, after in xform.passes.trace_passes(graph)]
     ... # doctest: +NORMALIZE_WHITESPACE
     [('inline_calls', 4), ('fold_constants', 3), ('simplify', 3),
-     ('eliminate_common_subexpressions', 2), ('accumulate_pads', 2), ('eliminate_dead_code', 2)]
+     ('eliminate_common_subexpressions', 2), ('accumulate_pads', 2), ('forward_writes', 2),
+     ('eliminate_dead_code', 2)]
     """
     steps = []
     for run_pass in passes:
@@ -101,5 +108,6 @@ def trace_passes(graph, passes=PIPELINE) -> list:
 
 __all__ = ["EXACT_PIPELINE", "PIPELINE", "simplify", "simplify_exactly", "accumulate", "accumulate_pads", "clean_region", "cse", "dce",
            "eliminate_common_subexpressions", "fuse", "fuse_elementwise",
-           "eliminate_dead_code", "fold", "fold_constants", "inline", "inline_calls",
+           "eliminate_dead_code", "fold", "fold_constants", "forward_writes", "inline",
+           "inline_calls", "writes",
            "optimize", "pipeline_for", "trace_passes"]

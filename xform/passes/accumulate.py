@@ -18,13 +18,15 @@ _primitive_of = operator.attrgetter("primitive")
 
 class _Primitives:
     """What the pass recognises and emits, by role (xform.ir.rules.primitive_for), and the
-    window conventions of `pad_sum` (its hooks `term_shape` and `full_window`)."""
+    window conventions of `pad_sum` (its hooks `term_shape`, `fits` and `full_window`)."""
 
     def __init__(self):
         self.add, self.pad = primitive_for("add"), primitive_for("pad")
         self.pad_sum, self.reshape = primitive_for("pad_sum"), primitive_for("reshape")
         hooks = RULES[self.pad_sum].hooks
         self.term_shape, self.full_window = hooks["term_shape"], hooks["full_window"]
+        self.fits = hooks["fits"]
+        self.slice, self.scatter = primitive_for("slice"), primitive_for("scatter")
 
 
 def _is_sum_node(eqn, add_p) -> bool:
@@ -158,13 +160,59 @@ def _pad_sum_equations(root, terms, producer, equations, prims) -> list:
     for atom, window in terms:
         if atom.aval.shape != prims.term_shape(window):
             atom = _as_scalar(atom, root, producer, equations, emitted, prims.reshape)
+        else:
+            atom = _without_unit_axes(atom, window, producer, equations, prims)
         scalar_terms.append((atom, window))
     scalar_terms = _scalar_chains(scalar_terms, root, emitted, prims.add)
+    update = _window_update(root, scalar_terms, prims)
+    if update is not None:
+        return emitted + update
     out = root.outputs[0]
     params = Params({"shape": out.aval.shape, "dtype": out.aval.dtype,
                      "windows": tuple(window for _, window in scalar_terms)})
     emitted.append(Equation(prims.pad_sum, [atom for atom, _ in scalar_terms], root.outputs,
                             params, root.source, root.origin))
+    return emitted
+
+
+def _window_update(root, terms, prims):
+    """`x[w] = x[w] + a + b` for a sum of a whole array `x` and terms of one window `w` (a
+    row's cotangents added into a loop's cotangent array), as equations: compiled code writes
+    it into x's buffer when that is dead, where a pad_sum makes a new array. The same adds in
+    the same order (pad_sum's starts from +0.0, so a -0.0 of x stays -0.0 here). None for
+    any other sum."""
+    out = root.outputs[0].aval
+    (whole, first), rest = terms[0], terms[1:]
+    if (not rest or first != prims.full_window(out.shape) or whole.aval != out
+            or prims.term_shape(first) != out.shape):
+        return None
+    window, shape = rest[0][1], rest[0][0].aval.shape
+    if any(w != window or a.aval.shape != shape or a.aval.dtype != out.dtype
+           for a, w in rest):
+        return None
+    dropped = len(window) - len(shape)     # the leading length-1 axes the terms leave out
+    index = [start for start, _, _ in window[:dropped]] + list(window[dropped:])
+    while len(index) > dropped and index[-1] == (0, out.shape[len(index) - 1], 1):
+        index.pop()      # `x[t]` rather than `x[t, 0:n:1]`: numpy parses it faster
+    index = tuple(index)
+    starts, stops, steps = zip(*window)
+    source, origin = root.source, root.origin
+    read = Var(ShapedArray(tuple(len(range(*bounds)) for bounds in window), out.dtype))
+    emitted = [Equation(prims.slice, (whole,), (read,),
+                        Params({"starts": starts, "stops": stops, "steps": steps}),
+                        source, origin)]
+    if read.aval.shape != shape:
+        row = Var(ShapedArray(shape, out.dtype))
+        emitted.append(Equation(prims.reshape, (read,), (row,), Params({"shape": shape}),
+                                source, origin))
+        read = row
+    for term, _ in rest:
+        total = Var(ShapedArray(shape, out.dtype))
+        emitted.append(Equation(prims.add, (read, term), (total,), Params({}), source,
+                                origin))
+        read = total
+    emitted.append(Equation(prims.scatter, (whole, read), root.outputs,
+                            Params({"index": index}), source, origin))
     return emitted
 
 
@@ -196,6 +244,17 @@ def _scalar_chains(terms, root, emitted, add_p) -> list:
     if len(chains) == len(terms):
         return terms
     return [(total, window) for total, window in chains.values()]
+
+
+def _without_unit_axes(atom, window, producer, equations, prims):
+    """The value a reshape gave `atom` its leading length-1 axes from, when it fits `window`
+    without them (the cotangent of a row `u[t]` is its reshape to (1, n): no reshape per use
+    then), else `atom`."""
+    index = producer.get(atom)
+    if index is None or equations[index].primitive is not prims.reshape:
+        return atom
+    source = equations[index].inputs[0]
+    return source if type(source) is Var and prims.fits(source.aval.shape, window) else atom
 
 
 def _as_scalar(atom, root, producer, equations, emitted, reshape_p):

@@ -13,6 +13,7 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray, dummy, is_differentiable
 from xform.ir.core import Primitive
+from xform.ir.index_params import slice_box
 from xform.ir.tracer import Tracer
 from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
 from xform.ir.rules import register
@@ -26,9 +27,19 @@ def _window_shape(window):
 
 
 def term_shape(window):
-    """The shape an operand of `window` must have: 0-d for a one-element window."""
+    """The shape an operand of `window` has: 0-d for a one-element window. (An operand may
+    also leave out the window's leading axes of length 1, as a row `u[t]` does: `fits`.)"""
     shape = _window_shape(window)
     return () if math.prod(shape) == 1 else shape
+
+
+def fits(operand_shape, window) -> bool:
+    """Whether an operand of `operand_shape` goes into `window`: of its term_shape, or of it
+    without leading axes of length 1 (numpy broadcasts it into the window as it is)."""
+    needed = term_shape(window)
+    leading = len(needed) - len(operand_shape)
+    return (leading >= 0 and tuple(needed[leading:]) == tuple(operand_shape)
+            and all(n == 1 for n in needed[:leading]))
 
 
 def full_window(shape):
@@ -45,7 +56,7 @@ def _pad_sum_abstract_eval(*operands, shape, dtype, windows):
         for n, (start, stop, step) in zip(shape, window):
             if not (0 <= start <= stop <= n and step >= 1):
                 raise ValueError(f"bad window {start}:{stop}:{step} of an axis of length {n}")
-        if x.shape != term_shape(window):
+        if not fits(x.shape, window):
             raise ValueError(f"operand {i} has shape {x.shape} but its window {window} needs "
                              f"{term_shape(window)}")
         if not np.can_cast(x.dtype, dtype, "same_kind"):
@@ -60,6 +71,7 @@ class _Plan:
     def __init__(self, shape, windows):
         self.size = math.prod(shape)
         self.steps = []  # (term indices, flat positions) or (term index, slices)
+        self.in_place_steps = None   # made on first use by `_pad_sum_in_place`
         run = []
         for i, window in enumerate(tuple(windows) + (None,)):
             if window is not None and not term_shape(window):
@@ -107,6 +119,75 @@ def _pad_sum_impl(*operands, shape, dtype, windows):
     return out if shape else out[()]
 
 
+def _pad_sum_in_place(*operands, shape, dtype, windows):
+    # codegen's form when operand 0 is a whole buffer of this call that nothing reads later
+    # (xform.codegen.analyses.writes_in_place, hook in_place_applies): the other terms added
+    # into it in order, where the impl adds all of them into zeros (so a -0.0 of operand 0
+    # stays -0.0; a cotangent's sign of zero carries no meaning)
+    out = operands[0]
+    plan = _plan(shape, windows)
+    steps = plan.in_place_steps
+    if steps is None:
+        steps = plan.in_place_steps = _in_place_steps(plan)
+    for where, terms in steps:
+        if type(where) is tuple:
+            squeezed, where = where
+            view = out[squeezed]
+            for i in terms:
+                term = operands[i]
+                if term.dtype == dtype and term.ndim == view.ndim:
+                    view += term           # (an in-place add broadcasting costs twice this)
+                else:
+                    window = out[where]
+                    np.add(window, term, out=window, dtype=dtype)
+            continue
+        scalars = np.fromiter([operands[i] for i in terms], dtype, len(terms))
+        if out.flags.c_contiguous:
+            np.add.at(out.reshape(-1), where, scalars)
+        else:
+            np.add.at(out, np.unravel_index(where, shape), scalars)
+    return out
+
+
+def _in_place_steps(plan) -> list:
+    """`plan`'s steps without operand 0: ((index, slices), term indices) for a window, with
+    consecutive terms of one window together (a row's cotangents), where `index` selects the
+    window without its leading axes of length 1 (`u[t]` for a row); or (flat positions, term
+    indices) for a run of scalars."""
+    steps = []
+    for terms, where in plan.steps:
+        if type(terms) is not int:
+            steps.append((where, terms))
+        elif terms:
+            if steps and type(steps[-1][0]) is tuple and steps[-1][0][1] == where:
+                steps[-1][1].append(terms)
+                continue
+            leading = 0
+            while leading < len(where) and len(range(*where[leading].indices(1 << 62))) == 1:
+                leading += 1
+            squeezed = tuple(axis.start for axis in where[:leading]) + where[leading:]
+            steps.append(((squeezed, where), [terms]))
+    return steps
+
+
+def _adds_into_first(eqn) -> bool:
+    """Whether operand 0 is the whole output, of its dtype: what `_pad_sum_in_place` needs."""
+    shape, windows = eqn.params["shape"], eqn.params["windows"]
+    first = eqn.inputs[0].aval
+    return (bool(windows) and windows[0] == full_window(shape) and first.shape == shape
+            and term_shape(windows[0]) == shape and first.dtype == eqn.params["dtype"])
+
+
+def _written(eqn):
+    """The box (one (start, stop) per axis) that `_pad_sum_in_place` writes."""
+    boxes = [slice_box(*zip(*window)) for window in eqn.params["windows"][1:]]
+    boxes = [box for box in boxes if all(start < stop for start, stop in box)]
+    if not boxes:
+        return tuple((0, 0) for _ in eqn.params["shape"])
+    return tuple((min(starts), max(stops))
+                 for starts, stops in (zip(*axis) for axis in zip(*boxes)))
+
+
 def _pad_sum_jvp(primals, tangents, *, shape, dtype, windows):
     out = pad_sum_p.bind(*primals, shape=shape, dtype=dtype, windows=windows)
     out_aval = aval(out)
@@ -152,10 +233,12 @@ def _pad_sum_batch(size, args, dims, *, shape, dtype, windows):
 
 register(pad_sum_p, impl=_pad_sum_impl, abstract_eval=_pad_sum_abstract_eval,
          jvp=_pad_sum_jvp, transpose=_pad_sum_transpose, batch=_pad_sum_batch, symbolic_zeros=True,
-         role="pad_sum", hooks={"term_shape": term_shape, "full_window": full_window,
+         role="pad_sum", hooks={"term_shape": term_shape, "fits": fits, "full_window": full_window,
                                 # a 0-d operand goes through np.fromiter(..., dtype): a Python
                                 # float converts exactly as its np.float64 would
-                                "takes_floats": True})
+                                "takes_floats": True,
+                                "in_place": _pad_sum_in_place,
+                                "in_place_applies": _adds_into_first, "region": _written})
 
 
 def pad_sum(operands, windows, shape, dtype=None):
@@ -185,4 +268,4 @@ def pad_sum(operands, windows, shape, dtype=None):
     return pad_sum_p.bind(*shaped, shape=shape, dtype=np.dtype(dtype), windows=windows)
 
 
-__all__ = ["full_window", "pad_sum", "pad_sum_p", "term_shape"]
+__all__ = ["fits", "full_window", "pad_sum", "pad_sum_p", "term_shape"]

@@ -8,11 +8,13 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
-from xform.ir.index_params import ARRAY, FULL, numpy_index  # noqa: F401  (re-exported)
+from xform.ir.index_params import (ARRAY, FULL, index_box,  # noqa: F401  (re-exported)
+                                   numpy_index)
 from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front, ndim,
                          zero_tangent, zeros)
 from xform.ir.tracer import Tracer
 from xform.rules.helpers import linear_jvp
+from xform.rules import shape as shape_rules
 from xform.ir.rules import register
 
 
@@ -98,6 +100,28 @@ def _batch_positions(size, rank):
     return np.arange(size).reshape((size,) + (1,) * rank)
 
 
+def basic_read(x, index):
+    """`x[index]` for an index param without ARRAY entries (ints, slices, None, Ellipsis) as
+    the shape family's slice and reshape: numpy's view, and what compiled code reads with
+    numpy's own indexing (xform.codegen.analyses.plain_indexing)."""
+    shape = aval(x).shape
+    out_shape, _, _ = index_layout(shape, index, [])
+    bounds = []
+    for entry in index:
+        if entry is Ellipsis:
+            spanned = len(shape) - sum(e is not None and e is not Ellipsis for e in index)
+            bounds.extend([FULL] * spanned)
+        elif type(entry) is int:
+            start = entry % shape[len(bounds)]
+            bounds.append((start, start + 1, 1))
+        elif entry is not None:
+            bounds.append(entry)
+    bounds.extend([FULL] * (len(shape) - len(bounds)))
+    out = shape_rules.static_slice(x, *zip(*bounds)) if bounds else x
+    return (out if aval(out).shape == out_shape
+            else shape_rules.reshape_p.bind(out, shape=out_shape))
+
+
 # -- gather: x[index] --------------------------------------------------------------------------
 
 gather_p = Primitive("gather")
@@ -143,9 +167,15 @@ def _gather_batch(size, args, dims, *, index):
     return out, 0
 
 
+def _region(eqn):
+    """The box of its first input that a gather (a view) or a scatter (written in place)
+    touches (codegen's writes_in_place); None with index arrays."""
+    return index_box(eqn.inputs[0].aval.shape, eqn.params["index"])
+
+
 register(gather_p, impl=_gather_impl, abstract_eval=_gather_abstract_eval,
          jvp=linear_jvp(gather_p), transpose=_gather_transpose, batch=_gather_batch,
-         symbolic_zeros=True, linear_in=(0,))
+         symbolic_zeros=True, linear_in=(0,), hooks={"region": _region})
 
 
 # -- scatter_add: zeros of `shape` with `updates` added at index (np.add.at) -----------------
@@ -263,13 +293,22 @@ def _winners(shape, selected, arrays, index):
 
 def _scatter_transpose(ct, x, updates, *arrays, index):
     ct_x = ct_updates = None
-    if type(x) is Undefined:
-        ct_x = scatter_p.bind(ct, zeros(aval(updates)), *arrays, index=index)
-    if type(updates) is Undefined:
+    if type(updates) is Undefined and arrays:
         ct_updates = gather_p.bind(ct, *arrays, index=index)
         won = _winners(aval(ct).shape, aval(updates).shape, arrays, index)
         if won is not None:
             ct_updates = np.where(won, ct_updates, zeros(aval(updates)))
+    elif type(updates) is Undefined and type(ct) is not Tracer:
+        ct_updates = gather_p.bind(ct, index=index)    # computed at once: one numpy read
+    elif type(updates) is Undefined:
+        # staged as `ct[i]`, which compiled code reads with numpy's indexing, and copied out
+        # before `ct_x` may zero the row in place (xform.passes.writes drops both where
+        # nothing reads the row again)
+        ct_updates = basic_read(ct, index)
+        if type(x) is Undefined and aval(ct_updates).shape:
+            ct_updates = shape_rules.copy_p.bind(ct_updates)
+    if type(x) is Undefined:
+        ct_x = scatter_p.bind(ct, zeros(aval(updates)), *arrays, index=index)
     return (ct_x, ct_updates) + (None,) * len(arrays)
 
 
@@ -284,9 +323,10 @@ def _scatter_batch(size, args, dims, *, index):
 
 register(scatter_p, impl=_scatter_impl, abstract_eval=_scatter_abstract_eval,
          jvp=_scatter_jvp, transpose=_scatter_transpose, batch=_scatter_batch,
-         symbolic_zeros=True, linear_in=(0, 1),
-         hooks={"in_place": _scatter_in_place, "in_place_index": _scatter_static_index})
+         symbolic_zeros=True, linear_in=(0, 1), role="scatter",
+         hooks={"in_place": _scatter_in_place, "in_place_index": _scatter_static_index,
+                "region": _region})
 
 
-__all__ = ["ARRAY", "FULL", "gather_p", "index_layout", "numpy_index", "scatter_add_p",
-           "scatter_p"]
+__all__ = ["ARRAY", "FULL", "basic_read", "gather_p", "index_layout", "numpy_index",
+           "scatter_add_p", "scatter_p"]
