@@ -5,8 +5,9 @@ Entries carry the dependencies recorded while they were staged (xform.dependenci
 re-checks them, so redefining a function the entry reached rebuilds it. The cache is bounded
 (least recently used entries go first), holds functions weakly, and builds an entry once even
 when many threads ask for it at the same time. `xform.cache_info()` exposes the counters.
-At import it installs the hooks (xform.ir.execute) through which the layers below run compiled
-graphs, cache stagings and derived graphs, map threaded_map's chunks and optimize.
+At import it installs the runtime record (xform.ir.execute.Runtime) through which the layers
+below run compiled graphs, cache stagings and derived graphs, map threaded_map's chunks and
+optimize.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from xform.ir import contexts, execute
 from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, note, recording
 from xform.runtime.effects import Watch, raise_shared_draws
-from xform.runtime.executors import map_chunks
+from xform.runtime.executors import map_chunks, map_lazy
 from xform.runtime.paths import Paths, paths_info
 from xform.runtime.tiers import FirstTier
 
@@ -375,13 +376,13 @@ def _lookup_staging(fun, key):
     return entry.value
 
 
-# What runs below the runtime reaches the cache, the compiler, the passes and the executors
-# through these hooks.
-execute.install(
-    compiled=_compiled_function, map_chunks=map_chunks,
-    build=lambda graph, key, make: CACHE.build(graph, key, make, record=False).value,
-    build_staging=_build_staging, lookup_staging=_lookup_staging,
+# What runs below the runtime reaches the cache, the compiler, the configured pipelines and
+# the executors through this record (xform.ir.execute).
+execute.install(execute.Runtime(
+    compiled=_compiled_function,
     optimize=lambda graph: passes.optimize(graph, checks=config.checks),
     optimize_values=lambda graph: passes.optimize(graph, passes.pipeline_for(config.algebra),
                                                   checks=config.checks),
-    clean=passes.clean_region, prune=passes.eliminate_dead_code, inline=passes.inline_calls)
+    build=lambda graph, key, make: CACHE.build(graph, key, make, record=False).value,
+    build_staging=_build_staging, lookup_staging=_lookup_staging,
+    map_chunks=map_chunks, map_lazy=map_lazy))

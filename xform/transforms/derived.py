@@ -10,7 +10,7 @@ import threading
 
 from xform.ir.avals import is_differentiable
 from xform.ir.core import Graph, Var
-from xform.ir.execute import build, optimized
+from xform.ir.execute import runtime
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.builder import GraphBuilder, using_builder
 from xform.transforms.batch import batch_eval, batch_graph, batched_aval
@@ -43,13 +43,13 @@ def memo(graph: Graph, key: tuple, make):
             return make()
         finally:
             building.discard(token)
-    return build(graph, ("derived",) + key, guarded)
+    return runtime().build(graph, ("derived",) + key, guarded)
 
 
 def derived_graph(graph: Graph, key: tuple, make) -> Graph:
     """The graph `make()` builds from `graph`, optimized, once per (`graph`, `key`): derived
     graphs are compiled and run as they are, often once per loop iteration."""
-    return memo(graph, key, lambda: optimized(make()))
+    return memo(graph, key, lambda: runtime().optimize(make()))
 
 
 def jvp_of(graph: Graph, nonzeros) -> Graph:
@@ -93,7 +93,7 @@ def vjp_parts_of(graph: Graph) -> tuple[Graph, Graph]:
     `len(forward.outputs) - len(graph.outputs)`.
     """
     def make():
-        return tuple(optimized(part) for part in vjp_split(graph))
+        return tuple(runtime().optimize(part) for part in vjp_split(graph))
     return memo(graph, ("vjp_parts",), make)
 
 

@@ -9,7 +9,7 @@ from xform.ir.ad import NOT_MAPPED, Zero, aval, instantiate, move_to_front
 from xform.ir.avals import is_differentiable
 from xform.ir.builder import stage_function
 from xform.ir.core import Primitive, rewire
-from xform.ir.execute import compiled
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
 from xform.ir.rules import register
 from xform.rules.call import PendingRecursion
@@ -26,7 +26,7 @@ cond_p = Primitive("cond", multiple_results=True)
 
 def _cond_impl(index, *operands, branches):
     index = min(max(int(index), 0), len(branches) - 1)
-    return compiled(branches[index])(*operands)
+    return runtime().compiled(branches[index])(*operands)
 
 
 def _cond_abstract_eval(index, *operands, branches):
