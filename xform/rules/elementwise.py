@@ -322,7 +322,8 @@ def _elementwise_dce(eqn, used):
     region = eqn.params["region"]
 
     def build():
-        return eliminate_dead_code(rewire(region, region.inputs, [k for k, u in enumerate(used) if u]))
+        kept = [k for k, u in enumerate(used) if u]
+        return eliminate_dead_code(rewire(region, region.inputs, kept))
     smaller = memo(region, ("elementwise_dce", used), build)
     return attrs.evolve(eqn, outputs=[v for v, u in zip(eqn.outputs, used) if u],
                         params={**eqn.params, "region": smaller})
