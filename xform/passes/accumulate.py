@@ -10,21 +10,19 @@ import numpy as np
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.nx import with_equations
-from xform.ir.rules import RULES, primitive_for
+from xform.ir.rules import primitive_for
+from xform.ir.window_params import full_window, term_shape
 
 _SUMMABLE_KINDS = "fciu"  # not bool: add is `or` there, and no cotangent is boolean
 _primitive_of = operator.attrgetter("primitive")
 
 
 class _Primitives:
-    """What the pass recognises and emits, by role (xform.ir.rules.primitive_for), and the
-    window conventions of `pad_sum` (its hooks `term_shape` and `full_window`)."""
+    """What the pass recognises and emits, by role (xform.ir.rules.primitive_for)."""
 
     def __init__(self):
         self.add, self.pad = primitive_for("add"), primitive_for("pad")
         self.pad_sum, self.reshape = primitive_for("pad_sum"), primitive_for("reshape")
-        hooks = RULES[self.pad_sum].hooks
-        self.term_shape, self.full_window = hooks["term_shape"], hooks["full_window"]
 
 
 def _is_sum_node(eqn, add_p) -> bool:
@@ -115,7 +113,7 @@ def accumulate_pads(graph: Graph) -> Graph:
             atom = stack.pop()
             index = producer.get(atom)
             if index is None:   # an input, a constant, or made by another primitive
-                terms.append((atom, prims.full_window(shape)))
+                terms.append((atom, full_window(shape)))
                 continue
             leaf = equations[index]
             single = absorbed(atom)
@@ -134,7 +132,7 @@ def accumulate_pads(graph: Graph) -> Graph:
                 placed += 1
                 dead.append(index)
             else:
-                terms.append((atom, prims.full_window(shape)))
+                terms.append((atom, full_window(shape)))
         if not placed:
             continue
         for index in dead:
@@ -156,7 +154,7 @@ def _pad_sum_equations(root, terms, producer, equations, prims) -> list:
     be 0-d (and the chains of `_scalar_chains`)."""
     emitted, scalar_terms = [], []
     for atom, window in terms:
-        if atom.aval.shape != prims.term_shape(window):
+        if atom.aval.shape != term_shape(window):
             atom = _as_scalar(atom, root, producer, equations, emitted, prims.reshape)
         scalar_terms.append((atom, window))
     scalar_terms = _scalar_chains(scalar_terms, root, emitted, prims.add)

@@ -16,24 +16,10 @@ from xform.ir.core import Primitive
 from xform.ir.tracer import Tracer
 from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
 from xform.ir.rules import register
+from xform.ir.window_params import full_window, term_shape  # noqa: F401  (re-exported)
 from xform.rules.shape import static_slice
 
 pad_sum_p = Primitive("pad_sum")
-
-
-def _window_shape(window):
-    return tuple(max(0, -(-(stop - start) // step)) for start, stop, step in window)
-
-
-def term_shape(window):
-    """The shape an operand of `window` must have: 0-d for a one-element window."""
-    shape = _window_shape(window)
-    return () if math.prod(shape) == 1 else shape
-
-
-def full_window(shape):
-    """The window covering all of `shape`."""
-    return tuple((0, n, 1) for n in shape)
 
 
 def _pad_sum_abstract_eval(*operands, shape, dtype, windows):
@@ -152,10 +138,10 @@ def _pad_sum_batch(size, args, dims, *, shape, dtype, windows):
 
 register(pad_sum_p, impl=_pad_sum_impl, abstract_eval=_pad_sum_abstract_eval,
          jvp=_pad_sum_jvp, transpose=_pad_sum_transpose, batch=_pad_sum_batch, symbolic_zeros=True,
-         role="pad_sum", hooks={"term_shape": term_shape, "full_window": full_window,
-                                # a 0-d operand goes through np.fromiter(..., dtype): a Python
-                                # float converts exactly as its np.float64 would
-                                "takes_floats": True})
+         role="pad_sum",
+         # a 0-d operand goes through np.fromiter(..., dtype): a Python float converts
+         # exactly as its np.float64 would
+         hooks={"takes_floats": True})
 
 
 def pad_sum(operands, windows, shape, dtype=None):
