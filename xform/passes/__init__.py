@@ -19,7 +19,7 @@ PIPELINE, in order (what each step does; its precondition):
      Precondition: 2-4, which fold and merge the pads first (a pad that 4 merged, read by
      several sums, joins each of them).
   6. eliminate_dead_code: drop what no output needs, and unused outputs of loops and calls
-     (Rules.dce). Precondition: 1-5, which leave dead equations and constants behind (5:
+     (Hooks.dce). Precondition: 1-5, which leave dead equations and constants behind (5:
      the reshapes that fed the pads it replaced).
 """
 from __future__ import annotations

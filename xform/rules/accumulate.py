@@ -15,7 +15,7 @@ from xform.ir.avals import ShapedArray, dummy, is_differentiable
 from xform.ir.core import Primitive
 from xform.ir.tracer import Tracer
 from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 from xform.ir.window_params import full_window, term_shape  # noqa: F401  (re-exported)
 from xform.rules.shape import static_slice
 
@@ -141,7 +141,7 @@ register(pad_sum_p, impl=_pad_sum_impl, abstract_eval=_pad_sum_abstract_eval,
          role="pad_sum",
          # a 0-d operand goes through np.fromiter(..., dtype): a Python float converts
          # exactly as its np.float64 would
-         hooks={"takes_floats": True})
+         hooks=Hooks(takes_floats=True))
 
 
 def pad_sum(operands, windows, shape, dtype=None):

@@ -18,7 +18,7 @@ from xform.ir.core import Primitive
 from xform.ir.execute import compiled_optimized, runtime
 from xform.source_info import user_frame_info
 from xform.ir.ad import Zero, aval, instantiate
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 from xform.rules.subgraphs import transpose_from_vjp
 from xform.transforms.derived import batch_of, jvp_of, vjp_of
 from xform.tree import tree_flatten, tree_unflatten
@@ -189,7 +189,7 @@ def _call_inline(eqn):
 
 register(call_p, impl=_call_impl, abstract_eval=_call_abstract_eval, jvp=_call_jvp,
          vjp=_call_vjp, transpose=transpose_from_vjp(_call_vjp, _call_abstract_eval),
-         batch=_call_batch, inline=_call_inline, symbolic_zeros=True,
+         batch=_call_batch, hooks=Hooks(inline=_call_inline), symbolic_zeros=True,
          construct="an @xform.function call")
 
 

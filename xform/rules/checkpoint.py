@@ -19,7 +19,7 @@ from xform.ir.builder import GraphBuilder, current_builder, stage_function, usin
 from xform.ir.core import Graph, Params, Primitive, Var
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import effectful_primitives, graph_has_effects, register
+from xform.ir.rules import Hooks, effectful_primitives, graph_has_effects, register
 from xform.ir.tracer import Tracer
 from xform.passes import eliminate_dead_code
 from xform.rules.contract import dot_p, einsum_p, matmul_p
@@ -214,8 +214,9 @@ def _remat_dce(eqn, used):
 
 register(remat_p, impl=_remat_impl, abstract_eval=_remat_abstract_eval, jvp=_remat_jvp,
          vjp=_remat_vjp, transpose=transpose_from_vjp(_remat_vjp, _remat_abstract_eval),
-         batch=_remat_batch, dce=_remat_dce, symbolic_zeros=True, construct="xform.checkpoint",
-         hooks={"draws_once_in_reverse": True})  # draws are saved (checkpoint_call)
+         batch=_remat_batch, symbolic_zeros=True, construct="xform.checkpoint",
+         # draws are saved (checkpoint_call)
+         hooks=Hooks(dce=_remat_dce, draws_once_in_reverse=True))
 
 
 def _saving_effects(policy):

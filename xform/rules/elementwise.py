@@ -14,7 +14,7 @@ from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.ir.ad import NOT_MAPPED, Zero, aval, fit_tangent, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
-from xform.ir.rules import is_elementwise, register, rule_for
+from xform.ir.rules import Hooks, is_elementwise, register, rule_for
 from xform.passes import clean_region, eliminate_dead_code
 from xform.transforms.derived import batch_of, memo
 from xform.transforms.jvp import jvp_eval
@@ -335,5 +335,6 @@ def _elementwise_decomposition(*args, max_width, region):
 
 register(elementwise_p, impl=_elementwise_impl, abstract_eval=_elementwise_abstract_eval,
          jvp=_elementwise_jvp, vjp=_elementwise_vjp, batch=_elementwise_batch,
-         dce=_elementwise_dce, decomposition=_elementwise_decomposition, symbolic_zeros=True,
+         decomposition=_elementwise_decomposition, hooks=Hooks(dce=_elementwise_dce),
+         symbolic_zeros=True,
          role="fusion")

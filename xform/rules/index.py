@@ -13,7 +13,7 @@ from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to
                          zero_tangent, zeros)
 from xform.ir.tracer import Tracer
 from xform.rules.helpers import linear_jvp
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 
 
 def index_layout(shape, index, array_shapes):
@@ -285,7 +285,7 @@ def _scatter_batch(size, args, dims, *, index):
 register(scatter_p, impl=_scatter_impl, abstract_eval=_scatter_abstract_eval,
          jvp=_scatter_jvp, transpose=_scatter_transpose, batch=_scatter_batch,
          symbolic_zeros=True, linear_in=(0, 1),
-         hooks={"in_place": _scatter_in_place, "in_place_index": _scatter_static_index})
+         hooks=Hooks(in_place=_scatter_in_place, in_place_index=_scatter_static_index))
 
 
 __all__ = ["ARRAY", "FULL", "gather_p", "index_layout", "numpy_index", "scatter_add_p",

@@ -22,7 +22,7 @@ from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import call_p
 from xform.ir.ad import NOT_MAPPED, Zero, move_to_front, zero_tangent
-from xform.ir.rules import graph_has_effects, is_elementwise, register
+from xform.ir.rules import Hooks, graph_has_effects, is_elementwise, register
 from xform.passes import inline_calls
 from xform.transforms.derived import batch_of, derived_graph, memo, vjp_of
 from xform.transforms.jvp import jvp_graph
@@ -328,8 +328,9 @@ def _threaded_map_dce(eqn, used):
 
 register(threaded_map_p, impl=_threaded_map_impl, abstract_eval=_threaded_map_abstract_eval,
          jvp=_threaded_map_jvp, vjp=_threaded_map_vjp, batch=_threaded_map_batch,
-         dce=_threaded_map_dce, symbolic_zeros=True, construct="xform.threaded_map",
-         hooks={"reverse_by_graph": True})   # see xform.transforms.vjp.computable_at_once
+         symbolic_zeros=True, construct="xform.threaded_map",
+         # reverse_by_graph: see xform.transforms.vjp.computable_at_once
+         hooks=Hooks(dce=_threaded_map_dce, reverse_by_graph=True))
 
 
 # == staging f ==================================================================================

@@ -14,7 +14,7 @@ from xform.ir.builder import stage_function
 from xform.ir.core import Graph, Primitive, Var, rewire
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 from xform.rules.subgraphs import (describe_types, lane_mask, out_avals, same_types, stage_flat,
                                    transpose_from_vjp)
 from xform.source_info import user_frame_info
@@ -188,7 +188,8 @@ def _while_fold(eqn, known):
 
 register(while_p, impl=_while_impl, abstract_eval=_while_abstract_eval, jvp=_while_jvp,
          vjp=_while_vjp, transpose=transpose_from_vjp(_while_vjp, _while_abstract_eval),
-         batch=_while_batch, fold=_while_fold, symbolic_zeros=True, construct="xform.while_loop")
+         batch=_while_batch, hooks=Hooks(fold=_while_fold), symbolic_zeros=True,
+         construct="xform.while_loop")
 
 
 def _while_grad_impl(*args, cond_graph, body_graph, n_carry, n_cond_consts):
