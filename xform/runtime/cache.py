@@ -1,10 +1,11 @@
 """The one cache of everything built: API entries (staged, transformed, optimized and compiled
 graphs) per function and abstract signature, and compiled code per graph.
 
-Entries carry the dependencies recorded while they were staged (xform.dependencies); a hit
-re-checks them, so redefining a function the entry reached rebuilds it. The cache is bounded
-(least recently used entries go first), holds functions weakly, and builds an entry once even
-when many threads ask for it at the same time. `xform.cache_info()` exposes the counters.
+Entries carry the dependencies recorded while they were staged
+(xform.runtime.dependencies); a hit re-checks them, so redefining a function the entry
+reached rebuilds it. The cache is bounded (least recently used entries go first), holds
+functions weakly, and builds an entry once even when many threads ask for it at the same
+time. `xform.cache_info()` exposes the counters.
 At import it installs the runtime record (xform.ir.execute.Runtime) through which the layers
 below run compiled graphs, cache stagings and derived graphs, map threaded_map's chunks and
 optimize.
