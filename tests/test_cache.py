@@ -536,3 +536,26 @@ def test_any_runtime_keeping_the_contract_runs_the_rules(monkeypatch):
                                   np.sin(x) * 2.0)
     assert xform.fori_loop(0, 3, lambda i, v: v * 2.0, 1.0) == 8.0
     assert xform.while_loop(lambda v: v < 10.0, lambda v: v * 2.0, 1.0) == 16.0
+
+
+def test_user_entries_beyond_the_bound_never_evict_a_derived_graph():
+    from xform.runtime.cache import CACHE, DERIVED
+    from xform.transforms.derived import jvp_of
+
+    body = xform.make_graph(lambda x: np.sin(x) * x)(1.0)
+    derived = jvp_of(body, (True,))
+    derived_entries = xform.cache_info()["derived_entries"]
+    xform.set_cache_size(4)
+    try:
+        for k in range(10):      # user entries past the bound: they evict each other
+            xform.jit(lambda x, k=k: x * k)(1.0)
+        assert len(CACHE._entries) <= 4 and CACHE.evictions > 0
+        assert xform.cache_info()["derived_entries"] == derived_entries
+        builds = DERIVED.builds
+        assert jvp_of(body, (True,)) is derived    # still there: not derived again
+        assert DERIVED.builds == builds
+    finally:
+        xform.set_cache_size(2048)
+    xform.clear_cache()
+    assert xform.cache_info()["derived_entries"] == 0
+    assert jvp_of(body, (True,)) is not derived    # cleared with the cache

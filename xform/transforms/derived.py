@@ -3,7 +3,7 @@ forward and backward parts, and batched forms. The splits (`vjp_split`, `jvp_spl
 `tangent_graph`, over the transforms' own builders (`vjp_graph`, `jvp_graph`, `batch_graph`),
 serve the public api, which caches per signature; the rules of higher-order primitives use
 the optimized forms memoized per graph (`jvp_of`, `vjp_of`, `vjp_parts_of`, `batch_of`;
-xform.ir.execute hooks)."""
+through the runtime record, xform.ir.execute.Runtime)."""
 from __future__ import annotations
 
 import threading
@@ -29,8 +29,9 @@ _building = threading.local()
 def memo(graph: Graph, key: tuple, make):
     """`make()`, built once per (`graph`, `key`).
 
-    Notes: kept in the runtime's cache (weakly on `graph`, so a graph's derived graphs die with
-    it, and cleared with it); a request for what is still being built raises DerivationCycle
+    Notes: kept in the runtime's cache of derived graphs (weakly on `graph`, so a graph's
+    derived graphs die with it; bounded apart from the entries per function, which never
+    evict them; cleared with them); a request for what is still being built raises DerivationCycle
     rather than building it again inside itself until the stack runs out.
     """
     def guarded():
