@@ -40,6 +40,9 @@ class Runtime:
     map_lazy: `map_lazy(graph, n_mapped, operands, num_threads, chunk_size, axis, summed,
         lazy) -> list`, `graph` mapped over operands of which some are dask arrays: dask
         arrays if `lazy` (numpy for the `summed` outputs), else all numpy.
+    mutation_watch: `mutation_watch(f)() -> str or None`, which of the containers `f`
+        reaches directly (closure cells, defaults, globals its code names) was changed in
+        place since `mutation_watch(f)` was called, described for an error message.
     """
 
     compiled: Callable
@@ -50,6 +53,7 @@ class Runtime:
     lookup_staging: Callable
     map_chunks: Callable
     map_lazy: Callable
+    mutation_watch: Callable
 
 
 _runtime: Runtime | None = None   # installed by xform.runtime.cache, imported by xform first

@@ -17,7 +17,6 @@ from xform.ir.builder import current_builder, stage_function
 from xform.ir.core import Graph, Params, Primitive, Var, rewire
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.reads import fingerprint, shared_containers
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import call_p
@@ -358,15 +357,15 @@ def _split(graph: Graph, n_mapped: int) -> tuple[Graph, Graph]:
 
 def _stage_element_function(f, in_avals, axis):
     """(prelude, body, captured) of `f` staged on one element (or slice) of each input."""
-    watched = [(what, obj, fingerprint(obj)) for what, obj in shared_containers(f)]
+    changed = runtime().mutation_watch(f)
     _, in_tree = tree_flatten(tuple(range(len(in_avals))))
     graph, captured, out_tree = stage_function(f, in_tree, list(in_avals))
-    for what, obj, before in watched:
-        if fingerprint(obj) != before:
-            raise XformError(f"threaded_map: f changed {what} while it ran; f must not mutate "
-                             "shared state", user_frame_info(),
-                             "f is staged once and its graph runs on many threads at once: "
-                             "return values from f instead of storing them")
+    what = changed()
+    if what is not None:
+        raise XformError(f"threaded_map: f changed {what} while it ran; f must not mutate "
+                         "shared state", user_frame_info(),
+                         "f is staged once and its graph runs on many threads at once: "
+                         "return values from f instead of storing them")
     if out_tree.kind is not None:
         what = "scalar" if axis is None else "array"
         raise TypeCheckError(f"threaded_map needs f to return one {what}, got a pytree "

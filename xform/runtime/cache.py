@@ -21,6 +21,7 @@ from collections import OrderedDict
 from xform import passes
 from xform.codegen import compile_graph
 from xform.ir import contexts, execute
+from xform.ir.reads import mutation_watch
 from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, note, recording
 from xform.runtime.effects import Watch, raise_shared_draws
@@ -399,4 +400,4 @@ execute.install(execute.Runtime(
                                                   checks=config.checks),
     build=lambda graph, key, make: DERIVED.build(graph, key, make, record=False).value,
     build_staging=_build_staging, lookup_staging=_lookup_staging,
-    map_chunks=map_chunks, map_lazy=map_lazy))
+    map_chunks=map_chunks, map_lazy=map_lazy, mutation_watch=mutation_watch))
