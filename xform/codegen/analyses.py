@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from xform.ir.core import Graph, Literal
-from xform.ir.registry import primitive_for, rule_for
+from xform.ir.rules import primitive_for, rule_for
 
 def item_inputs(graph: Graph, item, indexing: dict):
     if type(item) is list:

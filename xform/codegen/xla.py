@@ -29,7 +29,7 @@ import numpy as np
 from xform.errors import UnsupportedError
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.index_params import numpy_index
-from xform.ir.registry import RULES, has_effects, hooks_named, register
+from xform.ir.rules import RULES, has_effects, hooks_named, register
 from xform.source_info import user_frame_info
 
 #: Graphs of more equations (sub-graphs counted) stay on the numpy backend: XLA compiles
