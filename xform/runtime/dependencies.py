@@ -1,7 +1,7 @@
 """What a staging read, and the cheap check that it still holds: the Python analogue of
 Mooncake's backedges. While a function is staged, every Python function that runs is seen
 through `sys.setprofile`; the globals its code names, the code objects of functions bound to
-them, and the root function's closure cells (found by the walk in xform.runtime.reads) are recorded
+them, and the root function's closure cells (found by the walk in xform.ir.reads) are recorded
 with the objects they held. A cache hit re-checks those bindings by identity; any change means
 the entry is stale. The profile hook runs only while staged user code does: `watching` is
 installed into ir at import as the scope of that code (xform.ir.hooks), and xform's own entry
@@ -21,7 +21,7 @@ import numpy as np
 
 from xform.errors import CapturedArrayWarning, SideEffectError
 from xform.ir.hooks import install_watcher
-from xform.runtime.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
+from xform.ir.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
 from xform.numpy.random import unproxied
 from xform.numpy.stand_ins import code_outside_staging
 from xform.source_info import SourceInfo, is_users_file, user_frame_info
@@ -191,7 +191,7 @@ class Dependencies:
         held, so that their ids cannot be reused by new objects."""
         if type(value) is np.ndarray:
             # Read by plain numpy while staging (x[i] * C[i]: C[i] is computed then), an
-            # array's values are in the graph; it is hashed on every hit (xform.runtime.reads).
+            # array's values are in the graph; it is hashed on every hit (xform.ir.reads).
             if value.flags.writeable:
                 self._guard(value)
                 if value.nbytes >= LARGE_CHECK_BYTES:

@@ -45,7 +45,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from xform.errors import UnstagedEffectWarning, UnsupportedError
-from xform.runtime.reads import MISSING, named_globals, nested_codes
+from xform.ir.reads import MISSING, named_globals, nested_codes
 from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
                                  reset_unstaged, unproxied, unstaged_effects)
 from xform.numpy.stand_ins import groups_unreached, without_group
