@@ -6,10 +6,13 @@ import sys
 import textwrap
 import threading
 
+import attrs
 import numpy as np
 import pytest
 
 import xform
+from xform.ir.builder import using_builder
+from xform.ir.interpret import eval_graph
 
 THIS_FILE = "test_cache.py"
 
@@ -498,12 +501,61 @@ def test_a_fused_region_runs_code_of_the_current_debug_mode(monkeypatch):
     assert len(_RUNNERS) == 0
 
 
-def test_without_the_runtime_graphs_are_interpreted_and_mapped_serially(monkeypatch):
+def _interpreted(graph):
+    def run(*args):
+        with using_builder(None):
+            return eval_graph(graph, *args)
+    return run
+
+
+def _serial_map(graph, n_mapped, operands, dests, num_threads, chunk_size, axis=None,
+                summed=()) -> None:
+    run = _interpreted(graph)
+    mapped = [np.ravel(x) if axis is None else np.asarray(x) for x in operands[:n_mapped]]
+    summed = summed or (False,) * len(dests)
+    for dest, is_summed in zip(dests, summed):
+        if is_summed:
+            dest[...] = 0
+    for i in range(mapped[0].shape[0] if mapped else 0):
+        values = run(*[x[i] for x in mapped], *operands[n_mapped:])
+        for dest, is_summed, value in zip(dests, summed, values):
+            if is_summed:
+                dest += value
+            else:
+                dest[i] = value
+
+
+def test_any_runtime_keeping_the_contract_runs_the_rules(monkeypatch):
+    """The rules use only the Runtime record's contract: a runtime that interprets graphs and
+    maps serially gives the same results."""
     from xform.ir import execute
-    monkeypatch.setattr(execute, "_compiled", execute._interpreted)
-    monkeypatch.setattr(execute, "_map_chunks", execute._serial_map)
+    monkeypatch.setattr(execute, "_runtime", attrs.evolve(
+        execute.runtime(), compiled=_interpreted, map_chunks=_serial_map))
     x = np.linspace(0.0, 1.0, 7)
     np.testing.assert_array_equal(xform.threaded_map(lambda a: np.sin(a) * 2.0, x),
                                   np.sin(x) * 2.0)
     assert xform.fori_loop(0, 3, lambda i, v: v * 2.0, 1.0) == 8.0
     assert xform.while_loop(lambda v: v < 10.0, lambda v: v * 2.0, 1.0) == 16.0
+
+
+def test_user_entries_beyond_the_bound_never_evict_a_derived_graph():
+    from xform.runtime.cache import CACHE, DERIVED
+    from xform.transforms.derived import jvp_of
+
+    body = xform.make_graph(lambda x: np.sin(x) * x)(1.0)
+    derived = jvp_of(body, (True,))
+    derived_entries = xform.cache_info()["derived_entries"]
+    xform.set_cache_size(4)
+    try:
+        for k in range(10):      # user entries past the bound: they evict each other
+            xform.jit(lambda x, k=k: x * k)(1.0)
+        assert len(CACHE._entries) <= 4 and CACHE.evictions > 0
+        assert xform.cache_info()["derived_entries"] == derived_entries
+        builds = DERIVED.builds
+        assert jvp_of(body, (True,)) is derived    # still there: not derived again
+        assert DERIVED.builds == builds
+    finally:
+        xform.set_cache_size(2048)
+    xform.clear_cache()
+    assert xform.cache_info()["derived_entries"] == 0
+    assert jvp_of(body, (True,)) is not derived    # cleared with the cache

@@ -634,3 +634,28 @@ def test_logsumexp_and_softplus_are_stable_and_match_scipy():
     with pytest.raises(xform.ShapeError, match="zero-size") as info:
         xform.jit(lambda x: logsumexp(x, axis=0))(np.zeros((0, 2)))  # line: empty
     assert_points_at(info.value, __file__, "empty")
+
+
+def test_an_unknown_hook_name_fails_at_registration_naming_the_hooks():
+    typo_p = xform.Primitive("library_hook_typo")
+    with pytest.raises(xform.RegistrationError, match="'xlaa'.*peephole"):
+        xform.extend.register(typo_p, impl=np.negative, abstract_eval=lambda x: x,
+                              hooks={"xlaa": np.negative})
+    assert typo_p not in xform.ir.rules.RULES
+    with pytest.raises(LookupError, match="no hook named 'peep_hole'"):
+        xform.ir.rules.hooks_named("peep_hole")
+
+
+def test_hooks_given_as_names_or_as_a_record_are_one_record_and_extend_keeps_the_others():
+    hooked_p = xform.Primitive("library_hooked")
+    lowering = np.negative
+    xform.extend.register(hooked_p, impl=np.negative, abstract_eval=lambda x: x,
+                          hooks={"xla": lowering})
+    try:
+        assert xform.ir.rules.RULES[hooked_p].hooks == xform.extend.Hooks(xla=lowering)
+        xform.extend.extend(hooked_p, hooks=xform.extend.Hooks(takes_floats=True))
+        assert xform.ir.rules.RULES[hooked_p].hooks == xform.extend.Hooks(
+            xla=lowering, takes_floats=True)
+        assert xform.ir.rules.hooks_named("xla")[hooked_p] is lowering
+    finally:
+        del xform.ir.rules.RULES[hooked_p]

@@ -71,7 +71,7 @@ class MissingRuleError(XformError, NotImplementedError):
         self.construct = construct_of(primitive)
         if self.construct is None:
             message = f"primitive '{primitive}' has no {rule_kind} rule"
-            hint = hint or f"define it with p.def_{rule_kind}(...) or xform.rules.register"
+            hint = hint or f"define it with p.def_{rule_kind}(...) or xform.extend.register"
         else:
             message = (f"{self.construct} does not support "
                        f"{TRANSFORM_OF_RULE_KIND.get(rule_kind, rule_kind)} yet")

@@ -1,7 +1,8 @@
 """The extension API for library authors, one import away: `non_differentiable` and overlays
 (definitions only staging sees) live here; the rest is re-exported by design from where it
 lives: contexts (xform.ir.contexts), the default-only primitives softplus and logsumexp
-(xform.rules.special, their ops xform.numpy.special), Zero/Undefined and loop_batch."""
+(xform.rules.special, their ops xform.numpy.special), Zero/Undefined, loop_batch, and
+`register`/`extend` with `Hooks`, the record of a primitive's pass hooks (xform.ir.rules)."""
 from __future__ import annotations
 
 import contextvars
@@ -17,7 +18,7 @@ from xform.ir.builder import current_builder, using_builder
 from xform.ir.contexts import (CONTEXTS, bind_in_context, context, current_context,
                                primitives)
 from xform.ir.core import Primitive
-from xform.ir.rules import extend, loop_batch, register
+from xform.ir.rules import Hooks, extend, loop_batch, register
 from xform.ir.tracer import Tracer
 from xform.numpy import FUNCTIONS, UFUNCS, numpy_name
 from xform.numpy.special import logsumexp, softplus
@@ -209,6 +210,7 @@ def remove_overlay(target) -> None:
     clear_cache()
 
 
-__all__ = ["CONTEXTS", "Undefined", "Zero", "bind_in_context", "context", "current_context",
-           "logsumexp", "logsumexp_p", "loop_batch", "non_differentiable", "overlay",
-           "primitives", "remove_overlay", "softplus", "softplus_p"]
+__all__ = ["CONTEXTS", "Hooks", "Undefined", "Zero", "bind_in_context", "context",
+           "current_context", "extend", "logsumexp", "logsumexp_p", "loop_batch",
+           "non_differentiable", "overlay", "primitives", "register", "remove_overlay",
+           "softplus", "softplus_p"]

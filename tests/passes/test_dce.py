@@ -7,7 +7,7 @@ import xform
 from xform.ir.core import Graph, Primitive
 from xform.passes import eliminate_dead_code
 from xform.rules.binary import add_p, multiply_p
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 from xform.rules.unary import cos_p, exp_p, sin_p
 from xform.testing import strategies as xst
 
@@ -74,7 +74,7 @@ def _apply_dce(eqn, used_outputs):
 
 
 register(apply_p, impl=lambda *args, body: xform.eval_graph(body, *args),
-         abstract_eval=lambda *avals, body: list(body.out_avals), dce=_apply_dce)
+         abstract_eval=lambda *avals, body: list(body.out_avals), hooks=Hooks(dce=_apply_dce))
 
 keep_p = Primitive("test_dce_keep", multiple_results=True)
 register(keep_p, impl=lambda *args, body: xform.eval_graph(body, *args),

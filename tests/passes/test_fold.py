@@ -14,7 +14,7 @@ from xform.ir.rules import UNKNOWN
 from xform.passes.fold import MAX_FOLDED_SIZE
 from xform.rules.binary import add_p, divide_p, multiply_p, power_p, subtract_p
 from xform.rules.reduce import sum_p
-from xform.ir.rules import RULES, register
+from xform.ir.rules import RULES, Hooks, register
 from xform.rules.shape import broadcast_to_p, reshape_p, transpose_p
 from xform.rules.unary import cos_p, log_p, negative_p, sin_p
 from xform.testing import strategies as xst
@@ -215,7 +215,7 @@ def _pick_fold(eqn, known):
 
 register(pick_p, impl=_pick_impl,
          abstract_eval=lambda index, *avals, branches: list(branches[0].out_avals),
-         fold=_pick_fold)
+         hooks=Hooks(fold=_pick_fold))
 
 
 def _branches():
@@ -269,7 +269,7 @@ def test_hook_that_recreates_itself_stops(monkeypatch):
     register(loop_p, impl=lambda x: x, abstract_eval=lambda x: x)
     body = b.graph(b(loop_p, x))
     RULES[loop_p] = RULES[loop_p].__class__(impl=lambda x: x, abstract_eval=lambda x: x,
-                                            fold=lambda eqn, known: (body, eqn.inputs))
+                                            hooks=Hooks(fold=lambda eqn, known: (body, eqn.inputs)))
     # (xform.passes.fold is the short alias of fold_constants; the module is reached by name.)
     monkeypatch.setattr(importlib.import_module("xform.passes.fold"), "_MAX_SPLICES", 5)
     after = fold_constants(body)

@@ -11,7 +11,7 @@ import xform
 from xform.ir.core import Equation, Graph, Primitive, Var
 from xform.ir.nx import call_graph, recursive_nodes
 from xform.passes import eliminate_dead_code, inline_calls
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 from xform.testing import strategies as xst
 
 from tests.passes.support import F64, Builder, primitives, run_pass
@@ -33,7 +33,7 @@ def _call_inline(eqn):
 
 register(call_p, impl=lambda *args, callee, body: xform.eval_graph(_resolve(body), *args),
          abstract_eval=lambda *avals, callee, body: list(_resolve(body).out_avals),
-         inline=_call_inline)
+         hooks=Hooks(inline=_call_inline))
 
 
 def call(key, body, *args):

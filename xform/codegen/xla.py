@@ -15,7 +15,7 @@ equations computing the same from corresponding values become one operation on a
 operations after that stay on numpy whole: XLA's compile time grows faster than the run
 time it saves there.
 
-A primitive's lowering is the `"xla"` hook of its registration (`hooks={"xla": fn}`, for
+A primitive's lowering is the `xla` hook of its registration (`hooks=Hooks(xla=fn)`, for
 library authors), else this module's table by primitive name (`_table`), else, for an impl
 that is numpy's own function (a ufunc, numpy.linalg), jax.numpy's of the same name. A lowering has the impl's signature and calls
 jax.numpy/jax.lax. Values are float64 as in numpy: every call enters jax's x64 mode for its

@@ -16,8 +16,7 @@ import numpy as np
 from xform.errors import (ShapeError, TypeCheckError, XformError, out_of_memory_error,
                           recursion_error)
 from xform.ir.avals import ShapedArray, aval_of, float0
-from xform.ir import core as core_module
-from xform.ir.core import Equation, Graph, Literal, Params, Var
+from xform.ir.core import Equation, Graph, Literal, Params, Var, install_bind
 from xform.ir import hooks
 from xform.ir.hooks import unwatched, user_code_scope
 from xform.source_info import is_users_code, user_frame_info
@@ -389,7 +388,7 @@ def _stage_equation(builder, prim, args, params, caller):
     return Tracer(builder, out)
 
 
-core_module._bind = bind    # Primitive.bind calls it directly from now on
+install_bind(bind)    # Primitive.bind calls it directly from now on
 
 
 def _eval_concrete(prim, args, params):

@@ -16,11 +16,16 @@ from xform.ir.avals import ShapedArray
 from xform.source_info import SourceInfo
 
 
-def _bind(prim, *args, **params):
-    """xform.ir.builder.bind, which replaces this function once that module is imported (it
-    imports this one): an import statement per bind costs as much as a dict lookup chain."""
-    from xform.ir.builder import bind
-    return bind(prim, *args, **params)
+_bind = None   # what Primitive.bind calls: xform.ir.builder.bind, set by `install_bind`
+
+
+def install_bind(bind) -> None:
+    """Make `bind` what `Primitive.bind` calls. xform.ir.builder installs its `bind` when it is
+    imported: it imports this module, so this one cannot import it, and an import statement
+    inside `Primitive.bind` would cost each bind as much as a dict lookup chain. (Every
+    import of an xform module runs xform/__init__, which imports the builder.)"""
+    global _bind
+    _bind = bind
 
 
 @attrs.frozen(eq=False, repr=False)

@@ -201,10 +201,10 @@ def callee_of(eqn):
     """
     from xform.ir.rules import RULES  # ir does not import rules at module level
     rules = RULES.get(eqn.primitive)
-    if rules is None or rules.inline is None:
+    if rules is None or rules.hooks.inline is None:
         return None
     try:
-        body = rules.inline(eqn)
+        body = rules.hooks.inline(eqn)
     except Exception:  # noqa: BLE001
         # A callee that fails to stage (say, in a branch that never runs) is simply not
         # opened: its error belongs to the run that calls it, not to the optimizer.

@@ -454,3 +454,23 @@ def fingerprint(container):
     if isinstance(container, bytearray):
         return bytes(container)
     return tuple(map(id, container))
+
+
+def mutation_watch(f):
+    """A function telling, once called, which of the containers `f` can reach directly
+    (`shared_containers`) has changed in place since `mutation_watch(f)` (its description),
+    or None.
+
+    >>> w = [1.0]
+    >>> changed = mutation_watch(lambda x: w.append(x))
+    >>> changed() is None, (w.append(2.0), changed())[1]
+    (True, "the global 'w'")
+    """
+    watched = [(what, obj, fingerprint(obj)) for what, obj in shared_containers(f)]
+
+    def changed():
+        for what, obj, before in watched:
+            if fingerprint(obj) != before:
+                return what
+        return None
+    return changed

@@ -8,10 +8,8 @@ batched by a Python loop (`loop_batch`), with a warning once per primitive.
 """
 from __future__ import annotations
 
-import types
 import warnings
 import weakref
-from collections.abc import Mapping
 from typing import Callable
 
 import attrs
@@ -20,8 +18,7 @@ from xform.errors import MissingRuleError, RegistrationError, install_construct_
 from xform.ir.core import Graph, holds_subgraphs
 from xform.source_info import user_frame_info
 
-RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch",
-              "fold", "dce", "inline", "decomposition")
+RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch", "decomposition")
 ZERO_KINDS = ("jvp", "transpose", "vjp")  # the rule kinds that tangents/cotangents reach
 # The traits (and the symbolic_zeros flag), declared in `register` next to the rules.
 TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks", "construct", "effectful", "kept")
@@ -49,8 +46,73 @@ class ScalarMath:
     monotone: tuple = ()
 
 
-def _frozen_hooks(hooks) -> Mapping:
-    return types.MappingProxyType(dict(hooks))
+@attrs.frozen(kw_only=True)
+class Hooks:
+    """How the passes, code generation and transforms treat one primitive beyond its rules
+    (each absent by default). Given to `register(..., hooks=Hooks(...))`, or as a dict of
+    these names (an unknown name fails there); `hooks_named(name)` collects one per pass.
+
+    fold: `fold(eqn, known) -> replacement or None`, constant folding of a higher-order
+        primitive (`known[i]` a value or UNKNOWN; e.g. a cond on a literal predicate).
+    dce: `dce(eqn, used_outputs) -> smaller Equation or None`, drops unused outputs of a
+        multi-output equation (and what computes only them inside its sub-graphs).
+    inline: `inline(eqn) -> callee Graph or None`: the primitive is a call; its body.
+    peephole: `peephole(eqn, value_of, producer) -> None | atoms | Equation`, an algebraic
+        simplification fold_constants runs to a fixed point (x * 1 -> x).
+    in_place: `in_place(*args, **params)`, an impl that may overwrite its first operand,
+        which generated code uses when nothing reads that operand afterwards.
+    in_place_index: `in_place_index(eqn) -> numpy index or None`, what lets generated code
+        write such an update as `x[i] = v` (requires `in_place`).
+    in_place_applies: `in_place_applies(eqn) -> bool`, where `in_place` may run only for
+        some equations of the primitive (pad_sum: when its first operand is the whole output).
+    region: `region(eqn) -> box or None`, the elements of its first operand a view made by the
+        equation shows, or an update writes (slice, gather, scatter, pad_sum): a live view
+        then blocks only the in-place writes that may touch its box
+        (xform.codegen.analyses.writes_in_place, xform.passes.writes).
+    takes_floats: its impl takes 0-d float64 operands as Python floats exactly as numpy
+        scalars (the scalar path keeps them unconverted).
+    speculative_impl: `speculative_impl(generators, *args, **params)`, the impl of an
+        effectful primitive run while staging with values, on stand-ins of the generators.
+    reverse_by_graph: reverse mode must transpose it as a graph, never compute its
+        cotangents at once from values (its rules take sub-graphs).
+    draws_once_in_reverse: its reverse mode saves what its body drew, so a body that draws
+        is differentiable (checkpoint).
+    xla: `xla(*args, **params)`, its lowering written with jax.numpy (xform.codegen.xla);
+        without one the equation runs on the host.
+
+    >>> from xform.ir.rules import Hooks
+    >>> Hooks(takes_floats=True).takes_floats
+    True
+    """
+
+    fold: Callable | None = None
+    dce: Callable | None = None
+    inline: Callable | None = None
+    peephole: Callable | None = None
+    in_place: Callable | None = None
+    in_place_index: Callable | None = None
+    in_place_applies: Callable | None = None
+    region: Callable | None = None
+    takes_floats: bool = False
+    speculative_impl: Callable | None = None
+    reverse_by_graph: bool = False
+    draws_once_in_reverse: bool = False
+    xla: Callable | None = None
+
+
+HOOK_NAMES = tuple(field.name for field in attrs.fields(Hooks))
+
+
+def _hooks(given) -> Hooks:
+    """`given` (a Hooks or a dict of hook names) as a Hooks; an unknown name fails."""
+    if type(given) is Hooks:
+        return given
+    unknown = set(given) - set(HOOK_NAMES)
+    if unknown:
+        raise RegistrationError(f"unknown hooks {sorted(unknown)}; the hooks are "
+                                f"{', '.join(HOOK_NAMES)} (xform.ir.rules.Hooks)",
+                                user_frame_info())
+    return Hooks(**given)
 
 
 def _convention(kind: str, fn: Callable) -> Callable:
@@ -78,17 +140,16 @@ def _convention(kind: str, fn: Callable) -> Callable:
 class Rules:
     """Every rule and trait of one primitive. A None rule means the rule is absent.
 
-    `fold(eqn, known) -> replacement or None`, `dce(eqn, used_outputs)` and
-    `inline(eqn) -> callee Graph or None` are pass hooks for higher-order primitives (see
-    xform.passes); `decomposition` is the trace-through definition of a primitive
-    that exists only for speed.
+    `decomposition` is the trace-through definition of a primitive that exists only for
+    speed (what the "minimal" context stages instead).
 
     Traits: `symbolic_zeros`, the rule kinds (of ZERO_KINDS) that take symbolic `Zero`
     tangents/cotangents (the others get zero arrays); `elementwise`, it maps equal positions
     of its broadcast inputs to that position of its output (fusible, mappable by
     threaded_map); `scalar_math`, a ScalarMath; `linear_in`, the input positions in which it
     is jointly linear, so reverse mode applies its transpose rule directly when only those
-    inputs are differentiable; `hooks`, per-pass behaviour by name (`"peephole"`, ...);
+    inputs are differentiable; `hooks`, a `Hooks` record (per-pass behaviour: fold, dce,
+    inline, peephole, ...);
     `construct`, for a primitive users never call by name, the construct it implements as
     users know it ("xform.while_loop"), which errors name instead of the primitive;
     `effectful`, running it has an effect (a random draw advances its generator): no pass
@@ -104,15 +165,12 @@ class Rules:
     transpose: Callable | None = None
     vjp: Callable | None = None
     batch: Callable | None = None
-    fold: Callable | None = None
-    dce: Callable | None = None
-    inline: Callable | None = None
     decomposition: Callable | None = None
     symbolic_zeros: frozenset = attrs.field(default=frozenset(), converter=frozenset)
     elementwise: bool = False
     scalar_math: ScalarMath | None = None
     linear_in: tuple = attrs.field(default=(), converter=tuple)
-    hooks: Mapping = attrs.field(factory=dict, converter=_frozen_hooks)
+    hooks: Hooks = attrs.field(factory=Hooks, converter=_hooks)
     construct: str | None = None
     effectful: bool = False
     kept: bool = False
@@ -166,12 +224,16 @@ def register(prim, *, replace: bool = False, symbolic_zeros: bool = False, role=
 
 
 def extend(prim, *, symbolic_zeros: bool = False, **rules) -> None:
-    """Add or replace some rules or traits of a primitive (hooks are added to its hooks).
-    `symbolic_zeros` applies to the jvp, transpose and vjp rules given, as in `register`."""
+    """Add or replace some rules or traits of a primitive (the hooks given replace those
+    hooks, the others stay). `symbolic_zeros` applies to the jvp, transpose and vjp rules
+    given, as in `register`."""
     _check_kinds(rules)
     old = RULES.get(prim, Rules())
     if "hooks" in rules:
-        rules["hooks"] = {**old.hooks, **rules["hooks"]}
+        given = _hooks(rules["hooks"])
+        rules["hooks"] = attrs.evolve(old.hooks, **{
+            name: getattr(given, name) for name in HOOK_NAMES
+            if getattr(given, name) != getattr(Hooks(), name)})
     zero_kinds = _zero_kinds(rules, symbolic_zeros, old.symbolic_zeros)
     RULES[prim] = attrs.evolve(old, **rules, symbolic_zeros=zero_kinds)
     _changed()
@@ -283,8 +345,8 @@ def has_effects(eqn) -> bool:
                 if type(item) is Graph and graph_has_effects(item):
                     return True
     rules = RULES.get(eqn.primitive)
-    if rules is not None and rules.inline is not None:     # a call: its callee's graph
-        callee = rules.inline(eqn)
+    if rules is not None and rules.hooks.inline is not None:   # a call: its callee's graph
+        callee = rules.hooks.inline(eqn)
         return callee is not None and graph_has_effects(callee)
     return False
 
@@ -292,7 +354,7 @@ def has_effects(eqn) -> bool:
 @derived
 def call_primitives() -> frozenset:
     """The primitives with an `inline` rule (calls: their callee is a graph)."""
-    return frozenset(prim for prim, rules in RULES.items() if rules.inline is not None)
+    return frozenset(prim for prim, rules in RULES.items() if rules.hooks.inline is not None)
 
 
 def graph_has_effects(graph) -> bool:
@@ -329,15 +391,21 @@ def scalar_math_rules() -> dict:
 
 
 def hooks_named(name: str) -> dict:
-    """primitive -> its hook `name`, for every primitive that has one (ask once per pass).
+    """primitive -> its hook `name` (a field of Hooks), for every primitive that has one
+    (ask once per pass).
 
     >>> from xform.ir.rules import hooks_named, primitive_for
-    >>> primitive_for("add") in hooks_named("peephole"), hooks_named("no such hook")
-    (True, {})
+    >>> primitive_for("add") in hooks_named("peephole")
+    True
+    >>> hooks_named("peep_hole")
+    Traceback (most recent call last):
+    LookupError: no hook named 'peep_hole'; the hooks are fold, dce, inline, peephole, in_place, in_place_index, takes_floats, speculative_impl, reverse_by_graph, draws_once_in_reverse, xla
     """
-    return _derive(("hooks", name), lambda: {prim: rules.hooks[name]
+    if name not in HOOK_NAMES:
+        raise LookupError(f"no hook named {name!r}; the hooks are {', '.join(HOOK_NAMES)}")
+    return _derive(("hooks", name), lambda: {prim: getattr(rules.hooks, name)
                                              for prim, rules in RULES.items()
-                                             if name in rules.hooks})
+                                             if getattr(rules.hooks, name)})
 
 
 class _Unknown:

@@ -321,9 +321,9 @@ def compute_values(builder, eqn, rules) -> None:
             is_dependent = True
             if atom in perturbed:
                 is_perturbed = True
-    if rules.effectful or (params and (rules.inline is not None or holds_subgraphs(params))
+    if rules.effectful or (params and (rules.hooks.inline is not None or holds_subgraphs(params))
                            and _has_effects(eqn)):
-        speculate = rules.hooks.get("speculative_impl")
+        speculate = rules.hooks.speculative_impl
         if speculate is None:   # (a call of a function that draws: its draws are its own)
             return
         is_dependent = True     # a draw differs from call to call

@@ -23,7 +23,7 @@ PIPELINE, in order (what each step does; its precondition):
      goes (the rows a loop's reverse pass zeroes in its cotangent). Precondition: 5, whose
      window updates are scatters and reads.
   7. eliminate_dead_code: drop what no output needs, and unused outputs of loops and calls
-     (Rules.dce). Precondition: 1-6, which leave dead equations and constants behind (5:
+     (Hooks.dce). Precondition: 1-6, which leave dead equations and constants behind (5:
      the reshapes that fed the pads it replaced; 6: the writes it dropped).
 """
 from __future__ import annotations

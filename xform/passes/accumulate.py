@@ -10,22 +10,19 @@ import numpy as np
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.nx import with_equations
-from xform.ir.rules import RULES, primitive_for
+from xform.ir.rules import primitive_for
+from xform.ir.window_params import fits, full_window, term_shape
 
 _SUMMABLE_KINDS = "fciu"  # not bool: add is `or` there, and no cotangent is boolean
 _primitive_of = operator.attrgetter("primitive")
 
 
 class _Primitives:
-    """What the pass recognises and emits, by role (xform.ir.rules.primitive_for), and the
-    window conventions of `pad_sum` (its hooks `term_shape`, `fits` and `full_window`)."""
+    """What the pass recognises and emits, by role (xform.ir.rules.primitive_for)."""
 
     def __init__(self):
         self.add, self.pad = primitive_for("add"), primitive_for("pad")
         self.pad_sum, self.reshape = primitive_for("pad_sum"), primitive_for("reshape")
-        hooks = RULES[self.pad_sum].hooks
-        self.term_shape, self.full_window = hooks["term_shape"], hooks["full_window"]
-        self.fits = hooks["fits"]
         self.slice, self.scatter = primitive_for("slice"), primitive_for("scatter")
 
 
@@ -117,7 +114,7 @@ def accumulate_pads(graph: Graph) -> Graph:
             atom = stack.pop()
             index = producer.get(atom)
             if index is None:   # an input, a constant, or made by another primitive
-                terms.append((atom, prims.full_window(shape)))
+                terms.append((atom, full_window(shape)))
                 continue
             leaf = equations[index]
             single = absorbed(atom)
@@ -136,7 +133,7 @@ def accumulate_pads(graph: Graph) -> Graph:
                 placed += 1
                 dead.append(index)
             else:
-                terms.append((atom, prims.full_window(shape)))
+                terms.append((atom, full_window(shape)))
         if not placed:
             continue
         for index in dead:
@@ -158,7 +155,7 @@ def _pad_sum_equations(root, terms, producer, equations, prims) -> list:
     be 0-d (and the chains of `_scalar_chains`)."""
     emitted, scalar_terms = [], []
     for atom, window in terms:
-        if atom.aval.shape != prims.term_shape(window):
+        if atom.aval.shape != term_shape(window):
             atom = _as_scalar(atom, root, producer, equations, emitted, prims.reshape)
         else:
             atom = _without_unit_axes(atom, window, producer, equations, prims)
@@ -183,8 +180,8 @@ def _window_update(root, terms, prims):
     any other sum."""
     out = root.outputs[0].aval
     (whole, first), rest = terms[0], terms[1:]
-    if (not rest or first != prims.full_window(out.shape) or whole.aval != out
-            or prims.term_shape(first) != out.shape):
+    if (not rest or first != full_window(out.shape) or whole.aval != out
+            or term_shape(first) != out.shape):
         return None
     window, shape = rest[0][1], rest[0][0].aval.shape
     if any(w != window or a.aval.shape != shape or a.aval.dtype != out.dtype
@@ -254,7 +251,7 @@ def _without_unit_axes(atom, window, producer, equations, prims):
     if index is None or equations[index].primitive is not prims.reshape:
         return atom
     source = equations[index].inputs[0]
-    return source if type(source) is Var and prims.fits(source.aval.shape, window) else atom
+    return source if type(source) is Var and fits(source.aval.shape, window) else atom
 
 
 def _as_scalar(atom, root, producer, equations, emitted, reshape_p):

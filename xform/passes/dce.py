@@ -1,4 +1,4 @@
-"""Dead-code elimination: keep only the equations an output depends on, and let `Rules.dce`
+"""Dead-code elimination: keep only the equations an output depends on, and let `Hooks.dce`
 hooks drop the unused outputs of the multi-output equations that stay."""
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def eliminate_dead_code(graph: Graph) -> Graph:
                 changed = True
                 continue
             rules = RULES.get(eqn.primitive)
-            if not all(used) and rules is not None and rules.dce is not None:
-                smaller = rules.dce(eqn, used)
+            if not all(used) and rules is not None and rules.hooks.dce is not None:
+                smaller = rules.hooks.dce(eqn, used)
                 if smaller is not None:
                     eqn, changed = smaller, True
         live.update(eqn.inputs)

@@ -1,4 +1,4 @@
-"""Constant folding: evaluate equations whose inputs are all known, let `Rules.fold` hooks
+"""Constant folding: evaluate equations whose inputs are all known, let `Hooks.fold` hooks
 replace higher-order equations (a `cond` with a known predicate becomes its taken branch),
 and simplify with the primitives' peephole hooks (x * 1 -> x, ...) run to a fixed point."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ _MAX_PEEPHOLES = 100  # rewrites of one equation: more means two rules undo each
 
 
 def _simplify(eqn, value_of, producer, peepholes):
-    """Apply the peephole hooks (`Rules.hooks["peephole"]`: `fn(eqn, value_of, producer)`
+    """Apply the peephole hooks (`Hooks.peephole`: `fn(eqn, value_of, producer)`
     returns None, the atoms standing for the outputs, or a new Equation) to `eqn` until none
     matches: the final Equation, or the atoms that now stand for its outputs."""
     for _ in range(_MAX_PEEPHOLES):
@@ -64,7 +64,7 @@ def _evaluate(eqn, known, returned):
 
 
 def fold_constants(graph: Graph) -> Graph:
-    """Evaluate what is known at pass time, apply `Rules.fold` hooks and peephole hooks.
+    """Evaluate what is known at pass time, apply `Hooks.fold` hooks and peephole hooks.
 
     Known values are Literals, graph consts and the results of folded equations; 0-d results
     become Literals, arrays become consts (results over MAX_FOLDED_SIZE elements stay staged).
@@ -90,7 +90,7 @@ def fold_constants(graph: Graph) -> Graph:
     queue = deque((eqn, index in live) for index, eqn in enumerate(graph.equations))
     splices = 0
     peepholes = hooks_named("peephole")
-    folds = _fold_hooks()
+    folds = hooks_named("fold")
 
     def value_of(atom):
         if type(atom) is Literal:
@@ -138,12 +138,6 @@ def fold_constants(graph: Graph) -> Graph:
             for var, atom in zip(eqn.outputs, result):
                 rewriter.replace(var, atom)
     return rewriter.build()
-
-
-@derived
-def _fold_hooks() -> dict:
-    """primitive -> its `Rules.fold` hook, for the primitives that have one."""
-    return {prim: rules.fold for prim, rules in RULES.items() if rules.fold is not None}
 
 
 __all__ = ["MAX_FOLDED_SIZE", "fold_constants"]

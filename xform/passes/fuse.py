@@ -350,7 +350,15 @@ def _renamed(region, args):
 
 def clean_region(region: Graph) -> Graph:
     """`region` folded, CSE'd and DCE'd, but not fused: a region stays flat (fused regions
-    and their derived graphs are cleaned with it)."""
+    and their derived graphs are cleaned with it).
+
+    >>> from xform.passes import clean_region
+    >>> print(clean_region(xform.make_graph(lambda x: np.sin(x) * 1.0 + np.sin(x))(1.0)))
+    { lambda a:~f64[] . let
+        b:f64[] = sin a
+        c:f64[] = add b b
+      in (c) }
+    """
     return eliminate_dead_code(eliminate_common_subexpressions(fold_constants(region)))
 
 

@@ -16,35 +16,11 @@ from xform.ir.core import Primitive
 from xform.ir.index_params import slice_box
 from xform.ir.tracer import Tracer
 from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
+from xform.ir.window_params import fits, full_window, term_shape  # noqa: F401  (re-exported)
 from xform.rules.shape import static_slice
 
 pad_sum_p = Primitive("pad_sum")
-
-
-def _window_shape(window):
-    return tuple(max(0, -(-(stop - start) // step)) for start, stop, step in window)
-
-
-def term_shape(window):
-    """The shape an operand of `window` has: 0-d for a one-element window. (An operand may
-    also leave out the window's leading axes of length 1, as a row `u[t]` does: `fits`.)"""
-    shape = _window_shape(window)
-    return () if math.prod(shape) == 1 else shape
-
-
-def fits(operand_shape, window) -> bool:
-    """Whether an operand of `operand_shape` goes into `window`: of its term_shape, or of it
-    without leading axes of length 1 (numpy broadcasts it into the window as it is)."""
-    needed = term_shape(window)
-    leading = len(needed) - len(operand_shape)
-    return (leading >= 0 and tuple(needed[leading:]) == tuple(operand_shape)
-            and all(n == 1 for n in needed[:leading]))
-
-
-def full_window(shape):
-    """The window covering all of `shape`."""
-    return tuple((0, n, 1) for n in shape)
 
 
 def _pad_sum_abstract_eval(*operands, shape, dtype, windows):
@@ -233,12 +209,11 @@ def _pad_sum_batch(size, args, dims, *, shape, dtype, windows):
 
 register(pad_sum_p, impl=_pad_sum_impl, abstract_eval=_pad_sum_abstract_eval,
          jvp=_pad_sum_jvp, transpose=_pad_sum_transpose, batch=_pad_sum_batch, symbolic_zeros=True,
-         role="pad_sum", hooks={"term_shape": term_shape, "fits": fits, "full_window": full_window,
-                                # a 0-d operand goes through np.fromiter(..., dtype): a Python
-                                # float converts exactly as its np.float64 would
-                                "takes_floats": True,
-                                "in_place": _pad_sum_in_place,
-                                "in_place_applies": _adds_into_first, "region": _written})
+         role="pad_sum",
+         # a 0-d operand goes through np.fromiter(..., dtype): a Python float converts
+         # exactly as its np.float64 would
+         hooks=Hooks(takes_floats=True, in_place=_pad_sum_in_place,
+                     in_place_applies=_adds_into_first, region=_written))
 
 
 def pad_sum(operands, windows, shape, dtype=None):

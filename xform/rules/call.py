@@ -15,10 +15,10 @@ from xform.errors import TypeCheckError
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.builder import stage_function, using_builder
 from xform.ir.core import Primitive
-from xform.ir.execute import build_staging, compiled_optimized, lookup_staging
+from xform.ir.execute import compiled_optimized, runtime
 from xform.source_info import user_frame_info
 from xform.ir.ad import Zero, aval, instantiate
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 from xform.rules.subgraphs import transpose_from_vjp
 from xform.transforms.derived import batch_of, jvp_of, vjp_of
 from xform.tree import tree_flatten, tree_unflatten
@@ -53,7 +53,7 @@ class FunctionRef:
 
     def out_type(self, key):
         """(out_avals, out_tree) of the callee at signature `key`."""
-        entry = lookup_staging(self.fun, ("callee", key))
+        entry = runtime().lookup_staging(self.fun, ("callee", key))
         if entry is not None:
             return entry[0].out_avals, entry[1]
         if key in self._in_progress:
@@ -67,10 +67,10 @@ class FunctionRef:
         return self.graph_and_tree(key)[0]
 
     def graph_and_tree(self, key):
-        entry = lookup_staging(self.fun, ("callee", key))
+        entry = runtime().lookup_staging(self.fun, ("callee", key))
         if entry is not None:
             return entry
-        return build_staging(self.fun, ("callee", key), lambda: self._stage(key))
+        return runtime().build_staging(self.fun, ("callee", key), lambda: self._stage(key))
 
     def _stage(self, key):
         in_tree, avals = key
@@ -189,7 +189,7 @@ def _call_inline(eqn):
 
 register(call_p, impl=_call_impl, abstract_eval=_call_abstract_eval, jvp=_call_jvp,
          vjp=_call_vjp, transpose=transpose_from_vjp(_call_vjp, _call_abstract_eval),
-         batch=_call_batch, inline=_call_inline, symbolic_zeros=True,
+         batch=_call_batch, hooks=Hooks(inline=_call_inline), symbolic_zeros=True,
          construct="an @xform.function call")
 
 

@@ -17,10 +17,11 @@ from xform.ir.ad import Zero, aval, instantiate
 from xform.ir.avals import is_differentiable
 from xform.ir.builder import GraphBuilder, current_builder, stage_function, using_builder
 from xform.ir.core import Graph, Params, Primitive, Var
-from xform.ir.execute import compiled, pruned
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import effectful_primitives, graph_has_effects, register
+from xform.ir.rules import Hooks, effectful_primitives, graph_has_effects, register
 from xform.ir.tracer import Tracer
+from xform.passes import eliminate_dead_code
 from xform.rules.contract import dot_p, einsum_p, matmul_p
 from xform.rules.subgraphs import out_avals, transpose_from_vjp
 from xform.transforms.derived import batch_of, jvp_of, memo, vjp_of, vjp_parts_of
@@ -125,7 +126,7 @@ def _saved_residuals(forward: Graph, n_out: int, policy) -> tuple:
 def _forward_saving(parts, n_out: int, saved: tuple) -> Graph:
     """inputs -> (outputs, saved values), from the forward part of the vjp."""
     forward = parts[0]
-    return memo(forward, ("checkpoint forward", saved), lambda: pruned(Graph(
+    return memo(forward, ("checkpoint forward", saved), lambda: eliminate_dead_code(Graph(
         forward.inputs, forward.consts, forward.equations,
         list(forward.outputs[:n_out]) + list(saved))))
 
@@ -153,7 +154,7 @@ def _backward_graph(parts, n_out: int, saved: tuple) -> Graph:
 
 
 def _remat_impl(*args, graph, base, parts, saved, policy):
-    return compiled(graph)(*args)
+    return runtime().compiled(graph)(*args)
 
 
 def _remat_abstract_eval(*avals, graph, base, parts, saved, policy):
@@ -213,8 +214,9 @@ def _remat_dce(eqn, used):
 
 register(remat_p, impl=_remat_impl, abstract_eval=_remat_abstract_eval, jvp=_remat_jvp,
          vjp=_remat_vjp, transpose=transpose_from_vjp(_remat_vjp, _remat_abstract_eval),
-         batch=_remat_batch, dce=_remat_dce, symbolic_zeros=True, construct="xform.checkpoint",
-         hooks={"draws_once_in_reverse": True})  # draws are saved (checkpoint_call)
+         batch=_remat_batch, symbolic_zeros=True, construct="xform.checkpoint",
+         # draws are saved (checkpoint_call)
+         hooks=Hooks(dce=_remat_dce, draws_once_in_reverse=True))
 
 
 def _saving_effects(policy):
@@ -232,7 +234,7 @@ def checkpoint_call(fun, args, policy=None):
     leaves, in_tree = tree_flatten(tuple(args))
     graph, captured, out_tree = stage_function(fun, in_tree, [aval(x) for x in leaves])
     if not captured and not any(type(x) is Tracer for x in leaves):
-        return tree_unflatten(out_tree, compiled(graph)(*leaves))
+        return tree_unflatten(out_tree, runtime().compiled(graph)(*leaves))
     parts, saved, forward = None, (), graph
     if graph_has_effects(graph):
         # A draw is saved, never recomputed: the backward pass must not draw again.

@@ -9,12 +9,13 @@ import numpy as np
 from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal, Primitive, rewire
-from xform.ir.execute import cleaned, compiled, compiled_memo, pruned
+from xform.ir.execute import compiled_memo, runtime
 from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.ir.ad import NOT_MAPPED, Zero, aval, fit_tangent, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
-from xform.ir.rules import is_elementwise, register, rule_for
+from xform.ir.rules import Hooks, is_elementwise, register, rule_for
+from xform.passes import clean_region, eliminate_dead_code
 from xform.transforms.derived import batch_of, memo
 from xform.transforms.jvp import jvp_eval
 from xform.transforms.vjp import is_constant, vjp_eval
@@ -28,19 +29,6 @@ WHOLE_LIMIT = 1 << 21  # ...unless it has this many elements
 _RUNNERS = compiled_memo()
 
 
-def clean_region(graph):
-    """`graph` folded, CSE'd and DCE'd, but not fused: a derived region stays flat.
-
-    >>> from xform.rules.elementwise import clean_region
-    >>> print(clean_region(xform.make_graph(lambda x: np.sin(x) * 1.0 + np.sin(x))(1.0)))
-    { lambda a:~f64[] . let
-        b:f64[] = sin a
-        c:f64[] = add b b
-      in (c) }
-    """
-    return cleaned(graph)
-
-
 def _elementwise_impl(*args, max_width, region):
     runner = _RUNNERS.get(region)
     if runner is None:
@@ -50,7 +38,7 @@ def _elementwise_impl(*args, max_width, region):
 
 def _runner(region):
     """The function running `region`: its compiled code, block by block when it is large."""
-    run = compiled(region)
+    run = runtime().compiled(region)
     plan = _BlockPlan.of(region)
     if plan is None:
         return run
@@ -334,7 +322,8 @@ def _elementwise_dce(eqn, used):
     region = eqn.params["region"]
 
     def build():
-        return pruned(rewire(region, region.inputs, [k for k, u in enumerate(used) if u]))
+        kept = [k for k, u in enumerate(used) if u]
+        return eliminate_dead_code(rewire(region, region.inputs, kept))
     smaller = memo(region, ("elementwise_dce", used), build)
     return attrs.evolve(eqn, outputs=[v for v, u in zip(eqn.outputs, used) if u],
                         params={**eqn.params, "region": smaller})
@@ -346,5 +335,6 @@ def _elementwise_decomposition(*args, max_width, region):
 
 register(elementwise_p, impl=_elementwise_impl, abstract_eval=_elementwise_abstract_eval,
          jvp=_elementwise_jvp, vjp=_elementwise_vjp, batch=_elementwise_batch,
-         dce=_elementwise_dce, decomposition=_elementwise_decomposition, symbolic_zeros=True,
+         decomposition=_elementwise_decomposition, hooks=Hooks(dce=_elementwise_dce),
+         symbolic_zeros=True,
          role="fusion")

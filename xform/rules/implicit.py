@@ -18,7 +18,7 @@ from xform.errors import SolverError
 from xform.ir.ad import NOT_MAPPED, Zero, aval, move_to_front
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Graph, Primitive
-from xform.ir.execute import compiled
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
 from xform.ir.rules import register
 from xform.rules.subgraphs import batch_by_loop, stage_flat
@@ -74,7 +74,7 @@ def _callables(func, roles, shape, operands) -> dict:
     zero = np.zeros(shape)
 
     def make(index):
-        run = compiled(_output_graph(func, index))
+        run = runtime().compiled(_output_graph(func, index))
 
         def call(x, direction=zero):
             x = np.reshape(np.asarray(x, np.float64), shape)
@@ -256,7 +256,7 @@ def _hessian_product(condition, n_operands) -> Graph:
 def _hessian_solve_impl(rhs, x, *operands, condition, solver):
     """H^-1 rhs by MINRES on Hessian-vector products (H symmetric: no transpose needed)."""
     import scipy.sparse.linalg
-    product = compiled(_hessian_product(condition, len(operands)))
+    product = runtime().compiled(_hessian_product(condition, len(operands)))
     n = rhs.size
     operator = scipy.sparse.linalg.LinearOperator(
         (n, n), matvec=lambda v: product(x, *operands, np.ravel(v))[0], dtype=np.float64)

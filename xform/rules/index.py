@@ -15,7 +15,7 @@ from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to
 from xform.ir.tracer import Tracer
 from xform.rules.helpers import linear_jvp
 from xform.rules import shape as shape_rules
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 
 
 def index_layout(shape, index, array_shapes):
@@ -175,7 +175,7 @@ def _region(eqn):
 
 register(gather_p, impl=_gather_impl, abstract_eval=_gather_abstract_eval,
          jvp=linear_jvp(gather_p), transpose=_gather_transpose, batch=_gather_batch,
-         symbolic_zeros=True, linear_in=(0,), hooks={"region": _region})
+         symbolic_zeros=True, linear_in=(0,), hooks=Hooks(region=_region))
 
 
 # -- scatter_add: zeros of `shape` with `updates` added at index (np.add.at) -----------------
@@ -324,8 +324,8 @@ def _scatter_batch(size, args, dims, *, index):
 register(scatter_p, impl=_scatter_impl, abstract_eval=_scatter_abstract_eval,
          jvp=_scatter_jvp, transpose=_scatter_transpose, batch=_scatter_batch,
          symbolic_zeros=True, linear_in=(0, 1), role="scatter",
-         hooks={"in_place": _scatter_in_place, "in_place_index": _scatter_static_index,
-                "region": _region})
+         hooks=Hooks(in_place=_scatter_in_place, in_place_index=_scatter_static_index,
+                     region=_region))
 
 
 __all__ = ["ARRAY", "FULL", "basic_read", "gather_p", "index_layout", "numpy_index",

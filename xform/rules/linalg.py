@@ -129,7 +129,12 @@ def _solve_abstract_eval(a, b):
 
 def _known_triangle(a):
     """"lower" or "upper" when `a` is known to be a Cholesky factor (or its transpose), else None:
-    the derivatives of solve(L, b) then need triangular solves only."""
+    the derivatives of solve(L, b) then need triangular solves only.
+
+    Notes: simplify's "solve with a Cholesky factor" makes this moot for a plain `grad` (the
+    primal is rewritten before differentiating), but not where values are returned (jvp,
+    value_and_grad, linearize): "exact" keeps the primal's LU solve for numpy's bits, and
+    only here is the tangent's solve known to take a factor."""
     found = lineage(a)
     if found is None:
         return None

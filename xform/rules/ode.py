@@ -10,7 +10,7 @@ import numpy as np
 from xform.ir.ad import NOT_MAPPED, Zero, aval, instantiate
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.core import Graph, Primitive
-from xform.ir.execute import compiled
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
 from xform.ir.rules import register
 from xform.rules.subgraphs import batch_by_loop, stage_flat
@@ -37,7 +37,7 @@ def _solve(rhs, y0, times, method, options):
 
 
 def _odeint_impl(y0, t, *params, func, method, options):
-    run = compiled(func)
+    run = runtime().compiled(func)
     shape = np.shape(y0)
 
     def rhs(y, s):

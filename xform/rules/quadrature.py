@@ -13,7 +13,7 @@ import numpy as np
 from xform.ir.ad import Zero, aval
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Graph, Primitive
-from xform.ir.execute import compiled
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
 from xform.ir.rules import register
 from xform.rules.subgraphs import batch_by_loop, stage_flat, transpose_from_vjp
@@ -25,7 +25,7 @@ integral_p = Primitive("integral", multiple_results=True)
 def _integral_impl(lower, upper, *operands, func, options, name, source):
     """[value, SciPy's error estimate]; SciPy's warnings (IntegrationWarning) as eagerly."""
     import scipy.integrate
-    run = compiled(func)
+    run = runtime().compiled(func)
     shape = func.outputs[0].aval.shape
     lower, upper = float(lower), float(upper)
     if shape == () and name.endswith(".quad"):

@@ -14,7 +14,7 @@ from xform.ir.ad import NOT_MAPPED, Zero, aval
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.builder import rewritten_source
 from xform.ir.core import Primitive
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 
 draw_p = Primitive("random_draw")
 nondifferentiable_p = Primitive("nondifferentiable")
@@ -138,7 +138,7 @@ def _draw_batch(size, operands, dims, **params):
 
 register(draw_p, impl=_draw_impl, abstract_eval=_draw_abstract_eval, jvp=_draw_jvp,
          vjp=_draw_vjp, batch=_draw_batch, symbolic_zeros=True, effectful=True,
-         hooks={"speculative_impl": _draw_speculative_impl}, construct="numpy.random draw")
+         hooks=Hooks(speculative_impl=_draw_speculative_impl), construct="numpy.random draw")
 
 
 def _raise_nondifferentiable(x, *, shape, dtype, method, what, source):

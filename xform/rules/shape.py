@@ -13,7 +13,7 @@ from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to
                          zero_tangent, zeros)
 from xform.rules.helpers import (linear_jvp, reshape_peephole, transpose_peephole, unbroadcast,
                                   vectorized_batch)
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 
 
 # -- reshape ---------------------------------------------------------------------------------
@@ -36,7 +36,7 @@ register(reshape_p, impl=lambda x, *, shape: np.reshape(x, shape),
          abstract_eval=_reshape_abstract_eval, jvp=linear_jvp(reshape_p),
          transpose=lambda ct, x, *, shape: (reshape_p.bind(ct, shape=x.aval.shape),),
          batch=_reshape_batch, symbolic_zeros=True, linear_in=(0,), role="reshape",
-         hooks={"peephole": reshape_peephole})
+         hooks=Hooks(peephole=reshape_peephole))
 
 
 # -- broadcast_to ----------------------------------------------------------------------------
@@ -90,7 +90,7 @@ def _transpose_impl(x, *, axes):
 register(transpose_p, impl=_transpose_impl,
          abstract_eval=_transpose_abstract_eval, jvp=linear_jvp(transpose_p),
          transpose=_transpose_transpose, batch=_transpose_batch,
-         symbolic_zeros=True, linear_in=(0,), hooks={"peephole": transpose_peephole})
+         symbolic_zeros=True, linear_in=(0,), hooks=Hooks(peephole=transpose_peephole))
 
 
 # -- copy: a real copy, so that a staged np.copy never hands back an alias of its input -----
@@ -235,7 +235,7 @@ register(slice_p,
          impl=lambda x, *, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))],
          abstract_eval=_slice_abstract_eval, jvp=linear_jvp(slice_p),
          transpose=_slice_transpose, batch=_slice_batch, symbolic_zeros=True, linear_in=(0,),
-         role="slice", hooks={"region": lambda eqn: slice_box(**eqn.params)})
+         role="slice", hooks=Hooks(region=lambda eqn: slice_box(**eqn.params)))
 
 
 def static_slice(x, starts, stops, steps=None):

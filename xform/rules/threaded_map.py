@@ -15,14 +15,14 @@ from xform.errors import ShapeError, TypeCheckError, UnsupportedError, XformErro
 from xform.ir.avals import ShapedArray, aval_of, is_differentiable
 from xform.ir.builder import current_builder, stage_function
 from xform.ir.core import Graph, Params, Primitive, Var, rewire
-from xform.ir.execute import build_staging, inlined, map_chunks, map_lazy
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.reads import fingerprint, shared_containers
 from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import call_p
 from xform.ir.ad import NOT_MAPPED, Zero, move_to_front, zero_tangent
-from xform.ir.rules import graph_has_effects, is_elementwise, register
+from xform.ir.rules import Hooks, graph_has_effects, is_elementwise, register
+from xform.passes import inline_calls
 from xform.transforms.derived import batch_of, derived_graph, memo, vjp_of
 from xform.transforms.jvp import jvp_graph
 from xform.tree import tree_flatten
@@ -170,15 +170,15 @@ def _threaded_map_impl(*operands, graph, n_mapped, num_threads, chunk_size, axis
     avals = [_aval(x) for x in operands]
     _check_operands(avals, graph, n_mapped, num_threads, chunk_size, axis, summed, source)
     if any(is_lazy(x) for x in operands[:n_mapped]):
-        return map_lazy(graph, n_mapped, operands, num_threads, chunk_size, axis, summed,
-                        _lazy_results.get())
+        return runtime().map_lazy(graph, n_mapped, operands, num_threads, chunk_size, axis,
+                                  summed, _lazy_results.get())
     # A lazy extra (a dask reduction fed back in) is one value for every element: computed.
     operands = [np.asarray(x) if is_lazy(x) else x for x in operands]
     outs = [np.empty(a.shape, a.dtype)
             for a in _out_avals(avals, graph, n_mapped, axis, summed)]
     dests = [o.reshape(-1) for o in outs] if axis is None else outs
-    map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size, axis=axis,
-               summed=summed)
+    runtime().map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size, axis=axis,
+                         summed=summed)
     return outs
 
 
@@ -327,8 +327,9 @@ def _threaded_map_dce(eqn, used):
 
 register(threaded_map_p, impl=_threaded_map_impl, abstract_eval=_threaded_map_abstract_eval,
          jvp=_threaded_map_jvp, vjp=_threaded_map_vjp, batch=_threaded_map_batch,
-         dce=_threaded_map_dce, symbolic_zeros=True, construct="xform.threaded_map",
-         hooks={"reverse_by_graph": True})   # see xform.transforms.vjp.computable_at_once
+         symbolic_zeros=True, construct="xform.threaded_map",
+         # reverse_by_graph: see xform.transforms.vjp.computable_at_once
+         hooks=Hooks(dce=_threaded_map_dce, reverse_by_graph=True))
 
 
 # == staging f ==================================================================================
@@ -356,15 +357,15 @@ def _split(graph: Graph, n_mapped: int) -> tuple[Graph, Graph]:
 
 def _stage_element_function(f, in_avals, axis):
     """(prelude, body, captured) of `f` staged on one element (or slice) of each input."""
-    watched = [(what, obj, fingerprint(obj)) for what, obj in shared_containers(f)]
+    changed = runtime().mutation_watch(f)
     _, in_tree = tree_flatten(tuple(range(len(in_avals))))
     graph, captured, out_tree = stage_function(f, in_tree, list(in_avals))
-    for what, obj, before in watched:
-        if fingerprint(obj) != before:
-            raise XformError(f"threaded_map: f changed {what} while it ran; f must not mutate "
-                             "shared state", user_frame_info(),
-                             "f is staged once and its graph runs on many threads at once: "
-                             "return values from f instead of storing them")
+    what = changed()
+    if what is not None:
+        raise XformError(f"threaded_map: f changed {what} while it ran; f must not mutate "
+                         "shared state", user_frame_info(),
+                         "f is staged once and its graph runs on many threads at once: "
+                         "return values from f instead of storing them")
     if out_tree.kind is not None:
         what = "scalar" if axis is None else "array"
         raise TypeCheckError(f"threaded_map needs f to return one {what}, got a pytree "
@@ -372,7 +373,7 @@ def _stage_element_function(f, in_avals, axis):
                              user_frame_info())
     # @xform.function callees are opened so that their equations are checked and run as
     # element-wise code; a recursive callee stays a `call` and is refused below.
-    graph = inlined(graph, _MAX_INLINED)
+    graph = inline_calls(graph, _MAX_INLINED)
     prelude, body = _split(graph, len(in_avals))
     error = _body_error(body) if axis is None else None
     if error is not None:
@@ -406,7 +407,8 @@ def _staged(f, in_avals, axis):
     key = (tuple(a.dtype for a in in_avals) if axis is None
            else ("slices", tuple((a.shape, a.dtype) for a in in_avals)))
     try:
-        return build_staging(f, ("threaded_map", key), make, shared_by="threaded_map")
+        return runtime().build_staging(f, ("threaded_map", key), make,
+                                       shared_by="threaded_map")
     except _ClosesOverTraced as only_here:
         return only_here.staged
 
@@ -520,7 +522,7 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None, axis=None)
     # Into a buffer of our own, copied over only once every chunk succeeded: a chunk that
     # raises leaves `out` as it was (one extra pass over the result).
     dest = np.empty(shape, body.outputs[0].aval.dtype)
-    map_chunks(body, len(xs), operands, [dest.reshape(-1)], num_threads, chunk_size)
+    runtime().map_chunks(body, len(xs), operands, [dest.reshape(-1)], num_threads, chunk_size)
     np.copyto(out, dest, casting="safe")
     return out
 

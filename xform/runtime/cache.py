@@ -1,12 +1,14 @@
 """The one cache of everything built: API entries (staged, transformed, optimized and compiled
 graphs) per function and abstract signature, and compiled code per graph.
 
-Entries carry the dependencies recorded while they were staged (xform.dependencies); a hit
-re-checks them, so redefining a function the entry reached rebuilds it. The cache is bounded
-(least recently used entries go first), holds functions weakly, and builds an entry once even
-when many threads ask for it at the same time. `xform.cache_info()` exposes the counters.
-At import it installs the hooks (xform.ir.execute) through which the layers below run compiled
-graphs, cache stagings and derived graphs, map threaded_map's chunks and optimize.
+Entries carry the dependencies recorded while they were staged
+(xform.runtime.dependencies); a hit re-checks them, so redefining a function the entry
+reached rebuilds it. The cache is bounded (least recently used entries go first), holds
+functions weakly, and builds an entry once even when many threads ask for it at the same
+time. `xform.cache_info()` exposes the counters.
+At import it installs the runtime record (xform.ir.execute.Runtime) through which the layers
+below run compiled graphs, cache stagings and derived graphs, map threaded_map's chunks and
+optimize.
 """
 from __future__ import annotations
 
@@ -19,10 +21,11 @@ from collections import OrderedDict
 from xform import passes
 from xform.codegen import compile_graph
 from xform.ir import contexts, execute
+from xform.ir.reads import mutation_watch
 from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, note, recording
 from xform.runtime.effects import Watch, raise_shared_draws
-from xform.runtime.executors import map_chunks
+from xform.runtime.executors import map_chunks, map_lazy
 from xform.runtime.paths import Paths, paths_info
 from xform.runtime.tiers import FirstTier
 
@@ -87,8 +90,8 @@ class staging_outside_a_build:
         _builds.depth = self._depth
         if kind is not None and self._depth == 0:
             with CACHE._lock:
-                for added in _builds.added:
-                    CACHE._unfile(added)
+                for cache, added in _builds.added:
+                    cache._unfile(added)
 
 
 class Entry:
@@ -131,9 +134,11 @@ class Entry:
 
 
 class Cache:
-    """LRU-bounded map (function, key) -> Entry; functions are held by weak reference."""
+    """LRU-bounded map (function, key) -> Entry; functions are held by weak reference.
+    `lock` is shared by the caches that build inside each other's builds (one lock, so
+    that no two threads can wait on each other's)."""
 
-    def __init__(self, max_entries: int = 2048):
+    def __init__(self, max_entries: int = 2048, lock=None):
         self.max_entries = max_entries
         self._entries: OrderedDict = OrderedDict()
         # function key -> the keys of its entries, so that a function's death (each first
@@ -142,7 +147,7 @@ class Cache:
         self._keys_of: dict = {}
         self._compiled = weakref.WeakKeyDictionary()
         self._compiled_bare = weakref.WeakKeyDictionary()   # code returning the one output
-        self._lock = threading.RLock()
+        self._lock = lock or threading.RLock()
         self._retired_hits = 0  # hits of entries that have left the cache
         self.misses = 0
         self.builds = 0
@@ -236,7 +241,7 @@ class Cache:
             self._unfile(full_key)     # the invalid entry found above, if any
             self._file(full_key, entry)
             if nested:
-                _builds.added.append(full_key)
+                _builds.added.append((self, full_key))
             self._evict_beyond(self.max_entries)
             return entry
 
@@ -257,7 +262,7 @@ class Cache:
         depth = getattr(_builds, "depth", 0)
         if depth == 0:
             _builds.number = next(_build_numbers)
-            _builds.added = []     # the nested builds' keys, dropped if this one fails
+            _builds.added = []     # the nested builds' (cache, key), dropped if this one fails
         _builds.depth = depth + 1
         try:
             with collector_paused():
@@ -275,8 +280,8 @@ class Cache:
         except BaseException:
             if depth == 0:
                 # A failed staging leaves the cache as it was, its callees' entries too.
-                for added in _builds.added:
-                    self._unfile(added)
+                for cache, added in _builds.added:
+                    cache._unfile(added)
             raise
         finally:
             _builds.depth = depth
@@ -317,20 +322,29 @@ class Cache:
 
 
 CACHE = Cache()
+# What is derived from graphs (their jvp, vjp, batched and optimized forms: loop bodies' and
+# callees'), bounded apart, so that many user entries never evict them.
+DERIVED = Cache(lock=CACHE._lock)
 
 
 def cache_info() -> dict:
-    """Counters of the global cache: hits, misses, builds (stagings), compiles,
-    invalidations (entries rebuilt because something they read was redefined), evictions,
-    entries and max_entries; and `paths`, `{transform of function: paths kept}` for the
-    functions that decide on data (xform.runtime.paths).
+    """Counters of the global cache: hits, misses, builds (stagings and derived graphs),
+    compiles, invalidations (entries rebuilt because something they read was redefined),
+    evictions, entries (all of them), max_entries (the bound of the entries per function
+    and signature), derived_entries (of those entries, the graphs derived from graphs,
+    bounded apart); and `paths`, `{transform of function: paths kept}` for the functions
+    that decide on data (xform.runtime.paths).
 
     >>> before = xform.cache_info()["builds"]
     >>> g = xform.grad(lambda x: x * x); _ = g(1.0), g(2.0)
     >>> xform.cache_info()["builds"] - before    # staged once, reused by the second call
     1
     """
-    return CACHE.info()
+    info, derived = CACHE.info(), DERIVED.info()
+    for counter in ("hits", "misses", "builds", "invalidations", "evictions", "entries"):
+        info[counter] += derived[counter]
+    info["derived_entries"] = derived["entries"]
+    return info
 
 
 def clear_cache() -> None:
@@ -339,7 +353,9 @@ def clear_cache() -> None:
     >>> xform.clear_cache(); xform.cache_info()["entries"]
     0
     """
-    CACHE.clear()
+    with CACHE._lock:
+        CACHE.clear()
+        DERIVED.clear()
 
 
 config.on_change(clear_cache)  # compiled code differs with the options
@@ -379,13 +395,13 @@ def _lookup_staging(fun, key):
     return entry.value
 
 
-# What runs below the runtime reaches the cache, the compiler, the passes and the executors
-# through these hooks.
-execute.install(
-    compiled=_compiled_function, map_chunks=map_chunks,
-    build=lambda graph, key, make: CACHE.build(graph, key, make, record=False).value,
-    build_staging=_build_staging, lookup_staging=_lookup_staging,
+# What runs below the runtime reaches the cache, the compiler, the configured pipelines and
+# the executors through this record (xform.ir.execute).
+execute.install(execute.Runtime(
+    compiled=_compiled_function,
     optimize=lambda graph: passes.optimize(graph, checks=config.checks),
     optimize_values=lambda graph: passes.optimize(graph, passes.pipeline_for(config.algebra),
                                                   checks=config.checks),
-    clean=passes.clean_region, prune=passes.eliminate_dead_code, inline=passes.inline_calls)
+    build=lambda graph, key, make: DERIVED.build(graph, key, make, record=False).value,
+    build_staging=_build_staging, lookup_staging=_lookup_staging,
+    map_chunks=map_chunks, map_lazy=map_lazy, mutation_watch=mutation_watch))

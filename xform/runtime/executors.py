@@ -1,6 +1,6 @@
 """threaded_map's executor: a scalar graph widened to 1-d chunks (or a slice graph batched over
 chunks of rows), compiled once per chunk width, and run chunk by chunk on one shared thread pool
-(installed as xform.ir.execute.map_chunks; dask inputs go to xform.runtime.dask_backend)."""
+(installed as xform.ir.execute.Runtime.map_chunks; dask inputs go to xform.runtime.dask_backend)."""
 from __future__ import annotations
 
 import contextvars
@@ -12,12 +12,11 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
-from xform.ir import execute
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import GraphBuilder, using_builder
 from xform.ir.core import Graph
-from xform.ir.execute import compiled
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
 from xform.transforms.derived import batch_of
 
@@ -146,7 +145,7 @@ def _run_chunks(n_chunks: int, run_chunk, num_threads) -> None:
 def map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size, axis=None,
                summed=()) -> None:
     """Write `graph` mapped over `operands` into `dests`, chunk by chunk (the contract of
-    xform.ir.execute.map_chunks).
+    xform.ir.execute.Runtime.map_chunks).
 
     Chunk boundaries depend only on the size and `chunk_size`, never on the thread count, so
     results are the same bit for bit for any num_threads: a `summed` output adds its
@@ -168,7 +167,7 @@ def map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size, axis=N
     chunk = min(default_chunk(graph, n_mapped, axis, chunk_size), size)
     n_chunks = -(-size // chunk)
     tail = size - (n_chunks - 1) * chunk
-    functions = {width: compiled(chunk_graph(graph, n_mapped, width, axis))
+    functions = {width: runtime().compiled(chunk_graph(graph, n_mapped, width, axis))
                  for width in {chunk, tail}}
     partials = [np.empty((n_chunks, *dest.shape), dest.dtype) if is_summed else None
                 for dest, is_summed in zip(dests, summed)]
@@ -189,14 +188,10 @@ def map_chunks(graph, n_mapped, operands, dests, num_threads, chunk_size, axis=N
 
 
 def map_lazy(graph, n_mapped, operands, num_threads, chunk_size, axis, summed, lazy) -> list:
-    """The contract of xform.ir.execute.map_lazy; dask is imported on first use only."""
+    """The contract of xform.ir.execute.Runtime.map_lazy; dask is imported on first use only."""
     from xform.runtime.dask_backend import map_blocks
     return map_blocks(graph, n_mapped, operands, chunk_size, axis, summed, lazy)
 
-
-# Installed here rather than with the cache's hooks: dask is an optional extra, and this is the
-# one module that knows how maps run.
-execute.install(map_lazy=map_lazy)
 
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "chunk_graph", "default_chunk", "default_num_threads",

@@ -3,14 +3,14 @@ forward and backward parts, and batched forms. The splits (`vjp_split`, `jvp_spl
 `tangent_graph`, over the transforms' own builders (`vjp_graph`, `jvp_graph`, `batch_graph`),
 serve the public api, which caches per signature; the rules of higher-order primitives use
 the optimized forms memoized per graph (`jvp_of`, `vjp_of`, `vjp_parts_of`, `batch_of`;
-xform.ir.execute hooks)."""
+through the runtime record, xform.ir.execute.Runtime)."""
 from __future__ import annotations
 
 import threading
 
 from xform.ir.avals import is_differentiable
 from xform.ir.core import Graph, Var
-from xform.ir.execute import build, optimized
+from xform.ir.execute import runtime
 from xform.ir.ad import NOT_MAPPED
 from xform.ir.builder import GraphBuilder, using_builder
 from xform.transforms.batch import batch_eval, batch_graph, batched_aval
@@ -29,8 +29,9 @@ _building = threading.local()
 def memo(graph: Graph, key: tuple, make):
     """`make()`, built once per (`graph`, `key`).
 
-    Notes: kept in the runtime's cache (weakly on `graph`, so a graph's derived graphs die with
-    it, and cleared with it); a request for what is still being built raises DerivationCycle
+    Notes: kept in the runtime's cache of derived graphs (weakly on `graph`, so a graph's
+    derived graphs die with it; bounded apart from the entries per function, which never
+    evict them; cleared with them); a request for what is still being built raises DerivationCycle
     rather than building it again inside itself until the stack runs out.
     """
     def guarded():
@@ -43,13 +44,13 @@ def memo(graph: Graph, key: tuple, make):
             return make()
         finally:
             building.discard(token)
-    return build(graph, ("derived",) + key, guarded)
+    return runtime().build(graph, ("derived",) + key, guarded)
 
 
 def derived_graph(graph: Graph, key: tuple, make) -> Graph:
     """The graph `make()` builds from `graph`, optimized, once per (`graph`, `key`): derived
     graphs are compiled and run as they are, often once per loop iteration."""
-    return memo(graph, key, lambda: optimized(make()))
+    return memo(graph, key, lambda: runtime().optimize(make()))
 
 
 def jvp_of(graph: Graph, nonzeros) -> Graph:
@@ -93,7 +94,7 @@ def vjp_parts_of(graph: Graph) -> tuple[Graph, Graph]:
     `len(forward.outputs) - len(graph.outputs)`.
     """
     def make():
-        return tuple(optimized(part) for part in vjp_split(graph))
+        return tuple(runtime().optimize(part) for part in vjp_split(graph))
     return memo(graph, ("vjp_parts",), make)
 
 

@@ -315,9 +315,9 @@ def _draws_at_top_level(graph):
             rules = RULES.get(eqn.primitive)
             ins = [a.value if type(a) is Literal else env[a] for a in eqn.inputs]
             with source_scope(eqn.source, eqn.origin):
-                if rules is not None and rules.inline is not None and has_effects(eqn) \
-                        and rules.inline(eqn) is not None:
-                    outs = emit(rules.inline(eqn), ins)
+                if rules is not None and rules.hooks.inline is not None and has_effects(eqn) \
+                        and rules.hooks.inline(eqn) is not None:
+                    outs = emit(rules.hooks.inline(eqn), ins)
                 else:
                     outs = bind(eqn.primitive, *ins, **eqn.params)
                     outs = outs if eqn.primitive.multiple_results else [outs]
@@ -333,7 +333,7 @@ def _check_replays_no_draw(eqn) -> None:
     """A loop or branch whose body draws: its reverse mode would run the body again."""
     rules = RULES.get(eqn.primitive)
     if eqn.primitive in effectful_primitives() or (
-            rules is not None and rules.hooks.get("draws_once_in_reverse")):
+            rules is not None and rules.hooks.draws_once_in_reverse):
         return
     raise UnsupportedError(
         f"reverse-mode differentiation of {construct_of(eqn.primitive) or eqn.primitive} "

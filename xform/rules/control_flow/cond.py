@@ -9,9 +9,9 @@ from xform.ir.ad import NOT_MAPPED, Zero, aval, instantiate, move_to_front
 from xform.ir.avals import is_differentiable
 from xform.ir.builder import stage_function
 from xform.ir.core import Primitive, rewire
-from xform.ir.execute import compiled
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 from xform.rules.call import PendingRecursion
 from xform.rules.subgraphs import (describe_types, is_concrete, lane_mask, out_avals,
                                    same_types, transpose_from_vjp)
@@ -26,7 +26,7 @@ cond_p = Primitive("cond", multiple_results=True)
 
 def _cond_impl(index, *operands, branches):
     index = min(max(int(index), 0), len(branches) - 1)
-    return compiled(branches[index])(*operands)
+    return runtime().compiled(branches[index])(*operands)
 
 
 def _cond_abstract_eval(index, *operands, branches):
@@ -83,7 +83,7 @@ def _cond_fold(eqn, known):
 
 register(cond_p, impl=_cond_impl, abstract_eval=_cond_abstract_eval, jvp=_cond_jvp,
          vjp=_cond_vjp, transpose=transpose_from_vjp(_cond_vjp, _cond_abstract_eval),
-         batch=_cond_batch, fold=_cond_fold, symbolic_zeros=True,
+         batch=_cond_batch, hooks=Hooks(fold=_cond_fold), symbolic_zeros=True,
          construct="xform.cond (or xform.switch)")
 
 

@@ -9,7 +9,7 @@ from xform.ir.ad import NOT_MAPPED, Zero, aval, instantiate, move_to_front
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.builder import stage_function
 from xform.ir.core import Primitive, rewire
-from xform.ir.execute import compiled
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
 from xform.ir.rules import register
 from xform.rules.subgraphs import (describe_types, out_avals, same_types, stage_flat,
@@ -28,7 +28,7 @@ def _scan_split(args, n_carry, n_xs):
 
 def _scan_impl(*args, body, n_carry, n_xs, length, reverse):
     carry, xs, consts = _scan_split(args, n_carry, n_xs)
-    body_fn = compiled(body)
+    body_fn = runtime().compiled(body)
     ys = []
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
         outs = body_fn(*carry, *[x[i] for x in xs], *consts)

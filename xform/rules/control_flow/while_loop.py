@@ -12,9 +12,9 @@ from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_
 from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import stage_function
 from xform.ir.core import Graph, Primitive, Var, rewire
-from xform.ir.execute import compiled
+from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import register
+from xform.ir.rules import Hooks, register
 from xform.rules.subgraphs import (describe_types, lane_mask, out_avals, same_types, stage_flat,
                                    transpose_from_vjp)
 from xform.source_info import user_frame_info
@@ -33,7 +33,7 @@ def _while_split(args, n_carry, n_cond_consts):
 
 def _while_impl(*args, cond_graph, body_graph, n_carry, n_cond_consts):
     carry, cond_consts, body_consts = _while_split(args, n_carry, n_cond_consts)
-    cond_fn, body_fn = compiled(cond_graph), compiled(body_graph)
+    cond_fn, body_fn = runtime().compiled(cond_graph), runtime().compiled(body_graph)
     while cond_fn(*carry, *cond_consts)[0]:
         carry = body_fn(*carry, *body_consts)
     return carry
@@ -180,7 +180,7 @@ def _while_fold(eqn, known):
                 return None
             value = np.zeros(var.aval.shape, var.aval.dtype)
         cond_args.append(value)
-    if compiled(cond_graph)(*cond_args)[0]:
+    if runtime().compiled(cond_graph)(*cond_args)[0]:
         return None
     identity_inputs = [Var(a.aval) for a in eqn.inputs[:n_carry]]
     return Graph(identity_inputs, (), (), identity_inputs), list(eqn.inputs[:n_carry])
@@ -188,7 +188,8 @@ def _while_fold(eqn, known):
 
 register(while_p, impl=_while_impl, abstract_eval=_while_abstract_eval, jvp=_while_jvp,
          vjp=_while_vjp, transpose=transpose_from_vjp(_while_vjp, _while_abstract_eval),
-         batch=_while_batch, fold=_while_fold, symbolic_zeros=True, construct="xform.while_loop")
+         batch=_while_batch, hooks=Hooks(fold=_while_fold), symbolic_zeros=True,
+         construct="xform.while_loop")
 
 
 def _while_grad_impl(*args, cond_graph, body_graph, n_carry, n_cond_consts):
@@ -203,8 +204,8 @@ def _while_grad_impl(*args, cond_graph, body_graph, n_carry, n_cond_consts):
     primals, cts = args[:n_primal], list(args[n_primal:])
     carry, cond_consts, body_consts = _while_split(primals, n_carry, n_cond_consts)
     forward, backward = vjp_parts_of(body_graph)
-    cond_fn, forward_fn, backward_fn = (compiled(cond_graph), compiled(forward),
-                                        compiled(backward))
+    compiled = runtime().compiled
+    cond_fn, forward_fn, backward_fn = compiled(cond_graph), compiled(forward), compiled(backward)
     stack = []
     while cond_fn(*carry, *cond_consts)[0]:
         outs = forward_fn(*carry, *body_consts)
