@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import xform
-from xform.ir.reads import fingerprint
+from xform.runtime.reads import fingerprint
 
 TRANSFORMS = {"jit": xform.jit, "grad": xform.grad, "value_and_grad": xform.value_and_grad}
 

@@ -25,7 +25,7 @@ from xform.errors import captured_write_error
 from xform.ir.builder import current_builder
 from xform.ir.concrete import concretization
 from xform.ir.hooks import install_staged_copy, unwatched
-from xform.ir.reads import instruction_argument, nested_codes, per_code
+from xform.ir.bytecode import instruction_argument, nested_codes, per_code
 from xform.ir.tracer import Tracer
 from xform.numpy.stand_ins import contains_tracer
 from xform.source_info import is_users_class, is_users_code, user_frame_info
@@ -221,7 +221,7 @@ class CapturedGlobals(dict):
     (or the builtins) binds, read once through `_Reads.read` (arrays as views, functions as
     copies) and kept, so that later reads cost what a dict's do. Only reads go through it (a
     function that assigns globals keeps the module's dict); `get`, `in` and iteration answer
-    for the module's dict, as the cache's walks of the function (xform.ir.reads) expect.
+    for the module's dict, as the cache's walks of the function (xform.runtime.reads) expect.
 
     Notes: a global the staged call itself rebinds after reading it keeps the value read
     (staging runs the function once: its assignments to globals, as all its side effects

@@ -13,7 +13,7 @@ import numpy as np
 
 from xform.errors import UnsupportedError
 from xform.ir.builder import current_builder
-from xform.ir.reads import instruction_argument, per_code
+from xform.ir.bytecode import instruction_argument, per_code
 from xform.ir.tracer import Tracer
 from xform.source_info import is_users_code, user_frame_info
 from xform.numpy.join import concatenate, stack

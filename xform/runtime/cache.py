@@ -21,7 +21,7 @@ from collections import OrderedDict
 from xform import passes
 from xform.codegen import compile_graph
 from xform.ir import contexts, execute
-from xform.ir.reads import mutation_watch
+from xform.runtime.reads import mutation_watch
 from xform.runtime.config import config
 from xform.runtime.dependencies import Dependencies, note, recording
 from xform.runtime.effects import Watch, raise_shared_draws

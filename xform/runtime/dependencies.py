@@ -3,7 +3,7 @@ Mooncake's backedges. While a function is staged, every Python function that run
 through `sys.setprofile`; the globals its code names, the code objects of functions bound to
 them, and the root function's closure cells are recorded with the objects they held. A cache
 hit re-checks those bindings by identity; any change means the entry is stale. When the one
-walk of what the function reads (xform.ir.reads.Reach, run by the cache's
+walk of what the function reads (xform.runtime.reads.Reach, run by the cache's
 xform.runtime.effects.Watch) followed every function the code can run, those are recorded at
 once and no hook is installed: its events cost more than the walk's answer (`recording`);
 under another profiler, which is left in place, the walk's functions are recorded instead.
@@ -22,7 +22,8 @@ import numpy as np
 
 from xform.errors import CapturedArrayWarning, SideEffectError, captured_write_error
 from xform.ir.hooks import install_watcher
-from xform.ir.reads import MISSING, closure_cells, fingerprint, named_globals, nested_codes
+from xform.ir.bytecode import nested_codes
+from xform.runtime.reads import MISSING, closure_cells, fingerprint, named_globals
 from xform.numpy.captured import CapturedArray, CapturedGlobals, original_array
 from xform.numpy.random import unproxied
 from xform.numpy.stand_ins import code_outside_staging
@@ -180,7 +181,7 @@ class Dependencies:
         value = original_array(value)
         if type(value) is np.ndarray:
             # Read by plain numpy while staging (x[i] * C[i]: C[i] is computed then), an
-            # array's values are in the graph; it is hashed on every hit (xform.ir.reads).
+            # array's values are in the graph; it is hashed on every hit (xform.runtime.reads).
             if value.flags.writeable:
                 self._guard(value)
                 if value.nbytes >= LARGE_CHECK_BYTES:

@@ -3,7 +3,7 @@ caches what it built; a draw made while staging would be a constant of every lat
 
 So while a function is staged for the cache (`Watch`, a context manager around staging), the
 numpy generators it can reach are found by the one walk of what a function reads
-(xform.ir.reads.Reach, with its bounds): in closure cells, defaults, the globals its code
+(xform.runtime.reads.Reach, with its bounds): in closure cells, defaults, the globals its code
 names, the functions those are, the user's modules it names (their attributes the code
 names) and the user's data (object attributes, class attributes, dict and list items). Each RandomState or Generator found is replaced,
 where it sits, by a proxy (xform.numpy.random) whose draws stage `random_draw` equations; the
@@ -47,7 +47,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from xform.errors import UnstagedEffectWarning, UnsupportedError
-from xform.ir.reads import MAX_OBJECTS, Reach, held_functions, holds
+from xform.runtime.reads import MAX_OBJECTS, Reach, held_functions, holds
 from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
                                  reset_unstaged, unproxied, unstaged_effects)
 from xform.numpy.stand_ins import groups_unreached, without_group
@@ -145,7 +145,7 @@ class _Place:
 
 
 class _Effects(Reach):
-    """The walk (xform.ir.reads.Reach) looking for the generators a function can reach and
+    """The walk (xform.runtime.reads.Reach) looking for the generators a function can reach and
     where they sit, and for code that makes fresh generators or reads the world."""
 
     def __init__(self, root, types_):
