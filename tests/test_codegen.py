@@ -14,7 +14,7 @@ from xform.codegen import compile_graph, graph_source
 from xform.codegen.emit import STATEMENT_SOURCES
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Primitive, Var
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.unary import cos_p, sin_p
 from xform.testing import strategies as xst
 

@@ -29,7 +29,7 @@ from xform.codegen.scalar import (FAST_MAX_ULPS, agrees, bits, sample_values,
                                   scalar_operations, ulp_distance)
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Primitive, Var
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.runtime.cache import CACHE
 from xform.rules.unary import UNARY_PRIMITIVES, log_p, sin_p
 
@@ -682,7 +682,7 @@ def test_grad_and_jit_results_are_the_interpreters(admitted, fun, arg):
 def _pad_sum_operands(source, namespace):
     """The operand names of the generated pad_sum call (pad_sum_impl bound as some f*)."""
     from xform.rules.accumulate import pad_sum_p
-    impl = xform.ir.rules.RULES[pad_sum_p].impl
+    impl = xform.ir.registry.RULES[pad_sum_p].impl
     (name,) = [k for k, v in namespace.items() if getattr(v, "func", None) is impl]
     (call,) = re.findall(rf"= {name}\((.*)\)", source)
     return call.split(", ")

@@ -18,7 +18,7 @@ from xform.codegen import compile_graph, graph_source
 from xform.codegen import emit as codegen_emit
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Primitive, Var
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.unary import sin_p
 
 from tests.test_codegen import FUNCTIONS, drawn_graph

@@ -17,7 +17,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 import xform
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.helpers import elementwise_abstract_eval
 
 # Workers cannot import this file: what its functions reference travels with them.

@@ -316,7 +316,7 @@ _DRAW_PLACES = {
 
 @pytest.mark.parametrize("place", list(_DRAW_PLACES))
 def test_a_draw_is_found_as_an_effect_at_any_depth(place):
-    from xform.ir.rules import graph_has_effects
+    from xform.ir.registry import graph_has_effects
     fun, draws = _DRAW_PLACES[place]
     graph = xform.make_graph(fun)(0.5)
     at_top = any(e.primitive.name == "random_draw" for e in graph.equations)

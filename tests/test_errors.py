@@ -12,7 +12,7 @@ from numpy import asarray
 import xform
 from xform.ir.core import Primitive
 from xform.numpy import FUNCTIONS, implements
-from xform.ir.rules import register
+from xform.ir.registry import register
 from tests.source_lines import assert_points_at
 
 

@@ -17,7 +17,7 @@ import xform
 import xform.rules.elementwise
 from xform.extend import logsumexp, softplus
 from xform.extend import Undefined, Zero
-from xform.ir.rules import RULES, LoopBatchWarning, ScalarMath, register
+from xform.ir.registry import RULES, LoopBatchWarning, ScalarMath, register
 from xform.passes.fuse import fuse_elementwise
 from xform.rules.helpers import elementwise_abstract_eval, vectorized_batch
 from xform.testing import CheckFailure, check_grads, check_primitive
@@ -252,7 +252,7 @@ def test_a_library_primitive_with_scalar_math_takes_the_scalar_path():
 
 def test_softplus_is_elementwise(monkeypatch):
     monkeypatch.setattr(sys.modules["xform.passes.fuse"], "FUSION_MIN_SIZE", 0)  # small too
-    assert xform.ir.rules.is_elementwise(xform.extend.softplus_p)
+    assert xform.ir.registry.is_elementwise(xform.extend.softplus_p)
     graph = xform.make_graph(lambda x: np.sum(softplus(np.sin(x))))(X)
     assert [e.primitive.name for e in fuse_elementwise(graph).equations] == ["elementwise",
                                                                              "sum"]
@@ -641,9 +641,9 @@ def test_an_unknown_hook_name_fails_at_registration_naming_the_hooks():
     with pytest.raises(xform.RegistrationError, match="'xlaa'.*peephole"):
         xform.extend.register(typo_p, impl=np.negative, abstract_eval=lambda x: x,
                               hooks={"xlaa": np.negative})
-    assert typo_p not in xform.ir.rules.RULES
+    assert typo_p not in xform.ir.registry.RULES
     with pytest.raises(LookupError, match="no hook named 'peep_hole'"):
-        xform.ir.rules.hooks_named("peep_hole")
+        xform.ir.registry.hooks_named("peep_hole")
 
 
 def test_hooks_given_as_names_or_as_a_record_are_one_record_and_extend_keeps_the_others():
@@ -652,10 +652,10 @@ def test_hooks_given_as_names_or_as_a_record_are_one_record_and_extend_keeps_the
     xform.extend.register(hooked_p, impl=np.negative, abstract_eval=lambda x: x,
                           hooks={"xla": lowering})
     try:
-        assert xform.ir.rules.RULES[hooked_p].hooks == xform.extend.Hooks(xla=lowering)
+        assert xform.ir.registry.RULES[hooked_p].hooks == xform.extend.Hooks(xla=lowering)
         xform.extend.extend(hooked_p, hooks=xform.extend.Hooks(takes_floats=True))
-        assert xform.ir.rules.RULES[hooked_p].hooks == xform.extend.Hooks(
+        assert xform.ir.registry.RULES[hooked_p].hooks == xform.extend.Hooks(
             xla=lowering, takes_floats=True)
-        assert xform.ir.rules.hooks_named("xla")[hooked_p] is lowering
+        assert xform.ir.registry.hooks_named("xla")[hooked_p] is lowering
     finally:
-        del xform.ir.rules.RULES[hooked_p]
+        del xform.ir.registry.RULES[hooked_p]

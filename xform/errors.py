@@ -108,7 +108,7 @@ def construct_of(primitive) -> str | None:
 
 
 def install_construct_namer(namer) -> None:
-    """Set how `construct_of` finds a primitive's construct (xform.ir.rules installs the
+    """Set how `construct_of` finds a primitive's construct (xform.ir.registry installs the
     rule table's trait; errors stay a leaf)."""
     _construct_namer[0] = namer
 

@@ -2,7 +2,7 @@
 (definitions only staging sees) live here; the rest is re-exported by design from where it
 lives: contexts (xform.ir.contexts), the default-only primitives softplus and logsumexp
 (xform.rules.special, their ops xform.numpy.special), Zero/Undefined, loop_batch, and
-`register`/`extend` with `Hooks`, the record of a primitive's pass hooks (xform.ir.rules)."""
+`register`/`extend` with `Hooks`, the record of a primitive's pass hooks (xform.ir.registry)."""
 from __future__ import annotations
 
 import contextvars
@@ -18,7 +18,7 @@ from xform.ir.builder import current_builder, using_builder
 from xform.ir.contexts import (CONTEXTS, bind_in_context, context, current_context,
                                primitives)
 from xform.ir.core import Primitive
-from xform.ir.rules import Hooks, extend, loop_batch, register
+from xform.ir.registry import Hooks, extend, loop_batch, register
 from xform.ir.tracer import Tracer
 from xform.numpy import FUNCTIONS, UFUNCS, numpy_name
 from xform.numpy.special import logsumexp, softplus
@@ -53,7 +53,7 @@ def non_differentiable(fun=None, *, out_spec=None):
     np.asarray, Python control flow); its output types come from running it on zeros of the
     input types, or from `out_spec`: a pytree of ShapedArrays, or a function of the input
     avals (laid out as the arguments) returning one. Keyword arguments are static. vmap runs
-    it once per example (see `xform.ir.rules.loop_batch`) unless a batch rule is added
+    it once per example (see `xform.ir.registry.loop_batch`) unless a batch rule is added
     to `f.primitive`. Eager calls run `fun`.
 
     >>> @xform.non_differentiable

@@ -7,7 +7,7 @@ from xform.codegen import compile_graph
 from xform.ir.avals import ShapedArray, aval_of
 from xform.ir.core import Equation, Graph, Literal, Var
 from xform.passes.rewrite import GraphRewriter, literal_of
-from xform.ir.rules import RULES
+from xform.ir.registry import RULES
 
 F64 = ShapedArray((), np.float64)
 

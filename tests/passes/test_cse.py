@@ -12,7 +12,7 @@ from xform.passes import eliminate_common_subexpressions as cse
 from xform.passes import eliminate_dead_code
 from xform.rules.binary import add_p, multiply_p
 from xform.rules.reduce import sum_p
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.unary import cos_p, sin_p
 from xform.testing import strategies as xst
 

@@ -7,7 +7,7 @@ import xform
 from xform.ir.core import Graph, Primitive
 from xform.passes import eliminate_dead_code
 from xform.rules.binary import add_p, multiply_p
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 from xform.rules.unary import cos_p, exp_p, sin_p
 from xform.testing import strategies as xst
 

@@ -10,11 +10,11 @@ import xform
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.passes import eliminate_dead_code, fold_constants
-from xform.ir.rules import UNKNOWN
+from xform.ir.registry import UNKNOWN
 from xform.passes.fold import MAX_FOLDED_SIZE
 from xform.rules.binary import add_p, divide_p, multiply_p, power_p, subtract_p
 from xform.rules.reduce import sum_p
-from xform.ir.rules import RULES, Hooks, register
+from xform.ir.registry import RULES, Hooks, register
 from xform.rules.shape import broadcast_to_p, reshape_p, transpose_p
 from xform.rules.unary import cos_p, log_p, negative_p, sin_p
 from xform.testing import strategies as xst

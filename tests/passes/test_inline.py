@@ -11,7 +11,7 @@ import xform
 from xform.ir.core import Equation, Graph, Primitive, Var
 from xform.ir.nx import call_graph, recursive_nodes
 from xform.passes import eliminate_dead_code, inline_calls
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 from xform.testing import strategies as xst
 
 from tests.passes.support import F64, Builder, primitives, run_pass

@@ -7,7 +7,7 @@ from xform.ir.core import Equation, Graph, Primitive, Var
 from xform.ir.nx import (OUTPUT, ROOT, call_graph, dataflow_graph, graph_from_order,
                          recursive_nodes, stable_topological_order, with_equations)
 from xform.rules.binary import add_p, multiply_p
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 from xform.rules.unary import cos_p, sin_p
 
 from tests.passes.support import F64, Builder, lit

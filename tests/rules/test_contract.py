@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 import xform
 from xform.rules.contract import dot_p, einsum_p, matmul_p
-from xform.ir.rules import RULES
+from xform.ir.registry import RULES
 from xform.testing import check_grads, check_primitive
 from xform.testing import strategies as xst
 

@@ -7,7 +7,7 @@ import pytest
 
 import xform
 from xform.errors import TRANSFORM_OF_RULE_KIND
-from xform.ir.rules import RULES, missing_rule
+from xform.ir.registry import RULES, missing_rule
 from xform.testing import numerical_jvp
 
 INTERNAL = [prim for prim, rules in RULES.items() if rules.construct is not None]

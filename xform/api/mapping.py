@@ -15,7 +15,7 @@ from xform.ir.interpret import run_concrete
 from xform.ir.values import (NO_VALUE, GuardFailure, decisions_so_far, forget_decisions_after,
                              has_guards)
 from xform.ir.core import Graph
-from xform.ir.rules import graph_has_effects
+from xform.ir.registry import graph_has_effects
 from xform.runtime.effects import Watch
 from xform.source_info import user_frame_info
 from xform.transforms.batch import batch_graph

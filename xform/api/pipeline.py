@@ -11,7 +11,7 @@ from xform.codegen import xla
 from xform.errors import TypeCheckError
 from xform.ir.builder import current_builder
 from xform.ir.core import Equation, Graph, Var
-from xform.ir.rules import primitive_for
+from xform.ir.registry import primitive_for
 from xform.ir.values import keep_fused_values
 from xform.passes import eliminate_dead_code, optimize, pipeline_for
 from xform.passes.simplify import simplify

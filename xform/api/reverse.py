@@ -17,7 +17,7 @@ from xform.errors import (MissingRuleError, ShapeError, TreeMismatchError, TypeC
 from xform.ir.ad import Zero, instantiate
 from xform.ir.avals import float0, is_differentiable, shaped_array
 from xform.ir.core import Equation, Graph, Params, Var
-from xform.ir.rules import primitive_for
+from xform.ir.registry import primitive_for
 from xform.ir.builder import stage_function
 from xform.ir.values import staged_values
 from xform.source_info import user_frame_info

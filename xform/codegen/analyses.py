@@ -6,7 +6,7 @@ import numpy as np
 
 from xform.ir.core import Graph, Literal
 from xform.ir.index_params import boxes_overlap
-from xform.ir.rules import hooks_named, primitive_for, rule_for
+from xform.ir.registry import hooks_named, primitive_for, rule_for
 
 def item_inputs(graph: Graph, item, indexing: dict):
     if type(item) is list:

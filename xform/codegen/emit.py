@@ -50,7 +50,7 @@ from xform.codegen.analyses import (buffer_reuse, item_inputs, plain_indexing, v
 from xform.codegen.scalar import EXACT, SCALAR_FALLBACK, NonFiniteScalar, bits
 from xform.codegen.scalar_plan import literal_float, scalar_equations, schedule
 from xform.ir.core import Graph, Literal
-from xform.ir.rules import derived, hooks_named, rule_for, scalar_math_rules
+from xform.ir.registry import derived, hooks_named, rule_for, scalar_math_rules
 
 _counter = itertools.count()
 

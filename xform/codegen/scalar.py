@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from xform.ir.rules import ScalarMath, derived, on_rules_change, scalar_math_rules
+from xform.ir.registry import ScalarMath, derived, on_rules_change, scalar_math_rules
 
 EXACT = "exact"
 FAST = "fast"
@@ -105,7 +105,7 @@ def _candidate_table() -> dict:
 
 def candidates() -> dict:
     """primitive -> Candidate, for every primitive registered with a `scalar_math` trait
-    (xform.ir.rules.ScalarMath)."""
+    (xform.ir.registry.ScalarMath)."""
     return _candidate_table()
 
 

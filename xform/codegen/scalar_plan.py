@@ -10,7 +10,7 @@ import numpy as np
 
 from xform.codegen.scalar import scalar_operation
 from xform.ir.core import Graph, Literal
-from xform.ir.rules import hooks_named
+from xform.ir.registry import hooks_named
 
 _F64 = np.dtype(np.float64)
 

@@ -35,7 +35,7 @@ import numpy as np
 from xform.errors import UnsupportedError
 from xform.ir.core import Equation, Graph, Literal, Primitive, Var
 from xform.ir.index_params import numpy_index
-from xform.ir.rules import (RULES, has_effects, hooks_named, is_elementwise, register,
+from xform.ir.registry import (RULES, has_effects, hooks_named, is_elementwise, register,
                             scalar_math_rules)
 from xform.source_info import user_frame_info
 

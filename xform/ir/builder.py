@@ -21,7 +21,7 @@ from xform.ir import hooks
 from xform.ir.hooks import unwatched, user_code_scope
 from xform.source_info import is_users_code, user_frame_info
 from xform.ir.tracer import Tracer
-from xform.ir.rules import RULES, effectful_primitives, missing_rule
+from xform.ir.registry import RULES, effectful_primitives, missing_rule
 from xform.ir.concrete import concretization, derivative_cut
 from xform.ir.values import (NO_VALUE, GuardKey, compute_values, guard_p, keep_values,
                              note_decision, outcome_of)

@@ -45,7 +45,7 @@ def check_graph(graph: Graph) -> None:
     >>> from xform.ir.check import check_graph
     >>> check_graph(xform.make_graph(np.sin)(1.0))    # well formed: returns None
     """
-    from xform.ir.rules import RULES
+    from xform.ir.registry import RULES
     defined = set()
 
     def define(var, index):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextvars
 
 from xform.errors import TypeCheckError
-from xform.ir.rules import RULES
+from xform.ir.registry import RULES
 from xform.source_info import user_frame_info
 
 CONTEXTS = ("minimal", "default")

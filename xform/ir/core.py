@@ -48,10 +48,10 @@ class Primitive:
         """Stage (under a builder) or evaluate (eagerly) this primitive on `args`."""
         return _bind(self, *args, **params)
 
-    # JAX-style registration, forwarded to the rule table (xform.ir.rules). Each returns
+    # JAX-style registration, forwarded to the rule table (xform.ir.registry). Each returns
     # `fn`, so it also works as a decorator: `@p.def_impl`.
     def _define(self, kind, fn, symbolic_zeros=False):
-        from xform.ir.rules import define_rule
+        from xform.ir.registry import define_rule
         define_rule(self, kind, fn, symbolic_zeros)
         return fn
 

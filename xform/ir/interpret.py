@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from xform.ir.builder import bind, current_builder, source_scope
 from xform.ir.core import Literal
-from xform.ir.rules import RULES
+from xform.ir.registry import RULES
 from xform.ir.tracer import Tracer
 
 

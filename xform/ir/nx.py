@@ -23,7 +23,7 @@ class _OnFirstUse:
 
 nx = _OnFirstUse()
 from xform.ir.core import Graph, Literal, subgraphs
-from xform.ir.rules import graph_has_effects, has_effects
+from xform.ir.registry import graph_has_effects, has_effects
 
 OUTPUT = "out"  # the sink node standing for the graph's outputs
 _inputs_of = operator.attrgetter("inputs")
@@ -199,7 +199,7 @@ def callee_of(eqn):
 
     The key is `eqn.params["callee"]` (the body graph itself when the call has no such param).
     """
-    from xform.ir.rules import RULES  # ir does not import rules at module level
+    from xform.ir.registry import RULES  # ir does not import rules at module level
     rules = RULES.get(eqn.primitive)
     if rules is None or rules.hooks.inline is None:
         return None

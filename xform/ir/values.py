@@ -22,7 +22,7 @@ import numpy as np
 from xform.errors import XformError
 from xform.ir.ad import NOT_MAPPED, Zero
 from xform.ir.core import Literal, Primitive, holds_subgraphs
-from xform.ir.rules import graph_has_effects, has_effects, register
+from xform.ir.registry import graph_has_effects, has_effects, register
 
 
 class _NoValue:

@@ -10,7 +10,7 @@ import numpy as np
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.nx import with_equations
-from xform.ir.rules import primitive_for
+from xform.ir.registry import primitive_for
 from xform.ir.window_params import fits, full_window, term_shape
 
 _SUMMABLE_KINDS = "fciu"  # not bool: add is `or` there, and no cotangent is boolean
@@ -18,7 +18,7 @@ _primitive_of = operator.attrgetter("primitive")
 
 
 class _Primitives:
-    """What the pass recognises and emits, by role (xform.ir.rules.primitive_for)."""
+    """What the pass recognises and emits, by role (xform.ir.registry.primitive_for)."""
 
     def __init__(self):
         self.add, self.pad = primitive_for("add"), primitive_for("pad")

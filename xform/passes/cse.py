@@ -7,7 +7,7 @@ import struct
 import numpy as np
 
 from xform.ir.core import Graph, Literal
-from xform.ir.rules import has_effects
+from xform.ir.registry import has_effects
 from xform.passes.rewrite import GraphRewriter
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xform.ir.core import Graph, Literal
 from xform.ir.nx import with_equations
-from xform.ir.rules import RULES, has_effects, kept_primitives
+from xform.ir.registry import RULES, has_effects, kept_primitives
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:

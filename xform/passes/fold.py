@@ -12,7 +12,7 @@ import numpy as np
 from xform.ir.builder import using_builder
 from xform.ir.core import Equation, Graph, Literal, Var
 from xform.ir.nx import live_equations
-from xform.ir.rules import RULES, UNKNOWN, derived, has_effects, hooks_named
+from xform.ir.registry import RULES, UNKNOWN, derived, has_effects, hooks_named
 from xform.passes.rewrite import GraphRewriter, literal_of
 
 MAX_FOLDED_SIZE = 10_000  # elements: larger results stay staged rather than bloat the consts

@@ -9,7 +9,7 @@ import numpy as np
 from xform.ir.avals import is_differentiable
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.nx import contracted_order, predecessors, with_equations
-from xform.ir.rules import elementwise_primitives, primitive_for
+from xform.ir.registry import elementwise_primitives, primitive_for
 from xform.passes.cse import eliminate_common_subexpressions
 from xform.passes.dce import eliminate_dead_code
 from xform.passes.fold import fold_constants

@@ -7,7 +7,7 @@ from collections import deque
 from xform.ir.core import Graph, holds_subgraphs
 from xform.ir.nx import call_graph, callee_of, recursive_nodes
 from xform.passes.rewrite import GraphRewriter
-from xform.ir.rules import call_primitives
+from xform.ir.registry import call_primitives
 
 _MAX_GROWTH = 100_000  # equations added per pass: a DAG of calls can still grow exponentially
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.ir.rules import (RULES as PRIMITIVE_RULES, UNKNOWN, derived, hooks_named,
+from xform.ir.registry import (RULES as PRIMITIVE_RULES, UNKNOWN, derived, hooks_named,
                              rule_for)
 from xform.passes.dce import eliminate_dead_code
 from xform.passes.rewrite import GraphRewriter, literal_of

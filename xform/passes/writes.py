@@ -12,7 +12,7 @@ import attrs
 from xform.ir.core import Equation, Graph, Literal, Params
 from xform.ir.index_params import boxes_overlap, index_window, slice_box, slice_window
 from xform.ir.nx import with_equations
-from xform.ir.rules import hooks_named, primitive_for
+from xform.ir.registry import hooks_named, primitive_for
 
 _ALL = ()        # read everywhere (a box has one (start, stop) per axis; a 0-d value has none)
 _MAX_WALK = 64   # scatters a read steps over one by one (a chain's box bounds the rest)

@@ -3,6 +3,6 @@ from xform.rules import (accumulate, binary, call, checkpoint, collectives,  # n
                          compare, contract, control_flow, custom, elementwise, fft, implicit,
                          index, interpolate, linalg, linalg_scipy, ode, quadrature, random,
                          reduce, search, shape, signal, sized, special, threaded_map, unary)
-from xform.ir.rules import RULES, Rules, extend, register, rule_for
+from xform.ir.registry import RULES, Rules, extend, register, rule_for
 
 __all__ = ["RULES", "Rules", "extend", "register", "rule_for"]

@@ -16,7 +16,7 @@ from xform.ir.core import Primitive
 from xform.ir.index_params import slice_box
 from xform.ir.tracer import Tracer
 from xform.ir.ad import Undefined, Zero, aval, move_to_front, zero_tangent
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 from xform.ir.window_params import fits, full_window, term_shape  # noqa: F401  (re-exported)
 from xform.rules.shape import static_slice
 

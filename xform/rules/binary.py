@@ -5,7 +5,7 @@ import numpy as np
 
 from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, aval
-from xform.ir.rules import Hooks, ScalarMath, register
+from xform.ir.registry import Hooks, ScalarMath, register
 from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, elementwise_rules,
                                  first_peephole, neutral_peephole, unbroadcast,
                                  unit_product_peephole, zero_derivative)

@@ -18,7 +18,7 @@ from xform.ir.core import Primitive
 from xform.ir.execute import compiled_optimized, runtime
 from xform.source_info import user_frame_info
 from xform.ir.ad import Zero, aval, instantiate
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 from xform.rules.subgraphs import transpose_from_vjp
 from xform.transforms.derived import batch_of, jvp_of, vjp_of
 from xform.tree import tree_flatten, tree_unflatten

@@ -19,7 +19,7 @@ from xform.ir.builder import GraphBuilder, current_builder, stage_function, usin
 from xform.ir.core import Graph, Params, Primitive, Var
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import Hooks, effectful_primitives, graph_has_effects, register
+from xform.ir.registry import Hooks, effectful_primitives, graph_has_effects, register
 from xform.ir.tracer import Tracer
 from xform.passes import eliminate_dead_code
 from xform.rules.contract import dot_p, einsum_p, matmul_p

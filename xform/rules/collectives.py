@@ -8,7 +8,7 @@ from xform.errors import XformError
 from xform.ir.ad import NOT_MAPPED, aval
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.source_info import user_frame_info
 
 psum_p = Primitive("psum")

@@ -5,7 +5,7 @@ from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, Zero, aval
 from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, unbroadcast,
                                  zero_derivative)
-from xform.ir.rules import register
+from xform.ir.registry import register
 
 COMPARE_PRIMITIVES = {}
 

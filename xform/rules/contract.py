@@ -9,7 +9,7 @@ from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.ad import NOT_MAPPED, Undefined, Zero, add_tangents, aval, move_to_front, ndim
 from xform.rules.helpers import defjvp, unbroadcast
-from xform.ir.rules import register
+from xform.ir.registry import register
 
 _LETTERS = string.ascii_letters
 _DTYPE_CACHE: dict = {}

@@ -28,7 +28,7 @@ from xform.ir.tracer import Tracer
 from xform.rules.call import FunctionRef
 from xform.rules.subgraphs import describe_types, transpose_from_vjp
 from xform.ir.ad import Undefined, aval, instantiate, zero_tangent, zeros
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.transforms.derived import batch_of, derived_graph
 from xform.tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 

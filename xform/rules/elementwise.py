@@ -14,7 +14,7 @@ from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.ir.ad import NOT_MAPPED, Zero, aval, fit_tangent, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
-from xform.ir.rules import Hooks, is_elementwise, register, rule_for
+from xform.ir.registry import Hooks, is_elementwise, register, rule_for
 from xform.passes import clean_region, eliminate_dead_code
 from xform.transforms.derived import batch_of, memo
 from xform.transforms.jvp import jvp_eval

@@ -7,7 +7,7 @@ import numpy as np
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, aval, move_to_front
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.helpers import linear_jvp
 
 KINDS = {"fft": np.fft.fftn, "ifft": np.fft.ifftn, "rfft": np.fft.rfftn, "irfft": np.fft.irfftn}

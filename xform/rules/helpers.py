@@ -11,7 +11,7 @@ import numpy as np
 from xform.ir.ad import NOT_MAPPED, Zero, add_tangents, aval, move_to_front, ndim, zero_tangent
 from xform.ir.avals import ShapedArray, is_differentiable, shaped_array
 from xform.ir.core import Params
-from xform.ir.rules import UNKNOWN, primitive_for
+from xform.ir.registry import UNKNOWN, primitive_for
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""

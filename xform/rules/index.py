@@ -15,7 +15,7 @@ from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to
 from xform.ir.tracer import Tracer
 from xform.rules.helpers import linear_jvp
 from xform.rules import shape as shape_rules
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 
 
 def index_layout(shape, index, array_shapes):

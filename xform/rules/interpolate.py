@@ -17,7 +17,7 @@ from xform.errors import UnsupportedError
 from xform.ir.ad import NOT_MAPPED, Zero, aval
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.subgraphs import batch_by_loop
 from xform.source_info import user_frame_info
 

@@ -14,7 +14,7 @@ from xform.rules.helpers import elementwise_batch, linear_jvp, unbroadcast, zero
 from xform.rules.linalg_scipy import (cholesky_cotangent, cholesky_potrf, inverse_jvp,
                                       triangular_solve)
 from xform.rules import shape
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.transforms.vjp import lineage, vjp_from_jvp
 
 _DTYPE_CACHE: dict = {}

@@ -7,7 +7,7 @@ import numpy as np
 from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, zero_tangent
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules import contract
 from xform.rules.helpers import elementwise_batch, unbroadcast, zero_derivative
 

@@ -12,7 +12,7 @@ from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.core import Graph, Primitive
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.subgraphs import batch_by_loop, stage_flat
 from xform.transforms.derived import batch_of, derived_graph, jvp_of, vjp_of
 

@@ -15,7 +15,7 @@ from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Graph, Primitive
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.subgraphs import batch_by_loop, stage_flat, transpose_from_vjp
 from xform.transforms.derived import derived_graph, jvp_of, vjp_of
 

@@ -14,7 +14,7 @@ from xform.ir.ad import NOT_MAPPED, Zero, aval
 from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.builder import rewritten_source
 from xform.ir.core import Primitive
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 
 draw_p = Primitive("random_draw")
 nondifferentiable_p = Primitive("nondifferentiable")

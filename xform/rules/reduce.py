@@ -9,7 +9,7 @@ from xform.ir.avals import ShapedArray, shaped_array
 from xform.ir.core import Primitive
 from xform.ir.ad import NOT_MAPPED, Zero, aval, broadcast_scalar, move_to_front
 from xform.rules.helpers import defjvp, defvjp, linear_jvp, zero_derivative
-from xform.ir.rules import register
+from xform.ir.registry import register
 
 
 def reduced_shape(shape, axes, keepdims=False):

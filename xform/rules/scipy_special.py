@@ -11,7 +11,7 @@ import scipy.special as sc
 from xform.ir.ad import NOT_MAPPED, move_to_front
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.helpers import (defjvp, elementwise_abstract_eval, elementwise_batch,
                                  elementwise_rules, vectorized_batch)
 

@@ -13,7 +13,7 @@ from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to
                          zero_tangent, zeros)
 from xform.rules.helpers import (linear_jvp, reshape_peephole, transpose_peephole, unbroadcast,
                                   vectorized_batch)
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 
 
 # -- reshape ---------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 from xform.ir.ad import NOT_MAPPED, Undefined, aval, move_to_front
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.helpers import defjvp
 
 convolve_p = Primitive("convolve")

@@ -10,7 +10,7 @@ from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.rules.helpers import zero_derivative
-from xform.ir.rules import register
+from xform.ir.registry import register
 
 nonzero_p = Primitive("nonzero", multiple_results=True)
 unique_index_p = Primitive("unique_index")

@@ -6,7 +6,7 @@ import numpy as np
 from xform.ir.ad import aval
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.helpers import (defjvp, defvjp, elementwise_abstract_eval, elementwise_rules,
                                  vectorized_batch)
 from xform.rules.reduce import expand_reduced, reduced_shape, reduction_batch

@@ -21,7 +21,7 @@ from xform.source_info import user_frame_info
 from xform.ir.tracer import Tracer
 from xform.rules.call import call_p
 from xform.ir.ad import NOT_MAPPED, Zero, move_to_front, zero_tangent
-from xform.ir.rules import Hooks, graph_has_effects, is_elementwise, register
+from xform.ir.registry import Hooks, graph_has_effects, is_elementwise, register
 from xform.passes import inline_calls
 from xform.transforms.derived import batch_of, derived_graph, memo, vjp_of
 from xform.transforms.jvp import jvp_graph

@@ -8,7 +8,7 @@ import numpy as np
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
 from xform.ir.ad import Zero, aval, zero_tangent
-from xform.ir.rules import ScalarMath, register
+from xform.ir.registry import ScalarMath, register
 from xform.rules.helpers import (defvjp, elementwise_abstract_eval, elementwise_rules,
                                  linear_jvp, vectorized_batch, zero_derivative)
 

@@ -216,7 +216,7 @@ def check_primitive(prim, *args, params=None, order=1, linear_argnums=None, atol
     the module's limitations).
     """
     from xform.api import jit, vmap
-    from xform.ir.rules import RULES
+    from xform.ir.registry import RULES
     params = dict(params or {})
     subject = f"check_primitive({prim.name})"
     rules = RULES.get(prim)

@@ -8,7 +8,7 @@ from xform.ir.avals import ShapedArray
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal
 from xform.ir.ad import NOT_MAPPED, move_to_front
-from xform.ir.rules import rule_for
+from xform.ir.registry import rule_for
 from xform.source_info import user_frame_info
 
 

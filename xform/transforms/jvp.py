@@ -5,7 +5,7 @@ from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
 from xform.ir.core import Literal
 from xform.ir.ad import Zero, check_rule_outputs, fit_tangent, instantiate, zero_tangent
-from xform.ir.rules import rule_for
+from xform.ir.registry import rule_for
 
 
 def jvp_graph(graph, nonzeros=None):

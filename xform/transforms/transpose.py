@@ -9,7 +9,7 @@ from __future__ import annotations
 from xform.ir.builder import bind, source_scope
 from xform.ir.core import Literal
 from xform.ir.ad import Undefined, Zero, add_tangents, zero_tangent
-from xform.ir.rules import rule_for
+from xform.ir.registry import rule_for
 
 
 def backward_pass(graph, args, linear, cts):

@@ -19,7 +19,7 @@ from xform.ir.interpret import concrete_env, emit_equations
 from xform.ir.ad import (Undefined, Zero, add_tangents, aval, check_rule_outputs, fit_tangent,
                          instantiate, zero_tangent)
 from xform.ir.tracer import Tracer
-from xform.ir.rules import (RULES, effectful_primitives, graph_has_effects, has_effects,
+from xform.ir.registry import (RULES, effectful_primitives, graph_has_effects, has_effects,
                             hooks_named, rule_for)
 from xform.transforms.transpose import backward_pass
 

@@ -11,7 +11,7 @@ from xform.ir.builder import stage_function
 from xform.ir.core import Primitive, rewire
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 from xform.rules.call import PendingRecursion
 from xform.rules.subgraphs import (describe_types, is_concrete, lane_mask, out_avals,
                                    same_types, transpose_from_vjp)
@@ -73,7 +73,7 @@ def _cond_batch(size, args, dims, *, branches):
 
 
 def _cond_fold(eqn, known):
-    from xform.ir.rules import UNKNOWN
+    from xform.ir.registry import UNKNOWN
     if known[0] is UNKNOWN:
         return None
     branches = eqn.params["branches"]

@@ -11,7 +11,7 @@ from xform.ir.builder import stage_function
 from xform.ir.core import Primitive, rewire
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import register
+from xform.ir.registry import register
 from xform.rules.subgraphs import (describe_types, out_avals, same_types, stage_flat,
                                    transpose_from_vjp)
 from xform.source_info import user_frame_info

@@ -14,7 +14,7 @@ from xform.ir.builder import stage_function
 from xform.ir.core import Graph, Primitive, Var, rewire
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
-from xform.ir.rules import Hooks, register
+from xform.ir.registry import Hooks, register
 from xform.rules.subgraphs import (describe_types, lane_mask, out_avals, same_types, stage_flat,
                                    transpose_from_vjp)
 from xform.source_info import user_frame_info
@@ -167,7 +167,7 @@ def _while_batch(size, args, dims, *, cond_graph, body_graph, n_carry, n_cond_co
 def _while_fold(eqn, known):
     """A loop whose condition is known false on entry disappears (its carry passes through).
     Only the inputs the condition reads need to be known."""
-    from xform.ir.rules import UNKNOWN
+    from xform.ir.registry import UNKNOWN
     params = eqn.params
     n_carry, n_cond = params["n_carry"], params["n_cond_consts"]
     cond_graph = params["cond_graph"]

@@ -35,7 +35,7 @@ class ScalarMath:
     for a template, the operand positions where a non-finite operand surely gives a
     non-finite result (the others are checked before they go in).
 
-    >>> from xform.ir.rules import ScalarMath
+    >>> from xform.ir.registry import ScalarMath
     >>> ScalarMath(lambda a, b: a + b, "{0} + {1}", exact=True, monotone=(0, 1)).exact
     True
     """
@@ -80,7 +80,7 @@ class Hooks:
     xla: `xla(*args, **params)`, its lowering written with jax.numpy (xform.codegen.xla);
         without one the equation runs on the host.
 
-    >>> from xform.ir.rules import Hooks
+    >>> from xform.ir.registry import Hooks
     >>> Hooks(takes_floats=True).takes_floats
     True
     """
@@ -110,7 +110,7 @@ def _hooks(given) -> Hooks:
     unknown = set(given) - set(HOOK_NAMES)
     if unknown:
         raise RegistrationError(f"unknown hooks {sorted(unknown)}; the hooks are "
-                                f"{', '.join(HOOK_NAMES)} (xform.ir.rules.Hooks)",
+                                f"{', '.join(HOOK_NAMES)} (xform.ir.registry.Hooks)",
                                 user_frame_info())
     return Hooks(**given)
 
@@ -250,7 +250,7 @@ def primitive_for(role: str):
     """The primitive registered with `role` (e.g. "add"), for passes and codegen that emit
     or recognise it without importing its family.
 
-    >>> from xform.ir.rules import primitive_for
+    >>> from xform.ir.registry import primitive_for
     >>> primitive_for("add")
     add
     """
@@ -308,7 +308,7 @@ def elementwise_primitives() -> frozenset:
 def is_elementwise(prim) -> bool:
     """Whether `prim` was registered element-wise (fusible, mappable by threaded_map).
 
-    >>> from xform.ir.rules import is_elementwise
+    >>> from xform.ir.registry import is_elementwise
     >>> from xform.rules.unary import sin_p
     >>> is_elementwise(sin_p)
     True
@@ -394,7 +394,7 @@ def hooks_named(name: str) -> dict:
     """primitive -> its hook `name` (a field of Hooks), for every primitive that has one
     (ask once per pass).
 
-    >>> from xform.ir.rules import hooks_named, primitive_for
+    >>> from xform.ir.registry import hooks_named, primitive_for
     >>> primitive_for("add") in hooks_named("peephole")
     True
     >>> hooks_named("peep_hole")
@@ -468,7 +468,7 @@ def loop_batch(prim):
 
     Correct for every primitive with an impl and differentiable through its own rules, but
     the staged graph grows with the batch size: define a real batch rule where speed matters.
-    >>> from xform.ir.rules import extend, loop_batch
+    >>> from xform.ir.registry import extend, loop_batch
     >>> p = xform.Primitive("my_sinc")
     >>> _ = p.def_impl(np.sinc); _ = p.def_abstract_eval(lambda x: x)
     >>> extend(p, batch=loop_batch(p))    # what vmap falls back to, without the warning
