@@ -1,6 +1,6 @@
 """xform.passes.simplify: each rule of the table fires where it says, keeps the graph checked,
 and gives numpy's values: bit for bit (values, nan places, signs of zeros, dtypes) on any
-input, infinities and nans included, for the rules marked exact; to rounding on finite inputs
+input, infinities and nans included, for the rewrites marked exact; to rounding on finite inputs
 for the others. Gradients through simplified graphs agree with autograd."""
 import attrs
 import autograd
@@ -15,13 +15,13 @@ import xform
 from xform.api.pipeline import finish_graph
 from xform.ir.interpret import eval_graph
 from xform.passes import dce
-from xform.passes.simplify import LEVELS, RULES, primitive_named as primitive_for, simplify
+from xform.passes.simplify import LEVELS, REWRITES, primitive_named as primitive_for, simplify
 from xform.testing import strategies as xst
 
 
 @pytest.fixture(autouse=True)
 def reassociating():
-    """The rules that change rounding run only under config.algebra = "reassociate"."""
+    """The rewrites that change rounding run only under config.algebra = "reassociate"."""
     previous = xform.config.algebra
     xform.config.update("algebra", "reassociate")
     yield
@@ -183,10 +183,10 @@ def assert_same_bits(got, want):
 
 
 def test_every_rule_is_documented_and_tested():
-    assert {rule.name for rule in RULES} == set(CASES)
-    assert all(rule.doc and rule.exact in (True, False) for rule in RULES)
-    # The exact rules are tested bit for bit on infinities and nans, the others on finite values.
-    for rule in RULES:
+    assert {rule.name for rule in REWRITES} == set(CASES)
+    assert all(rule.doc and rule.exact in (True, False) for rule in REWRITES)
+    # The exact rewrites are tested bit for bit on infinities and nans, the others on finite values.
+    for rule in REWRITES:
         assert (CASES[rule.name][1] != "finite") == rule.exact or rule.name == "exp of log"
 
 
@@ -198,19 +198,19 @@ def counting(fired):
                 fired.append(rule.name)
             return new
         return attrs.evolve(rule, rewrite=rewrite)
-    return [counted(rule) for rule in RULES]
+    return [counted(rule) for rule in REWRITES]
 
 
 @pytest.mark.parametrize("name, fun", [(n, f) for n, (fs, _) in CASES.items() for f in fs])
 @given(data=st.data())
 def test_rule_fires_and_keeps_the_value(name, fun, data):
     kind = CASES[name][1]
-    exact = next(rule.exact for rule in RULES if rule.name == name)
+    exact = next(rule.exact for rule in REWRITES if rule.name == name)
     shape = data.draw(xst.shapes(min_dims=2, max_dims=2, min_side=2, max_side=4))
     a, b = draw_inputs(data, kind, shape)
     graph = xform.make_graph(fun)(a, b)
     fired = []
-    after = dce(simplify(graph, exact=exact, rules=counting(fired)))
+    after = dce(simplify(graph, exact=exact, rewrites=counting(fired)))
     after.check()
     assert name in fired, f"{name} did not fire on {fun.__name__}"
     with np.errstate(all="ignore"):
@@ -275,8 +275,8 @@ def test_exact_runs_only_exact_rules():
     assert simplify(graph, exact=True) is graph
     fired = []
     simplify(xform.make_graph(where_true)(np.ones((2, 2)), np.ones((2, 2))), exact=True,
-             rules=counting(fired))
-    assert fired and all(next(r for r in RULES if r.name == n).exact for n in fired)
+             rewrites=counting(fired))
+    assert fired and all(next(r for r in REWRITES if r.name == n).exact for n in fired)
 
 
 @pytest.mark.parametrize("fun, runs", [
@@ -295,7 +295,7 @@ def test_rules_of_negations_run_only_where_they_may_apply(fun, runs):
             return rule.rewrite(eqn, known)
         return attrs.evolve(rule, rewrite=rewrite)
     graph = xform.make_graph(fun)(np.ones((2, 2)), np.ones((2, 2)))
-    simplify(graph, exact=True, rules=[spied(rule) for rule in RULES])
+    simplify(graph, exact=True, rewrites=[spied(rule) for rule in REWRITES])
     assert bool(called) == runs
 
 
@@ -310,10 +310,10 @@ def test_the_peepholes_meet_what_the_rules_emit():
 
 
 def test_a_rule_meets_what_another_rule_emitted_though_the_graph_held_none_of_it():
-    """Patterns are the only filter: no list of what rules emit can be forgotten. The graph
+    """Patterns are the only filter: no list of what rewrites emit can be forgotten. The graph
     holds no `negative`; the first rule makes one, the second matches a sum of it."""
     from xform.ir.core import Equation
-    from xform.passes.simplify import Rule, _made_by
+    from xform.passes.simplify import Rewrite, _made_by
 
     def sin_to_negative(eqn, known):
         return [Equation(primitive_for("negative"), eqn.inputs, eqn.outputs)]
@@ -321,11 +321,11 @@ def test_a_rule_meets_what_another_rule_emitted_though_the_graph_held_none_of_it
     def sum_of_negative(eqn, known):
         inner = known.made_by(eqn.inputs[0], "negative")
         return [attrs.evolve(eqn, primitive=primitive_for("reduce_max"))] if inner else None
-    rules = (Rule("sin to negative", "sin", sin_to_negative, exact=True, doc=""),
-             Rule("sum of a negative", "sum", sum_of_negative, exact=True, doc="",
+    rewrites = (Rewrite("sin to negative", "sin", sin_to_negative, exact=True, doc=""),
+             Rewrite("sum of a negative", "sum", sum_of_negative, exact=True, doc="",
                   operand_of=_made_by(0, "negative")))
     graph = xform.make_graph(lambda x: np.sum(np.sin(x)))(np.ones(3))
-    names = [eqn.primitive.name for eqn in simplify(graph, rules=rules).equations]
+    names = [eqn.primitive.name for eqn in simplify(graph, rewrites=rewrites).equations]
     assert names == ["negative", "reduce_max"]
 
 
@@ -389,14 +389,14 @@ def test_config_algebra_exact_keeps_numpys_bits_of_values_only():
 
 
 def test_levels_admit_what_they_say():
-    assert all(rule.exact for rule in RULES if LEVELS["exact"](rule))
-    gradient = {rule.name for rule in RULES if LEVELS["gradient"](rule)}
+    assert all(rule.exact for rule in REWRITES if LEVELS["exact"](rule))
+    gradient = {rule.name for rule in REWRITES if LEVELS["gradient"](rule)}
     assert "exp of log" not in gradient and "repeated scaling" not in gradient
     assert "sum of an outer product" in gradient and "where with a known mask" in gradient
-    assert all(LEVELS["reassociate"](rule) for rule in RULES)
+    assert all(LEVELS["reassociate"](rule) for rule in REWRITES)
     fired = []
     graph = xform.make_graph(exp_log)(np.ones((2, 2)), np.ones((2, 2)))
-    simplify(graph, level="gradient", rules=counting(fired))
+    simplify(graph, level="gradient", rewrites=counting(fired))
     assert fired == []
 
 

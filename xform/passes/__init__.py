@@ -8,7 +8,7 @@ PIPELINE, in order (what each step does; its precondition):
   2. fold_constants: evaluate what is known, take known branches, drop loops that never run,
      simplify x*1, x+0, identity reshapes/transposes. Precondition: 1, so that constants
      passed into calls meet the callee's equations.
-  3. simplify: algebraic rewrites from a table of rules (xform.passes.simplify.RULES):
+  3. simplify: algebraic rewrites from a table (xform.passes.simplify.REWRITES):
      where with a known mask, sum(kron(a, b)) -> sum(a) * sum(b), ... Precondition: 2
      (constants known). EXACT_PIPELINE holds simplify_exactly instead (only the rules that
      keep numpy's bits; xform.config.algebra "exact").

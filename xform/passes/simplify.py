@@ -1,4 +1,4 @@
-"""Algebraic simplification: a table of rewrite rules (data) and one small driver. A rule
+"""Algebraic simplification: a table of rewrites (data) and one small driver. A rule
 matches an equation by primitive, reads its producers and known values, and returns the
 equations or atoms standing for it. Each rule says whether it keeps numpy's bits (`exact`)
 and, if not, whether it only changes rounding (`in_gradients`); `simplify`'s `level` picks
@@ -19,7 +19,7 @@ from xform.passes.rewrite import GraphRewriter, literal_of
 
 
 @attrs.frozen
-class Rule:
+class Rewrite:
     """`rewrite(eqn, known) -> list of Equations | tuple of atoms | None`: the equations
     computing `eqn`'s outputs (the same Vars), the atoms standing for its outputs, or None
     when it does not match. `known.producer` maps a Var to the equation computing it,
@@ -43,7 +43,7 @@ class Rule:
     operand_of: tuple = ()
     when: object = None
     """None, or `when(graph) -> bool`: whether the rule can match in `graph` at all (a scan
-    cheaper than the driver, which then skips graphs none of its rules can change)."""
+    cheaper than the driver, which then skips graphs none of its rewrites can change)."""
 
     def matches(self, eqn, known) -> bool:
         """Whether `eqn` is of this rule's pattern (its primitive is the driver's key)."""
@@ -101,7 +101,7 @@ def _computation(name, inputs, params) -> tuple:
 
 
 def primitive_named(name: str):
-    """The registered primitive called `name` (rules match and emit primitives by name)."""
+    """The registered primitive called `name` (rewrites match and emit primitives by name)."""
     return _primitives_by_name()[name]
 
 
@@ -314,7 +314,7 @@ def _negated(atom, known):
 
 
 def _may_negate(graph) -> bool:
-    """Whether the rules of negations may apply in `graph`: it holds a fused region (which
+    """Whether the rewrites of negations may apply in `graph`: it holds a fused region (which
     may return a negation), a sum of a negation, or a product (-a) * b next to a * b."""
     for eqn in graph.equations:     # first, cheaply: is there any negation at all?
         name = eqn.primitive.name
@@ -395,7 +395,7 @@ def _step_source(atom, known):
 def _steps_out_of_a_region(eqn, known):
     """An `elementwise` region's outputs that negate (or multiply by 1) another of its outputs
     or one of its inputs, of the output's type, are computed after the region, where the
-    rules above meet them: e.g. one partial derivative of x[:, None] - x[None, :] negates the
+    rewrites above meet them: e.g. one partial derivative of x[:, None] - x[None, :] negates the
     other, and the partial of s * eye is eye * 1."""
     region = eqn.params["region"]
     inner = Known({v: e for e in region.equations for v in e.outputs}, dict(region.consts))
@@ -512,67 +512,67 @@ def _where_with_known_mask(eqn, known):
                      Params({"shape": out.aval.shape}))]
 
 
-RULES = (
-    Rule("sum of a reshape", "sum", _sum_of_view("reshape"), exact=False,
-         operand_of=_made_by(0, "reshape"),
-         doc="sum(reshape(x)) = sum(x): numpy's pairwise order follows the shape"),
-    Rule("sum of a transpose", "sum", _sum_of_view("transpose"), exact=False,
-         operand_of=_made_by(0, "transpose"),
-         doc="sum(transpose(x)) = sum(x): numpy's pairwise order follows the layout"),
-    Rule("sum of an outer product", "sum", _sum_of_outer_product, exact=False,
-         operand_of=_made_by(0, "multiply"),
-         doc="sum(x * y) = sum(x) * sum(y) when no axis spans both (kron, outer): the "
-             "product is never built; the rounding of one sum of products changes"),
-    Rule("sum of a broadcast", "sum", _sum_of_broadcast, exact=False,
-         operand_of=_made_by(0, "broadcast_to"),
-         doc="sum(broadcast_to(x)) = sum(x) * copies: one multiply for repeated additions"),
-    Rule("max of a broadcast", "reduce_max", _extremum_of_broadcast, exact=True,
-         operand_of=_made_by(0, "broadcast_to"),
-         doc="max(broadcast_to(x)) = max(x) over every axis: the same elements"),
-    Rule("min of a broadcast", "reduce_min", _extremum_of_broadcast, exact=True,
-         operand_of=_made_by(0, "broadcast_to"),
-         doc="min(broadcast_to(x)) = min(x) over every axis: the same elements"),
-    Rule("dot with ones", "matmul", _dot_with_ones, exact=False,
-         doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
-             "becomes numpy's pairwise one; the gradient is a broadcast, not an outer product"),
-    Rule("repeated scaling by constants", "multiply", _repeated_constant_scaling,
-         exact=False, doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead "
-                          "of two (not when a * b overflows or underflows)"),
-    Rule("repeated scaling", "multiply", _repeated_scaling, exact=False, in_gradients=False,
-         doc="(x * a) * b = x * (a * b) for 0-d values a, b: one rounding instead of two; "
-             "a * b may overflow where (x * a) * b does not"),
-    Rule("exp of log", "exp", _exp_of_log, exact=False, in_gradients=False,
-         operand_of=_made_by(0, "log"),
-         doc="exp(log x) = x where x >= 0, nan below: within an ulp (the rewrite is the more "
-             "accurate), log's warning for x < 0 is gone and the derivative at x <= 0 is "
-             "where's, not nan"),
-    Rule("cholesky by LAPACK", "cholesky", _cholesky_by_lapack, exact=False,
-         doc="cholesky(a) as LAPACK potrf on a's memory (no copies, a third of numpy's time "
-             "at n = 128): the same factor, rounded differently"),
-    Rule("solve with a Cholesky factor", "solve", _solve_with_factor, exact=False,
-         operand_of=_made_by(0, "transpose", *_CHOLESKY),
-         doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
-             "substitution instead of an LU factorization; rounding changes"),
-    Rule("product of a negation", "multiply", _product_of_a_negation, exact=True,
-         doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
-             "a * -1): a negation instead of a product (IEEE rounds symmetrically; a nan's "
-             "sign may differ)", when=_may_negate),
-    Rule("sum of a negation", "sum", _sum_of_a_negation, exact=True,
-         doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
-             "term (numpy's sums start from +0.0, so zeros keep their sign)", when=_may_negate),
-    Rule("negations out of a fused region", "elementwise", _steps_out_of_a_region,
-         exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
-                         "another output or an input is computed after the region, where "
-                         "the rules above meet it"),
-    Rule("difference of a value with itself", "subtract", _self_difference, exact=True,
-         doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
-    Rule("where with a known mask", "where", _where_with_known_mask, exact=True,
-         doc="where(True, x, y) = x, where(False, x, y) = y, where(m, x, x) = x"),
+REWRITES = (
+    Rewrite("sum of a reshape", "sum", _sum_of_view("reshape"), exact=False,
+            operand_of=_made_by(0, "reshape"),
+            doc="sum(reshape(x)) = sum(x): numpy's pairwise order follows the shape"),
+    Rewrite("sum of a transpose", "sum", _sum_of_view("transpose"), exact=False,
+            operand_of=_made_by(0, "transpose"),
+            doc="sum(transpose(x)) = sum(x): numpy's pairwise order follows the layout"),
+    Rewrite("sum of an outer product", "sum", _sum_of_outer_product, exact=False,
+            operand_of=_made_by(0, "multiply"),
+            doc="sum(x * y) = sum(x) * sum(y) when no axis spans both (kron, outer): the "
+                "product is never built; the rounding of one sum of products changes"),
+    Rewrite("sum of a broadcast", "sum", _sum_of_broadcast, exact=False,
+            operand_of=_made_by(0, "broadcast_to"),
+            doc="sum(broadcast_to(x)) = sum(x) * copies: one multiply for repeated additions"),
+    Rewrite("max of a broadcast", "reduce_max", _extremum_of_broadcast, exact=True,
+            operand_of=_made_by(0, "broadcast_to"),
+            doc="max(broadcast_to(x)) = max(x) over every axis: the same elements"),
+    Rewrite("min of a broadcast", "reduce_min", _extremum_of_broadcast, exact=True,
+            operand_of=_made_by(0, "broadcast_to"),
+            doc="min(broadcast_to(x)) = min(x) over every axis: the same elements"),
+    Rewrite("dot with ones", "matmul", _dot_with_ones, exact=False,
+            doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
+                "becomes numpy's pairwise one; the gradient is a broadcast, not an outer product"),
+    Rewrite("repeated scaling by constants", "multiply", _repeated_constant_scaling,
+            exact=False, doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead "
+                             "of two (not when a * b overflows or underflows)"),
+    Rewrite("repeated scaling", "multiply", _repeated_scaling, exact=False, in_gradients=False,
+            doc="(x * a) * b = x * (a * b) for 0-d values a, b: one rounding instead of two; "
+                "a * b may overflow where (x * a) * b does not"),
+    Rewrite("exp of log", "exp", _exp_of_log, exact=False, in_gradients=False,
+            operand_of=_made_by(0, "log"),
+            doc="exp(log x) = x where x >= 0, nan below: within an ulp (the rewrite is the more "
+                "accurate), log's warning for x < 0 is gone and the derivative at x <= 0 is "
+                "where's, not nan"),
+    Rewrite("cholesky by LAPACK", "cholesky", _cholesky_by_lapack, exact=False,
+            doc="cholesky(a) as LAPACK potrf on a's memory (no copies, a third of numpy's time "
+                "at n = 128): the same factor, rounded differently"),
+    Rewrite("solve with a Cholesky factor", "solve", _solve_with_factor, exact=False,
+            operand_of=_made_by(0, "transpose", *_CHOLESKY),
+            doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
+                "substitution instead of an LU factorization; rounding changes"),
+    Rewrite("product of a negation", "multiply", _product_of_a_negation, exact=True,
+            doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
+                "a * -1): a negation instead of a product (IEEE rounds symmetrically; a nan's "
+                "sign may differ)", when=_may_negate),
+    Rewrite("sum of a negation", "sum", _sum_of_a_negation, exact=True,
+            doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
+                "term (numpy's sums start from +0.0, so zeros keep their sign)", when=_may_negate),
+    Rewrite("negations out of a fused region", "elementwise", _steps_out_of_a_region,
+            exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
+                            "another output or an input is computed after the region, where "
+                            "the rewrites above meet it"),
+    Rewrite("difference of a value with itself", "subtract", _self_difference, exact=True,
+            doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
+    Rewrite("where with a known mask", "where", _where_with_known_mask, exact=True,
+            doc="where(True, x, y) = x, where(False, x, y) = y, where(m, x, x) = x"),
 )
 
 
 LEVELS = {
-    # only rules giving numpy's bits: what xform.config.algebra "exact" runs on any graph
+    # only rewrites giving numpy's bits: what xform.config.algebra "exact" runs on any graph
     "exact": lambda rule: rule.exact,
     # and those only changing rounding: under "exact", before differentiating a function
     # whose value is not returned (`grad`): numpy defines no bits for a derivative
@@ -582,8 +582,9 @@ LEVELS = {
 }
 
 
-def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None = None) -> Graph:
-    """Apply the `rules` admitted at `level` (a key of LEVELS; default: "exact" with `exact`,
+def simplify(graph: Graph, exact: bool = False, rewrites=REWRITES,
+             level: str | None = None) -> Graph:
+    """Apply the `rewrites` admitted at `level` (a key of LEVELS; default: "exact" with `exact`,
     else "reassociate") to each equation of `graph`, in order, until none matches, and the
     primitives' peephole hooks (exact) to what they emit; rewrites feed later matches
     (producers are the rewritten equations). Returns `graph` itself when
@@ -594,7 +595,7 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     >>> [e.primitive.name for e in xform.passes.dce(simplify(graph)).equations]
     ['sum', 'sum', 'multiply']
     """
-    table, conditions = _table(rules, level or ("exact" if exact else "reassociate"))
+    table, conditions = _table(rewrites, level or ("exact" if exact else "reassociate"))
     refused = _refused(table, conditions, graph)
     if refused is None:
         return graph
@@ -603,7 +604,7 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     known = Known({}, dict(graph.consts))
 
     # fold has run the peephole hooks on the graph's own equations: here they meet what the
-    # rules emit (such as the products with one a region's rule moves out of it)
+    # rewrites emit (such as the products with one a region's rule moves out of it)
     peepholes = hooks_named("peephole")
 
     def emit(eqn, depth=0):
@@ -642,27 +643,27 @@ def simplify(graph: Graph, exact: bool = False, rules=RULES, level: str | None =
     return rewriter.build()
 
 
-def _table(rules, level) -> tuple:
-    """(primitive name -> the `rules` admitted at `level`, their distinct `when` tests), made
-    once per rules and level: every gradient's first call simplifies."""
-    key = (id(rules), level)
+def _table(rewrites, level) -> tuple:
+    """(primitive name -> the `rewrites` admitted at `level`, their distinct `when` tests), made
+    once per rewrites and level: every gradient's first call simplifies."""
+    key = (id(rewrites), level)
     made = _tables.get(key)
-    if made is None or made[0] is not rules:
+    if made is None or made[0] is not rewrites:
         admitted = LEVELS[level]
         table = {}
-        for rule in rules:
+        for rule in rewrites:
             if admitted(rule):
                 table.setdefault(rule.primitive, []).append(rule)
         conditions = tuple({rule.when: None for found in table.values() for rule in found
                             if rule.when})
-        made = _tables[key] = (rules, (table, conditions))
+        made = _tables[key] = (rewrites, (table, conditions))
     return made[1]
 
 
 def _refused(table, conditions, graph):
     """The `when` tests that fail on `graph`; None when no rule can change `graph` at all.
     A rule can only start the rewriting where its pattern is in the graph as it is (its
-    primitive, and the maker its operand needs): what rules emit is met only after some rule
+    primitive, and the maker its operand needs): what rewrites emit is met only after some rule
     has matched."""
     refused = frozenset(when for when in conditions if not when(graph))
     present = {eqn.primitive.name for eqn in graph.equations}
@@ -675,7 +676,7 @@ def _refused(table, conditions, graph):
 
 
 def _without(table, refused) -> dict:
-    """`table` without the rules whose `when` test is `refused` (made once per combination:
+    """`table` without the rewrites whose `when` test is `refused` (made once per combination:
     graphs repeat them)."""
     if not refused:
         return table
@@ -695,8 +696,8 @@ _tables: dict = {}
 
 
 def simplify_exactly(graph: Graph) -> Graph:
-    """`simplify` with only the rules that keep numpy's bits (xform.config.algebra "exact")."""
+    """`simplify` with only the rewrites that keep numpy's bits (xform.config.algebra "exact")."""
     return simplify(graph, exact=True)
 
 
-__all__ = ["LEVELS", "RULES", "Known", "Rule", "simplify", "simplify_exactly"]
+__all__ = ["LEVELS", "REWRITES", "Known", "Rewrite", "simplify", "simplify_exactly"]
