@@ -524,7 +524,7 @@ WARNING_FIXES = {
                                   ("LARGE_TABLE[3]", "table[3]"),
                                   ("(2.0)", "(2.0, LARGE_TABLE)")],
                                  ["Pass it as an argument"], _check_argument)),
-    "UnstagedEffectWarning": (draw_deep, "unstaged", "gave different values when staged twice",
+    "UnstagedEffectWarning": (draw_deep, "unstaged", "computed different constants on two calls",
                               Fix(("def _draw(x):", "for _ in range(4)]"),
                                   [("(x)", "(x, rng)"), ("lambda x:", "lambda x, rng:"),
                                    ("HIDDEN_RNG.standard_normal()", "rng.standard_normal()"),

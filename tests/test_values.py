@@ -1,6 +1,7 @@
 """Staging with values (xform.ir.values, xform.runtime.paths): Python's questions about traced
 values are answered from this call's values and guarded; one transformed object serves every
 path, called alternately, and agrees with eager numpy and finite differences on each."""
+import copy
 import logging
 import math
 import warnings
@@ -361,15 +362,81 @@ def _draw1(x):
 
 
 def test_a_draw_past_the_walk_is_never_frozen_silently():
-    # Five calls deep the effect walk stops: a second staging on the same values finds the
-    # hidden draw, warns once, and every call then stages anew (each call draws).
+    # Five calls deep the effect walk stops: the second call's staging of the same path finds
+    # the hidden draw, warns once, and every call then stages anew. Each call draws once, as
+    # eager numpy does: the stream is eager's, draw for draw.
+    expected = [x + d for x, d in zip([0.0, 1.0, 0.0, 2.0],
+                                      copy.deepcopy(_DEEP_RNG).standard_normal(4))]
     jitted = xform.jit(_draw1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = [jitted(0.0) for _ in range(4)]
-    assert len(set(got)) == 4
+        got = [jitted(x) for x in [0.0, 1.0, 0.0, 2.0]]
+    np.testing.assert_array_equal(got, expected)
     told = [w for w in caught if issubclass(w.category, xform.UnstagedEffectWarning)]
     assert len(told) == 1 and told[0].filename == __file__
+
+
+def _twice5(x):
+    return x * 2.0
+
+
+def _twice4(x):
+    return _twice5(x)
+
+
+def _twice3(x):
+    return _twice4(x)
+
+
+def _twice2(x):
+    return _twice3(x)
+
+
+def _twice1(x):
+    return _twice2(x)
+
+
+def test_a_function_past_the_walk_without_effects_is_cached_from_its_second_call():
+    jitted = xform.jit(_twice1)
+    builds = xform.cache_info()["builds"]
+    assert [jitted(x) for x in [1.0, 2.0, 3.0, 4.0]] == [2.0, 4.0, 6.0, 8.0]
+    assert xform.cache_info()["builds"] == builds + 2      # the first call's, and the check
+
+
+_SIGNATURES_RNG = np.random.default_rng(1)
+
+
+def _signature_draw5(x):
+    return x + _SIGNATURES_RNG.standard_normal()
+
+
+def _signature_draw4(x):
+    return _signature_draw5(x)
+
+
+def _signature_draw3(x):
+    return _signature_draw4(x)
+
+
+def _signature_draw2(x):
+    return _signature_draw3(x)
+
+
+def _signature_draw1(x):
+    return _signature_draw2(x)
+
+
+def test_a_draw_past_the_walk_is_found_for_every_signature():
+    # The walk of a function is remembered; what it could not follow is remembered with it,
+    # so a second signature's entry is checked as the first one's was.
+    rng_copy = copy.deepcopy(_SIGNATURES_RNG)
+    jitted = xform.jit(_signature_draw1)
+    arguments = [np.zeros(2), np.zeros(2), np.zeros(3), np.zeros(3), np.zeros(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", xform.UnstagedEffectWarning)
+        got = [jitted(x) for x in arguments]
+    for value, x in zip(got, arguments):
+        np.testing.assert_array_equal(value, x + rng_copy.standard_normal())
 
 
 def test_a_large_captured_array_is_warned_about_once(monkeypatch):

@@ -280,8 +280,8 @@ class CapturedArrayWarning(UserWarning):
 
 class UnstagedEffectWarning(UserWarning):
     """A function xform could not follow entirely (a function held as a value, one deeper
-    than the walk, getattr/eval) computed different values when staged twice on the same
-    arguments: an effect no equation stands for, such as a draw from a generator xform did
+    than the walk, getattr/eval) computed different constants on two calls taking the same
+    path: an effect no equation stands for, such as a draw from a generator xform did
     not find. It is staged anew on every call, so every call computes what eager numpy
     computes, at about autograd's cost.
 

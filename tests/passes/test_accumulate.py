@@ -123,7 +123,8 @@ def test_random_loop_gradients_keep_their_values(loop):
     graph = _grad_graph(f, x)
     after = run_pass(accumulate_pads, graph, x)   # results checked against `graph`, bit for bit
     if terms >= 2 and "pad" in primitives(graph):
-        assert "pad_sum" in primitives(after)
+        # one pad_sum, or, for the whole array plus one window's terms, a window update
+        assert {"pad_sum", "scatter"} & set(primitives(after))
         assert "pad" not in primitives(eliminate_dead_code(after))
 
 

@@ -21,10 +21,10 @@ from xform.codegen.xla import DEVICE_ARRAY, is_device_array
 from xform.errors import RestagingWarning, TypeCheckError, XformError, out_of_memory_error
 from xform.ir.avals import ShapedArray, shaped_array
 from xform.ir.builder import KnownValues, current_builder
-from xform.ir.values import NO_VALUE, recording_decisions, staged_values
+from xform.ir.values import NO_VALUE, recording_decisions, staged_constants, staged_values
 from xform.ir.interpret import eval_graph, run_concrete
 from xform.ir.tracer import Tracer
-from xform.numpy.random import stand_in_for_static
+from xform.numpy.random import note_unstaged, stand_in_for_static
 from xform.runtime.cache import CACHE
 from xform.runtime.effects import hidden_effects_found, walk_incomplete
 from xform.runtime.paths import Path, Paths
@@ -566,7 +566,6 @@ class Transformed(CachedCall):
                 raise XformError("a traced value was captured outside any staging",
                                  user_frame_info())
             generators = tuple(g for g, _ in record.generators.values())
-            staged = record.values
             if tier == "compile":
                 run, unflatten = steady_value(finish(graph), unflatten)
             else:
@@ -576,7 +575,7 @@ class Transformed(CachedCall):
                         steady = steady_value(finish(graph_of()), unflatten)
                         return results_of(*steady), steady
                 run = FirstTier(run, compile_later, first)
-            return run, unflatten, record.decisions, generators, staged
+            return run, unflatten, record.decisions, generators, record
 
         def make():
             with using_backend(backend, device_inputs):
@@ -585,15 +584,18 @@ class Transformed(CachedCall):
         def build_entry():
             if statics or static_keywords:
                 count_restaging(self.fun, self.kind)
-            run, unflatten, decisions, generators, staged = stage_path(fun, leaves)
+            run, unflatten, decisions, generators, record = stage_path(fun, leaves)
             if impure(self.fun):    # found drawing where no equation stands for the draw
                 hidden_effects_found(self.fun)
-            elif walk_incomplete() and not same_values(
-                    staged, staged_again(functools.partial(stage_path, fun), leaves)):
-                # Code the walk could not follow may draw where no equation stands for
-                # the draw: a second staging on the same values tells.
-                hidden_effects_found(self.fun)
-                note_impure(self.fun)
+            elif walk_incomplete():
+                # Code the walk could not follow may draw where no equation stands for the
+                # draw: the next staging of this path tells.
+                pure = verified_pure(self.fun, key, decisions, record)
+                if pure is None:
+                    note_unstaged()     # this call's entry only: the next call stages again
+                elif not pure:
+                    hidden_effects_found(self.fun)
+                    note_impure(self.fun)
             if not decisions:
                 return run, unflatten
             return guarded_paths(held, self.kind, staged_in_backend, run, unflatten,
@@ -604,9 +606,8 @@ class Transformed(CachedCall):
         def staged_in_backend(path_leaves):     # a later path, for the backend chosen here
             with using_backend(backend, device_inputs):
                 return stage_path(staged_function(held()), path_leaves)
-        entry = CACHE.build(self.fun, (self.kind, self.params, backend, device_inputs,
-                                       in_tree, signature, statics_key),
-                            make, arguments=static_values)
+        key = (self.kind, self.params, backend, device_inputs, in_tree, signature, statics_key)
+        entry = CACHE.build(self.fun, key, make, arguments=static_values)
         fn, unflatten = entry.value
         if type(fn) is FirstTier or type(fn) is Paths:
             fn.attach(entry)
@@ -660,27 +661,34 @@ def note_impure(fun) -> None:
         pass
 
 
-def staged_again(stage_path, leaves):
-    """The values of a second staging of the path `leaves` take, whose warnings (SciPy's,
-    numpy's) the first staging gave already."""
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        return stage_path(leaves)[4]
+# function -> entry key -> a path's decisions -> the constants its last staging computed
+_unverified: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def same_values(first, second) -> bool:
-    """Whether two stagings computed the same values, bit for bit, in the same order (their
-    `(values, equations)`; None when a staging kept none: nothing to compare)."""
-    if first is None or second is None:
+def verified_pure(fun, key, decisions, record):
+    """Whether `fun`, whose walk could not follow all the code it runs, computed the same
+    constants (`staged_constants`) on the path `decisions` as its previous staging of that
+    path: True when it did, False when not (an effect no equation stands for), None at the
+    path's first staging, whose entry then serves its own call only, so that the next call
+    stages again and tells. (Staging twice in one call would draw twice: the user's stream
+    would lose a draw eager numpy makes.)"""
+    constants = staged_constants(record)
+    if constants is None:       # a staging without values: nothing to compare
         return True
-    a, b = list(first[0].values()), list(second[0].values())
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        x, y = np.asarray(x), np.asarray(y)
-        if x.shape != y.shape or x.dtype != y.dtype or x.tobytes() != y.tobytes():
-            return False
-    return True
+    try:
+        paths = _unverified.setdefault(fun, {}).setdefault(key, {})
+    except TypeError:           # not weakly referable: staged on every call, as one drawing
+        return None
+    before = paths.pop(tuple(decisions), None)
+    if before is None:
+        paths[tuple(decisions)] = constants
+        return None
+    return len(before) == len(constants) and all(map(_same_bits, before, constants))
+
+
+def _same_bits(x, y) -> bool:
+    x, y = np.asarray(x), np.asarray(y)
+    return x.shape == y.shape and x.dtype == y.dtype and x.tobytes() == y.tobytes()
 
 
 def run_concrete_known(graph, known, args):

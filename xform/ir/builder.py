@@ -458,5 +458,5 @@ def stage_function(fun, in_tree, avals, known=None):
         out_leaves, out_tree = tree_flatten(out)
     graph = builder.build(out_leaves)
     if builder.values is not None and builder.parent is None:
-        keep_values(builder.values, builder.equations)
+        keep_values(builder.values, builder.equations, builder.dependent)
     return graph, builder.captured_values, out_tree

@@ -399,7 +399,7 @@ def hooks_named(name: str) -> dict:
     True
     >>> hooks_named("peep_hole")
     Traceback (most recent call last):
-    LookupError: no hook named 'peep_hole'; the hooks are fold, dce, inline, peephole, in_place, in_place_index, takes_floats, speculative_impl, reverse_by_graph, draws_once_in_reverse, xla
+    LookupError: no hook named 'peep_hole'; the hooks are fold, dce, inline, peephole, in_place, in_place_index, in_place_applies, region, takes_floats, speculative_impl, reverse_by_graph, draws_once_in_reverse, xla
     """
     if name not in HOOK_NAMES:
         raise LookupError(f"no hook named {name!r}; the hooks are {', '.join(HOOK_NAMES)}")

@@ -108,12 +108,14 @@ class StagingRecord:
     (generator, the copy its draws were computed from): the staging never advances a
     generator the user holds."""
 
-    __slots__ = ("decisions", "generators", "values", "numpy_warned")
+    __slots__ = ("decisions", "generators", "values", "dependent", "numpy_warned")
 
     def __init__(self):
         self.decisions = []
         self.generators = {}
         self.values = None      # the outermost staging's var -> value (`staged_values`)
+        # (its vars whose values depend on the call's inputs, its equations)
+        self.dependent = ((), ())
         self.numpy_warned = False   # some value raised a floating-point warning, unraised
 
 
@@ -141,12 +143,27 @@ def note_decision(key, outcome) -> None:
         record.decisions.append((key, outcome))
 
 
-def keep_values(values, equations) -> None:
+def keep_values(values, equations, dependent) -> None:
     """Offer the values of the outermost staging of the call being recorded, and the
-    equations that computed them, to its first run (`staged_values`)."""
+    equations that computed them, to its first run (`staged_values`); `dependent`, the vars
+    whose values depend on the call's inputs (`staged_constants`)."""
     record = _record.get()
     if record is not None:
         record.values = (values, _Staged(equations))
+        record.dependent = (dependent, equations)
+
+
+def staged_constants(record: StagingRecord):
+    """The values the outermost staging of `record` computed from no input, in the order it
+    computed them, then the literals its equations read (None when it computed no values):
+    what a function without hidden effects stages alike on every call taking the same path."""
+    if record.values is None:
+        return None
+    dependent, equations = record.dependent
+    constants = [value for var, value in record.values[0].items() if var not in dependent]
+    constants += [atom.value for eqn in equations for atom in eqn.inputs
+                  if type(atom) is Literal]
+    return constants
 
 
 def keep_fused_values(before, after) -> None:
@@ -368,4 +385,4 @@ def outcome_of(kind, value):
 __all__ = ["NO_VALUE", "GuardFailure", "GuardKey", "StagingRecord", "compute_values",
            "decisions_so_far", "forget_decisions_after", "guard_p", "has_guards",
            "keep_fused_values", "keep_values", "note_decision", "outcome_of", "recording_decisions",
-           "speculative_generators", "staged_values"]
+           "speculative_generators", "staged_constants", "staged_values"]

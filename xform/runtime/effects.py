@@ -30,9 +30,9 @@ Static arguments and keywords (what a transform does not trace: `f(x, np.random.
 walked with the function.
 
 Limits: a generator the walk does not reach (deeper than its bounds, behind getattr) is
-drawn from while staging; a plain function whose walk met such code is staged a second time
-on the same values, and different values make it staged per call, with a warning
-(`walk_incomplete`, `hidden_effects_found`). `threaded_map` refuses a function that draws
+drawn from while staging; a plain function whose walk met such code is staged again on the
+next call taking the same path, and different constants make it staged per call, with a
+warning (`walk_incomplete`, `hidden_effects_found`, xform.api.dispatch.verified_pure). `threaded_map` refuses a function that draws
 (xform.errors.UnsupportedError): its elements run concurrently.
 """
 from __future__ import annotations
@@ -278,6 +278,7 @@ class Watch:
             self._skip = without_group(*remembered[2]) if remembered[2] else None
             self.complete = remembered[3]
             self.functions = [held() for held in remembered[4]]
+            self.unfollowed = remembered[5]
             return
         walk = _Effects(function, generator_types)
         # Any callable: a function, a method, a transformed function (its `fun`), a partial
@@ -310,7 +311,7 @@ class Watch:
             if len(_clean_walks) >= 1024:
                 _clean_walks.clear()
             _clean_walks[id(code)] = (code, tuple(walk.checks), unreached, self.complete,
-                                      held_functions(walk.checks))
+                                      held_functions(walk.checks), walk.unfollowed)
 
     def __enter__(self) -> "Watch":
         proxies = {}
@@ -364,7 +365,7 @@ _incomplete: ContextVar = ContextVar("xform_watch", default=None)
 def walk_incomplete() -> bool:
     """Whether the Watch of the staging under way could not follow the user's code a plain
     function runs (a function past its depth, getattr or eval) and has seen no draw: a draw
-    there is not seen, and a second staging must tell (xform.api.dispatch). (Callable objects,
+    there is not seen, and the next staging must tell (xform.api.dispatch). (Callable objects,
     bound methods and library functions, which the walk does not follow either, are left to
     the recorder of what staging reads: staging every model object, or every function that
     calls SciPy, twice would double its first call.)"""
@@ -377,7 +378,7 @@ _told: "weakref.WeakSet" = weakref.WeakSet()    # functions warned about once
 
 
 def hidden_effects_found(function) -> None:
-    """Staged twice on the same values, `function` computed different constants: an effect
+    """Staged on two calls taking one path, `function` computed different constants: an effect
     no equation stands for (a draw from a generator the walk did not find). Its staging
     counts as drawing from now on (staged anew on every call, as numpy would draw anew), and
     the user is told once."""
@@ -389,7 +390,7 @@ def hidden_effects_found(function) -> None:
     except TypeError:
         pass
     name = getattr(function, "__qualname__", getattr(function, "__name__", repr(function)))
-    message = (f"'{name}' gave different values when staged twice on the same arguments: it "
+    message = (f"'{name}' computed different constants on two calls taking the same path: it "
                "has an effect xform cannot stage (a random draw from a generator held where "
                "xform could not look: deeper than its walk, in a library's object, through "
                "getattr). It is staged anew on every call, as eager numpy draws anew (right, "
