@@ -193,21 +193,32 @@ def _backward(graph, env, cts_out, active=None, effects=None):
     """The backward pass of `graph` given its forward environment `env` (values or tracers),
     in the current builder if any; returns (outs, cts_in). With `active` (a set of vars), only
     those get cotangents, and equations reading none of them are skipped. `effects`: whether
-    `graph` has effects, when the caller knows (else asked).
-
-    (The loop body is written out, with no helper calls per input: a gradient's first call
-    runs it once per equation, eagerly, so its overhead is the call's.)"""
+    `graph` has effects, when the caller knows (else asked)."""
     ct_env = {}
 
-    def accumulate(atom, ct):
-        if type(atom) is Literal or ct is None or type(ct) is Zero:
+    def accumulate(atom, ct, eqn=None):
+        """Add `ct` to the cotangent of `atom`: one of the graph's outputs (`eqn` None: the
+        caller's cotangent, fitted to it), or an input of `eqn`, whose vjp gave `ct` (its
+        shape checked; a sum computes `eqn`'s user line too)."""
+        if ct is None or type(ct) is Zero or type(atom) is Literal:
             return
         atom_aval = atom.aval
+        if eqn is not None:
+            ct_aval = aval(ct)
+            if ct_aval.shape != atom_aval.shape:
+                raise _cotangent_shape_error(eqn, atom, ct)
         if atom_aval.dtype.kind not in "fc" or (active is not None and atom not in active):
             return
-        ct = fit_tangent(ct, atom_aval)
+        if eqn is None or ct_aval.dtype != atom_aval.dtype:
+            ct = fit_tangent(ct, atom_aval)
         previous = ct_env.get(atom)
-        ct_env[atom] = ct if previous is None else add_tangents(previous, ct)
+        if previous is None:
+            ct_env[atom] = ct
+        elif eqn is None:
+            ct_env[atom] = add_tangents(previous, ct)
+        else:
+            with source_scope(eqn.source):
+                ct_env[atom] = add_tangents(previous, ct)
 
     for atom, ct in zip(graph.outputs, cts_out):
         accumulate(atom, ct)
@@ -258,21 +269,7 @@ def _backward(graph, env, cts_out, active=None, effects=None):
             else:
                 cts_in = vjp_from_jvp(eqn, ins, cts)
         for atom, ct in zip(inputs, cts_in):
-            if ct is None or type(ct) is Zero or type(atom) is Literal:
-                continue
-            ct_aval, atom_aval = aval(ct), atom.aval
-            if ct_aval.shape != atom_aval.shape:
-                raise _cotangent_shape_error(eqn, atom, ct)
-            if atom_aval.dtype.kind not in "fc" or (active is not None and atom not in active):
-                continue
-            if ct_aval.dtype != atom_aval.dtype:    # (fit_tangent, whose shape check passed)
-                ct = fit_tangent(ct, atom_aval)
-            previous = ct_env.get(atom)
-            if previous is None:
-                ct_env[atom] = ct
-            else:
-                with source_scope(eqn.source):      # the sum computes this user line too
-                    ct_env[atom] = add_tangents(previous, ct)
+            accumulate(atom, ct, eqn)
 
     cts_in = [ct_env.get(v) for v in graph.inputs]
     cts_in = [Zero(tangent_aval(v.aval)) if ct is None else ct
