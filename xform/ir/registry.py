@@ -69,6 +69,10 @@ class Hooks:
         equation shows, or an update writes (slice, gather, scatter, pad_sum): a live view
         then blocks only the in-place writes that may touch its box
         (xform.codegen.analyses.writes_in_place, xform.passes.writes).
+    arithmetic_derivative: an element-wise primitive whose derivative is arithmetic on the
+        values it reads (a sum, a product, a sign, a selection; none, or a linear map): fusing
+        it computes no transcendental function once instead of twice, so a large output of it
+        is no reason to fuse (xform.passes.fuse).
     takes_floats: its impl takes 0-d float64 operands as Python floats exactly as numpy
         scalars (the scalar path keeps them unconverted).
     speculative_impl: `speculative_impl(generators, *args, **params)`, the impl of an
@@ -93,6 +97,7 @@ class Hooks:
     in_place_index: Callable | None = None
     in_place_applies: Callable | None = None
     region: Callable | None = None
+    arithmetic_derivative: bool = False
     takes_floats: bool = False
     speculative_impl: Callable | None = None
     reverse_by_graph: bool = False
@@ -399,7 +404,7 @@ def hooks_named(name: str) -> dict:
     True
     >>> hooks_named("peep_hole")
     Traceback (most recent call last):
-    LookupError: no hook named 'peep_hole'; the hooks are fold, dce, inline, peephole, in_place, in_place_index, in_place_applies, region, takes_floats, speculative_impl, reverse_by_graph, draws_once_in_reverse, xla
+    LookupError: no hook named 'peep_hole'; the hooks are fold, dce, inline, peephole, in_place, in_place_index, in_place_applies, region, arithmetic_derivative, takes_floats, speculative_impl, reverse_by_graph, draws_once_in_reverse, xla
     """
     if name not in HOOK_NAMES:
         raise LookupError(f"no hook named {name!r}; the hooks are {', '.join(HOOK_NAMES)}")

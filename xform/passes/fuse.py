@@ -9,7 +9,7 @@ import numpy as np
 from xform.ir.avals import is_differentiable
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.nx import contracted_order, predecessors, with_equations
-from xform.ir.registry import elementwise_primitives, primitive_for
+from xform.ir.registry import elementwise_primitives, hooks_named, primitive_for
 from xform.passes.cse import eliminate_common_subexpressions
 from xform.passes.dce import eliminate_dead_code
 from xform.passes.fold import fold_constants
@@ -25,14 +25,6 @@ CYCLE_CHECK_BUDGET = 64
 # transcendental function). Regions of + - * / only, or of small arrays, run slower fused
 # (more calls, partials computed and kept): bench/fusion_breakeven.py, bench/SPEED2.md.
 FUSION_MIN_SIZE = 1024
-# Element-wise primitives whose vjp reads only its inputs: NDual gains nothing on them.
-_ARITHMETIC = frozenset({
-    "add", "subtract", "multiply", "divide", "negative", "positive", "square", "reciprocal",
-    "power", "float_power", "where", "maximum", "minimum", "fmax", "fmin", "clip", "absolute",
-    "fabs", "sign", "convert", "real", "imag", "conjugate", "stop_gradient", "copysign",
-    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
-    "logical_or", "logical_xor", "logical_not", "isfinite", "isinf", "isnan", "signbit",
-    "floor", "ceil", "rint", "trunc", "deg2rad", "rad2deg"})
 
 
 def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
@@ -68,7 +60,7 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     if len(graph.equations) < 2:     # no region, and nothing to merge
         return graph
     fusion_p = primitive_for("fusion")
-    fusible = _Fusible(fusion_p, elementwise_primitives())
+    fusible = _Fusible(fusion_p, elementwise_primitives(), hooks_named("arithmetic_derivative"))
     if not _pays(graph.equations, fusible):
         # No equation pays, so no region can; and no `elementwise` equation has a sibling to
         # merge with. (One pass: a first call on small arrays pays no more for fusion.)
@@ -241,14 +233,15 @@ class _Group:
 
 def _pays(members, fusible) -> bool:
     """Whether fusing the equations `members` should be faster than leaving them alone: one
-    is an `elementwise` member (fused already) or a transcendental equation with outputs
-    of FUSION_MIN_SIZE elements or more (see FUSION_MIN_SIZE). A region pays only if one of
+    is an `elementwise` member (fused already) or an equation whose derivative is not mere
+    arithmetic (Hooks.arithmetic_derivative: a transcendental one) with outputs of
+    FUSION_MIN_SIZE elements or more (see FUSION_MIN_SIZE). A region pays only if one of
     its equations does, so a graph with no such equation is not grouped at all."""
-    fusion_p = fusible.fusion_p
+    fusion_p, arithmetic = fusible.fusion_p, fusible.arithmetic
     for eqn in members:     # (a loop, not nested generators: every first call asks)
         if eqn.primitive is fusion_p:
             return True
-        if eqn.primitive.name not in _ARITHMETIC:
+        if eqn.primitive not in arithmetic:
             for var in eqn.outputs:
                 if var.aval.size >= FUSION_MIN_SIZE:
                     return True
@@ -271,10 +264,12 @@ def _has_fusible_pair(candidates) -> bool:
 class _Fusible:
     """Whether an equation may join a region: element-wise; an `elementwise` equation only
     when its region is typed for its inputs (its equations are then spliced as they are).
-    The element-wise set is read once per pass."""
+    The element-wise set, and which of it has an arithmetic derivative (`_pays`), are read
+    once per pass."""
 
     fusion_p: object
     elementwise: frozenset
+    arithmetic: dict
 
     def __call__(self, eqn) -> bool:
         if eqn.primitive is self.fusion_p:

@@ -7,14 +7,20 @@ from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, aval
 from xform.ir.registry import Hooks, ScalarMath, register
 from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, elementwise_rules,
+                                 with_arithmetic_derivative,
                                  first_peephole, neutral_peephole, unbroadcast,
                                  unit_product_peephole, zero_derivative)
 
 BINARY_PRIMITIVES = {}
 
 
-def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False, **traits):
+def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False, arithmetic=False,
+            **traits):
+    """The primitive of `ufunc`; `arithmetic`: its derivative is arithmetic on its operands
+    (Hooks.arithmetic_derivative, so is a zero one)."""
     prim = Primitive(ufunc.__name__)
+    if zero or arithmetic:
+        traits["hooks"] = with_arithmetic_derivative(traits.get("hooks"))
     rules = zero_derivative(prim) if zero else elementwise_rules(prim, dx, dy)
     if transpose is not None:
         rules["transpose"] = transpose
@@ -82,39 +88,39 @@ def _logaddexp_share(x, y, ans, exp):
 
 
 add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,
-                transpose=_linear_transpose(+1), role="add",
+                transpose=_linear_transpose(+1), role="add", arithmetic=True,
                 scalar_math=ScalarMath(operator.add, "{0} + {1}", exact=True, monotone=(0, 1)),
                 hooks=Hooks(peephole=first_peephole(
                     neutral_peephole(0, (0, 1), (1, 0), negative_zero=True),
                     unit_product_peephole)))
 subtract_p = _binary(np.subtract, lambda t, x, y, ans: t, lambda t, x, y, ans: -t,
-                     transpose=_linear_transpose(-1),
+                     transpose=_linear_transpose(-1), arithmetic=True,
                      scalar_math=ScalarMath(operator.sub, "{0} - {1}", exact=True,
                                             monotone=(0, 1)),
                      hooks=Hooks(peephole=first_peephole(neutral_peephole(0, (0, 1)),
                                                          unit_product_peephole)))
 multiply_p = _binary(np.multiply, lambda t, x, y, ans: t * y, lambda t, x, y, ans: x * t,
-                     transpose=_multiply_transpose, role="multiply",
+                     transpose=_multiply_transpose, role="multiply", arithmetic=True,
                      scalar_math=ScalarMath(operator.mul, "{0} * {1}", exact=True,
                                             monotone=(0, 1)),
                      hooks=Hooks(peephole=first_peephole(neutral_peephole(1, (0, 1), (1, 0)),
                                                          unit_product_peephole)))
 divide_p = _binary(np.true_divide, lambda t, x, y, ans: t / y,
-                   lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose,
+                   lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose, arithmetic=True,
                    scalar_math=ScalarMath(operator.truediv, "{0} / {1}", exact=True,
                                           monotone=(0,)),
                    hooks=Hooks(peephole=unit_product_peephole))
-power_p = _binary(np.power, _power_dx, _power_dy,
+power_p = _binary(np.power, _power_dx, _power_dy, arithmetic=True,
                   hooks=Hooks(peephole=neutral_peephole(1, (0, 1))))
-float_power_p = _binary(np.float_power, _power_dx, _power_dy)
+float_power_p = _binary(np.float_power, _power_dx, _power_dy, arithmetic=True)
 maximum_p = _binary(np.maximum, lambda t, x, y, ans: t * _select_mask(x, y, ans),
-                    lambda t, x, y, ans: t * _select_mask(y, x, ans))
+                    lambda t, x, y, ans: t * _select_mask(y, x, ans), arithmetic=True)
 minimum_p = _binary(np.minimum, lambda t, x, y, ans: t * _select_mask(x, y, ans),
-                    lambda t, x, y, ans: t * _select_mask(y, x, ans))
+                    lambda t, x, y, ans: t * _select_mask(y, x, ans), arithmetic=True)
 fmax_p = _binary(np.fmax, lambda t, x, y, ans: t * _select_mask(x, y, ans),
-                 lambda t, x, y, ans: t * _select_mask(y, x, ans))
+                 lambda t, x, y, ans: t * _select_mask(y, x, ans), arithmetic=True)
 fmin_p = _binary(np.fmin, lambda t, x, y, ans: t * _select_mask(x, y, ans),
-                 lambda t, x, y, ans: t * _select_mask(y, x, ans))
+                 lambda t, x, y, ans: t * _select_mask(y, x, ans), arithmetic=True)
 arctan2_p = _binary(np.arctan2, lambda t, y, x, ans: t * x / (x * x + y * y),
                     lambda t, y, x, ans: -t * y / (x * x + y * y))
 hypot_p = _binary(np.hypot, lambda t, x, y, ans: t * x / ans, lambda t, x, y, ans: t * y / ans)
@@ -127,4 +133,5 @@ remainder_p = _binary(np.remainder, lambda t, x, y, ans: t,
                       lambda t, x, y, ans: -t * np.floor_divide(x, y))
 fmod_p = _binary(np.fmod, lambda t, x, y, ans: t, lambda t, x, y, ans: -t * np.trunc(x / y))
 floor_divide_p = _binary(np.floor_divide, zero=True)
-copysign_p = _binary(np.copysign, lambda t, x, y, ans: t * np.sign(x) * np.sign(ans), None)
+copysign_p = _binary(np.copysign, lambda t, x, y, ans: t * np.sign(x) * np.sign(ans), None,
+                     arithmetic=True)

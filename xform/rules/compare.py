@@ -4,6 +4,7 @@ import numpy as np
 from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, Zero, aval
 from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, unbroadcast,
+                                 with_arithmetic_derivative,
                                  zero_derivative)
 from xform.ir.registry import register
 
@@ -15,7 +16,7 @@ for _ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, n
     _prim = Primitive(_ufunc.__name__)
     register(_prim, impl=_ufunc, abstract_eval=elementwise_abstract_eval(_ufunc),
              **zero_derivative(_prim), batch=elementwise_batch(_prim), symbolic_zeros=True,
-             elementwise=True)
+             elementwise=True, hooks=with_arithmetic_derivative())
     COMPARE_PRIMITIVES[_ufunc.__name__] = _prim
 
 
@@ -45,7 +46,7 @@ def _where_transpose(ct, cond, x, y):
 
 register(where_p, impl=np.where, abstract_eval=elementwise_abstract_eval(np.where),
          jvp=_where_jvp, transpose=_where_transpose, batch=elementwise_batch(where_p),
-         symbolic_zeros=True, elementwise=True)
+         symbolic_zeros=True, elementwise=True, hooks=with_arithmetic_derivative())
 
 
 # -- clip(x, lo, hi) --------------------------------------------------------------------------
@@ -80,7 +81,7 @@ def _clip_vjp(primals, ans, ct):
 
 register(clip_p, impl=np.clip, abstract_eval=elementwise_abstract_eval(np.clip),
          jvp=_clip_jvp, vjp=_clip_vjp, batch=elementwise_batch(clip_p), symbolic_zeros=True,
-         elementwise=True)
+         elementwise=True, hooks=with_arithmetic_derivative())
 
 
 __all__ = ["COMPARE_PRIMITIVES", "clip_p", "where_p"]

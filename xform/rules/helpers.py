@@ -11,7 +11,7 @@ import numpy as np
 from xform.ir.ad import NOT_MAPPED, Zero, add_tangents, aval, move_to_front, ndim, zero_tangent
 from xform.ir.avals import ShapedArray, is_differentiable, shaped_array
 from xform.ir.core import Params
-from xform.ir.registry import UNKNOWN, primitive_for
+from xform.ir.registry import UNKNOWN, Hooks, primitive_for
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
@@ -64,6 +64,12 @@ def linear_jvp(prim):
             return ans, Zero(aval(ans))
         return ans, prim.bind(t, *primals[1:], **params)
     return rule
+
+
+def with_arithmetic_derivative(hooks=None) -> Hooks:
+    """`hooks` (a Hooks, or none) saying the primitive's derivative is arithmetic on what it
+    reads (Hooks.arithmetic_derivative)."""
+    return attrs.evolve(hooks if hooks is not None else Hooks(), arithmetic_derivative=True)
 
 
 def zero_derivative(prim):

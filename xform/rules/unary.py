@@ -10,18 +10,22 @@ from xform.ir.core import Primitive
 from xform.ir.ad import Zero, aval, zero_tangent
 from xform.ir.registry import ScalarMath, register
 from xform.rules.helpers import (defvjp, elementwise_abstract_eval, elementwise_rules,
+                                 with_arithmetic_derivative,
                                  linear_jvp, vectorized_batch, zero_derivative)
 
 UNARY_PRIMITIVES = {}
 
 
 def _unary(ufunc, derivative=None, *, linear=False, zero=False, cotangent=None, jvp=None,
-           vjp=None, **traits):
+           vjp=None, arithmetic=False, **traits):
     """The primitive of `ufunc`. `derivative(t, x, ans)` is its jvp term and, applied to a
     cotangent, its vjp term (a diagonal Jacobian; multiplication by f'(x) for a holomorphic
     f); `cotangent` is the vjp term where that does not hold (abs of complex values); `jvp`
-    and `vjp` replace whole rules."""
+    and `vjp` replace whole rules; `arithmetic`: the derivative is arithmetic on `x`
+    (Hooks.arithmetic_derivative, so is a zero or linear one)."""
     prim = Primitive(ufunc.__name__)
+    if zero or linear or arithmetic:
+        traits["hooks"] = with_arithmetic_derivative(traits.get("hooks"))
     if zero:
         rules = zero_derivative(prim)
     else:
@@ -124,15 +128,15 @@ log1p_p = _unary(np.log1p, lambda t, x, ans: t / (1 + x), scalar_math=ScalarMath
 sqrt_p = _unary(np.sqrt, lambda t, x, ans: t / (2 * ans),
                 scalar_math=ScalarMath(math.sqrt, exact=True))
 cbrt_p = _unary(np.cbrt, lambda t, x, ans: t / (3 * ans * ans), scalar_math=ScalarMath(math.cbrt))
-square_p = _unary(np.square, lambda t, x, ans: t * (2 * x),
+square_p = _unary(np.square, lambda t, x, ans: t * (2 * x), arithmetic=True,
                   scalar_math=ScalarMath(lambda a: a * a, "{0} * {0}", exact=True, monotone=(0,)))
-reciprocal_p = _unary(np.reciprocal, lambda t, x, ans: -t * (ans * ans))
+reciprocal_p = _unary(np.reciprocal, lambda t, x, ans: -t * (ans * ans), arithmetic=True)
 negative_p = _unary(np.negative, lambda t, x, ans: -t, linear=True,
                     scalar_math=ScalarMath(operator.neg, "-{0}", exact=True, monotone=(0,)))
 positive_p = _unary(np.positive, lambda t, x, ans: +t, linear=True)
-absolute_p = _unary(np.absolute, _abs_derivative, cotangent=_abs_cotangent,
+absolute_p = _unary(np.absolute, _abs_derivative, cotangent=_abs_cotangent, arithmetic=True,
                     scalar_math=ScalarMath(math.fabs, exact=True))
-sign_p = _unary(np.sign, jvp=_sign_jvp, vjp=_sign_vjp)
+sign_p = _unary(np.sign, jvp=_sign_jvp, vjp=_sign_vjp, arithmetic=True)
 floor_p = _unary(np.floor, zero=True)
 ceil_p = _unary(np.ceil, zero=True)
 rint_p = _unary(np.rint, zero=True)
@@ -144,7 +148,7 @@ signbit_p = _unary(np.signbit, zero=True)
 logical_not_p = _unary(np.logical_not, zero=True)
 invert_p = _unary(np.invert, zero=True)
 # fabs is not absolute: it computes in floating point (int64 -> float64, bool -> float16).
-fabs_p = _unary(np.fabs, lambda t, x, ans: t * np.sign(x),
+fabs_p = _unary(np.fabs, lambda t, x, ans: t * np.sign(x), arithmetic=True,
                 scalar_math=ScalarMath(math.fabs, exact=True))
 conjugate_p = _unary(np.conjugate, lambda t, x, ans: np.conjugate(t), linear=True)
 deg2rad_p = _unary(np.deg2rad, lambda t, x, ans: t * (math.pi / 180), linear=True)
@@ -196,7 +200,7 @@ def _convert_transpose(ct, x, *, dtype):
 
 register(convert_p, impl=_convert_impl, abstract_eval=_convert_abstract_eval, jvp=_convert_jvp,
          transpose=_convert_transpose, batch=vectorized_batch(convert_p), symbolic_zeros=True,
-         elementwise=True)
+         elementwise=True, hooks=with_arithmetic_derivative())
 
 
 # -- real and imag parts of complex values (numpy's functions return real values as they are) -
@@ -216,7 +220,7 @@ def _complex_part(name, impl, to_complex):
         return (ct if aval(ct).dtype == x.aval.dtype else convert_p.bind(ct, dtype=x.aval.dtype),)
     register(prim, impl=impl, abstract_eval=_part_abstract_eval, jvp=linear_jvp(prim),
              transpose=transpose, batch=vectorized_batch(prim), symbolic_zeros=True,
-             elementwise=True, linear_in=(0,))
+             elementwise=True, linear_in=(0,), hooks=with_arithmetic_derivative())
     return prim
 
 
@@ -229,7 +233,7 @@ imag_p = _complex_part("imag", np.imag, lambda ct: ct * -1j)
 stop_gradient_p = Primitive("stop_gradient")
 register(stop_gradient_p, impl=lambda x: x, abstract_eval=lambda x: x,
          **zero_derivative(stop_gradient_p), batch=vectorized_batch(stop_gradient_p),
-         symbolic_zeros=True, elementwise=True)
+         symbolic_zeros=True, elementwise=True, hooks=with_arithmetic_derivative())
 
 
 def stop_gradient(x):
