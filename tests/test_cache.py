@@ -559,3 +559,22 @@ def test_user_entries_beyond_the_bound_never_evict_a_derived_graph():
     xform.clear_cache()
     assert xform.cache_info()["derived_entries"] == 0
     assert jvp_of(body, (True,)) is not derived    # cleared with the cache
+
+
+def test_an_entry_discarded_while_it_merges_dependencies_stays_discarded():
+    # A collection inside add_dependencies (it allocates) may run a dead function's weakref
+    # callback, which discards entries on this very thread: no deadlock, and the entry stays
+    # discarded (a thread, so that a deadlock fails the test instead of hanging the suite).
+    from xform.runtime.cache import Entry
+    from xform.runtime.dependencies import Dependencies
+    entry = Entry("value", Dependencies())
+
+    class Collecting(Dependencies):
+        def merged(self, other):
+            entry.discard()
+            return super().merged(other)
+    entry.dependencies = Collecting()
+    adding = threading.Thread(target=entry.add_dependencies, args=(Dependencies(),), daemon=True)
+    adding.start()
+    adding.join(10)
+    assert not adding.is_alive() and not entry.valid()

@@ -69,7 +69,10 @@ def _valid_during_this_build():
     return valid
 
 
-_validity = threading.Lock()  # orders an entry's `discard` and `specialize`
+# Orders an entry's `discard` and `specialize`. Reentrant: a collection while it is held (an
+# allocation in `add_dependencies`) may run a dead function's weakref callback, which
+# discards that function's entries on this very thread.
+_validity = threading.RLock()
 
 
 class staging_outside_a_build:
@@ -121,8 +124,11 @@ class Entry:
         with _validity:
             if self.valid is _never_valid:
                 return
-            self.dependencies = self.dependencies.merged(dependencies)
-            self.valid = self._general = self.dependencies.valid
+            merged = self.dependencies.merged(dependencies)
+            if self.valid is _never_valid:      # discarded by a collection while merging
+                return
+            self.dependencies = merged
+            self.valid = self._general = merged.valid
 
     def specialize(self) -> None:
         """The generated check in place of the general one, unless the entry left the cache
