@@ -23,10 +23,18 @@ def _served_by_the_cached_path(transformed, *args):
         del transformed._build_and_call
 
 
-def test_one_and_several_arguments_whose_keys_look_alike_keep_their_own_entries():
-    def total(*xs):
-        return sum(np.sum(x) * (i + 1) for i, x in enumerate(xs)) + 10.0 * len(xs)
+def _total(*xs):
+    return sum(np.sum(x) * (i + 1) for i, x in enumerate(xs)) + 10.0 * len(xs)
+
+
+def _total_taking_keywords(*xs, scale=1.0):
+    return _total(*xs) * scale
+
+
+@pytest.mark.parametrize("total", [_total, _total_taking_keywords])
+def test_one_and_several_arguments_whose_keys_look_alike_keep_their_own_entries(total):
     jitted = xform.jit(total)
+    assert isinstance(jitted, dispatch.KeywordCall) == (total is _total_taking_keywords)
     # one array of shape (2, 3) against the ints 2 and 3 (jit traces them); a 0-d array
     # against a float, a numpy float and two floats; one array against three arguments
     calls = [(np.full((2, 3), 0.5),), (2, 3), (np.asarray(1.5),), (1.5,), (1.5, 2.5),
