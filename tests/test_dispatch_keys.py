@@ -108,3 +108,15 @@ def test_entries_with_static_values_are_counted_once_per_key_and_bounded(monkeyp
         result, served = _served_by_the_cached_path(grad, w, i)
         assert served == (i == 4)
         np.testing.assert_allclose(result, want(i))
+
+
+def test_jax_arrays_with_static_values_are_served_by_the_cached_path_under_xla():
+    import jax.numpy as jnp     # the test extra has jax (as tests/test_xla_backend.py)
+    head = xform.jit(lambda x, n: x[:n] * 2.0, static_argnums=1, backend="xla")
+    x = jnp.arange(4.0)
+    for n in (2, 3):
+        head(x, n)
+    for n in (2, 3, 2):
+        result, served = _served_by_the_cached_path(head, x, n)
+        assert served and type(result) is type(x)
+        np.testing.assert_array_equal(np.asarray(result), np.arange(n) * 2.0)
