@@ -20,7 +20,7 @@ def tiny(x):
 
 def _float_entry(transformed):
     """The cache entry the cached call path of `transformed` finds for one Python float."""
-    return transformed._one_arg_entries[float]
+    return transformed._entries[float]
 
 
 def main():

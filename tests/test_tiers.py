@@ -119,7 +119,7 @@ def test_the_first_call_interprets_and_the_second_compiles_once():
 def test_after_the_second_call_the_cached_path_holds_the_compiled_code():
     grad = xform.grad(lambda x: x * x)
     grad(1.0)
-    entry = grad._one_arg_entries[float]
+    entry = grad._entries[float]
     assert type(entry.value[0]) is FirstTier
     grad(2.0)
     assert type(entry.value[0]) is not FirstTier and grad(3.0) == 6.0
@@ -128,7 +128,7 @@ def test_after_the_second_call_the_cached_path_holds_the_compiled_code():
 def test_the_compiled_code_of_a_single_result_returns_it_with_no_list():
     grad = xform.grad(lambda x: np.sin(x) * x)
     grad(1.0)
-    entry = grad._one_arg_entries[float]
+    entry = grad._entries[float]
     tier = entry.value[0]
     grad(2.0)
     code, finish = entry.value

@@ -190,7 +190,7 @@ def test_all_array_calls_keep_the_cached_path():
     g(x, y)
     # Served by the cached call path: the entry's own counter moved, no lookup by key.
     assert xform.cache_info()["hits"] == before + 1
-    assert len(g._flat_entries) == 1
+    assert len(g._entries) == 1
 
 
 def test_static_calls_have_a_cached_path_keyed_by_value():
