@@ -13,9 +13,24 @@ import numpy as np
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.registry import (RULES as PRIMITIVE_RULES, UNKNOWN, derived, hooks_named,
-                             rule_for)
+                               on_rules_change, rule_for)
 from xform.passes.dce import eliminate_dead_code
+from xform.passes.fold import peepholes
 from xform.passes.rewrite import GraphRewriter, literal_of
+
+
+@attrs.frozen
+class Trait:
+    """A pattern's primitive given by an algebraic trait (a field of xform.ir.registry.Hooks):
+    every primitive declaring it, a library author's included; with `named`, the primitives
+    that some primitive names as its `name` (exp, named by log's `inverted_by`)."""
+
+    name: str
+    named: bool = False
+
+    def primitives(self) -> frozenset:
+        declared = hooks_named(self.name)
+        return frozenset(declared.values() if self.named else declared)
 
 
 @attrs.frozen
@@ -28,34 +43,60 @@ class Rewrite:
     whether an inexact rule only changes rounding (it reorders finite sums and products), so
     that it may run before differentiating a function whose value is not returned.
 
-    The pattern a rule matches is its `primitive` (a name), and where given `operand_of`:
-    `(position, names)`, the operand at `position` is made by a primitive of one of `names`.
-    The driver tests the pattern before calling `rewrite`, and derives from the patterns
-    which graphs no rule can change (it skips them). A pattern only spares calls: a rule
+    The pattern a rule matches is its `primitive` (a name, or a `Trait`), and where given:
+    `operand_of`, `(positions, makers)`: an operand at one of `positions` is made by one of
+    `makers` (names, or a Trait); `equal_operands`: its two operands are the same Var;
+    `literal_operand`: some operand is a Literal; `array_result`: its result is not 0-d. The
+    driver tests the pattern before calling `rewrite`, and skips a graph where no equation
+    is of any rule's pattern, so a pattern must only say what `rewrite` requires: a rule
     whose pattern says less is tried more often, never less. `when`: see below."""
 
     name: str
-    primitive: str
+    primitive: object
     rewrite: object
     exact: bool
     doc: str
     in_gradients: bool = True
     operand_of: tuple = ()
+    equal_operands: bool = False
+    literal_operand: bool = False
+    array_result: bool = False
     when: object = None
     """None, or `when(graph) -> bool`: whether the rule can match in `graph` at all (a scan
     cheaper than the driver, which then skips graphs none of its rewrites can change)."""
 
-    def matches(self, eqn, known) -> bool:
-        """Whether `eqn` is of this rule's pattern (its primitive is the driver's key)."""
-        if not self.operand_of:
+    def matches(self, eqn, makers, producer) -> bool:
+        """Whether `eqn` (of the rule's primitive: the driver's key) is of this rule's
+        pattern; `makers` are the primitives `operand_of` names (None: no such condition),
+        `producer` maps a Var to the equation computing it."""
+        inputs = eqn.inputs
+        if self.equal_operands and inputs[0] is not inputs[1]:
+            return False
+        if self.literal_operand and not any(type(a) is Literal for a in inputs):
+            return False
+        if self.array_result and not eqn.outputs[0].aval.shape:
+            return False
+        if makers is None:
             return True
-        position, names = self.operand_of
-        maker = known.producer.get(eqn.inputs[position])
-        return maker is not None and maker.primitive.name in names
+        for position in self.operand_of[0]:
+            maker = producer.get(inputs[position])
+            if maker is not None and maker.primitive in makers:
+                return True
+        return False
 
 
-def _made_by(position, *names) -> tuple:
-    return position, frozenset(names)
+def _made_by(positions, *makers) -> tuple:
+    """`operand_of`: an operand at `positions` (one or a tuple) made by one of `makers`."""
+    positions = positions if type(positions) is tuple else (positions,)
+    return positions, makers
+
+
+def _primitives(key) -> frozenset:
+    """The registered primitives a pattern's key (a name or a Trait) stands for."""
+    if type(key) is Trait:
+        return key.primitives()
+    prim = _primitives_by_name().get(key)
+    return frozenset() if prim is None else frozenset((prim,))
 
 
 @attrs.define
@@ -266,13 +307,15 @@ def _repeated_scaling(eqn, known):
             Equation(eqn.primitive, [x, ab], [eqn.outputs[0]])]
 
 
-def _exp_of_log(eqn, known):
-    """exp(log x) = x for x >= 0 (log 0 = -inf, exp -inf = 0) and nan below: two cheap
-    passes over x instead of two transcendental ones; `+ 0.0` turns -0.0 into +0.0 as exp
-    does. Changes rounding (exp(log x) is x only to within an ulp) and drops log's warning."""
-    inner = known.made_by(eqn.inputs[0], "log")
+def _undone(eqn, known):
+    """g(f(x)) = x for x >= 0 (f = log: log 0 = -inf, exp -inf = 0) and nan below, where f
+    declares g its `inverted_by`: two cheap passes over x instead of two transcendental ones;
+    `+ 0.0` turns -0.0 into +0.0 as exp(log(-0.0)) does. Changes rounding (exp(log x) is x only
+    to within an ulp) and drops f's warning."""
+    inner = known.producer.get(eqn.inputs[0])
     out = eqn.outputs[0]
-    if inner is None or out.aval.dtype.kind != "f" or inner.inputs[0].aval != out.aval:
+    if (inner is None or PRIMITIVE_RULES[inner.primitive].hooks.inverted_by is not eqn.primitive
+            or out.aval.dtype.kind != "f" or inner.inputs[0].aval != out.aval):
         return None
     x = inner.inputs[0]
     negative = Var(ShapedArray(out.aval.shape, np.dtype(bool)))
@@ -471,21 +514,23 @@ def _solve_with_factor(eqn, known):
 
 # -- exact -----------------------------------------------------------------------------------
 
-def _zeros_like(out: Var) -> list | tuple:
-    zero = _literal(0, out.aval.dtype)
+def _filled(out: Var, value) -> list | tuple:
+    """The atoms or equations making `out` an array of `value`."""
+    scalar = _literal(value, out.aval.dtype)
     if not out.aval.shape:
-        return (zero,)
-    return [Equation(primitive_named("broadcast_to"), [zero], [out],
+        return (scalar,)
+    return [Equation(primitive_named("broadcast_to"), [scalar], [out],
                      Params({"shape": out.aval.shape}))]
 
 
-def _self_difference(eqn, known):
-    """x - x = 0 for integers. Not for floats, even reassociating: inf - inf is nan."""
+def _equal_operands(eqn, known):
+    """op(x, x) = c for integers x, for an op declaring `equal_operands=c` (x - x = 0). Not
+    for floats, even reassociating: inf - inf is nan."""
     x, y = eqn.inputs
     out = eqn.outputs[0]
     if x is not y or type(x) is not Var or out.aval.dtype.kind not in "iu":
         return None
-    return _zeros_like(out)
+    return _filled(out, PRIMITIVE_RULES[eqn.primitive].hooks.equal_operands)
 
 
 def _where_with_known_mask(eqn, known):
@@ -536,16 +581,17 @@ REWRITES = (
             doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
                 "becomes numpy's pairwise one; the gradient is a broadcast, not an outer product"),
     Rewrite("repeated scaling by constants", "multiply", _repeated_constant_scaling,
-            exact=False, doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead "
+            exact=False, operand_of=_made_by((0, 1), "multiply"), literal_operand=True, doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead "
                              "of two (not when a * b overflows or underflows)"),
     Rewrite("repeated scaling", "multiply", _repeated_scaling, exact=False, in_gradients=False,
+            operand_of=_made_by((0, 1), "multiply"), array_result=True,
             doc="(x * a) * b = x * (a * b) for 0-d values a, b: one rounding instead of two; "
                 "a * b may overflow where (x * a) * b does not"),
-    Rewrite("exp of log", "exp", _exp_of_log, exact=False, in_gradients=False,
-            operand_of=_made_by(0, "log"),
-            doc="exp(log x) = x where x >= 0, nan below: within an ulp (the rewrite is the more "
-                "accurate), log's warning for x < 0 is gone and the derivative at x <= 0 is "
-                "where's, not nan"),
+    Rewrite("exp of log", Trait("inverted_by", named=True), _undone, exact=False,
+            in_gradients=False, operand_of=_made_by(0, Trait("inverted_by")),
+            doc="exp(log x) = x where x >= 0, nan below (any f declaring `inverted_by=g`: "
+                "g(f(x))): within an ulp (the rewrite is the more accurate), log's warning for "
+                "x < 0 is gone and the derivative at x <= 0 is where's, not nan"),
     Rewrite("cholesky by LAPACK", "cholesky", _cholesky_by_lapack, exact=False,
             doc="cholesky(a) as LAPACK potrf on a's memory (no copies, a third of numpy's time "
                 "at n = 128): the same factor, rounded differently"),
@@ -554,18 +600,22 @@ REWRITES = (
             doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
                 "substitution instead of an LU factorization; rounding changes"),
     Rewrite("product of a negation", "multiply", _product_of_a_negation, exact=True,
+            operand_of=_made_by((0, 1), "negative", "multiply"),
             doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
                 "a * -1): a negation instead of a product (IEEE rounds symmetrically; a nan's "
                 "sign may differ)", when=_may_negate),
     Rewrite("sum of a negation", "sum", _sum_of_a_negation, exact=True,
+            operand_of=_made_by(0, "negative", "multiply"),
             doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
                 "term (numpy's sums start from +0.0, so zeros keep their sign)", when=_may_negate),
     Rewrite("negations out of a fused region", "elementwise", _steps_out_of_a_region,
             exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
                             "another output or an input is computed after the region, where "
                             "the rewrites above meet it"),
-    Rewrite("difference of a value with itself", "subtract", _self_difference, exact=True,
-            doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
+    Rewrite("difference of a value with itself", Trait("equal_operands"), _equal_operands,
+            exact=True, equal_operands=True,
+            doc="x - x = 0 for integer x, or the `equal_operands` value another op declares "
+                "(floats keep it: inf - inf and nan - nan are nan)"),
     Rewrite("where with a known mask", "where", _where_with_known_mask, exact=True,
             doc="where(True, x, y) = x, where(False, x, y) = y, where(m, x, x) = x"),
 )
@@ -602,24 +652,25 @@ def simplify(graph: Graph, exact: bool = False, rewrites=REWRITES,
     table = _without(table, refused)
     rewriter = GraphRewriter(graph)
     known = Known({}, dict(graph.consts))
+    producer = known.producer
 
-    # fold has run the peephole hooks on the graph's own equations: here they meet what the
+    # fold has run the peepholes on the graph's own equations: here they meet what the
     # rewrites emit (such as the products with one a region's rule moves out of it)
-    peepholes = hooks_named("peephole")
+    table_of_peepholes = peepholes()
 
     def emit(eqn, depth=0):
         if depth < 8:
-            for rule in table.get(eqn.primitive.name, ()):
-                if rule.matches(eqn, known) and stands_for(eqn, rule.rewrite(eqn, known),
-                                                          depth):
+            for rule, makers in table.get(eqn.primitive, ()):
+                if (rule.matches(eqn, makers, producer)
+                        and stands_for(eqn, rule.rewrite(eqn, known), depth)):
                     return
-            peephole = peepholes.get(eqn.primitive) if depth else None
+            peephole = table_of_peepholes.get(eqn.primitive) if depth else None
             if peephole is not None:
-                new = peephole(eqn, known.value, known.producer)
+                new = peephole(eqn, known.value, producer)
                 if stands_for(eqn, [new] if type(new) is Equation else new, depth):
                     return
         rewriter.emit(eqn)
-        known.producer.update((v, eqn) for v in eqn.outputs)
+        producer.update((v, eqn) for v in eqn.outputs)
 
     def stands_for(eqn, new, depth) -> bool:
         """Put what a rewrite made (equations, atoms or None) in the place of `eqn`, if it
@@ -644,17 +695,24 @@ def simplify(graph: Graph, exact: bool = False, rewrites=REWRITES,
 
 
 def _table(rewrites, level) -> tuple:
-    """(primitive name -> the `rewrites` admitted at `level`, their distinct `when` tests), made
-    once per rewrites and level: every gradient's first call simplifies."""
+    """(primitive -> [(rule, the primitives its `operand_of` names or None)] for the
+    `rewrites` admitted at `level`, their distinct `when` tests), made once per rewrites and
+    level and again when a registration changes the rule table (a trait declared): every
+    gradient's first call simplifies."""
     key = (id(rewrites), level)
     made = _tables.get(key)
     if made is None or made[0] is not rewrites:
         admitted = LEVELS[level]
         table = {}
         for rule in rewrites:
-            if admitted(rule):
-                table.setdefault(rule.primitive, []).append(rule)
-        conditions = tuple({rule.when: None for found in table.values() for rule in found
+            if not admitted(rule):
+                continue
+            makers = None
+            if rule.operand_of:
+                makers = frozenset().union(*map(_primitives, rule.operand_of[1]))
+            for prim in _primitives(rule.primitive):
+                table.setdefault(prim, []).append((rule, makers))
+        conditions = tuple({rule.when: None for found in table.values() for rule, _ in found
                             if rule.when})
         made = _tables[key] = (rewrites, (table, conditions))
     return made[1]
@@ -662,16 +720,31 @@ def _table(rewrites, level) -> tuple:
 
 def _refused(table, conditions, graph):
     """The `when` tests that fail on `graph`; None when no rule can change `graph` at all.
-    A rule can only start the rewriting where its pattern is in the graph as it is (its
-    primitive, and the maker its operand needs): what rewrites emit is met only after some rule
-    has matched."""
-    refused = frozenset(when for when in conditions if not when(graph))
-    present = {eqn.primitive.name for eqn in graph.equations}
-    for name in present.intersection(table):
-        for rule in table[name]:
-            if rule.when not in refused and (not rule.operand_of
-                                             or not present.isdisjoint(rule.operand_of[1])):
-                return refused
+    A rule can only start the rewriting at an equation of the graph as it is that is of its
+    pattern (and where its `when` holds): what rewrites emit is met only after some rule has
+    matched. Notes: most graphs hold no equation of any pattern; this answers them in one
+    look-up per equation."""
+    producer = None
+    passed = {}
+    for eqn in graph.equations:
+        found = table.get(eqn.primitive)
+        if found is None:
+            continue
+        if producer is None:
+            producer = {v: e for e in graph.equations for v in e.outputs}
+        for rule, makers in found:
+            if not rule.matches(eqn, makers, producer):
+                continue
+            when = rule.when
+            if when is not None:
+                if when not in passed:
+                    passed[when] = when(graph)
+                if not passed[when]:
+                    continue
+            for other in conditions:
+                if other not in passed:
+                    passed[other] = other(graph)
+            return frozenset(other for other in conditions if not passed[other])
     return None
 
 
@@ -683,11 +756,11 @@ def _without(table, refused) -> dict:
     key = (id(table), refused)
     made = _filtered.get(key)
     if made is None or made[0] is not table:
-        kept = {name: [rule for rule in found if rule.when not in refused]
-                for name, found in table.items()}
+        kept = {prim: [entry for entry in found if entry[0].when not in refused]
+                for prim, found in table.items()}
         if len(_filtered) >= 4096:
             _filtered.clear()
-        made = _filtered[key] = (table, {name: found for name, found in kept.items() if found})
+        made = _filtered[key] = (table, {prim: found for prim, found in kept.items() if found})
     return made[1]
 
 
@@ -695,9 +768,17 @@ _filtered: dict = {}
 _tables: dict = {}
 
 
+def _forget_tables() -> None:
+    _tables.clear()
+    _filtered.clear()
+
+
+on_rules_change(_forget_tables)   # a trait declared or a primitive registered
+
+
 def simplify_exactly(graph: Graph) -> Graph:
     """`simplify` with only the rewrites that keep numpy's bits (xform.config.algebra "exact")."""
     return simplify(graph, exact=True)
 
 
-__all__ = ["LEVELS", "REWRITES", "Known", "Rewrite", "simplify", "simplify_exactly"]
+__all__ = ["LEVELS", "REWRITES", "Known", "Rewrite", "Trait", "simplify", "simplify_exactly"]
