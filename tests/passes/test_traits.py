@@ -55,14 +55,36 @@ def test_an_identity_of_a_non_commutative_op_is_folded_on_its_right_only():
         assert names(run_pass(fold_constants, left, X)) == ["my_shift", "add"]
 
 
+def compiled(fun, *args):
+    """What `jit(fun)` computes once its code is compiled (the second call)."""
+    jitted = xform.jit(fun)
+    jitted(*args)
+    return jitted(*args)
+
+
 def test_a_signed_zero_identity_is_matched_with_its_sign():
-    """x - 0.0 is x bit for bit; x - (-0.0) turns -0.0 into +0.0, so it stays."""
+    """x - 0.0 is x bit for bit; x - (-0.0) turns -0.0 into +0.0, so it stays (it was folded,
+    and compiled code returned -0.0)."""
     x = np.array([-0.0, 2.0])
-    kept = xform.make_graph(lambda x: x - (-0.0))(x)
-    assert names(run_pass(fold_constants, kept, x)) == ["subtract"]
-    assert np.signbit(xform.jit(lambda x: x - (-0.0))(x)[0]) == np.signbit(x - (-0.0))[0]
+    kept = xform.make_graph(lambda x: (x - (-0.0)) * 2.0)(x)
+    assert names(run_pass(fold_constants, kept, x)) == ["subtract", "multiply"]
+    got = compiled(lambda x: (x - (-0.0)) * 2.0, x)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit((x - (-0.0)) * 2.0))
     dropped = xform.make_graph(lambda x: (x - 0.0) * 2.0)(x)
     assert names(run_pass(fold_constants, dropped, x)) == ["multiply"]
+
+
+def test_one_is_no_identity_of_complex_products():
+    """(a + bj) * (1 + 0j) has a nan real part for an infinite b: it stays (it was folded, and
+    compiled code returned b's real part as it was)."""
+    x = np.array([complex(0.0, np.inf), 1 + 2j])
+
+    def scaled(x):
+        return (x * np.complex128(1 + 0j)) * 2.0
+    with np.errstate(invalid="ignore"):
+        got, want = compiled(scaled, x), scaled(x)
+    np.testing.assert_array_equal(got, want)
+    assert names(fold_constants(xform.make_graph(scaled)(x))) == ["multiply", "multiply"]
 
 
 def test_a_declared_equal_operands_value_replaces_the_op_on_one_operand_twice():
