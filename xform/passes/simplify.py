@@ -1,8 +1,9 @@
 """Algebraic simplification: a table of rewrites (data) and one small driver. A rule
-matches an equation by primitive, reads its producers and known values, and returns the
-equations or atoms standing for it. Each rule says whether it keeps numpy's bits (`exact`)
-and, if not, whether it only changes rounding (`in_gradients`); `simplify`'s `level` picks
-(xform.config.algebra, see `LEVELS`). Each rule is tested in tests/passes/test_simplify.py."""
+matches an equation by its primitive's role or algebraic trait, reads its producers and known
+values, and returns the equations or atoms standing for it. Each rule says whether it keeps
+numpy's bits (`exact`) and, if not, whether it only changes rounding (`in_gradients`);
+`simplify`'s `level` picks (xform.config.algebra, see `LEVELS`). Each rule is tested in
+tests/passes/test_simplify.py."""
 from __future__ import annotations
 
 import itertools
@@ -12,8 +13,8 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.ir.registry import (RULES as PRIMITIVE_RULES, UNKNOWN, derived, hooks_named,
-                               on_rules_change, rule_for)
+from xform.ir.registry import (RULES as PRIMITIVE_RULES, UNKNOWN, hooks_named, on_rules_change,
+                               primitive_for, rule_for)
 from xform.passes.dce import eliminate_dead_code
 from xform.passes.fold import peepholes
 from xform.passes.rewrite import GraphRewriter, literal_of
@@ -43,13 +44,14 @@ class Rewrite:
     whether an inexact rule only changes rounding (it reorders finite sums and products), so
     that it may run before differentiating a function whose value is not returned.
 
-    The pattern a rule matches is its `primitive` (a name, or a `Trait`), and where given:
-    `operand_of`, `(positions, makers)`: an operand at one of `positions` is made by one of
-    `makers` (names, or a Trait); `equal_operands`: its two operands are the same Var;
-    `literal_operand`: some operand is a Literal; `array_result`: its result is not 0-d. The
-    driver tests the pattern before calling `rewrite`, and skips a graph where no equation
-    is of any rule's pattern, so a pattern must only say what `rewrite` requires: a rule
-    whose pattern says less is tried more often, never less. `when`: see below."""
+    The pattern a rule matches is its `primitive` (a role, as `register(..., role=)` gives
+    it, or a `Trait`), and where given: `operand_of`, `(positions, makers)`: an operand at one
+    of `positions` is made by one of `makers` (roles, or a Trait); `equal_operands`: its two
+    operands are the same Var; `literal_operand`: some operand is a Literal; `array_result`:
+    its result is not 0-d. The driver tests the pattern before calling `rewrite`, and skips a
+    graph where no equation is of any rule's pattern, so a pattern must only say what
+    `rewrite` requires: a rule whose pattern says less is tried more often, never less.
+    `when`: see below."""
 
     name: str
     primitive: object
@@ -92,11 +94,10 @@ def _made_by(positions, *makers) -> tuple:
 
 
 def _primitives(key) -> frozenset:
-    """The registered primitives a pattern's key (a name or a Trait) stands for."""
+    """The registered primitives a pattern's key (a role or a Trait) stands for."""
     if type(key) is Trait:
         return key.primitives()
-    prim = _primitives_by_name().get(key)
-    return frozenset() if prim is None else frozenset((prim,))
+    return frozenset((primitive_for(key),))
 
 
 @attrs.define
@@ -108,26 +109,26 @@ class Known:
     _computed: dict = attrs.field(factory=dict, init=False)
     _indexed: int = attrs.field(default=0, init=False)
 
-    def computed(self, name: str, inputs, params=Params({})):
-        """An equation emitted so far computing primitive `name` of `inputs` (Literals match
-        by value) with `params`, else None."""
+    def computed(self, role: str, inputs, params=Params({})):
+        """An equation emitted so far computing the primitive of `role` of `inputs` (Literals
+        match by value) with `params`, else None."""
         fresh = len(self.producer) - self._indexed
         if fresh:   # index what was emitted since the last question
             for eqn in itertools.islice(reversed(self.producer.values()), fresh):
-                key = _computation(eqn.primitive.name, eqn.inputs, eqn.params)
+                key = _computation(eqn.primitive, eqn.inputs, eqn.params)
                 self._computed.setdefault(key, eqn)
             self._indexed = len(self.producer)
-        return self._computed.get(_computation(name, inputs, params))
+        return self._computed.get(_computation(primitive_for(role), inputs, params))
 
     def value(self, atom):
         if type(atom) is Literal:
             return atom.value
         return self.consts.get(atom, UNKNOWN)
 
-    def made_by(self, atom, name: str):
-        """The equation computing `atom` when its primitive is `name`, else None."""
+    def made_by(self, atom, role: str):
+        """The equation computing `atom` when its primitive is the one of `role`, else None."""
         eqn = self.producer.get(atom) if type(atom) is Var else None
-        return eqn if eqn is not None and eqn.primitive.name == name else None
+        return eqn if eqn is not None and eqn.primitive is primitive_for(role) else None
 
 
 def _atom_key(atom):
@@ -137,18 +138,8 @@ def _atom_key(atom):
     return (type(atom.value), atom.aval, np.asarray(atom.value).tobytes())
 
 
-def _computation(name, inputs, params) -> tuple:
-    return (name, params) + tuple(_atom_key(a) for a in inputs)
-
-
-def primitive_named(name: str):
-    """The registered primitive called `name` (rewrites match and emit primitives by name)."""
-    return _primitives_by_name()[name]
-
-
-@derived
-def _primitives_by_name() -> dict:
-    return {prim.name: prim for prim in PRIMITIVE_RULES}
+def _computation(prim, inputs, params) -> tuple:
+    return (prim, params) + tuple(_atom_key(a) for a in inputs)
 
 
 def _full_sum(eqn) -> bool:
@@ -160,7 +151,7 @@ def _full_sum(eqn) -> bool:
 
 def _sum_of(x: Var, out: Var | None = None) -> Equation:
     out = out if out is not None else Var(ShapedArray((), x.aval.dtype))
-    return Equation(primitive_named("sum"), [x], [out],
+    return Equation(primitive_for("sum"), [x], [out],
                     Params({"axes": tuple(range(x.aval.ndim)), "dtype": None}))
 
 
@@ -180,10 +171,10 @@ def _all_equal(value, scalar) -> bool:
 
 # -- sums ------------------------------------------------------------------------------------
 
-def _sum_of_view(view_name):
-    """sum(view(x)) = sum(x) for a view that only rearranges x's elements."""
+def _sum_of_view(view):
+    """sum(view(x)) = sum(x) for a view (a role) that only rearranges x's elements."""
     def rewrite(eqn, known):
-        inner = known.made_by(eqn.inputs[0], view_name)
+        inner = known.made_by(eqn.inputs[0], view)
         if inner is None or not _full_sum(eqn) or type(inner.inputs[0]) is not Var:
             return None
         return [_sum_of(inner.inputs[0], eqn.outputs[0])]
@@ -217,7 +208,7 @@ def _sum_of_broadcast(eqn, known):
         return None
     copies = eqn.inputs[0].aval.size // max(x.aval.size, 1)
     total = _sum_of(x)
-    scale = Equation(primitive_named("multiply"),
+    scale = Equation(primitive_for("multiply"),
                      [total.outputs[0], _literal(copies, x.aval.dtype)], [eqn.outputs[0]])
     return [total, scale]
 
@@ -249,7 +240,7 @@ def _dot_with_ones(eqn, known):
         if not _all_equal(known.value(ones), 1):
             continue
         axis = x.aval.ndim - 1 if x.aval.ndim == 1 else x.aval.ndim + axis
-        return [Equation(primitive_named("sum"), [x], [out],
+        return [Equation(primitive_for("sum"), [x], [out],
                          Params({"axes": (axis,), "dtype": None}))]
     return None
 
@@ -321,9 +312,9 @@ def _undone(eqn, known):
     negative = Var(ShapedArray(out.aval.shape, np.dtype(bool)))
     kept = Var(out.aval)
     dtype = out.aval.dtype
-    return [Equation(primitive_named("less"), [x, _literal(0, dtype)], [negative]),
-            Equation(primitive_named("where"), [negative, _literal(np.nan, dtype), x], [kept]),
-            Equation(primitive_named("add"), [kept, _literal(0, dtype)], [out])]
+    return [Equation(primitive_for("less"), [x, _literal(0, dtype)], [negative]),
+            Equation(primitive_for("where"), [negative, _literal(np.nan, dtype), x], [kept]),
+            Equation(primitive_for("add"), [kept, _literal(0, dtype)], [out])]
 
 
 # -- negations ---------------------------------------------------------------------------------
@@ -351,31 +342,34 @@ def _negated(atom, known):
     eqn = known.producer.get(atom) if type(atom) is Var else None
     if eqn is None or not _real_float(atom):
         return None
-    if eqn.primitive.name == "negative":
+    if eqn.primitive is primitive_for("negative"):
         return eqn.inputs[0] if type(eqn.inputs[0]) is Var else None
-    return _scale_of(eqn, known, -1) if eqn.primitive.name == "multiply" else None
+    return _scale_of(eqn, known, -1) if eqn.primitive is primitive_for("multiply") else None
 
 
 def _may_negate(graph) -> bool:
     """Whether the rewrites of negations may apply in `graph`: it holds a fused region (which
     may return a negation), a sum of a negation, or a product (-a) * b next to a * b."""
+    fusion, negative, multiply = (primitive_for("fusion"), primitive_for("negative"),
+                                  primitive_for("multiply"))
     for eqn in graph.equations:     # first, cheaply: is there any negation at all?
-        name = eqn.primitive.name
-        if name == "elementwise":
+        prim = eqn.primitive
+        if prim is fusion:
             return True
-        if name == "negative" or (name == "multiply" and any(
+        if prim is negative or (prim is multiply and any(
                 type(a) is Literal and a.value == -1 for a in eqn.inputs)):
             break
     else:
         return False
     negated, products, readers = {}, set(), []
+    total = primitive_for("sum")
     for eqn in graph.equations:
-        name = eqn.primitive.name
-        if name == "elementwise" or (name == "sum" and eqn.inputs[0] in negated):
+        prim = eqn.primitive
+        if prim is fusion or (prim is total and eqn.inputs[0] in negated):
             return True
-        if name == "negative":
+        if prim is negative:
             negated[eqn.outputs[0]] = _atom_key(eqn.inputs[0])
-        elif name == "multiply":
+        elif prim is multiply:
             keys = [_atom_key(a) for a in eqn.inputs]
             products.update((tuple(keys), tuple(keys[::-1])))
             for (a, b), (key_a, key_b) in zip((eqn.inputs, eqn.inputs[::-1]),
@@ -398,7 +392,7 @@ def _product_of_a_negation(eqn, known):
         b = eqn.inputs[1 - position]
         product = known.computed("multiply", (a, b)) or known.computed("multiply", (b, a))
         if product is not None and product.outputs[0].aval == out.aval:
-            return [Equation(primitive_named("negative"), [product.outputs[0]], [out])]
+            return [Equation(primitive_for("negative"), [product.outputs[0]], [out])]
     return None
 
 
@@ -422,13 +416,13 @@ def _sum_of_a_negation(eqn, known):
         return None
     total = Var(out.aval)
     return [attrs.evolve(eqn, inputs=[x], outputs=[total]),
-            Equation(primitive_named("subtract"), [_literal(0, out.aval.dtype), total], [out])]
+            Equation(primitive_for("subtract"), [_literal(0, out.aval.dtype), total], [out])]
 
 
 def _step_source(atom, known):
     """v when `atom` is -v, v * -1 or v * 1, else None."""
     step = known.producer.get(atom) if type(atom) is Var else None
-    if step is not None and step.primitive.name == "multiply":
+    if step is not None and step.primitive is primitive_for("multiply"):
         one = _scale_of(step, known, 1)
         if one is not None:
             return one
@@ -477,7 +471,7 @@ def _cholesky_by_lapack(eqn, known):
     (numpy copies the matrix and factors it from the other side), in a third of the time."""
     if not _real_floats(eqn.inputs[0], eqn.outputs[0]):
         return None
-    return [attrs.evolve(eqn, primitive=primitive_named("cholesky_lapack"))]
+    return [attrs.evolve(eqn, primitive=primitive_for("cholesky_lapack"))]
 
 
 def _triangle_of_factor(atom, known):
@@ -491,8 +485,8 @@ def _triangle_of_factor(atom, known):
         if tuple(axes) != (*range(ndim - 2), ndim - 1, ndim - 2):
             return None
         atom, transposed = swap.inputs[0], True
-    for name in _CHOLESKY:
-        factor = known.made_by(atom, name)
+    for role in _CHOLESKY:
+        factor = known.made_by(atom, role)
         if factor is not None:
             return atom, not factor.params["upper"], transposed
     return None
@@ -507,7 +501,7 @@ def _solve_with_factor(eqn, known):
     if found is None or not _real_floats(a, b, eqn.outputs[0]) or a.aval.dtype != b.aval.dtype:
         return None
     factor, lower, transposed = found
-    return [attrs.evolve(eqn, primitive=primitive_named("triangular_solve"), inputs=[factor, b],
+    return [attrs.evolve(eqn, primitive=primitive_for("triangular_solve"), inputs=[factor, b],
                          params=Params({"lower": lower, "trans": int(transposed),
                                         "unit_diagonal": False}))]
 
@@ -519,7 +513,7 @@ def _filled(out: Var, value) -> list | tuple:
     scalar = _literal(value, out.aval.dtype)
     if not out.aval.shape:
         return (scalar,)
-    return [Equation(primitive_named("broadcast_to"), [scalar], [out],
+    return [Equation(primitive_for("broadcast_to"), [scalar], [out],
                      Params({"shape": out.aval.shape}))]
 
 
@@ -553,7 +547,7 @@ def _where_with_known_mask(eqn, known):
         return None
     if chosen.aval.shape == out.aval.shape:
         return (chosen,)
-    return [Equation(primitive_named("broadcast_to"), [chosen], [out],
+    return [Equation(primitive_for("broadcast_to"), [chosen], [out],
                      Params({"shape": out.aval.shape}))]
 
 
@@ -581,8 +575,9 @@ REWRITES = (
             doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
                 "becomes numpy's pairwise one; the gradient is a broadcast, not an outer product"),
     Rewrite("repeated scaling by constants", "multiply", _repeated_constant_scaling,
-            exact=False, operand_of=_made_by((0, 1), "multiply"), literal_operand=True, doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead "
-                             "of two (not when a * b overflows or underflows)"),
+            exact=False, operand_of=_made_by((0, 1), "multiply"), literal_operand=True,
+            doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead of two (not "
+                "when a * b overflows or underflows)"),
     Rewrite("repeated scaling", "multiply", _repeated_scaling, exact=False, in_gradients=False,
             operand_of=_made_by((0, 1), "multiply"), array_result=True,
             doc="(x * a) * b = x * (a * b) for 0-d values a, b: one rounding instead of two; "
@@ -608,7 +603,7 @@ REWRITES = (
             operand_of=_made_by(0, "negative", "multiply"),
             doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
                 "term (numpy's sums start from +0.0, so zeros keep their sign)", when=_may_negate),
-    Rewrite("negations out of a fused region", "elementwise", _steps_out_of_a_region,
+    Rewrite("negations out of a fused region", "fusion", _steps_out_of_a_region,
             exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
                             "another output or an input is computed after the region, where "
                             "the rewrites above meet it"),

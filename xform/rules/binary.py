@@ -23,7 +23,8 @@ def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False, arithmetic=F
     if transpose is not None:
         rules["transpose"] = transpose
     register(prim, impl=ufunc, abstract_eval=elementwise_abstract_eval(ufunc), **rules,
-             batch=elementwise_batch(prim), symbolic_zeros=True, elementwise=True, **traits)
+             batch=elementwise_batch(prim), symbolic_zeros=True, elementwise=True,
+             role=ufunc.__name__, **traits)
     BINARY_PRIMITIVES[ufunc.__name__] = prim
     return prim
 
@@ -86,7 +87,7 @@ def _logaddexp_share(x, y, ans, exp):
 
 
 add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,
-                transpose=_linear_transpose(+1), role="add", arithmetic=True,
+                transpose=_linear_transpose(+1), arithmetic=True,
                 scalar_math=ScalarMath(operator.add, "{0} + {1}", exact=True, monotone=(0, 1)),
                 hooks=Hooks(identity=-0.0, commutative=True, casts_operands=True))
 subtract_p = _binary(np.subtract, lambda t, x, y, ans: t, lambda t, x, y, ans: -t,
@@ -95,7 +96,7 @@ subtract_p = _binary(np.subtract, lambda t, x, y, ans: t, lambda t, x, y, ans: -
                                             monotone=(0, 1)),
                      hooks=Hooks(identity=0.0, casts_operands=True, equal_operands=0))
 multiply_p = _binary(np.multiply, lambda t, x, y, ans: t * y, lambda t, x, y, ans: x * t,
-                     transpose=_multiply_transpose, role="multiply", arithmetic=True,
+                     transpose=_multiply_transpose, arithmetic=True,
                      scalar_math=ScalarMath(operator.mul, "{0} * {1}", exact=True,
                                             monotone=(0, 1)),
                      hooks=Hooks(identity=1, commutative=True, casts_operands=True))

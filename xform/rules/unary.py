@@ -39,7 +39,8 @@ def _unary(ufunc, derivative=None, *, linear=False, zero=False, cotangent=None, 
     if linear:
         rules["transpose"] = lambda ct, x: (derivative(ct, x, ans=None),)
     register(prim, impl=ufunc, abstract_eval=elementwise_abstract_eval(ufunc), **rules,
-             batch=vectorized_batch(prim), symbolic_zeros=True, elementwise=True, **traits)
+             batch=vectorized_batch(prim), symbolic_zeros=True, elementwise=True,
+             role=ufunc.__name__, **traits)
     UNARY_PRIMITIVES[ufunc.__name__] = prim
     return prim
 
