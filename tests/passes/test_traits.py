@@ -114,6 +114,16 @@ def test_a_declared_inverse_is_undone_where_it_is_defined():
         assert names(dce(simplify(other))) == ["my_log2", "exp"]
 
 
+def test_a_primitive_is_matched_by_its_role_not_by_its_name():
+    """A library's primitive called "log" is not numpy's log: exp of it stays (patterns named
+    primitives, and exp(log1p(x)) became x)."""
+    with primitive_of(np.log1p, "log") as impostor:
+        graph = xform.make_graph(lambda x: np.exp(impostor.bind(x)))(np.ones(3))
+        after = dce(simplify(graph))
+        assert names(after) == ["log", "exp"]
+        np.testing.assert_array_equal(xform.eval_graph(after, np.ones(3))[0], np.full(3, 2.0))
+
+
 def test_a_weak_operand_made_strong_by_an_identity_is_read_as_it_is():
     """(a op e) op2 y -> a op2 y for op2 declaring casts_operands and op's identity e."""
     with primitive_of(np.add, "my_plus", casts_operands=True) as plus:
