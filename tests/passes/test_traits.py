@@ -13,7 +13,7 @@ from xform.passes import dce, fold_constants
 from xform.passes.simplify import REWRITES, simplify
 from xform.rules.helpers import elementwise_abstract_eval
 
-from tests.passes.support import run_pass
+from tests.passes.support import Builder, lit, run_pass
 
 
 @contextlib.contextmanager
@@ -156,3 +156,20 @@ def test_a_gradients_graph_with_no_pattern_never_reaches_a_rewrite():
 def test_every_trait_is_declared_by_some_built_in_primitive(trait):
     declared = [getattr(rules.hooks, trait) for rules in RULES.values()]
     assert any(value is not None and value is not False for value in declared)
+
+
+def test_what_a_peephole_returns_is_folded_in_the_same_walk():
+    """Why fold_constants applies the peepholes itself rather than leaving them to simplify:
+    c * 1 of a constant too large to fold is c, whose sum folds to a Literal."""
+    from xform.ir.registry import primitive_for
+    from xform.passes.fold import MAX_FOLDED_SIZE
+
+    b = Builder()
+    x = b.input()
+    c = b.const(np.linspace(0.0, 1.0, MAX_FOLDED_SIZE + 1))
+    total = b(primitive_for("sum"), b(primitive_for("multiply"), c, lit(1.0)), axes=(0,),
+              dtype=None)
+    graph = b.graph(b(primitive_for("multiply"), x, total))
+    after = run_pass(fold_constants, graph, 2.0)
+    assert names(after) == ["multiply"]
+    assert after.equations[0].inputs[1].value == np.sum(np.linspace(0.0, 1.0, MAX_FOLDED_SIZE + 1))
