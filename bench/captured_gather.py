@@ -9,12 +9,13 @@ same run. Medians of samples.
 """
 import time
 
+import attrs
 import numpy as np
 
 import xform
 from bench.timing import compare, fmt, machine
 from tests.test_captured_gather import SPEEDS, U0, march
-from xform.ir import hooks
+from xform.ir import execute
 from xform.numpy import captured
 
 TABLE = np.linspace(0.0, 1.0, 64)
@@ -39,14 +40,15 @@ def body_take(x):
 
 
 def _first_grad(function, copy, x) -> float:
-    hooks.install_staged_copy(copy)
+    original = execute.runtime()
+    execute.install(attrs.evolve(original, staged_copy=copy))
     try:
         xform.clear_cache()
         start = time.perf_counter()
         xform.grad(function)(x)
         return time.perf_counter() - start
     finally:
-        hooks.install_staged_copy(captured.copy_for_staging)
+        execute.install(original)
 
 
 def _as_it_is(function):

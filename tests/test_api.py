@@ -217,7 +217,7 @@ def test_staged_user_code_is_watched_only_while_a_build_records():
 
 
 def test_xform_entry_points_pause_the_installed_hook():
-    from xform.ir.hooks import unwatched
+    from xform.ir.execute import unwatched
     from xform.runtime.dependencies import hook, recording
     if sys.getprofile() is not None:
         pytest.skip("another profiler is active")

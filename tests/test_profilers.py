@@ -8,6 +8,7 @@ import os
 import pstats
 import sys
 
+import attrs
 import numpy as np
 
 import xform
@@ -194,25 +195,22 @@ def test_the_recorders_hook_sees_the_staged_code_and_not_stagings_own():
     frames are the staged functions and numpy's, xform's only in the pause around each of
     xform's entry points and the Tracer's operators the user's code calls (the scopes are
     entered and left outside the window)."""
-    from xform.ir import hooks
-    from xform.runtime import dependencies
+    from xform.ir import execute
 
     seen = []
-    original_hook = dependencies.hook
+    original = execute.runtime()
 
     def spy(frame, event, arg):
         if event == "call":
             seen.append((frame.f_code.co_filename, frame.f_code.co_name))
-        return original_hook(frame, event, arg)
+        return original.profile_hook(frame, event, arg)
 
-    hooks.install_watcher(dependencies.watching, spy)
-    dependencies.hook = spy   # what `watching` installs
+    execute.install(attrs.evolve(original, profile_hook=spy))
     try:
         _redefine_innermost(2.0)
         xform.grad(outer_through_an_object)(0.3)
     finally:
-        dependencies.hook = original_hook
-        hooks.install_watcher(dependencies.watching, original_hook)
+        execute.install(original)
     names = {name for _, name in seen}
     assert {"outer_through_an_object", "call", "middle", "innermost"} <= names
     package = os.path.dirname(xform.__file__)
@@ -237,18 +235,16 @@ def test_code_the_walk_sees_whole_is_recorded_with_no_hook_and_stays_sound():
     """A function whose code, closures and callees the walk followed to the end (no object's
     method, no library's function) is recorded statically: no profile hook is installed, and
     a redefinition two calls down, or of a closure's callee, is still noticed."""
-    from xform.ir import hooks
-    from xform.runtime import dependencies
+    from xform.ir import execute
 
     events = []
-    original_hook = dependencies.hook
+    original = execute.runtime()
 
     def spy(frame, event, arg):
         events.append(event)
-        return original_hook(frame, event, arg)
+        return original.profile_hook(frame, event, arg)
 
-    hooks.install_watcher(dependencies.watching, spy)
-    dependencies.hook = spy
+    execute.install(attrs.evolve(original, profile_hook=spy))
     try:
         check_redefinition_is_noticed(lambda call: call())
         assert events == []
@@ -269,5 +265,4 @@ def test_code_the_walk_sees_whole_is_recorded_with_no_hook_and_stays_sound():
         assert np.isclose(grad_nested(0.3), _nested_gradient(0.3, 3.0))
         assert events == []
     finally:
-        dependencies.hook = original_hook
-        hooks.install_watcher(dependencies.watching, original_hook)
+        execute.install(original)

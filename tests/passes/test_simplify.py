@@ -15,7 +15,8 @@ import xform
 from xform.api.pipeline import finish_graph
 from xform.ir.interpret import eval_graph
 from xform.passes import dce
-from xform.passes.simplify import LEVELS, REWRITES, primitive_named as primitive_for, simplify
+from xform.ir.registry import primitive_for
+from xform.passes.simplify import LEVELS, REWRITES, simplify
 from xform.testing import strategies as xst
 
 
@@ -118,7 +119,7 @@ def fused_negations(a, b):
         e = np.exp(x)
         return e, -e, -x, y * 1.0, y * -1.0
     region = xform.make_graph(body)(np.ones(a.shape), np.ones(a.shape))
-    outs = primitive_for("elementwise").bind(a, b.T, max_width=4, region=region)
+    outs = primitive_for("fusion").bind(a, b.T, max_width=4, region=region)
     return np.concatenate(outs)
 
 

@@ -17,8 +17,8 @@ from xform.errors import (ShapeError, TypeCheckError, XformError, out_of_memory_
                           recursion_error)
 from xform.ir.avals import ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var, install_bind
-from xform.ir import hooks
-from xform.ir.hooks import unwatched, user_code_scope
+from xform.ir.execute import runtime, unwatched
+from xform.ir.hooks import user_code_scope
 from xform.source_info import is_users_code, user_frame_info
 from xform.ir.tracer import Tracer
 from xform.ir.registry import RULES, effectful_primitives, missing_rule
@@ -450,7 +450,7 @@ def stage_function(fun, in_tree, avals, known=None):
                 # A SciPy module imported while `fun` ran: its stand-ins were not in place
                 # for all of this run, and are now (`fun` runs again: a staging has no
                 # effects).
-                if installed is None or hooks.stand_ins_installed(True) == installed:
+                if installed is None or runtime().stand_ins_installed(True) == installed:
                     raise
     if type(out) is Tracer:     # (most often: no walk)
         out_leaves, out_tree = [out], LEAF

@@ -1,12 +1,15 @@
 """The runtime as the layers below it see it: one `Runtime` record of what xform.runtime
 provides to ir, transforms and rules (compiled code, the staging cache, the memo of derived
-graphs, threaded_map's executors, the optimizing pipelines), installed once by
+graphs, threaded_map's executors, the optimizing pipelines, and what staging wraps user code
+in: xform.numpy's stand-ins and captured arrays, the dependency watcher), installed once by
 xform.runtime.cache when xform is imported. A rule writes `runtime().compiled(graph)(*args)`;
 the fields' documentation is the contract, and runtime/cache.py's `install(Runtime(...))` is
 the one place that names what fills it. (The passes themselves sit below the rules and are
 imported directly.)"""
 from __future__ import annotations
 
+import functools
+import sys
 import weakref
 from typing import Callable
 
@@ -43,6 +46,23 @@ class Runtime:
     mutation_watch: `mutation_watch(f)() -> str or None`, which of the containers `f`
         reaches directly (closure cells, defaults, globals its code names) was changed in
         place since `mutation_watch(f)` was called, described for an error message.
+
+    What staging wraps user code in (read by xform.ir.hooks.user_code_scope and `unwatched`):
+    staging_scope: `staging_scope()`, the context manager entered first around each staging
+        of user code; xform.numpy's stand-ins for numpy and SciPy callables are in place
+        inside it.
+    stand_ins_installed: `stand_ins_installed(install_new=False) -> int`, how many stand-in
+        installers have run so far, first running those of modules imported since (with
+        `install_new`): a staging during which the count grew failed before they were in
+        place (a SciPy module imported inside the staged function), and runs again.
+    watching: `watching()`, the context manager entered inside `staging_scope()`, whose
+        `__enter__` says whether `profile_hook` should see the staged call
+        (xform.runtime.dependencies).
+    profile_hook: the profile function `sys.setprofile` installs right around the staged
+        call when `watching` asks for it; xform's entry points pause it (`unwatched`).
+    staged_copy: `staged_copy(fun) -> (staged, undo or None)`: staging calls `staged` in
+        place of `fun`, then `undo()` (xform.numpy.captured: a copy of the user's function
+        reading its captured arrays so that traced indices stage a gather).
     """
 
     compiled: Callable
@@ -54,6 +74,11 @@ class Runtime:
     map_chunks: Callable
     map_lazy: Callable
     mutation_watch: Callable
+    staging_scope: Callable
+    stand_ins_installed: Callable
+    watching: Callable
+    profile_hook: Callable
+    staged_copy: Callable
 
 
 _runtime: Runtime | None = None   # installed by xform.runtime.cache, imported by xform first
@@ -73,6 +98,28 @@ def runtime() -> Runtime:
     [np.float64(6.0)]
     """
     return _runtime
+
+
+def unwatched(function):
+    """`function` with the runtime's profile hook paused while it runs: for xform's own entry
+    points (tracer operations, staging an equation), below which only xform runs, so the
+    hook would only cost time. User functions staged below them re-arm it
+    (xform.ir.hooks.user_code_scope). Another profiler (cProfile) is left on.
+
+    Notes: with no profile function set (the usual case) one check per call, since this is on
+    the per-equation path; the record is read directly, not through `runtime()`, whose call
+    the hook would see."""
+    @functools.wraps(function)
+    def paused(*args, **kwargs):
+        hook = sys.getprofile()
+        if hook is None or hook is not _runtime.profile_hook:
+            return function(*args, **kwargs)
+        sys.setprofile(None)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            sys.setprofile(hook)
+    return paused
 
 
 def compiled_optimized(graph):
@@ -106,4 +153,4 @@ def forget_compiled() -> None:
 
 
 __all__ = ["Runtime", "compiled_memo", "compiled_optimized", "forget_compiled", "install",
-           "runtime"]
+           "runtime", "unwatched"]

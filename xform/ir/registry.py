@@ -84,6 +84,23 @@ class Hooks:
     xla: `xla(*args, **params)`, its lowering written with jax.numpy (xform.codegen.xla);
         without one the equation runs on the host.
 
+    Algebraic traits of a two-input element-wise primitive `op` (or a one-input `f`), each
+    the key of rewrites in xform.passes.fold and xform.passes.simplify that a primitive
+    declaring it gets:
+    identity: the value `e` with `op(x, e)` equal to `x` bit for bit whenever the result has
+        x's type (a signed zero is matched with its sign: x + -0.0 is x, x + 0.0 is not
+        for x = -0.0; of complex results only a zero, in both parts, as complex addition
+        acts part by part); `op(x, e) -> x` (x * 1, x + -0.0, x - 0.0, x ** 1).
+    commutative: `op(x, y)` is `op(y, x)` bit for bit: patterns match either operand order.
+    casts_operands: `op` casts both operands to its result's type before computing, so an
+        operand's weak type changes nothing when the other operand has the result's type:
+        `op(g(a, e), y) -> op(a, y)` for a weakly typed `a` and a primitive `g` with
+        identity `e` (reverse mode makes `1.0 * a` of a Python float `a`).
+    equal_operands: the value of `op(x, x)` for any integer x (x - x = 0).
+    inverted_by: for `f`, a one-input primitive `g` with `g(f(x))` equal to x within
+        rounding for x >= 0, and `f(x)` nan for x < 0 (exp undoes log):
+        `g(f(x)) -> where(x < 0, nan, x) + 0`.
+
     >>> from xform.ir.registry import Hooks
     >>> Hooks(takes_floats=True).takes_floats
     True
@@ -103,6 +120,11 @@ class Hooks:
     reverse_by_graph: bool = False
     draws_once_in_reverse: bool = False
     xla: Callable | None = None
+    identity: object = None
+    commutative: bool = False
+    casts_operands: bool = False
+    equal_operands: object = None
+    inverted_by: object = None
 
 
 HOOK_NAMES = tuple(field.name for field in attrs.fields(Hooks))
@@ -396,21 +418,21 @@ def scalar_math_rules() -> dict:
 
 
 def hooks_named(name: str) -> dict:
-    """primitive -> its hook `name` (a field of Hooks), for every primitive that has one
-    (ask once per pass).
+    """primitive -> its hook `name` (a field of Hooks), for every primitive that has one (not
+    None or False; an identity 0 counts) (ask once per pass).
 
     >>> from xform.ir.registry import hooks_named, primitive_for
-    >>> primitive_for("add") in hooks_named("peephole")
+    >>> primitive_for("add") in hooks_named("identity")
     True
     >>> hooks_named("peep_hole")
     Traceback (most recent call last):
-    LookupError: no hook named 'peep_hole'; the hooks are fold, dce, inline, peephole, in_place, in_place_index, in_place_applies, region, arithmetic_derivative, takes_floats, speculative_impl, reverse_by_graph, draws_once_in_reverse, xla
+    LookupError: no hook named 'peep_hole'; the hooks are fold, dce, inline, peephole, in_place, in_place_index, in_place_applies, region, arithmetic_derivative, takes_floats, speculative_impl, reverse_by_graph, draws_once_in_reverse, xla, identity, commutative, casts_operands, equal_operands, inverted_by
     """
     if name not in HOOK_NAMES:
         raise LookupError(f"no hook named {name!r}; the hooks are {', '.join(HOOK_NAMES)}")
-    return _derive(("hooks", name), lambda: {prim: getattr(rules.hooks, name)
-                                             for prim, rules in RULES.items()
-                                             if getattr(rules.hooks, name)})
+    return _derive(("hooks", name), lambda: {
+        prim: getattr(rules.hooks, name) for prim, rules in RULES.items()
+        if getattr(rules.hooks, name) is not None and getattr(rules.hooks, name) is not False})
 
 
 class _Unknown:

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from xform.ir.hooks import unwatched
+from xform.ir.execute import unwatched
 from xform.errors import TypeCheckError, unsupported_error
 from xform.ir.concrete import concretization
 from xform.source_info import user_frame_info

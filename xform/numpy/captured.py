@@ -24,7 +24,7 @@ import numpy as np
 from xform.errors import captured_write_error
 from xform.ir.builder import current_builder
 from xform.ir.concrete import concretization
-from xform.ir.hooks import install_staged_copy, unwatched
+from xform.ir.execute import unwatched
 from xform.ir.bytecode import instruction_argument, nested_codes, per_code
 from xform.ir.tracer import Tracer
 from xform.numpy.stand_ins import contains_tracer
@@ -367,6 +367,3 @@ def _cell_contents(cell):
         return cell.cell_contents
     except ValueError:  # a name of the enclosing scope not assigned yet
         return None
-
-
-install_staged_copy(copy_for_staging)

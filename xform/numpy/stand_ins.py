@@ -29,7 +29,6 @@ import sys
 import threading
 import types
 
-from xform.ir.hooks import install_stand_in_count, install_staging_scope
 from xform.ir.tracer import Tracer
 
 _MAX_DEPTH = 8  # how deep into nested lists a tracer is looked for
@@ -376,7 +375,3 @@ class staging_scope:
             _depth -= 1
             if _depth == 0 and _original_settings is not _NO_SETTINGS:
                 _set_all(_original_settings)
-
-
-install_staging_scope(staging_scope)
-install_stand_in_count(installed_count)

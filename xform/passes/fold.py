@@ -1,12 +1,18 @@
 """Constant folding: evaluate equations whose inputs are all known, let `Hooks.fold` hooks
 replace higher-order equations (a `cond` with a known predicate becomes its taken branch),
-and simplify with the primitives' peephole hooks (x * 1 -> x, ...) run to a fixed point."""
+and apply the peepholes to a fixed point: those the primitives' algebraic traits give (x * 1
+-> x: `identity`, `casts_operands`) and their own `Hooks.peephole` hooks (`peepholes`).
+
+The peepholes run inside the folding walk, not only in simplify, because what they return can
+be folded next (sum(c * 1) of a constant c too large to fold is sum(c), which folds), and
+because fused regions are cleaned by fold alone (xform.passes.fuse.clean_region)."""
 from __future__ import annotations
 
 import operator
 from collections import deque
 from itertools import repeat
 
+import attrs
 import numpy as np
 
 from xform.ir.builder import using_builder
@@ -20,10 +26,114 @@ _MAX_SPLICES = 10_000  # fold-hook replacements per pass: a hook that re-creates
 _MAX_PEEPHOLES = 100  # rewrites of one equation: more means two rules undo each other
 
 
+_SCALAR_TYPES = (float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_)
+
+
+def _is_all(value, scalar) -> bool:
+    if type(value) in _SCALAR_TYPES:   # most literals: skip numpy's array machinery
+        return bool(value == scalar)
+    return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
+
+
+def is_identity(value, identity, dtype) -> bool:
+    """Whether every element of `value` (UNKNOWN: no) is `identity` for a result of `dtype`,
+    a floating zero with its sign (x + 0.0 turns -0.0 into +0.0; x + -0.0 keeps x).
+
+    Notes: of complex results only a zero identity is assumed, in both parts: complex
+    addition acts part by part, multiplication mixes them ((a + bj) * (1 + 0j) has a nan real
+    part for an infinite b); a real operand's imaginary part is +0.0."""
+    if not _is_all(value, identity):
+        return False
+    if dtype.kind not in "fc" or identity != 0:
+        return dtype.kind != "c"
+    value, sign = np.asarray(value), np.signbit(identity)
+    if not np.all(np.signbit(value.real) == sign):
+        return False
+    return dtype.kind != "c" or bool(np.all(np.signbit(np.imag(value)) == sign))
+
+
+def _sides(hooks) -> tuple:
+    """(kept operand, identity operand) positions an identity may take."""
+    return ((0, 1), (1, 0)) if hooks.commutative else ((0, 1),)
+
+
+def _identity_peephole(identity, sides):
+    """op(x, identity) -> x, when the result has x's type."""
+    def peephole(eqn, value_of, producer):
+        out = eqn.outputs[0].aval
+        for keep, other in sides:
+            if (is_identity(value_of(eqn.inputs[other]), identity, out.dtype)
+                    and eqn.inputs[keep].aval == out):
+                return (eqn.inputs[keep],)
+        return None
+    return peephole
+
+
+def _strengthened_operand_peephole(eqn, value_of, producer):
+    """op(g(a, e), y) -> op(a, y) for an op that casts its operands (`casts_operands`), when
+    `g(a, e)` (e g's identity) only made a weakly typed `a` (a Python scalar argument) strong
+    and `y` already has the result's type: `g(a, e)` is `a` bit for bit, and `op(a, y)` has the
+    same type. Reverse mode makes such products: the cotangent 1.0 of `x * f(x)` times a Python
+    float `x`."""
+    out = eqn.outputs[0].aval
+    for position, atom in enumerate(eqn.inputs):
+        other = eqn.inputs[1 - position]
+        inner = producer.get(atom)
+        if other.aval != out or inner is None:
+            continue
+        hooks = RULES[inner.primitive].hooks
+        if hooks.identity is None:
+            continue
+        for keep, identity_at in _sides(hooks):
+            a = inner.inputs[keep]
+            # (not complex: (a + bj) * (1 + 0j) turns an infinite b's real part into nan)
+            if (a.aval.weak_type and a.aval.dtype.kind in "fiu"
+                    and a.aval.shape == atom.aval.shape and a.aval.dtype == atom.aval.dtype
+                    and is_identity(value_of(inner.inputs[identity_at]), hooks.identity,
+                                    a.aval.dtype)):
+                inputs = list(eqn.inputs)
+                inputs[position] = a
+                return attrs.evolve(eqn, inputs=tuple(inputs))
+    return None
+
+
+def _first_of(steps):
+    if len(steps) == 1:
+        return steps[0]
+
+    def peephole(eqn, value_of, producer):
+        for step in steps:
+            result = step(eqn, value_of, producer)
+            if result is not None:
+                return result
+        return None
+    return peephole
+
+
+@derived
+def peepholes() -> dict:
+    """primitive -> its peephole `fn(eqn, value_of, producer) -> None | atoms | Equation`:
+    the rewrites its algebraic traits give (`identity`, `casts_operands`: see
+    xform.ir.registry.Hooks), then its `Hooks.peephole` hook, the first that matches."""
+    table = {}
+    for prim, rules in RULES.items():
+        hooks = rules.hooks
+        steps = []
+        if hooks.identity is not None:
+            steps.append(_identity_peephole(hooks.identity, _sides(hooks)))
+        if hooks.casts_operands:
+            steps.append(_strengthened_operand_peephole)
+        if hooks.peephole is not None:
+            steps.append(hooks.peephole)
+        if steps:
+            table[prim] = _first_of(steps)
+    return table
+
+
 def _simplify(eqn, value_of, producer, peepholes):
-    """Apply the peephole hooks (`Hooks.peephole`: `fn(eqn, value_of, producer)`
-    returns None, the atoms standing for the outputs, or a new Equation) to `eqn` until none
-    matches: the final Equation, or the atoms that now stand for its outputs."""
+    """Apply the `peepholes` (returning None, the atoms standing for the outputs, or a new
+    Equation) to `eqn` until none matches: the final Equation, or the atoms that now stand
+    for its outputs."""
     for _ in range(_MAX_PEEPHOLES):
         rule = peepholes.get(eqn.primitive)
         result = rule(eqn, value_of, producer) if rule is not None else None
@@ -64,7 +174,7 @@ def _evaluate(eqn, known, returned):
 
 
 def fold_constants(graph: Graph) -> Graph:
-    """Evaluate what is known at pass time, apply `Hooks.fold` hooks and peephole hooks.
+    """Evaluate what is known at pass time, apply `Hooks.fold` hooks and the peepholes.
 
     Known values are Literals, graph consts and the results of folded equations; 0-d results
     become Literals, arrays become consts (results over MAX_FOLDED_SIZE elements stay staged).
@@ -89,7 +199,7 @@ def fold_constants(graph: Graph) -> Graph:
     live = live_equations(graph)
     queue = deque((eqn, index in live) for index, eqn in enumerate(graph.equations))
     splices = 0
-    peepholes = hooks_named("peephole")
+    table = peepholes()
     folds = hooks_named("fold")
 
     def value_of(atom):
@@ -124,8 +234,8 @@ def fold_constants(graph: Graph) -> Graph:
                 spliced = rewriter.splice(body, atoms, eqn.outputs)
                 queue.extendleft((new, True) for new in reversed(spliced))
                 continue
-        if eqn.primitive in peepholes:
-            result = _simplify(eqn, value_of, producer, peepholes)
+        if eqn.primitive in table:
+            result = _simplify(eqn, value_of, producer, table)
             if type(result) is not Equation and rewriter.returns_an_input(eqn.outputs, result):
                 result = eqn
         else:
@@ -140,4 +250,4 @@ def fold_constants(graph: Graph) -> Graph:
     return rewriter.build()
 
 
-__all__ = ["MAX_FOLDED_SIZE", "fold_constants"]
+__all__ = ["MAX_FOLDED_SIZE", "fold_constants", "is_identity", "peepholes"]

@@ -1,8 +1,9 @@
 """Algebraic simplification: a table of rewrites (data) and one small driver. A rule
-matches an equation by primitive, reads its producers and known values, and returns the
-equations or atoms standing for it. Each rule says whether it keeps numpy's bits (`exact`)
-and, if not, whether it only changes rounding (`in_gradients`); `simplify`'s `level` picks
-(xform.config.algebra, see `LEVELS`). Each rule is tested in tests/passes/test_simplify.py."""
+matches an equation by its primitive's role or algebraic trait, reads its producers and known
+values, and returns the equations or atoms standing for it. Each rule says whether it keeps
+numpy's bits (`exact`) and, if not, whether it only changes rounding (`in_gradients`);
+`simplify`'s `level` picks (xform.config.algebra, see `LEVELS`). Each rule is tested in
+tests/passes/test_simplify.py."""
 from __future__ import annotations
 
 import itertools
@@ -12,10 +13,25 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.ir.registry import (RULES as PRIMITIVE_RULES, UNKNOWN, derived, hooks_named,
-                             rule_for)
+from xform.ir.registry import (RULES as PRIMITIVE_RULES, UNKNOWN, hooks_named, on_rules_change,
+                               primitive_for, rule_for)
 from xform.passes.dce import eliminate_dead_code
+from xform.passes.fold import peepholes
 from xform.passes.rewrite import GraphRewriter, literal_of
+
+
+@attrs.frozen
+class Trait:
+    """A pattern's primitive given by an algebraic trait (a field of xform.ir.registry.Hooks):
+    every primitive declaring it, a library author's included; with `named`, the primitives
+    that some primitive names as its `name` (exp, named by log's `inverted_by`)."""
+
+    name: str
+    named: bool = False
+
+    def primitives(self) -> frozenset:
+        declared = hooks_named(self.name)
+        return frozenset(declared.values() if self.named else declared)
 
 
 @attrs.frozen
@@ -28,34 +44,60 @@ class Rewrite:
     whether an inexact rule only changes rounding (it reorders finite sums and products), so
     that it may run before differentiating a function whose value is not returned.
 
-    The pattern a rule matches is its `primitive` (a name), and where given `operand_of`:
-    `(position, names)`, the operand at `position` is made by a primitive of one of `names`.
-    The driver tests the pattern before calling `rewrite`, and derives from the patterns
-    which graphs no rule can change (it skips them). A pattern only spares calls: a rule
-    whose pattern says less is tried more often, never less. `when`: see below."""
+    The pattern a rule matches is its `primitive` (a role, as `register(..., role=)` gives
+    it, or a `Trait`), and where given: `operand_of`, `(positions, makers)`: an operand at one
+    of `positions` is made by one of `makers` (roles, or a Trait); `equal_operands`: its two
+    operands are the same Var; `literal_operand`: some operand is a Literal; `array_result`:
+    its result is not 0-d. The driver tests the pattern before calling `rewrite`, and skips a
+    graph where no equation is of any rule's pattern, so a pattern must only say what
+    `rewrite` requires: a rule whose pattern says less is tried more often, never less.
+    `when`: see below."""
 
     name: str
-    primitive: str
+    primitive: object
     rewrite: object
     exact: bool
     doc: str
     in_gradients: bool = True
     operand_of: tuple = ()
+    equal_operands: bool = False
+    literal_operand: bool = False
+    array_result: bool = False
     when: object = None
     """None, or `when(graph) -> bool`: whether the rule can match in `graph` at all (a scan
     cheaper than the driver, which then skips graphs none of its rewrites can change)."""
 
-    def matches(self, eqn, known) -> bool:
-        """Whether `eqn` is of this rule's pattern (its primitive is the driver's key)."""
-        if not self.operand_of:
+    def matches(self, eqn, makers, producer) -> bool:
+        """Whether `eqn` (of the rule's primitive: the driver's key) is of this rule's
+        pattern; `makers` are the primitives `operand_of` names (None: no such condition),
+        `producer` maps a Var to the equation computing it."""
+        inputs = eqn.inputs
+        if self.equal_operands and inputs[0] is not inputs[1]:
+            return False
+        if self.literal_operand and not any(type(a) is Literal for a in inputs):
+            return False
+        if self.array_result and not eqn.outputs[0].aval.shape:
+            return False
+        if makers is None:
             return True
-        position, names = self.operand_of
-        maker = known.producer.get(eqn.inputs[position])
-        return maker is not None and maker.primitive.name in names
+        for position in self.operand_of[0]:
+            maker = producer.get(inputs[position])
+            if maker is not None and maker.primitive in makers:
+                return True
+        return False
 
 
-def _made_by(position, *names) -> tuple:
-    return position, frozenset(names)
+def _made_by(positions, *makers) -> tuple:
+    """`operand_of`: an operand at `positions` (one or a tuple) made by one of `makers`."""
+    positions = positions if type(positions) is tuple else (positions,)
+    return positions, makers
+
+
+def _primitives(key) -> frozenset:
+    """The registered primitives a pattern's key (a role or a Trait) stands for."""
+    if type(key) is Trait:
+        return key.primitives()
+    return frozenset((primitive_for(key),))
 
 
 @attrs.define
@@ -67,26 +109,26 @@ class Known:
     _computed: dict = attrs.field(factory=dict, init=False)
     _indexed: int = attrs.field(default=0, init=False)
 
-    def computed(self, name: str, inputs, params=Params({})):
-        """An equation emitted so far computing primitive `name` of `inputs` (Literals match
-        by value) with `params`, else None."""
+    def computed(self, role: str, inputs, params=Params({})):
+        """An equation emitted so far computing the primitive of `role` of `inputs` (Literals
+        match by value) with `params`, else None."""
         fresh = len(self.producer) - self._indexed
         if fresh:   # index what was emitted since the last question
             for eqn in itertools.islice(reversed(self.producer.values()), fresh):
-                key = _computation(eqn.primitive.name, eqn.inputs, eqn.params)
+                key = _computation(eqn.primitive, eqn.inputs, eqn.params)
                 self._computed.setdefault(key, eqn)
             self._indexed = len(self.producer)
-        return self._computed.get(_computation(name, inputs, params))
+        return self._computed.get(_computation(primitive_for(role), inputs, params))
 
     def value(self, atom):
         if type(atom) is Literal:
             return atom.value
         return self.consts.get(atom, UNKNOWN)
 
-    def made_by(self, atom, name: str):
-        """The equation computing `atom` when its primitive is `name`, else None."""
+    def made_by(self, atom, role: str):
+        """The equation computing `atom` when its primitive is the one of `role`, else None."""
         eqn = self.producer.get(atom) if type(atom) is Var else None
-        return eqn if eqn is not None and eqn.primitive.name == name else None
+        return eqn if eqn is not None and eqn.primitive is primitive_for(role) else None
 
 
 def _atom_key(atom):
@@ -96,18 +138,8 @@ def _atom_key(atom):
     return (type(atom.value), atom.aval, np.asarray(atom.value).tobytes())
 
 
-def _computation(name, inputs, params) -> tuple:
-    return (name, params) + tuple(_atom_key(a) for a in inputs)
-
-
-def primitive_named(name: str):
-    """The registered primitive called `name` (rewrites match and emit primitives by name)."""
-    return _primitives_by_name()[name]
-
-
-@derived
-def _primitives_by_name() -> dict:
-    return {prim.name: prim for prim in PRIMITIVE_RULES}
+def _computation(prim, inputs, params) -> tuple:
+    return (prim, params) + tuple(_atom_key(a) for a in inputs)
 
 
 def _full_sum(eqn) -> bool:
@@ -119,7 +151,7 @@ def _full_sum(eqn) -> bool:
 
 def _sum_of(x: Var, out: Var | None = None) -> Equation:
     out = out if out is not None else Var(ShapedArray((), x.aval.dtype))
-    return Equation(primitive_named("sum"), [x], [out],
+    return Equation(primitive_for("sum"), [x], [out],
                     Params({"axes": tuple(range(x.aval.ndim)), "dtype": None}))
 
 
@@ -139,10 +171,10 @@ def _all_equal(value, scalar) -> bool:
 
 # -- sums ------------------------------------------------------------------------------------
 
-def _sum_of_view(view_name):
-    """sum(view(x)) = sum(x) for a view that only rearranges x's elements."""
+def _sum_of_view(view):
+    """sum(view(x)) = sum(x) for a view (a role) that only rearranges x's elements."""
     def rewrite(eqn, known):
-        inner = known.made_by(eqn.inputs[0], view_name)
+        inner = known.made_by(eqn.inputs[0], view)
         if inner is None or not _full_sum(eqn) or type(inner.inputs[0]) is not Var:
             return None
         return [_sum_of(inner.inputs[0], eqn.outputs[0])]
@@ -176,7 +208,7 @@ def _sum_of_broadcast(eqn, known):
         return None
     copies = eqn.inputs[0].aval.size // max(x.aval.size, 1)
     total = _sum_of(x)
-    scale = Equation(primitive_named("multiply"),
+    scale = Equation(primitive_for("multiply"),
                      [total.outputs[0], _literal(copies, x.aval.dtype)], [eqn.outputs[0]])
     return [total, scale]
 
@@ -208,7 +240,7 @@ def _dot_with_ones(eqn, known):
         if not _all_equal(known.value(ones), 1):
             continue
         axis = x.aval.ndim - 1 if x.aval.ndim == 1 else x.aval.ndim + axis
-        return [Equation(primitive_named("sum"), [x], [out],
+        return [Equation(primitive_for("sum"), [x], [out],
                          Params({"axes": (axis,), "dtype": None}))]
     return None
 
@@ -266,21 +298,23 @@ def _repeated_scaling(eqn, known):
             Equation(eqn.primitive, [x, ab], [eqn.outputs[0]])]
 
 
-def _exp_of_log(eqn, known):
-    """exp(log x) = x for x >= 0 (log 0 = -inf, exp -inf = 0) and nan below: two cheap
-    passes over x instead of two transcendental ones; `+ 0.0` turns -0.0 into +0.0 as exp
-    does. Changes rounding (exp(log x) is x only to within an ulp) and drops log's warning."""
-    inner = known.made_by(eqn.inputs[0], "log")
+def _undone(eqn, known):
+    """g(f(x)) = x for x >= 0 (f = log: log 0 = -inf, exp -inf = 0) and nan below, where f
+    declares g its `inverted_by`: two cheap passes over x instead of two transcendental ones;
+    `+ 0.0` turns -0.0 into +0.0 as exp(log(-0.0)) does. Changes rounding (exp(log x) is x only
+    to within an ulp) and drops f's warning."""
+    inner = known.producer.get(eqn.inputs[0])
     out = eqn.outputs[0]
-    if inner is None or out.aval.dtype.kind != "f" or inner.inputs[0].aval != out.aval:
+    if (inner is None or PRIMITIVE_RULES[inner.primitive].hooks.inverted_by is not eqn.primitive
+            or out.aval.dtype.kind != "f" or inner.inputs[0].aval != out.aval):
         return None
     x = inner.inputs[0]
     negative = Var(ShapedArray(out.aval.shape, np.dtype(bool)))
     kept = Var(out.aval)
     dtype = out.aval.dtype
-    return [Equation(primitive_named("less"), [x, _literal(0, dtype)], [negative]),
-            Equation(primitive_named("where"), [negative, _literal(np.nan, dtype), x], [kept]),
-            Equation(primitive_named("add"), [kept, _literal(0, dtype)], [out])]
+    return [Equation(primitive_for("less"), [x, _literal(0, dtype)], [negative]),
+            Equation(primitive_for("where"), [negative, _literal(np.nan, dtype), x], [kept]),
+            Equation(primitive_for("add"), [kept, _literal(0, dtype)], [out])]
 
 
 # -- negations ---------------------------------------------------------------------------------
@@ -308,31 +342,34 @@ def _negated(atom, known):
     eqn = known.producer.get(atom) if type(atom) is Var else None
     if eqn is None or not _real_float(atom):
         return None
-    if eqn.primitive.name == "negative":
+    if eqn.primitive is primitive_for("negative"):
         return eqn.inputs[0] if type(eqn.inputs[0]) is Var else None
-    return _scale_of(eqn, known, -1) if eqn.primitive.name == "multiply" else None
+    return _scale_of(eqn, known, -1) if eqn.primitive is primitive_for("multiply") else None
 
 
 def _may_negate(graph) -> bool:
     """Whether the rewrites of negations may apply in `graph`: it holds a fused region (which
     may return a negation), a sum of a negation, or a product (-a) * b next to a * b."""
+    fusion, negative, multiply = (primitive_for("fusion"), primitive_for("negative"),
+                                  primitive_for("multiply"))
     for eqn in graph.equations:     # first, cheaply: is there any negation at all?
-        name = eqn.primitive.name
-        if name == "elementwise":
+        prim = eqn.primitive
+        if prim is fusion:
             return True
-        if name == "negative" or (name == "multiply" and any(
+        if prim is negative or (prim is multiply and any(
                 type(a) is Literal and a.value == -1 for a in eqn.inputs)):
             break
     else:
         return False
     negated, products, readers = {}, set(), []
+    total = primitive_for("sum")
     for eqn in graph.equations:
-        name = eqn.primitive.name
-        if name == "elementwise" or (name == "sum" and eqn.inputs[0] in negated):
+        prim = eqn.primitive
+        if prim is fusion or (prim is total and eqn.inputs[0] in negated):
             return True
-        if name == "negative":
+        if prim is negative:
             negated[eqn.outputs[0]] = _atom_key(eqn.inputs[0])
-        elif name == "multiply":
+        elif prim is multiply:
             keys = [_atom_key(a) for a in eqn.inputs]
             products.update((tuple(keys), tuple(keys[::-1])))
             for (a, b), (key_a, key_b) in zip((eqn.inputs, eqn.inputs[::-1]),
@@ -355,7 +392,7 @@ def _product_of_a_negation(eqn, known):
         b = eqn.inputs[1 - position]
         product = known.computed("multiply", (a, b)) or known.computed("multiply", (b, a))
         if product is not None and product.outputs[0].aval == out.aval:
-            return [Equation(primitive_named("negative"), [product.outputs[0]], [out])]
+            return [Equation(primitive_for("negative"), [product.outputs[0]], [out])]
     return None
 
 
@@ -379,13 +416,13 @@ def _sum_of_a_negation(eqn, known):
         return None
     total = Var(out.aval)
     return [attrs.evolve(eqn, inputs=[x], outputs=[total]),
-            Equation(primitive_named("subtract"), [_literal(0, out.aval.dtype), total], [out])]
+            Equation(primitive_for("subtract"), [_literal(0, out.aval.dtype), total], [out])]
 
 
 def _step_source(atom, known):
     """v when `atom` is -v, v * -1 or v * 1, else None."""
     step = known.producer.get(atom) if type(atom) is Var else None
-    if step is not None and step.primitive.name == "multiply":
+    if step is not None and step.primitive is primitive_for("multiply"):
         one = _scale_of(step, known, 1)
         if one is not None:
             return one
@@ -434,7 +471,7 @@ def _cholesky_by_lapack(eqn, known):
     (numpy copies the matrix and factors it from the other side), in a third of the time."""
     if not _real_floats(eqn.inputs[0], eqn.outputs[0]):
         return None
-    return [attrs.evolve(eqn, primitive=primitive_named("cholesky_lapack"))]
+    return [attrs.evolve(eqn, primitive=primitive_for("cholesky_lapack"))]
 
 
 def _triangle_of_factor(atom, known):
@@ -448,8 +485,8 @@ def _triangle_of_factor(atom, known):
         if tuple(axes) != (*range(ndim - 2), ndim - 1, ndim - 2):
             return None
         atom, transposed = swap.inputs[0], True
-    for name in _CHOLESKY:
-        factor = known.made_by(atom, name)
+    for role in _CHOLESKY:
+        factor = known.made_by(atom, role)
         if factor is not None:
             return atom, not factor.params["upper"], transposed
     return None
@@ -464,28 +501,30 @@ def _solve_with_factor(eqn, known):
     if found is None or not _real_floats(a, b, eqn.outputs[0]) or a.aval.dtype != b.aval.dtype:
         return None
     factor, lower, transposed = found
-    return [attrs.evolve(eqn, primitive=primitive_named("triangular_solve"), inputs=[factor, b],
+    return [attrs.evolve(eqn, primitive=primitive_for("triangular_solve"), inputs=[factor, b],
                          params=Params({"lower": lower, "trans": int(transposed),
                                         "unit_diagonal": False}))]
 
 
 # -- exact -----------------------------------------------------------------------------------
 
-def _zeros_like(out: Var) -> list | tuple:
-    zero = _literal(0, out.aval.dtype)
+def _filled(out: Var, value) -> list | tuple:
+    """The atoms or equations making `out` an array of `value`."""
+    scalar = _literal(value, out.aval.dtype)
     if not out.aval.shape:
-        return (zero,)
-    return [Equation(primitive_named("broadcast_to"), [zero], [out],
+        return (scalar,)
+    return [Equation(primitive_for("broadcast_to"), [scalar], [out],
                      Params({"shape": out.aval.shape}))]
 
 
-def _self_difference(eqn, known):
-    """x - x = 0 for integers. Not for floats, even reassociating: inf - inf is nan."""
+def _equal_operands(eqn, known):
+    """op(x, x) = c for integers x, for an op declaring `equal_operands=c` (x - x = 0). Not
+    for floats, even reassociating: inf - inf is nan."""
     x, y = eqn.inputs
     out = eqn.outputs[0]
     if x is not y or type(x) is not Var or out.aval.dtype.kind not in "iu":
         return None
-    return _zeros_like(out)
+    return _filled(out, PRIMITIVE_RULES[eqn.primitive].hooks.equal_operands)
 
 
 def _where_with_known_mask(eqn, known):
@@ -508,7 +547,7 @@ def _where_with_known_mask(eqn, known):
         return None
     if chosen.aval.shape == out.aval.shape:
         return (chosen,)
-    return [Equation(primitive_named("broadcast_to"), [chosen], [out],
+    return [Equation(primitive_for("broadcast_to"), [chosen], [out],
                      Params({"shape": out.aval.shape}))]
 
 
@@ -536,16 +575,18 @@ REWRITES = (
             doc="x @ ones = sum(x, -1), ones @ x = sum(x, -2): BLAS's order of additions "
                 "becomes numpy's pairwise one; the gradient is a broadcast, not an outer product"),
     Rewrite("repeated scaling by constants", "multiply", _repeated_constant_scaling,
-            exact=False, doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead "
-                             "of two (not when a * b overflows or underflows)"),
+            exact=False, operand_of=_made_by((0, 1), "multiply"), literal_operand=True,
+            doc="(x * a) * b = x * (a * b) for constants a, b: one rounding instead of two (not "
+                "when a * b overflows or underflows)"),
     Rewrite("repeated scaling", "multiply", _repeated_scaling, exact=False, in_gradients=False,
+            operand_of=_made_by((0, 1), "multiply"), array_result=True,
             doc="(x * a) * b = x * (a * b) for 0-d values a, b: one rounding instead of two; "
                 "a * b may overflow where (x * a) * b does not"),
-    Rewrite("exp of log", "exp", _exp_of_log, exact=False, in_gradients=False,
-            operand_of=_made_by(0, "log"),
-            doc="exp(log x) = x where x >= 0, nan below: within an ulp (the rewrite is the more "
-                "accurate), log's warning for x < 0 is gone and the derivative at x <= 0 is "
-                "where's, not nan"),
+    Rewrite("exp of log", Trait("inverted_by", named=True), _undone, exact=False,
+            in_gradients=False, operand_of=_made_by(0, Trait("inverted_by")),
+            doc="exp(log x) = x where x >= 0, nan below (any f declaring `inverted_by=g`: "
+                "g(f(x))): within an ulp (the rewrite is the more accurate), log's warning for "
+                "x < 0 is gone and the derivative at x <= 0 is where's, not nan"),
     Rewrite("cholesky by LAPACK", "cholesky", _cholesky_by_lapack, exact=False,
             doc="cholesky(a) as LAPACK potrf on a's memory (no copies, a third of numpy's time "
                 "at n = 128): the same factor, rounded differently"),
@@ -554,18 +595,22 @@ REWRITES = (
             doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
                 "substitution instead of an LU factorization; rounding changes"),
     Rewrite("product of a negation", "multiply", _product_of_a_negation, exact=True,
+            operand_of=_made_by((0, 1), "negative", "multiply"),
             doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "
                 "a * -1): a negation instead of a product (IEEE rounds symmetrically; a nan's "
                 "sign may differ)", when=_may_negate),
     Rewrite("sum of a negation", "sum", _sum_of_a_negation, exact=True,
+            operand_of=_made_by(0, "negative", "multiply"),
             doc="sum(-x) = 0 - sum(x) for a ufunc's result x: a negation of the sum, not of each "
                 "term (numpy's sums start from +0.0, so zeros keep their sign)", when=_may_negate),
-    Rewrite("negations out of a fused region", "elementwise", _steps_out_of_a_region,
+    Rewrite("negations out of a fused region", "fusion", _steps_out_of_a_region,
             exact=True, doc="an elementwise region's output negating (or multiplying by 1) "
                             "another output or an input is computed after the region, where "
                             "the rewrites above meet it"),
-    Rewrite("difference of a value with itself", "subtract", _self_difference, exact=True,
-            doc="x - x = 0 for integer x (floats keep it: inf - inf and nan - nan are nan)"),
+    Rewrite("difference of a value with itself", Trait("equal_operands"), _equal_operands,
+            exact=True, equal_operands=True,
+            doc="x - x = 0 for integer x, or the `equal_operands` value another op declares "
+                "(floats keep it: inf - inf and nan - nan are nan)"),
     Rewrite("where with a known mask", "where", _where_with_known_mask, exact=True,
             doc="where(True, x, y) = x, where(False, x, y) = y, where(m, x, x) = x"),
 )
@@ -602,24 +647,25 @@ def simplify(graph: Graph, exact: bool = False, rewrites=REWRITES,
     table = _without(table, refused)
     rewriter = GraphRewriter(graph)
     known = Known({}, dict(graph.consts))
+    producer = known.producer
 
-    # fold has run the peephole hooks on the graph's own equations: here they meet what the
+    # fold has run the peepholes on the graph's own equations: here they meet what the
     # rewrites emit (such as the products with one a region's rule moves out of it)
-    peepholes = hooks_named("peephole")
+    table_of_peepholes = peepholes()
 
     def emit(eqn, depth=0):
         if depth < 8:
-            for rule in table.get(eqn.primitive.name, ()):
-                if rule.matches(eqn, known) and stands_for(eqn, rule.rewrite(eqn, known),
-                                                          depth):
+            for rule, makers in table.get(eqn.primitive, ()):
+                if (rule.matches(eqn, makers, producer)
+                        and stands_for(eqn, rule.rewrite(eqn, known), depth)):
                     return
-            peephole = peepholes.get(eqn.primitive) if depth else None
+            peephole = table_of_peepholes.get(eqn.primitive) if depth else None
             if peephole is not None:
-                new = peephole(eqn, known.value, known.producer)
+                new = peephole(eqn, known.value, producer)
                 if stands_for(eqn, [new] if type(new) is Equation else new, depth):
                     return
         rewriter.emit(eqn)
-        known.producer.update((v, eqn) for v in eqn.outputs)
+        producer.update((v, eqn) for v in eqn.outputs)
 
     def stands_for(eqn, new, depth) -> bool:
         """Put what a rewrite made (equations, atoms or None) in the place of `eqn`, if it
@@ -644,17 +690,24 @@ def simplify(graph: Graph, exact: bool = False, rewrites=REWRITES,
 
 
 def _table(rewrites, level) -> tuple:
-    """(primitive name -> the `rewrites` admitted at `level`, their distinct `when` tests), made
-    once per rewrites and level: every gradient's first call simplifies."""
+    """(primitive -> [(rule, the primitives its `operand_of` names or None)] for the
+    `rewrites` admitted at `level`, their distinct `when` tests), made once per rewrites and
+    level and again when a registration changes the rule table (a trait declared): every
+    gradient's first call simplifies."""
     key = (id(rewrites), level)
     made = _tables.get(key)
     if made is None or made[0] is not rewrites:
         admitted = LEVELS[level]
         table = {}
         for rule in rewrites:
-            if admitted(rule):
-                table.setdefault(rule.primitive, []).append(rule)
-        conditions = tuple({rule.when: None for found in table.values() for rule in found
+            if not admitted(rule):
+                continue
+            makers = None
+            if rule.operand_of:
+                makers = frozenset().union(*map(_primitives, rule.operand_of[1]))
+            for prim in _primitives(rule.primitive):
+                table.setdefault(prim, []).append((rule, makers))
+        conditions = tuple({rule.when: None for found in table.values() for rule, _ in found
                             if rule.when})
         made = _tables[key] = (rewrites, (table, conditions))
     return made[1]
@@ -662,16 +715,31 @@ def _table(rewrites, level) -> tuple:
 
 def _refused(table, conditions, graph):
     """The `when` tests that fail on `graph`; None when no rule can change `graph` at all.
-    A rule can only start the rewriting where its pattern is in the graph as it is (its
-    primitive, and the maker its operand needs): what rewrites emit is met only after some rule
-    has matched."""
-    refused = frozenset(when for when in conditions if not when(graph))
-    present = {eqn.primitive.name for eqn in graph.equations}
-    for name in present.intersection(table):
-        for rule in table[name]:
-            if rule.when not in refused and (not rule.operand_of
-                                             or not present.isdisjoint(rule.operand_of[1])):
-                return refused
+    A rule can only start the rewriting at an equation of the graph as it is that is of its
+    pattern (and where its `when` holds): what rewrites emit is met only after some rule has
+    matched. Notes: most graphs hold no equation of any pattern; this answers them in one
+    look-up per equation."""
+    producer = None
+    passed = {}
+    for eqn in graph.equations:
+        found = table.get(eqn.primitive)
+        if found is None:
+            continue
+        if producer is None:
+            producer = {v: e for e in graph.equations for v in e.outputs}
+        for rule, makers in found:
+            if not rule.matches(eqn, makers, producer):
+                continue
+            when = rule.when
+            if when is not None:
+                if when not in passed:
+                    passed[when] = when(graph)
+                if not passed[when]:
+                    continue
+            for other in conditions:
+                if other not in passed:
+                    passed[other] = other(graph)
+            return frozenset(other for other in conditions if not passed[other])
     return None
 
 
@@ -683,11 +751,11 @@ def _without(table, refused) -> dict:
     key = (id(table), refused)
     made = _filtered.get(key)
     if made is None or made[0] is not table:
-        kept = {name: [rule for rule in found if rule.when not in refused]
-                for name, found in table.items()}
+        kept = {prim: [entry for entry in found if entry[0].when not in refused]
+                for prim, found in table.items()}
         if len(_filtered) >= 4096:
             _filtered.clear()
-        made = _filtered[key] = (table, {name: found for name, found in kept.items() if found})
+        made = _filtered[key] = (table, {prim: found for prim, found in kept.items() if found})
     return made[1]
 
 
@@ -695,9 +763,17 @@ _filtered: dict = {}
 _tables: dict = {}
 
 
+def _forget_tables() -> None:
+    _tables.clear()
+    _filtered.clear()
+
+
+on_rules_change(_forget_tables)   # a trait declared or a primitive registered
+
+
 def simplify_exactly(graph: Graph) -> Graph:
     """`simplify` with only the rewrites that keep numpy's bits (xform.config.algebra "exact")."""
     return simplify(graph, exact=True)
 
 
-__all__ = ["LEVELS", "REWRITES", "Known", "Rewrite", "simplify", "simplify_exactly"]
+__all__ = ["LEVELS", "REWRITES", "Known", "Rewrite", "Trait", "simplify", "simplify_exactly"]

@@ -7,9 +7,7 @@ from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, aval
 from xform.ir.registry import Hooks, ScalarMath, register
 from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, elementwise_rules,
-                                 with_arithmetic_derivative,
-                                 first_peephole, neutral_peephole, unbroadcast,
-                                 unit_product_peephole, zero_derivative)
+                                 with_arithmetic_derivative, unbroadcast, zero_derivative)
 
 BINARY_PRIMITIVES = {}
 
@@ -25,7 +23,8 @@ def _binary(ufunc, dx=None, dy=None, *, transpose=None, zero=False, arithmetic=F
     if transpose is not None:
         rules["transpose"] = transpose
     register(prim, impl=ufunc, abstract_eval=elementwise_abstract_eval(ufunc), **rules,
-             batch=elementwise_batch(prim), symbolic_zeros=True, elementwise=True, **traits)
+             batch=elementwise_batch(prim), symbolic_zeros=True, elementwise=True,
+             role=ufunc.__name__, **traits)
     BINARY_PRIMITIVES[ufunc.__name__] = prim
     return prim
 
@@ -88,30 +87,26 @@ def _logaddexp_share(x, y, ans, exp):
 
 
 add_p = _binary(np.add, lambda t, x, y, ans: t, lambda t, x, y, ans: t,
-                transpose=_linear_transpose(+1), role="add", arithmetic=True,
+                transpose=_linear_transpose(+1), arithmetic=True,
                 scalar_math=ScalarMath(operator.add, "{0} + {1}", exact=True, monotone=(0, 1)),
-                hooks=Hooks(peephole=first_peephole(
-                    neutral_peephole(0, (0, 1), (1, 0), negative_zero=True),
-                    unit_product_peephole)))
+                hooks=Hooks(identity=-0.0, commutative=True, casts_operands=True))
 subtract_p = _binary(np.subtract, lambda t, x, y, ans: t, lambda t, x, y, ans: -t,
                      transpose=_linear_transpose(-1), arithmetic=True,
                      scalar_math=ScalarMath(operator.sub, "{0} - {1}", exact=True,
                                             monotone=(0, 1)),
-                     hooks=Hooks(peephole=first_peephole(neutral_peephole(0, (0, 1)),
-                                                         unit_product_peephole)))
+                     hooks=Hooks(identity=0.0, casts_operands=True, equal_operands=0))
 multiply_p = _binary(np.multiply, lambda t, x, y, ans: t * y, lambda t, x, y, ans: x * t,
-                     transpose=_multiply_transpose, role="multiply", arithmetic=True,
+                     transpose=_multiply_transpose, arithmetic=True,
                      scalar_math=ScalarMath(operator.mul, "{0} * {1}", exact=True,
                                             monotone=(0, 1)),
-                     hooks=Hooks(peephole=first_peephole(neutral_peephole(1, (0, 1), (1, 0)),
-                                                         unit_product_peephole)))
+                     hooks=Hooks(identity=1, commutative=True, casts_operands=True))
 divide_p = _binary(np.true_divide, lambda t, x, y, ans: t / y,
                    lambda t, x, y, ans: -t * ans / y, transpose=_divide_transpose, arithmetic=True,
                    scalar_math=ScalarMath(operator.truediv, "{0} / {1}", exact=True,
                                           monotone=(0,)),
-                   hooks=Hooks(peephole=unit_product_peephole))
+                   hooks=Hooks(casts_operands=True))
 power_p = _binary(np.power, _power_dx, _power_dy, arithmetic=True,
-                  hooks=Hooks(peephole=neutral_peephole(1, (0, 1))))
+                  hooks=Hooks(identity=1))
 float_power_p = _binary(np.float_power, _power_dx, _power_dy, arithmetic=True)
 maximum_p = _binary(np.maximum, lambda t, x, y, ans: t * _select_mask(x, y, ans),
                     lambda t, x, y, ans: t * _select_mask(y, x, ans), arithmetic=True)

@@ -16,7 +16,7 @@ for _ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, n
     _prim = Primitive(_ufunc.__name__)
     register(_prim, impl=_ufunc, abstract_eval=elementwise_abstract_eval(_ufunc),
              **zero_derivative(_prim), batch=elementwise_batch(_prim), symbolic_zeros=True,
-             elementwise=True, hooks=with_arithmetic_derivative())
+             elementwise=True, hooks=with_arithmetic_derivative(), role=_ufunc.__name__)
     COMPARE_PRIMITIVES[_ufunc.__name__] = _prim
 
 
@@ -46,7 +46,7 @@ def _where_transpose(ct, cond, x, y):
 
 register(where_p, impl=np.where, abstract_eval=elementwise_abstract_eval(np.where),
          jvp=_where_jvp, transpose=_where_transpose, batch=elementwise_batch(where_p),
-         symbolic_zeros=True, elementwise=True, hooks=with_arithmetic_derivative())
+         symbolic_zeros=True, elementwise=True, hooks=with_arithmetic_derivative(), role="where")
 
 
 # -- clip(x, lo, hi) --------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def _matmul_batch(size, args, dims):
 register(matmul_p, impl=np.matmul, abstract_eval=_matmul_abstract_eval,
          jvp=defjvp(matmul_p, lambda t, a, b, ans: matmul_p.bind(t, b),
                     lambda t, a, b, ans: matmul_p.bind(a, t)),
-         transpose=_matmul_transpose, batch=_matmul_batch, symbolic_zeros=True)
+         transpose=_matmul_transpose, batch=_matmul_batch, symbolic_zeros=True, role="matmul")
 
 
 # -- dot: np.dot with an operand of more than 2 dimensions ------------------------------------

@@ -11,7 +11,7 @@ import numpy as np
 from xform.ir.ad import NOT_MAPPED, Zero, add_tangents, aval, move_to_front, ndim, zero_tangent
 from xform.ir.avals import ShapedArray, is_differentiable, shaped_array
 from xform.ir.core import Params
-from xform.ir.registry import UNKNOWN, Hooks, primitive_for
+from xform.ir.registry import Hooks
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
@@ -127,74 +127,6 @@ def elementwise_batch(prim):
 
 
 # -- peephole hooks of fold_constants: fn(eqn, value_of, producer) -> None | atoms | Equation ----
-
-_SCALAR_TYPES = (float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_)
-
-
-def _is_all(value, scalar) -> bool:
-    if type(value) in _SCALAR_TYPES:   # most literals: skip numpy's array machinery
-        return bool(value == scalar)
-    return value is not UNKNOWN and bool(np.all(np.asarray(value) == scalar))
-
-
-def _all_negative_zero(value) -> bool:
-    """Whether every (real and imaginary) part of `value` has its sign bit set."""
-    value = np.asarray(value)
-    if value.dtype.kind == "c":   # signbit takes no complex: x + (-0-0j) is x part by part
-        return bool(np.all(np.signbit(value.real)) and np.all(np.signbit(value.imag)))
-    return bool(np.all(np.signbit(value)))
-
-
-def neutral_peephole(neutral, *sides, negative_zero=False):
-    """The peephole `x op neutral -> x`, for `(kept, other)` input positions in `sides`,
-    when the result has exactly x's type. With `negative_zero`, a floating neutral 0 must be
-    -0.0: only x + (-0.0) is x bit for bit (x + 0.0 turns -0.0 into +0.0, as numpy computes).
-    """
-    def peephole(eqn, value_of, producer):
-        out = eqn.outputs[0]
-        exact = not negative_zero or out.aval.dtype.kind not in "fc"
-        for keep, other in sides:
-            value = value_of(eqn.inputs[other])
-            if (_is_all(value, neutral) and eqn.inputs[keep].aval == out.aval
-                    and (exact or _all_negative_zero(value))):
-                return (eqn.inputs[keep],)
-        return None
-    return peephole
-
-
-def unit_product_peephole(eqn, value_of, producer):
-    """The peephole `(a * 1) op y -> a op y` of a binary arithmetic `op`, when the product
-    `a * 1` only made a weakly typed `a` (a Python scalar argument) strong and `y` already
-    has the result's type: `a * 1` is `a` bit for bit, and `a op y` has the same type. Reverse
-    mode makes such products: the cotangent 1.0 of `x * f(x)` times a Python float `x`."""
-    out = eqn.outputs[0].aval
-    for position, atom in enumerate(eqn.inputs):
-        other = eqn.inputs[1 - position]
-        product = producer.get(atom)
-        if (other.aval != out or product is None
-                or product.primitive is not primitive_for("multiply")):
-            continue
-        for a, one in (product.inputs, product.inputs[::-1]):
-            # (not complex: (a + bj) * (1 + 0j) turns an infinite b's real part into nan)
-            if (a.aval.weak_type and a.aval.dtype.kind in "fiu"
-                    and a.aval.shape == atom.aval.shape and a.aval.dtype == atom.aval.dtype
-                    and _is_all(value_of(one), 1)):
-                inputs = list(eqn.inputs)
-                inputs[position] = a
-                return attrs.evolve(eqn, inputs=tuple(inputs))
-    return None
-
-
-def first_peephole(*peepholes):
-    """The peephole trying each of `peepholes` in turn."""
-    def peephole(eqn, value_of, producer):
-        for rule in peepholes:
-            result = rule(eqn, value_of, producer)
-            if result is not None:
-                return result
-        return None
-    return peephole
-
 
 def reshape_peephole(eqn, value_of, producer):
     """A reshape to the same type is its operand; a reshape of a reshape reshapes once."""

@@ -176,7 +176,8 @@ def _solve_transpose(ct, a, b):
 
 
 register(solve_p, impl=np.linalg.solve, abstract_eval=_solve_abstract_eval, jvp=_solve_jvp,
-         transpose=_solve_transpose, batch=_stacked_batch(solve_p), symbolic_zeros=True)
+         transpose=_solve_transpose, batch=_stacked_batch(solve_p), symbolic_zeros=True,
+         role="solve")
 
 
 # -- det and slogdet: d log|det A| = tr(A^-1 dA) ---------------------------------------------
@@ -262,11 +263,11 @@ def _cholesky_vjp_of(prim):
 register(cholesky_p, impl=lambda a, *, upper: np.linalg.cholesky(a, upper=upper),
          abstract_eval=_square_abstract_eval(np.linalg.cholesky, lambda s: [s]),
          jvp=_cholesky_jvp_of(cholesky_p), vjp=_cholesky_vjp_of(cholesky_p),
-         batch=_stacked_batch(cholesky_p), symbolic_zeros=True)
+         batch=_stacked_batch(cholesky_p), symbolic_zeros=True, role="cholesky")
 register(cholesky_lapack_p, impl=cholesky_potrf,
          abstract_eval=_square_abstract_eval(np.linalg.cholesky, lambda s: [s]),
          jvp=_cholesky_jvp_of(cholesky_lapack_p), vjp=_cholesky_vjp_of(cholesky_lapack_p),
-         batch=_stacked_batch(cholesky_lapack_p), symbolic_zeros=True)
+         batch=_stacked_batch(cholesky_lapack_p), symbolic_zeros=True, role="cholesky_lapack")
 
 
 # -- eigh: dw = diag(V^H dA V), dV = V (F o V^H dA V), F_ij = 1 / (w_j - w_i) -----------------

@@ -170,7 +170,8 @@ def _triangular_solve_vjp(primals, ans, ct, *, lower, trans, unit_diagonal):
 register(triangular_solve_p, impl=_stacked(_triangular_solve_2d, 2),
          abstract_eval=_triangular_solve_abstract_eval, jvp=_triangular_solve_jvp,
          transpose=_triangular_solve_transpose, vjp=_triangular_solve_vjp,
-         batch=elementwise_batch(triangular_solve_p), symbolic_zeros=True)
+         batch=elementwise_batch(triangular_solve_p), symbolic_zeros=True,
+         role="triangular_solve")
 
 
 def triangular_solve(a, b, *, lower, trans=0, unit_diagonal=False):

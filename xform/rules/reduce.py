@@ -82,7 +82,7 @@ def _sum_impl(x, *, axes, dtype=None):
 register(sum_p, impl=_sum_impl,
          abstract_eval=_reduction_abstract_eval(np.sum), jvp=linear_jvp(sum_p),
          transpose=_sum_transpose, batch=reduction_batch(sum_p),
-         symbolic_zeros=True, linear_in=(0,))
+         symbolic_zeros=True, linear_in=(0,), role="sum")
 
 
 # -- sum with numpy's `initial=` and `where=`: numpy's own masked reduction (its pairwise sums
@@ -278,12 +278,12 @@ def _extremum_rules(prim):
 reduce_max_p = Primitive("reduce_max")
 register(reduce_max_p, impl=lambda x, *, axes: np.max(x, axis=axes),
          abstract_eval=_extremum_abstract_eval("maximum"), **_extremum_rules(reduce_max_p),
-         batch=reduction_batch(reduce_max_p), symbolic_zeros=True)
+         batch=reduction_batch(reduce_max_p), symbolic_zeros=True, role="reduce_max")
 
 reduce_min_p = Primitive("reduce_min")
 register(reduce_min_p, impl=lambda x, *, axes: np.min(x, axis=axes),
          abstract_eval=_extremum_abstract_eval("minimum"), **_extremum_rules(reduce_min_p),
-         batch=reduction_batch(reduce_min_p), symbolic_zeros=True)
+         batch=reduction_batch(reduce_min_p), symbolic_zeros=True, role="reduce_min")
 
 
 # -- argmax and argmin (zero derivative) --------------------------------------------------------

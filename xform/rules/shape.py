@@ -90,7 +90,8 @@ def _transpose_impl(x, *, axes):
 register(transpose_p, impl=_transpose_impl,
          abstract_eval=_transpose_abstract_eval, jvp=linear_jvp(transpose_p),
          transpose=_transpose_transpose, batch=_transpose_batch,
-         symbolic_zeros=True, linear_in=(0,), hooks=Hooks(peephole=transpose_peephole))
+         symbolic_zeros=True, linear_in=(0,), hooks=Hooks(peephole=transpose_peephole),
+         role="transpose")
 
 
 # -- copy: a real copy, so that a staged np.copy never hands back an alias of its input -----

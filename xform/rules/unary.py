@@ -8,7 +8,7 @@ import numpy as np
 from xform.ir.avals import ShapedArray, is_differentiable
 from xform.ir.core import Primitive
 from xform.ir.ad import Zero, aval, zero_tangent
-from xform.ir.registry import ScalarMath, register
+from xform.ir.registry import Hooks, ScalarMath, register
 from xform.rules.helpers import (defvjp, elementwise_abstract_eval, elementwise_rules,
                                  with_arithmetic_derivative,
                                  linear_jvp, vectorized_batch, zero_derivative)
@@ -39,7 +39,8 @@ def _unary(ufunc, derivative=None, *, linear=False, zero=False, cotangent=None, 
     if linear:
         rules["transpose"] = lambda ct, x: (derivative(ct, x, ans=None),)
     register(prim, impl=ufunc, abstract_eval=elementwise_abstract_eval(ufunc), **rules,
-             batch=vectorized_batch(prim), symbolic_zeros=True, elementwise=True, **traits)
+             batch=vectorized_batch(prim), symbolic_zeros=True, elementwise=True,
+             role=ufunc.__name__, **traits)
     UNARY_PRIMITIVES[ufunc.__name__] = prim
     return prim
 
@@ -121,7 +122,8 @@ arctanh_p = _unary(np.arctanh, lambda t, x, ans: t / (1 - x * x),
 exp_p = _unary(np.exp, lambda t, x, ans: t * ans, scalar_math=ScalarMath(math.exp))
 exp2_p = _unary(np.exp2, lambda t, x, ans: t * (ans * _LN2), scalar_math=ScalarMath(math.exp2))
 expm1_p = _unary(np.expm1, lambda t, x, ans: t * (ans + 1), scalar_math=ScalarMath(math.expm1))
-log_p = _unary(np.log, lambda t, x, ans: t / x, scalar_math=ScalarMath(math.log))
+log_p = _unary(np.log, lambda t, x, ans: t / x, scalar_math=ScalarMath(math.log),
+               hooks=Hooks(inverted_by=exp_p))
 log2_p = _unary(np.log2, lambda t, x, ans: t / (x * _LN2), scalar_math=ScalarMath(math.log2))
 log10_p = _unary(np.log10, lambda t, x, ans: t / (x * _LN10), scalar_math=ScalarMath(math.log10))
 log1p_p = _unary(np.log1p, lambda t, x, ans: t / (1 + x), scalar_math=ScalarMath(math.log1p))

@@ -23,7 +23,9 @@ from xform.codegen import compile_graph
 from xform.ir import contexts, execute
 from xform.runtime.reads import mutation_watch
 from xform.runtime.config import config
-from xform.runtime.dependencies import Dependencies, note, recording
+from xform.numpy.captured import copy_for_staging
+from xform.numpy.stand_ins import installed_count, staging_scope
+from xform.runtime.dependencies import Dependencies, hook, note, recording, watching
 from xform.runtime.effects import Watch, raise_shared_draws
 from xform.runtime.executors import map_chunks, map_lazy
 from xform.runtime.paths import Paths, paths_info
@@ -402,7 +404,8 @@ def _lookup_staging(fun, key):
 
 
 # What runs below the runtime reaches the cache, the compiler, the configured pipelines and
-# the executors through this record (xform.ir.execute).
+# the executors through this record (xform.ir.execute), and staging the scopes it wraps user
+# code in.
 execute.install(execute.Runtime(
     compiled=_compiled_function,
     optimize=lambda graph: passes.optimize(graph, checks=config.checks),
@@ -410,4 +413,6 @@ execute.install(execute.Runtime(
                                                   checks=config.checks),
     build=lambda graph, key, make: DERIVED.build(graph, key, make, record=False).value,
     build_staging=_build_staging, lookup_staging=_lookup_staging,
-    map_chunks=map_chunks, map_lazy=map_lazy, mutation_watch=mutation_watch))
+    map_chunks=map_chunks, map_lazy=map_lazy, mutation_watch=mutation_watch,
+    staging_scope=staging_scope, stand_ins_installed=installed_count, watching=watching,
+    profile_hook=hook, staged_copy=copy_for_staging))

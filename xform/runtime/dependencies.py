@@ -21,7 +21,6 @@ import weakref
 import numpy as np
 
 from xform.errors import CapturedArrayWarning, SideEffectError, captured_write_error
-from xform.ir.hooks import install_watcher
 from xform.ir.bytecode import nested_codes
 from xform.runtime.reads import MISSING, closure_cells, fingerprint, named_globals
 from xform.numpy.captured import CapturedArray, CapturedGlobals, original_array
@@ -400,8 +399,6 @@ class watching:
     def __exit__(self, *exc_info):
         pass
 
-
-install_watcher(watching, hook)
 
 
 def note(dependencies: Dependencies) -> None:
