@@ -7,7 +7,8 @@ medians over the pairs and their ratios.
 Programs: every row of bench/suite.py, the gallery's examples at their real sizes
 (bench/examples.py; autograd runs the same source through its own numpy), and issue 30's three
 programs (bench/values.py: branchy, newton_sqrt, march; autograd's march is the same program
-written with a list and np.stack, since it cannot write into an array).
+written with a list and np.stack, since it cannot write into an array). Children run with one
+BLAS thread (OMP_NUM_THREADS and friends: 1 unless set).
 
     python -m bench.fresh_call [--pairs 5] [--sets suite,examples,values] [--names a,b]
                                [--before PATH] [--markdown PATH]
@@ -92,12 +93,20 @@ def child(lib, kind, name):
     print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.thread_time() - cpu}))
 
 
+# One BLAS thread in every child unless the caller sets its own: on a loaded machine
+# OpenBLAS's idle threads spin, and a child's first call then read 0.15 s where the same call
+# reads 3 ms (autograd's gp_lml_chol, one run in five).
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def _run_child(lib, kind, name, path):
     # Bytecode cached, as a user's imports are: a module a first call imports (xform.scipy's,
     # when the staged code calls SciPy) is then not compiled from source on every run.
     env = {key: value for key, value in os.environ.items()
            if key != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONPATH=str(ROOT), FRESH_CALL_XFORM=path)
+    for variable in BLAS_THREADS:
+        env.setdefault(variable, "1")
     done = subprocess.run([sys.executable, "-m", "bench.fresh_call", "--child", lib, kind, name],
                           capture_output=True, text=True, env=env, cwd=ROOT)
     if done.returncode:
@@ -144,7 +153,7 @@ def run(pairs=5, sets=SETS, names=(), before="", markdown=""):
             + " | xform / autograd wall (cpu)"
             + (" | before / autograd wall (cpu)" if before else "") + " |")
     lines = [f"Fresh processes, first gradient call; medians of {pairs} alternating runs per "
-             f"candidate; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}",
+             f"candidate; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}",
              "", head, "|" + "---|" * (head.count("|") - 1)]
     print("\n".join(lines), flush=True)
     for tree in filter(None, (str(ROOT), before)):     # the bytecode caches, written once
