@@ -7,13 +7,19 @@ medians over the pairs and their ratios.
 Programs: every row of bench/suite.py, the gallery's examples at their real sizes
 (bench/examples.py; autograd runs the same source through its own numpy), and issue 30's three
 programs (bench/values.py: branchy, newton_sqrt, march; autograd's march is the same program
-written with a list and np.stack, since it cannot write into an array).
+written with a list and np.stack, since it cannot write into an array). Children run with one
+BLAS thread (OMP_NUM_THREADS and friends: 1 unless set).
 
     python -m bench.fresh_call [--pairs 5] [--sets suite,examples,values] [--names a,b]
-                               [--before PATH] [--markdown PATH]
+                               [--before PATH] [--markdown PATH] [--profile]
 
 `--before PATH` adds a third candidate: xform imported from PATH (a checkout of other code),
-run in the same rounds, so a before/after comparison is measured in one run. This module
+run in the same rounds, so a before/after comparison is measured in one run.
+
+`--profile` (with `--names`) says where xform's once-per-process costs are instead: in one
+fresh process per program, the modules its first call imports, and the functions whose time
+(cProfile's, which inflates Python-heavy code 3-4x) in that call exceeds theirs in a second
+first call of the same program after `clear_cache()` (a new gradient, staged again). This module
 imports no xform itself: an autograd process never imports it (the program modules' `import
 xform` finds a placeholder there).
 """
@@ -92,16 +98,64 @@ def child(lib, kind, name):
     print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.thread_time() - cpu}))
 
 
-def _run_child(lib, kind, name, path):
+def profile_child(kind, name, rows=25):
+    """Run in the fresh process: print what the first gradient call of the program imports,
+    and the functions it spends more time in than a second first call does."""
+    import cProfile
+    import pstats
+
+    import xform
+
+    def profiled_first_call(fresh_process):
+        grad, args, primal = _program("xform", kind, name)
+        if fresh_process:
+            primal()
+        before = set(sys.modules)
+        profile = cProfile.Profile(time.thread_time)
+        profile.runcall(grad, *args)
+        return pstats.Stats(profile).stats, sorted(set(sys.modules) - before)
+    first, imported = profiled_first_call(True)
+    print(f"{kind} {name}: modules imported by the first call:", ", ".join(imported) or "none")
+    xform.clear_cache()
+    second, _ = profiled_first_call(False)
+
+    def seconds(stats, column):
+        return sum(entry[column] for entry in stats.values())
+    print(f"first call {_fmt(seconds(first, 2))}, a second first call {_fmt(seconds(second, 2))}"
+          " (profiled); the functions the difference is spent in:")
+    print(f"{'own time':>10} {'with callees':>13} {'calls':>13}  function")
+    none = (0, 0, 0.0, 0.0)
+    excess = sorted(first, key=lambda f: second.get(f, none)[2] - first[f][2])
+    for function in excess[:rows]:
+        (_, calls, own, total), (_, calls_then, own_then, total_then) = (
+            first[function][:4], second.get(function, none)[:4])
+        path = function[0].replace(f"{ROOT}/", "").replace(f"{os.path.dirname(os.__file__)}/",
+                                                             "").rpartition("site-packages/")[2]
+        place = f"{path}:{function[1]}({function[2]})" if function[1] else function[2]
+        print(f"{_fmt(own - own_then):>10} {_fmt(total - total_then):>13} "
+              f"{f'{calls} / {calls_then}':>13}  {place}")
+
+
+# One BLAS thread in every child unless the caller sets its own: on a loaded machine
+# OpenBLAS's idle threads spin, and a child's first call then read 0.15 s where the same call
+# reads 3 ms (autograd's gp_lml_chol, one run in five).
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _run_child(lib, kind, name, path, options=()):
     # Bytecode cached, as a user's imports are: a module a first call imports (xform.scipy's,
     # when the staged code calls SciPy) is then not compiled from source on every run.
     env = {key: value for key, value in os.environ.items()
            if key != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONPATH=str(ROOT), FRESH_CALL_XFORM=path)
-    done = subprocess.run([sys.executable, "-m", "bench.fresh_call", "--child", lib, kind, name],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
+    for variable in BLAS_THREADS:
+        env.setdefault(variable, "1")
+    done = subprocess.run([sys.executable, "-m", "bench.fresh_call", "--child", lib, kind, name,
+                           *options], capture_output=True, text=True, env=env, cwd=ROOT)
     if done.returncode:
         raise RuntimeError(f"{lib} {kind} {name}: {done.stderr[-2000:]}")
+    if options:
+        return done.stdout
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -144,7 +198,7 @@ def run(pairs=5, sets=SETS, names=(), before="", markdown=""):
             + " | xform / autograd wall (cpu)"
             + (" | before / autograd wall (cpu)" if before else "") + " |")
     lines = [f"Fresh processes, first gradient call; medians of {pairs} alternating runs per "
-             f"candidate; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}",
+             f"candidate; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}",
              "", head, "|" + "---|" * (head.count("|") - 1)]
     print("\n".join(lines), flush=True)
     for tree in filter(None, (str(ROOT), before)):     # the bytecode caches, written once
@@ -176,9 +230,20 @@ def main():
     parser.add_argument("--names", default="")
     parser.add_argument("--before", default="", help="a checkout of xform to compare with")
     parser.add_argument("--markdown", default="")
+    parser.add_argument("--profile", action="store_true",
+                        help="where the first calls' once-per-process time goes")
     options = parser.parse_args()
     if options.child:
-        child(*options.child)
+        if options.profile:
+            profile_child(*options.child[1:])
+        else:
+            child(*options.child)
+        return
+    if options.profile:
+        names = set(filter(None, options.names.split(",")))
+        for kind in options.sets.split(","):
+            for name in sorted(names.intersection(program_names(kind))):
+                print(_run_child("xform", kind, name, "", ("--profile",)), flush=True)
         return
     run(options.pairs, options.sets.split(","), set(filter(None, options.names.split(","))),
         options.before, options.markdown)
