@@ -2,6 +2,11 @@
 solves that reuse them), the matrix exponential and Sylvester equations. Matrix primitives act
 on the last two axes; leading axes are a stack. SciPy is imported by the impls, on first use.
 """
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
 import numpy as np
 
 from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, zero_tangent
@@ -26,10 +31,36 @@ def _routine(kind, name, dtype):
     key = (kind, name, dtype)
     found = _ROUTINES.get(key)
     if found is None:
-        linalg = _scipy_linalg()
-        lookup = linalg.get_blas_funcs if kind == "blas" else linalg.get_lapack_funcs
-        found = _ROUTINES[key] = lookup((name,), dtype=dtype)[0]
+        module = _fortran_module("_fblas" if kind == "blas" else "_flapack")
+        found = getattr(module, _PREFIXES.get(np.dtype(dtype).char, "d") + name, None)
+        if found is None:       # an alias SciPy's lookup knows (cnrm2 -> scnrm2, ...)
+            linalg = _scipy_linalg()
+            lookup = linalg.get_blas_funcs if kind == "blas" else linalg.get_lapack_funcs
+            found = lookup((name,), dtype=dtype)[0]
+        _ROUTINES[key] = found
     return found
+
+
+_PREFIXES = {"f": "s", "d": "d", "F": "c", "D": "z"}   # BLAS/LAPACK's letter per dtype
+
+
+def _fortran_module(name):
+    """SciPy's compiled BLAS or LAPACK module (`_fblas`, `_flapack`), loaded by itself:
+    importing scipy.linalg for it cost a process's first Cholesky gradient ~0.15 s; this
+    ~5 ms. It is the module scipy.linalg itself uses (imported later, it finds it loaded)."""
+    full = "scipy.linalg." + name
+    module = sys.modules.get(full)
+    if module is None:
+        scipy_spec = importlib.util.find_spec("scipy")
+        found = scipy_spec and importlib.machinery.PathFinder.find_spec(
+            full, [os.path.join(path, "linalg")
+                   for path in scipy_spec.submodule_search_locations or ()])
+        if not found:
+            return importlib.import_module(full)
+        module = importlib.util.module_from_spec(found)
+        found.loader.exec_module(module)
+        module = sys.modules.setdefault(full, module)
+    return module
 
 
 def _mT(x):
