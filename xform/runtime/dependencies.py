@@ -22,8 +22,7 @@ import numpy as np
 
 from xform.errors import CapturedArrayWarning, SideEffectError, captured_write_error
 from xform.ir.hooks import install_watcher
-from xform.ir.bytecode import nested_codes
-from xform.runtime.reads import MISSING, closure_cells, fingerprint, named_globals
+from xform.runtime.reads import MISSING, closure_cells, code_names, fingerprint
 from xform.numpy.captured import CapturedArray, CapturedGlobals, original_array
 from xform.numpy.random import unproxied
 from xform.numpy.stand_ins import code_outside_staging
@@ -80,8 +79,11 @@ class Dependencies:
         self._seen_containers = set()
         self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
         self.static = False  # recorded at once, with no profile hook (`recording`)
-        self._seen_codes = set()
+        # id -> code object whose globals are recorded (held, so that its id stays its own;
+        # by id: a code object's hash is computed anew on every lookup, over its nested code)
+        self._seen_codes = {}
         self._added = set()  # ids of the functions recorded (the root's too)
+        self._coded = set()  # ids of the functions in `codes` (held there)
         self.walked = ()    # the functions the walk of the root found (`recording`)
 
     def freeze(self) -> None:
@@ -261,8 +263,13 @@ class Dependencies:
         if not isinstance(function, types.FunctionType) or id(function) in self._added:
             return
         self._added.add(id(function))
-        self.codes.append((function, code_outside_staging(function)))
+        self._add_code_check(function)
         self._add_closure_and_globals(function)
+
+    def _add_code_check(self, function) -> None:
+        if id(function) not in self._coded:
+            self._coded.add(id(function))
+            self.codes.append((function, code_outside_staging(function)))
 
     def _add_closure_and_globals(self, function) -> None:
         # (`function` is in `_added` already: one whose closure holds itself stops there)
@@ -275,23 +282,26 @@ class Dependencies:
 
     def add_code(self, code, namespace) -> None:
         """The globals `code` and the functions defined in it name (modules excepted)."""
-        if code in self._seen_codes:  # first: the profile hook calls this on every call
+        seen = self._seen_codes
+        if id(code) in seen:  # first: the profile hook calls this on every call
             return
         if type(namespace) is CapturedGlobals:  # a staged copy's: record the module's own
             namespace = namespace.module
-        for nested in nested_codes(code):
+        for nested, names in code_names(code):
             # A code seen before was walked with everything defined in it.
-            if nested in self._seen_codes:
+            if id(nested) in seen:
                 continue
-            self._seen_codes.add(nested)
-            for name, value in named_globals(nested, namespace):
-                if isinstance(value, types.ModuleType):
+            seen[id(nested)] = nested
+            for name in names:
+                value = namespace.get(name, MISSING)
+                if value is MISSING or isinstance(value, types.ModuleType):
                     continue
                 value = unproxied(value)
                 self.globals.append((namespace, name, value))
-                self.add_contents(value)
-                if isinstance(value, types.FunctionType):
-                    self.codes.append((value, code_outside_staging(value)))
+                if type(value) is types.FunctionType:   # (no contents to guard)
+                    self._add_code_check(value)
+                else:
+                    self.add_contents(value)
 
     def add_walked(self) -> None:
         """The functions the walk of the root found, where no profile hook can see which
