@@ -336,41 +336,49 @@ def _copy_reads_the_same(fun, looked_at: set) -> bool:
     namespace = fun.__globals__
     if own_globals or type(namespace) is not dict:
         return False
-    builtin_names = namespace.get("__builtins__", builtins)
-    if type(builtin_names) is not dict:
-        builtin_names = vars(builtin_names)
     for name in names:
         value = namespace.get(name, _UNBOUND)
         if value is _UNBOUND:
-            if name not in builtin_names:
+            if name not in _builtin_names(namespace):
                 return False
         elif not _read_as_it_is(value, looked_at):
             return False
-    for cell in fun.__closure__ or ():
-        if not _read_as_it_is(_cell_contents(cell), looked_at):
-            return False
+    closure = fun.__closure__
+    if closure is not None:
+        for cell in closure:
+            if not _read_as_it_is(_cell_contents(cell), looked_at):
+                return False
     for value in fun.__defaults__ or ():
         if not _read_as_it_is(value, looked_at):
             return False
-    for value in (fun.__kwdefaults__ or {}).values():
-        if not _read_as_it_is(value, looked_at):
-            return False
+    keyword_defaults = fun.__kwdefaults__
+    if keyword_defaults:
+        for value in keyword_defaults.values():
+            if not _read_as_it_is(value, looked_at):
+                return False
     return True
+
+
+def _builtin_names(namespace: dict) -> dict:
+    names = namespace.get("__builtins__", builtins)
+    return names if type(names) is dict else vars(names)
 
 
 def _read_as_it_is(value, looked_at: set) -> bool:
     """Whether `_Reads.read(value)` gives `value`, and a user's function it is reads the
     same when copied (`_copy_reads_the_same`)."""
     kind = type(value)
-    if kind is np.ndarray:
-        return not _is_captured_array(value)
+    if kind is types.ModuleType:    # (the most common value first)
+        return True
     if kind is types.FunctionType:
-        if not is_users_code(value.__code__.co_filename) or id(value) in looked_at:
+        if id(value) in looked_at or not is_users_code(value.__code__.co_filename):
             return True
         if len(looked_at) >= _MAX_FUNCTIONS_LOOKED_AT:
             return False
         looked_at.add(id(value))
         return _copy_reads_the_same(value, looked_at)
+    if kind is np.ndarray:
+        return not _is_captured_array(value)
     return not is_users_class(kind)
 
 

@@ -325,7 +325,7 @@ def _recorders():
     return stack
 
 
-_user_files: dict = {}  # filename -> whether it is the user's code (a per-call check)
+_users_files = is_users_file.known
 
 
 def hook(frame, event, arg):
@@ -333,9 +333,9 @@ def hook(frame, event, arg):
     if event != "call":
         return
     code = frame.f_code
-    user = _user_files.get(code.co_filename)
+    user = _users_files.get(code.co_filename)     # (inline: a per-call check)
     if user is None:
-        user = _user_files[code.co_filename] = is_users_file(code.co_filename)
+        user = is_users_file(code.co_filename)
     if user:
         for recorder in _local.stack:
             recorder.add_code(code, frame.f_globals)
