@@ -294,13 +294,13 @@ class Dependencies:
             seen[id(nested)] = nested
             for name in names:
                 value = namespace.get(name, MISSING)
-                if value is MISSING or isinstance(value, types.ModuleType):
-                    continue
-                value = unproxied(value)
-                self.globals.append((namespace, name, value))
-                if type(value) is types.FunctionType:   # (no contents to guard)
+                # (a function, the common value, is no stand-in and has no contents to guard)
+                if type(value) is types.FunctionType:
+                    self.globals.append((namespace, name, value))
                     self._add_code_check(value)
-                else:
+                elif value is not MISSING and not isinstance(value, types.ModuleType):
+                    value = unproxied(value)
+                    self.globals.append((namespace, name, value))
                     self.add_contents(value)
 
     def add_walked(self) -> None:
