@@ -273,3 +273,85 @@ def test_a_callable_objects_own_table_under_second_derivatives():
     np.testing.assert_array_equal(xform.grad(weighted)(x), 2 * weighted.weights[[2, 4]] * x)
     np.testing.assert_array_equal(xform.hessian(weighted)(x), np.diag(2 * weighted.weights[[2, 4]]))
     assert type(weighted.weights) is np.ndarray
+
+
+# -- staging without the copy: a function that reads no captured table runs as it is ---------
+
+def test_a_function_reading_no_table_is_staged_as_it_is_and_one_reading_one_is_copied():
+    from xform.numpy.captured import copy_for_staging
+    scale = 2.0
+
+    def plain(x):
+        return np.sin(x) * scale
+
+    def reads_a_table(x):
+        return FORCING[(x * 4).astype(int)] * x
+    assert copy_for_staging(plain) == (plain, None)
+    staged, undo = copy_for_staging(reads_a_table)
+    assert staged is not reads_a_table
+    undo()
+
+
+def _row_of(index):
+    return FORCING[index]
+
+
+def _through_a_helper(index):
+    return _row_of(index)
+
+
+def test_a_table_read_two_calls_down_gathers():
+    def outer(x):
+        return _through_a_helper((x * 4).astype(int)) * x
+    for x in (np.array([0.1, 0.6]), np.array([0.9, 0.3])):
+        np.testing.assert_array_equal(xform.jit(outer)(x), outer(x))
+    np.testing.assert_array_equal(xform.grad(lambda x: np.sum(outer(x)))(np.array([0.6])),
+                                  FORCING[[2]])
+
+
+SWITCHED = None
+
+
+def _gathers_once_a_table(x):
+    if SWITCHED is None:
+        return x * 2.0
+    return SWITCHED[(x * 4).astype(int)] * x
+
+
+def test_a_global_rebound_from_none_to_a_table_gathers_when_staged_again():
+    global SWITCHED
+    staged = xform.jit(_gathers_once_a_table)
+    x = np.array([0.1, 0.6])
+    try:
+        np.testing.assert_array_equal(staged(x), 2.0 * x)   # staged reading no table
+        SWITCHED = np.array([5.0, 6.0, 7.0, 8.0])
+        np.testing.assert_array_equal(staged(x), SWITCHED[[0, 2]] * x)
+    finally:
+        SWITCHED = None
+
+
+def _bind_a_table():
+    globals()["BOUND_WHILE_STAGING"] = np.array([1.0, 2.0, 3.0, 4.0])
+
+
+BINDER = __import__("types").SimpleNamespace(bind=_bind_a_table)   # no look inside it
+
+
+def _reads_a_table_bound_while_staging(x):
+    BINDER.bind()
+    return BOUND_WHILE_STAGING[(x * 4).astype(int)] * x   # noqa: F821 (bound by BINDER)
+
+
+def test_a_global_unbound_when_staging_begins_is_read_through_the_copy():
+    # (bound while staging, it may be a table: only the copy's globals read it as one)
+    from xform.numpy.captured import copy_for_staging
+    globals().pop("BOUND_WHILE_STAGING", None)
+    try:
+        staged, undo = copy_for_staging(_reads_a_table_bound_while_staging)
+        assert staged is not _reads_a_table_bound_while_staging
+        undo()
+        x = np.array([0.1, 0.6])
+        np.testing.assert_array_equal(xform.jit(_reads_a_table_bound_while_staging)(x),
+                                      _reads_a_table_bound_while_staging(x))
+    finally:
+        globals().pop("BOUND_WHILE_STAGING", None)

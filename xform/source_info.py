@@ -2,6 +2,7 @@
 Python)."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import linecache
 import os
@@ -38,17 +39,27 @@ class SourceInfo:
         return f"{where}: {text}" if text else where
 
 
-_excluded_cache: dict[str, bool] = {}
+def _per_file(answer):
+    """`answer(filename)`, remembered per file name: staging asks it of every equation and
+    function it meets (bounded: a notebook's cells make new file names). The answers so far
+    are `.known` (a dict, for loops that look them up inline)."""
+    known: dict = {}
+
+    def remembered(filename: str) -> bool:
+        found = known.get(filename)
+        if found is None:
+            if len(known) >= 65536:
+                known.clear()
+            found = known[filename] = answer(filename)
+        return found
+    remembered.known = known
+    return functools.update_wrapper(remembered, answer)
 
 
+@_per_file
 def is_excluded(filename: str) -> bool:
     """Whether `filename` is xform's or numpy's own code (never the user's line)."""
-    # Called for every staged equation, so the answer per file is remembered.
-    excluded = _excluded_cache.get(filename)
-    if excluded is None:
-        excluded = filename.startswith(_EXCLUDED) or filename.startswith("<xform")
-        _excluded_cache[filename] = excluded
-    return excluded
+    return filename.startswith(_EXCLUDED) or filename.startswith("<xform")
 
 
 # Code that is not the user's: the standard library and installed packages.
@@ -56,6 +67,7 @@ _INSTALLED_PREFIXES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "plats
                                                                 "purelib", "platlib")})
 
 
+@_per_file
 def is_users_file(filename: str) -> bool:
     """Whether code in `filename` is the user's own: not xform's, numpy's, SciPy's, the
     standard library's, an installed package's, or generated (`<...>`)."""
@@ -68,6 +80,7 @@ def is_users_file(filename: str) -> bool:
 _LIBRARY_GENERATED = ("<xform", "<frozen", "<attrs", "<makefun", "<decorator")
 
 
+@_per_file
 def is_users_code(filename: str) -> bool:
     """is_users_file, and also source the user generated or typed (`<ipython-input-3>`,
     `<doctest ...>`, exec'd text), but not a library's generated code."""
@@ -97,7 +110,7 @@ def user_frame(start=None):
     frame = sys._getframe(1) if start is None else start
     # Staging walks several of xform's frames per equation: each step is one lookup of the
     # file name (whose hash a string keeps; a code object's is computed on every lookup).
-    excluded_files = _excluded_cache
+    excluded_files = is_excluded.known
     while frame is not None:
         filename = frame.f_code.co_filename
         excluded = excluded_files.get(filename)

@@ -151,10 +151,7 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
     def forward(fun, in_tree, avals, known):
         """The function's graph, ready for reverse mode, with vjp_graph's options and the
         unflatten of the results: what both tiers of a gradient start from."""
-        nums = normalize_argnums(argnums, len(in_tree.children))
-        offsets = list(itertools.accumulate((c.num_leaves for c in in_tree.children),
-                                            initial=0))
-        wanted = [i for n in nums for i in range(offsets[n], offsets[n + 1])]
+        nums, wanted = _differentiated_leaves(argnums, in_tree)
         check_input_dtypes(name, [avals[i] for i in wanted], holomorphic, allow_int)
         if known is not None:
             known = known.perturbing(wanted)
@@ -214,6 +211,30 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
     return transformed(fun, name, build, (argnums, has_aux, holomorphic, allow_int),
                        finish=_finish_fused, static=static, static_keywords=static_keywords,
                        keywords=bool(static_argnames), first_call=first_call, backend=backend)
+
+
+def _differentiated_leaves(argnums, in_tree):
+    """`(positions, leaves)`: the normalized `argnums` of a call whose arguments are laid out
+    as `in_tree`, and the indices of their leaves among the call's."""
+    # Remembered across transforms: grad(f) is often made anew for each call.
+    key = (argnums, in_tree)
+    try:
+        found = _DIFFERENTIATED.get(key)
+    except TypeError:   # a list, or something unhashable among the positions
+        found = key = None
+    if found is None:
+        nums = normalize_argnums(argnums, len(in_tree.children))
+        offsets = list(itertools.accumulate((c.num_leaves for c in in_tree.children),
+                                            initial=0))
+        found = nums, tuple(i for n in nums for i in range(offsets[n], offsets[n + 1]))
+        if key is not None:
+            if len(_DIFFERENTIATED) >= 1024:
+                _DIFFERENTIATED.clear()
+            _DIFFERENTIATED[key] = found
+    return found
+
+
+_DIFFERENTIATED: dict = {}   # (argnums, argument tree) -> _differentiated_leaves's answer
 
 
 def gradient_values_owned(graph, options, args):

@@ -101,7 +101,7 @@ class _CodeSwap:
         original.__kwdefaults__ = function.__kwdefaults__
         self.function, self.code, self.target = function, code, function
         self.trampoline = _trampoline_code(code, _routed(original, replacement, when))
-        _original_codes[self.trampoline] = _original_codes.get(code, code)
+        _original_codes[id(self.trampoline)] = (self.trampoline, code_outside_staging(function))
 
     def apply(self):
         self.function.__code__ = self.trampoline
@@ -150,7 +150,9 @@ _skipped = threading.local() # .groups: the groups this thread's stagings do wit
 _NO_GROUPS = frozenset()
 _groups_without: dict = {}   # skipped groups -> the groups a staging then uses
 _reached_by: dict = {}       # group -> names -> whether code spelling them can reach it
-_original_codes: dict = {} # trampoline code -> the code it stands in for
+# id(trampoline code) -> (it, the code it stands in for): by id, since a code object's hash is
+# computed anew on every lookup (the trampolines are held, so their ids stay theirs)
+_original_codes: dict = {}
 _pending: dict = {}        # module name -> installers waiting for the module's import
 _installed = 0             # installers run so far
 _modules_seen = 0          # len(sys.modules) when install_pending last looked
@@ -198,7 +200,8 @@ def code_outside_staging(function) -> types.CodeType:
     >>> remove_stand_in(halve)
     """
     code = function.__code__
-    return _original_codes.get(code, code)
+    swapped = _original_codes.get(id(code))
+    return code if swapped is None else swapped[1]
 
 
 def remove_stand_in(function) -> None:

@@ -208,7 +208,9 @@ class Cache:
 
     def lookup(self, fun, key):
         """The usable entry for (fun, key), or None (a stale one is dropped)."""
-        full_key = (self._function_key(fun), key)
+        return self._lookup((self._function_key(fun), key))
+
+    def _lookup(self, full_key):
         entry = self._entries.get(full_key)
         if entry is not None and entry.valid():
             entry.hits += 1
@@ -230,11 +232,11 @@ class Cache:
         concurrent callers wait and share one build. `owner` is a function (what staging it
         reads is recorded, unless `record` is False; `arguments`, its static arguments, are
         watched for random generators with it) or a graph (for transformed graphs)."""
-        entry = self.lookup(owner, key)
+        full_key = (self._function_key(owner), key)   # (filed with the entry it builds)
+        entry = self._lookup(full_key)
         if entry is not None:
             return entry
         with self._lock:
-            full_key = (self._function_key(owner), key)
             entry = self._entries.get(full_key)
             if entry is not None and entry.valid():
                 return entry

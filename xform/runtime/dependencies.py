@@ -7,8 +7,9 @@ walk of what the function reads (xform.runtime.reads.Reach, run by the cache's
 xform.runtime.effects.Watch) followed every function the code can run, those are recorded at
 once and no hook is installed: its events cost more than the walk's answer (`recording`);
 under another profiler, which is left in place, the walk's functions are recorded instead.
-The profile hook runs only while staged user code does: `watching` is installed into ir at
-import as the scope of that code (xform.ir.hooks), and xform's own entry points pause it.
+The profile hook runs only while staged user code does: `watching` is the scope of that code,
+a field of the Runtime record runtime/cache.py installs (xform.ir.execute), and xform's own
+entry points pause it (xform.ir.execute.unwatched).
 """
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ import weakref
 import numpy as np
 
 from xform.errors import CapturedArrayWarning, SideEffectError, captured_write_error
-from xform.ir.bytecode import nested_codes
-from xform.runtime.reads import MISSING, closure_cells, fingerprint, named_globals
+from xform.runtime.reads import MISSING, closure_cells, code_names, fingerprint
 from xform.numpy.captured import CapturedArray, CapturedGlobals, original_array
 from xform.numpy.random import unproxied
 from xform.numpy.stand_ins import code_outside_staging
@@ -79,8 +79,11 @@ class Dependencies:
         self._seen_containers = set()
         self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
         self.static = False  # recorded at once, with no profile hook (`recording`)
-        self._seen_codes = set()
+        # id -> code object whose globals are recorded (held, so that its id stays its own;
+        # by id: a code object's hash is computed anew on every lookup, over its nested code)
+        self._seen_codes = {}
         self._added = set()  # ids of the functions recorded (the root's too)
+        self._coded = set()  # ids of the functions in `codes` (held there)
         self.walked = ()    # the functions the walk of the root found (`recording`)
 
     def freeze(self) -> None:
@@ -260,8 +263,13 @@ class Dependencies:
         if not isinstance(function, types.FunctionType) or id(function) in self._added:
             return
         self._added.add(id(function))
-        self.codes.append((function, code_outside_staging(function)))
+        self._add_code_check(function)
         self._add_closure_and_globals(function)
+
+    def _add_code_check(self, function) -> None:
+        if id(function) not in self._coded:
+            self._coded.add(id(function))
+            self.codes.append((function, code_outside_staging(function)))
 
     def _add_closure_and_globals(self, function) -> None:
         # (`function` is in `_added` already: one whose closure holds itself stops there)
@@ -274,23 +282,26 @@ class Dependencies:
 
     def add_code(self, code, namespace) -> None:
         """The globals `code` and the functions defined in it name (modules excepted)."""
-        if code in self._seen_codes:  # first: the profile hook calls this on every call
+        seen = self._seen_codes
+        if id(code) in seen:  # first: the profile hook calls this on every call
             return
         if type(namespace) is CapturedGlobals:  # a staged copy's: record the module's own
             namespace = namespace.module
-        for nested in nested_codes(code):
+        for nested, names in code_names(code):
             # A code seen before was walked with everything defined in it.
-            if nested in self._seen_codes:
+            if id(nested) in seen:
                 continue
-            self._seen_codes.add(nested)
-            for name, value in named_globals(nested, namespace):
-                if isinstance(value, types.ModuleType):
-                    continue
-                value = unproxied(value)
-                self.globals.append((namespace, name, value))
-                self.add_contents(value)
-                if isinstance(value, types.FunctionType):
-                    self.codes.append((value, code_outside_staging(value)))
+            seen[id(nested)] = nested
+            for name in names:
+                value = namespace.get(name, MISSING)
+                # (a function, the common value, is no stand-in and has no contents to guard)
+                if type(value) is types.FunctionType:
+                    self.globals.append((namespace, name, value))
+                    self._add_code_check(value)
+                elif value is not MISSING and not isinstance(value, types.ModuleType):
+                    value = unproxied(value)
+                    self.globals.append((namespace, name, value))
+                    self.add_contents(value)
 
     def add_walked(self) -> None:
         """The functions the walk of the root found, where no profile hook can see which
@@ -314,17 +325,17 @@ def _recorders():
     return stack
 
 
-_user_files: dict = {}  # filename -> whether it is the user's code (a per-call check)
+_users_files = is_users_file.known
 
 
 def hook(frame, event, arg):
-    """The profile function `watching` installs (xform.ir.hooks.unwatched pauses it)."""
+    """The profile function `watching` installs (xform.ir.execute.unwatched pauses it)."""
     if event != "call":
         return
     code = frame.f_code
-    user = _user_files.get(code.co_filename)
+    user = _users_files.get(code.co_filename)     # (inline: a per-call check)
     if user is None:
-        user = _user_files[code.co_filename] = is_users_file(code.co_filename)
+        user = is_users_file(code.co_filename)
     if user:
         for recorder in _local.stack:
             recorder.add_code(code, frame.f_globals)

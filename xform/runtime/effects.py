@@ -274,7 +274,7 @@ class Watch:
         remembered = _clean_walks.get(id(code)) if code is not None and not arguments else None
         if remembered is not None and remembered[0] is code and holds(remembered[1], function):
             # The same code reading the same objects: the walk would find nothing again.
-            self._constructs, self._generators, self._before, self._places = False, [], [], []
+            self._constructs, self._generators, self._before, self._places = False, (), (), ()
             self._skip = without_group(*remembered[2]) if remembered[2] else None
             self.complete = remembered[3]
             self.functions = [held() for held in remembered[4]]
@@ -355,7 +355,8 @@ class Watch:
             return True
         if not self._loaded and "numpy.random" in sys.modules:
             return True     # numpy.random first imported while staging: assume a draw
-        return any(_state(g) != before for g, before in zip(self._generators, self._before))
+        return bool(self._generators) and any(
+            _state(g) != before for g, before in zip(self._generators, self._before))
 
 
 # The Watch of the staging under way.

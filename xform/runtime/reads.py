@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from xform.ir.bytecode import nested_codes
+from xform.ir.bytecode import nested_codes, per_code
 
 MISSING = object()  # what a namespace lookup of an unbound name gives
 MUTABLE = (list, dict, set, bytearray, np.ndarray)
@@ -32,6 +32,13 @@ def named_globals(code: types.CodeType, namespace: dict) -> list:
         if value is not MISSING:
             found.append((name, value))
     return found
+
+
+@per_code
+def code_names(code: types.CodeType) -> tuple:
+    """(code object, the names it uses: co_names) for `code` and each function and lambda
+    defined in it (nested_codes), read once per code object."""
+    return tuple((nested, nested.co_names) for nested in nested_codes(code))
 
 
 def closure_cells(function: types.FunctionType):
@@ -237,8 +244,7 @@ class Reach:
         for k, value in (function.__kwdefaults__ or {}).items():
             self.value(value, depth, function.__kwdefaults__, k, "item")
         namespace = function.__globals__
-        for code in nested_codes(function.__code__):
-            names = code.co_names
+        for code, names in code_names(function.__code__):
             checks.extend((_GLOBAL, held, name, _expected(namespace.get(name, MISSING)))
                           for name in names)
             self.names.update(names)
