@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import functools
 import sys
 import threading
 import types
@@ -82,15 +83,22 @@ def _trampoline_code(code: types.CodeType, route) -> types.CodeType:
         + f"        route = {_ROUTE_PLACEHOLDER!r}\n"
         + "        return route(args, kwargs)\n"
         + "    return trampoline\n")
-    namespace: dict = {}
-    exec(compile(source, code.co_filename, "exec"), namespace)  # noqa: S102 - fixed source
-    trampoline = namespace["outer"]().__code__
+    trampoline = _compiled_trampoline(source)
     if trampoline.co_freevars != free:
         raise AssertionError(f"stand-in for {code.co_name}: free variables differ")
     # The route is the one constant no source can spell; it replaces the placeholder string.
     consts = tuple(route if c == _ROUTE_PLACEHOLDER else c for c in trampoline.co_consts)
     return trampoline.replace(co_consts=consts, co_name=code.co_name,
-                              co_qualname=code.co_qualname)
+                              co_qualname=code.co_qualname, co_filename=code.co_filename)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_trampoline(source: str) -> types.CodeType:
+    """The trampoline's code for `source` (one per set of free variables' names): compiled
+    once, since compiling costs ~25 us a stand-in (SciPy's ~80 are set up on a first call)."""
+    namespace: dict = {}
+    exec(compile(source, "<xform stand-in>", "exec"), namespace)  # noqa: S102 - fixed source
+    return namespace["outer"]().__code__
 
 
 class _CodeSwap:
