@@ -270,6 +270,7 @@ def _table() -> dict:
         "matmul": lambda a, b: jnp.matmul(a, b, precision=highest),
         "einsum": lambda *operands, subscripts:
             jnp.einsum(subscripts, *operands, precision=highest),
+        "solve": lambda a, b, triangle=None: jnp.linalg.solve(a, b),
         "cholesky": lambda a, *, upper: jnp.linalg.cholesky(a, upper=upper),
         "cholesky_lapack": lambda a, **params: jnp.linalg.cholesky(a, **params),
         "triangular_solve": _triangular_solve,

@@ -78,38 +78,18 @@ def gradient_values(graph, args, live=None, wanted=None, kept=None, known=None) 
 
 class _Origins:
     """What a rule may ask of a value that a Tracer would tell it, for the concrete values of
-    gradient_values: its var in the forward graph
-    and the equation that made each var, and whether it is a constant of the graph (a value
-    no derivative flows through). Rules that ask must decide alike in both tiers, or a
-    gradient's first call would round differently from the calls after it."""
+    gradient_values: whether it is a constant of the graph (a value no derivative flows
+    through). Rules that ask must decide alike in both tiers, or a gradient's first call
+    would round differently from the calls after it."""
 
     def __init__(self, graph, env):
-        self._graph, self._env = graph, env
-        self._vars = self._makers = None
-
-    def lineage(self, value):
-        if self._vars is None:   # built on the first question: most gradients ask none
-            self._vars = {id(value): var for var, value in self._env.items()}
-            self._makers = {v: eqn for eqn in self._graph.equations for v in eqn.outputs}
-        var = self._vars.get(id(value))
-        return None if var is None else (var, self._makers.get)
+        self._graph = graph
 
     def is_constant(self, value) -> bool:
         return any(value is c for _, c in self._graph.consts)
 
 
 _at_once: ContextVar = ContextVar("gradient_values_origins", default=None)
-
-
-def lineage(x):
-    """`(var, maker)` for `x`, a Tracer of the current staging or a value of the forward pass
-    of a gradient computed at once: `var` is its Var, `maker(v)` the equation that made Var
-    `v` (None for inputs and constants). None for other values. For rules that take a
-    shorter path when they know where an operand comes from (solve with a Cholesky factor)."""
-    if type(x) is Tracer:
-        return x.graph_var, x.builder.maker
-    origins = _at_once.get()   # by identity, so an answer is true even in a nested staging
-    return None if origins is None else origins.lineage(x)
 
 
 def is_constant(x) -> bool:
