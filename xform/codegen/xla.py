@@ -282,7 +282,7 @@ def _table() -> dict:
         "cond": _cond,
         "while_loop": _while,
         "scan": _scan,
-        "elementwise": lambda *args, max_width, region: _evaluate(region, args),
+        "elementwise": lambda *args, region, **params: _evaluate(region, args),
         "call": lambda *args, callee, key: _evaluate(callee.graph(key), args),
         "custom_jvp_call": lambda *args, callee, key: _evaluate(callee.primal_graph(key), args),
         "custom_vjp_call": lambda *args, callee, key: _evaluate(callee.primal_graph(key), args),

@@ -104,7 +104,7 @@ def _fuse_regions(graph, max_width, fusible):
         outputs = [v for i in members for v in graph.equations[i].outputs
                    if v in escaping or not read_by.get(v, set()) <= inside]
         equations.append(_fused([graph.equations[i] for i in members], outputs, max_width,
-                                fusible.fusion_p))
+                                fusible.fusion_p, groups.consts))
     return with_equations(graph, equations)
 
 
@@ -294,9 +294,11 @@ def _broadcast(*shapes):
         return None
 
 
-def _fused(members, outputs, max_width, fusion_p) -> Equation:
+def _fused(members, outputs, max_width, fusion_p, consts) -> Equation:
     """One `elementwise` equation computing `outputs` (Vars) from the equations `members`,
-    in their order; `elementwise` members are opened, so regions never nest."""
+    in their order; `elementwise` members are opened, so regions never nest. Its `constants`
+    param names the inputs among the graph's `consts` (Vars): no cotangent flows to them, so
+    its vjp takes no NDual direction for them (absent when there are none)."""
     region_of = {}   # outer atom -> region atom
     inputs, region_inputs = [], []
 
@@ -309,21 +311,24 @@ def _fused(members, outputs, max_width, fusion_p) -> Equation:
             region_inputs.append(region_of[atom])
         return region_of[atom]
 
-    equations, consts = [], []
+    equations, region_consts = [], []
     for eqn in members:
         args = [read(a) for a in eqn.inputs]
         if eqn.primitive is fusion_p:
             body, body_consts, body_outputs = _renamed(eqn.params["region"], args)
             equations.extend(body)
-            consts.extend(body_consts)
+            region_consts.extend(body_consts)
             region_of.update(zip(eqn.outputs, body_outputs))
         else:
             outs = [Var(v.aval, v.hint) for v in eqn.outputs]
             equations.append(attrs.evolve(eqn, inputs=args, outputs=outs))
             region_of.update(zip(eqn.outputs, outs))
-    region = Graph(region_inputs, consts, equations, [region_of[v] for v in outputs])
-    return Equation(fusion_p, inputs, outputs,
-                    Params({"max_width": max_width, "region": region}), members[0].source)
+    region = Graph(region_inputs, region_consts, equations, [region_of[v] for v in outputs])
+    params = {"max_width": max_width, "region": region}
+    constants = tuple(i for i, atom in enumerate(inputs) if atom in consts)
+    if constants:
+        params["constants"] = constants
+    return Equation(fusion_p, inputs, outputs, Params(params), members[0].source)
 
 
 def _renamed(region, args):
@@ -428,8 +433,7 @@ def _merged(first, second):
     if len(union.equations) >= len(regions[0].equations) + len(regions[1].equations):
         return None
     return attrs.evolve(first, outputs=first.outputs + second.outputs,
-                        params=Params({"max_width": first.params["max_width"],
-                                       "region": union}))
+                        params=Params({**first.params, "region": union}))
 
 
 __all__ = ["FUSION_MIN_SIZE", "NDUAL_MAX_WIDTH", "clean_region", "fuse_elementwise"]
