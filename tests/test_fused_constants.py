@@ -80,3 +80,24 @@ def test_the_vjp_reads_its_directions_from_the_param_not_from_the_values(directi
 def test_gradients_through_a_region_with_a_constant_against_finite_differences():
     x = np.linspace(0.0, 1.0, 2000)
     check_grads(loss, (x, x + 0.5, x * 0.3), order=1)
+
+
+def test_a_region_reemitted_into_another_graph_names_that_graphs_constants(directions):
+    # A fused graph called with a constant of the calling function: its region, re-emitted
+    # into the caller's graph, names the caller's constant, so the first call (values) takes
+    # the directions the compiled call (tracers) takes.
+    region_args = (X, X + 0.5, X * 0.3, WEIGHTS)
+    inner = fuse_elementwise(xform.make_graph(
+        lambda x, y, z, w: np.sin(x) * np.cos(y) * np.exp(z) * w)(*region_args))
+    assert "constants" not in regions(inner)[0].params     # w is an input there
+
+    def outer(x, y, z):
+        return np.sum(xform.eval_graph(inner, x, y, z, WEIGHTS)[0])
+    graph = fuse_elementwise(xform.make_graph(outer)(*region_args[:3]))
+    [region] = regions(graph)
+    assert region.inputs[region.params["constants"][0]] in {v for v, _ in graph.consts}
+    grad = xform.grad(outer, argnums=(0, 1, 2))
+    first, second = grad(*region_args[:3]), grad(*region_args[:3])
+    assert [len(d) for d in directions] == [3, 3]
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b, strict=True)

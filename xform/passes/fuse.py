@@ -41,6 +41,11 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     earlier one: in reverse mode these are a region and its NDual form, which then evaluate
     the region once.
 
+    Every `elementwise` equation of the result, fused here or before (one re-emitted from
+    another graph), names in its `constants` param the positions of its inputs that are
+    constants of this graph (absent when none): no cotangent flows to them, so its vjp takes
+    no NDual direction for them, alike on a gradient's first call's values and in its graph.
+
     >>> from xform.passes import fuse_elementwise
     >>> graph = xform.make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.ones(2000))
     >>> print(fuse_elementwise(graph))
@@ -57,18 +62,39 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     >>> fuse_elementwise(small) is small        # too small to pay
     True
     """
-    if len(graph.equations) < 2:     # no region, and nothing to merge
-        return graph
     fusion_p = primitive_for("fusion")
+    if len(graph.equations) < 2:     # no region, and nothing to merge
+        return _constants_named(graph, fusion_p)
     fusible = _Fusible(fusion_p, elementwise_primitives(), hooks_named("arithmetic_derivative"))
     if not _pays(graph.equations, fusible):
         # No equation pays, so no region can; and no `elementwise` equation has a sibling to
-        # merge with. (One pass: a first call on small arrays pays no more for fusion.)
+        # merge with (nor is there one to name constants of). (One pass: a first call on
+        # small arrays pays no more for fusion.)
         return graph
     graph = _merge_siblings(graph, fusion_p)
     fused = _fuse_regions(graph, max_width, fusible)
     # Regions just made may share work too (the graph was not CSE'd, say).
-    return fused if fused is graph else _merge_siblings(fused, fusion_p)
+    return _constants_named(fused if fused is graph else _merge_siblings(fused, fusion_p),
+                            fusion_p)
+
+
+def _constants_named(graph, fusion_p):
+    """`graph` with each `elementwise` equation's `constants` param naming the positions of
+    its inputs that are Literals or constants of `graph` (fuse_elementwise's promise)."""
+    consts = {var for var, _ in graph.consts}
+    equations, renamed = list(graph.equations), False
+    for index, eqn in enumerate(equations):
+        if eqn.primitive is not fusion_p:
+            continue
+        constants = tuple(i for i, atom in enumerate(eqn.inputs)
+                          if type(atom) is Literal or atom in consts)
+        if constants != eqn.params.get("constants", ()):
+            params = {k: v for k, v in eqn.params.items() if k != "constants"}
+            if constants:
+                params["constants"] = constants
+            equations[index] = attrs.evolve(eqn, params=Params(params))
+            renamed = True
+    return with_equations(graph, equations) if renamed else graph
 
 
 def _fuse_regions(graph, max_width, fusible):
@@ -104,7 +130,7 @@ def _fuse_regions(graph, max_width, fusible):
         outputs = [v for i in members for v in graph.equations[i].outputs
                    if v in escaping or not read_by.get(v, set()) <= inside]
         equations.append(_fused([graph.equations[i] for i in members], outputs, max_width,
-                                fusible.fusion_p, groups.consts))
+                                fusible.fusion_p))
     return with_equations(graph, equations)
 
 
@@ -294,11 +320,9 @@ def _broadcast(*shapes):
         return None
 
 
-def _fused(members, outputs, max_width, fusion_p, consts) -> Equation:
+def _fused(members, outputs, max_width, fusion_p) -> Equation:
     """One `elementwise` equation computing `outputs` (Vars) from the equations `members`,
-    in their order; `elementwise` members are opened, so regions never nest. Its `constants`
-    param names the inputs among the graph's `consts` (Vars): no cotangent flows to them, so
-    its vjp takes no NDual direction for them (absent when there are none)."""
+    in their order; `elementwise` members are opened, so regions never nest."""
     region_of = {}   # outer atom -> region atom
     inputs, region_inputs = [], []
 
@@ -311,24 +335,21 @@ def _fused(members, outputs, max_width, fusion_p, consts) -> Equation:
             region_inputs.append(region_of[atom])
         return region_of[atom]
 
-    equations, region_consts = [], []
+    equations, consts = [], []
     for eqn in members:
         args = [read(a) for a in eqn.inputs]
         if eqn.primitive is fusion_p:
             body, body_consts, body_outputs = _renamed(eqn.params["region"], args)
             equations.extend(body)
-            region_consts.extend(body_consts)
+            consts.extend(body_consts)
             region_of.update(zip(eqn.outputs, body_outputs))
         else:
             outs = [Var(v.aval, v.hint) for v in eqn.outputs]
             equations.append(attrs.evolve(eqn, inputs=args, outputs=outs))
             region_of.update(zip(eqn.outputs, outs))
-    region = Graph(region_inputs, region_consts, equations, [region_of[v] for v in outputs])
-    params = {"max_width": max_width, "region": region}
-    constants = tuple(i for i, atom in enumerate(inputs) if atom in consts)
-    if constants:
-        params["constants"] = constants
-    return Equation(fusion_p, inputs, outputs, Params(params), members[0].source)
+    region = Graph(region_inputs, consts, equations, [region_of[v] for v in outputs])
+    return Equation(fusion_p, inputs, outputs,
+                    Params({"max_width": max_width, "region": region}), members[0].source)
 
 
 def _renamed(region, args):

@@ -9,7 +9,8 @@ import attrs
 import numpy as np
 
 from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
+from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
+                              using_builder)
 from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.execute import compiled_memo, runtime
 from xform.ir.interpret import eval_graph
@@ -251,12 +252,15 @@ def _mixes_precisions(region) -> bool:
 
 
 def _elementwise_vjp(primals, outs, cts, *, region, **params):
-    # N: the differentiable inputs that can have a cotangent (the graph's constants, which
-    # fusion names in `constants`, have none). N decides NDual or not, and so the bits: read
-    # from params, it is the same in a gradient computed at once as in its graph.
+    # N: the differentiable inputs that can have a cotangent. N decides NDual or not, and so
+    # the bits, so a gradient computed at once (values only) must count as its graph does: the
+    # graph's constants have none, and fusion names them in `constants`. While staging, a
+    # value that is no tracer is a constant too (an equation bound outside a fused graph).
     max_width, constants = params["max_width"], params.get("constants", ())
+    staging = current_builder() is not None
     directions = tuple(i for i, x in enumerate(primals)
-                       if i not in constants and is_differentiable(aval(x)))
+                       if i not in constants and (type(x) is Tracer or not staging)
+                       and is_differentiable(aval(x)))
     if not directions:
         return (None,) * len(primals)
     # A complex input's derivative need not be complex multiplication by one partial (abs,
