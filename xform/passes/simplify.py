@@ -469,7 +469,6 @@ def _solve_with_factor(eqn, known):
                                         "unit_diagonal": False}))]
 
 
-
 def _solve_knows_its_triangle(eqn, known):
     """solve(L, b) for a Cholesky factor L (or its transpose) with L's triangle as a param:
     the same LU solve (numpy's bits), whose derivatives solve by substitution
@@ -480,6 +479,7 @@ def _solve_knows_its_triangle(eqn, known):
     _, lower, transposed = found
     triangle = "lower" if lower != transposed else "upper"
     return [attrs.evolve(eqn, params=Params({**eqn.params, "triangle": triangle}))]
+
 
 # -- exact -----------------------------------------------------------------------------------
 
