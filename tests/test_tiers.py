@@ -422,13 +422,13 @@ def test_a_fused_region_with_a_constant_input_has_the_same_gradient_in_both_tier
 @pytest.mark.parametrize("transposed", [False, True])
 def test_solve_with_a_cholesky_factor_is_differentiated_alike_in_both_tiers(monkeypatch,
                                                                            transposed):
-    # The jvp of solve asks where its matrix comes from: a Tracer tells, and a concrete value
-    # of a gradient computed at once must tell the same (triangular solves, not LU).
+    # The jvp of solve reads its matrix's triangle from the solve's params (the simplify pass
+    # states it): on concrete values, at once, as on tracers (triangular solves, not LU).
     import xform.rules.linalg as linalg
     triangles = []
-    known = linalg._known_triangle
-    monkeypatch.setattr(linalg, "_known_triangle", lambda a: triangles.append(known(a))
-                        or triangles[-1])
+    substitution = linalg.triangular_solve
+    monkeypatch.setattr(linalg, "triangular_solve", lambda a, b, lower: triangles.append(
+        "lower" if lower else "upper") or substitution(a, b, lower=lower))
 
     def lml(x, noise):
         k = np.exp(-0.5 * (x[:, None] - x[None, :]) ** 2) + (noise * noise + 1e-3) * np.eye(8)

@@ -152,6 +152,7 @@ CASES = {   # rule name -> (functions where it must fire, kind of inputs)
     "exp of log": ([exp_log], "edge"),
     "cholesky by LAPACK": ([cholesky_factors, solve_with_factor], "finite"),
     "solve with a Cholesky factor": ([solve_with_factor], "finite"),
+    "solve knows a Cholesky factor's triangle": ([solve_with_factor], "int"),
     "product of a negation": ([negated_products], "edge"),
     "sum of a negation": ([negated_sums], "edge"),
     "negations out of a fused region": ([fused_negations], "edge"),

@@ -11,6 +11,7 @@ from xform.ir.avals import is_differentiable
 from xform.ir.builder import stage_function
 from xform.ir.core import Graph
 from xform.ir.tracer import Tracer
+from xform.passes.simplify import simplify
 from xform.source_info import user_frame_info
 from xform.tracebacks import api_boundary
 from xform.transforms.derived import jvp_split, tangent_graph
@@ -94,7 +95,7 @@ def jvp(fun, primals, tangents, has_aux=False, *, backend=None):
             raise TypeCheckError("jvp with has_aux=True needs fun to return (output, aux)",
                                  user_frame_info())
         nonzeros = diff + [False] * len(captured)
-        jvp_graph_ = tangent_graph(graph, nonzeros, len(captured))
+        jvp_graph_ = tangent_graph(_known_facts(graph), nonzeros, len(captured))
         n = len(graph.outputs)
         if has_aux:
             main_tree, aux_tree = out_tree.children
@@ -128,6 +129,13 @@ def linearize(fun, *primals, backend=None):
                        backend=backend)(*primals)
 
 
+def _known_facts(graph):
+    """`graph` with the rewrites that keep numpy's bits, as reverse mode differentiates it
+    (xform.api.pipeline.fuse_if_enabled): rules decide from what the passes state in params
+    (a solve with a Cholesky factor knows its triangle), never from staging history."""
+    return simplify(graph, exact=True)
+
+
 def _build_linearize(fun, in_tree, avals, known=None):
     """The forward graph (leaves -> outputs, residuals) and an unflatten giving `linearize`'s
     result, whose f_jvp runs the linear graph on the call's residuals."""
@@ -135,6 +143,7 @@ def _build_linearize(fun, in_tree, avals, known=None):
     if known is not None:
         known = known.perturbing(range(len(avals)))
     graph, captured, out_tree = stage_function(fun, in_tree, avals, known)
+    graph = _known_facts(graph)
     forward, linear = jvp_split(graph, diff + [False] * len(captured))
     n_out = len(graph.outputs)
     if forward is None:

@@ -270,6 +270,7 @@ def _table() -> dict:
         "matmul": lambda a, b: jnp.matmul(a, b, precision=highest),
         "einsum": lambda *operands, subscripts:
             jnp.einsum(subscripts, *operands, precision=highest),
+        "solve": lambda a, b, triangle=None: jnp.linalg.solve(a, b),
         "cholesky": lambda a, *, upper: jnp.linalg.cholesky(a, upper=upper),
         "cholesky_lapack": lambda a, **params: jnp.linalg.cholesky(a, **params),
         "triangular_solve": _triangular_solve,
@@ -281,7 +282,7 @@ def _table() -> dict:
         "cond": _cond,
         "while_loop": _while,
         "scan": _scan,
-        "elementwise": lambda *args, max_width, region: _evaluate(region, args),
+        "elementwise": lambda *args, region, **params: _evaluate(region, args),
         "call": lambda *args, callee, key: _evaluate(callee.graph(key), args),
         "custom_jvp_call": lambda *args, callee, key: _evaluate(callee.primal_graph(key), args),
         "custom_vjp_call": lambda *args, callee, key: _evaluate(callee.primal_graph(key), args),

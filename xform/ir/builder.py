@@ -90,8 +90,6 @@ class GraphBuilder:
         self.dependent: set = set()
         self.perturbed: set = set()
         self.guard_sites: dict = {}     # user line -> guards recorded at it so far
-        self._makers: dict = {}         # var -> the equation that made it (`maker`)
-        self._indexed = 0               # equations indexed in _makers so far
         self.generator_copies: dict = {}   # id(generator) -> the copy staging draws from
 
     def new_input(self, aval: ShapedArray, value=NO_VALUE, perturbed=False) -> Tracer:
@@ -205,18 +203,6 @@ class GraphBuilder:
         bind(guard_p, tracer, key=key, kind=kind, expected=outcome)
         note_decision(key, outcome)
         return outcome
-
-    def maker(self, var):
-        """The equation of this builder that made `var`, None for an input or a constant:
-        indexed as equations are asked about, so each is indexed once however many rules
-        ask (rules that take a shorter path when they know an operand's origin)."""
-        makers = self._makers
-        equations = self.equations
-        for eqn in equations[self._indexed:]:
-            for out in eqn.outputs:
-                makers[out] = eqn
-        self._indexed = len(equations)
-        return makers.get(var)
 
     def constant_value(self, tracer: Tracer):
         """The value of `tracer` when it depends on no input (an array made from constants

@@ -41,6 +41,11 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     earlier one: in reverse mode these are a region and its NDual form, which then evaluate
     the region once.
 
+    Every `elementwise` equation of the result, fused here or before (one re-emitted from
+    another graph), names in its `constants` param the positions of its inputs that are
+    constants of this graph (absent when none): no cotangent flows to them, so its vjp takes
+    no NDual direction for them, alike on a gradient's first call's values and in its graph.
+
     >>> from xform.passes import fuse_elementwise
     >>> graph = xform.make_graph(lambda x: np.sum(np.sin(np.cos(x)) * x))(np.ones(2000))
     >>> print(fuse_elementwise(graph))
@@ -57,18 +62,39 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     >>> fuse_elementwise(small) is small        # too small to pay
     True
     """
-    if len(graph.equations) < 2:     # no region, and nothing to merge
-        return graph
     fusion_p = primitive_for("fusion")
+    if len(graph.equations) < 2:     # no region, and nothing to merge
+        return _constants_named(graph, fusion_p)
     fusible = _Fusible(fusion_p, elementwise_primitives(), hooks_named("arithmetic_derivative"))
     if not _pays(graph.equations, fusible):
         # No equation pays, so no region can; and no `elementwise` equation has a sibling to
-        # merge with. (One pass: a first call on small arrays pays no more for fusion.)
+        # merge with (nor is there one to name constants of). (One pass: a first call on
+        # small arrays pays no more for fusion.)
         return graph
     graph = _merge_siblings(graph, fusion_p)
     fused = _fuse_regions(graph, max_width, fusible)
     # Regions just made may share work too (the graph was not CSE'd, say).
-    return fused if fused is graph else _merge_siblings(fused, fusion_p)
+    return _constants_named(fused if fused is graph else _merge_siblings(fused, fusion_p),
+                            fusion_p)
+
+
+def _constants_named(graph, fusion_p):
+    """`graph` with each `elementwise` equation's `constants` param naming the positions of
+    its inputs that are Literals or constants of `graph` (fuse_elementwise's promise)."""
+    consts = {var for var, _ in graph.consts}
+    equations, renamed = list(graph.equations), False
+    for index, eqn in enumerate(equations):
+        if eqn.primitive is not fusion_p:
+            continue
+        constants = tuple(i for i, atom in enumerate(eqn.inputs)
+                          if type(atom) is Literal or atom in consts)
+        if constants != eqn.params.get("constants", ()):
+            params = {k: v for k, v in eqn.params.items() if k != "constants"}
+            if constants:
+                params["constants"] = constants
+            equations[index] = attrs.evolve(eqn, params=Params(params))
+            renamed = True
+    return with_equations(graph, equations) if renamed else graph
 
 
 def _fuse_regions(graph, max_width, fusible):
@@ -428,8 +454,7 @@ def _merged(first, second):
     if len(union.equations) >= len(regions[0].equations) + len(regions[1].equations):
         return None
     return attrs.evolve(first, outputs=first.outputs + second.outputs,
-                        params=Params({"max_width": first.params["max_width"],
-                                       "region": union}))
+                        params=Params({**first.params, "region": union}))
 
 
 __all__ = ["FUSION_MIN_SIZE", "NDUAL_MAX_WIDTH", "clean_region", "fuse_elementwise"]

@@ -506,6 +506,18 @@ def _solve_with_factor(eqn, known):
                                         "unit_diagonal": False}))]
 
 
+def _solve_knows_its_triangle(eqn, known):
+    """solve(L, b) for a Cholesky factor L (or its transpose) with L's triangle as a param:
+    the same LU solve (numpy's bits), whose derivatives solve by substitution
+    (xform.rules.linalg reads the param, and so decides alike on values and on tracers)."""
+    found = None if "triangle" in eqn.params else _triangle_of_factor(eqn.inputs[0], known)
+    if found is None:
+        return None
+    _, lower, transposed = found
+    triangle = "lower" if lower != transposed else "upper"
+    return [attrs.evolve(eqn, params=Params({**eqn.params, "triangle": triangle}))]
+
+
 # -- exact -----------------------------------------------------------------------------------
 
 def _filled(out: Var, value) -> list | tuple:
@@ -594,6 +606,10 @@ REWRITES = (
             operand_of=_made_by(0, "transpose", *_CHOLESKY),
             doc="solve(L, b) = triangular_solve(L, b) for L (or L^T) from cholesky: one "
                 "substitution instead of an LU factorization; rounding changes"),
+    Rewrite("solve knows a Cholesky factor's triangle", "solve", _solve_knows_its_triangle,
+            exact=True, operand_of=_made_by(0, "transpose", *_CHOLESKY),
+            doc="solve(L, b) for L (or L^T) from cholesky carries L's triangle: the same LU "
+                "solve, whose derivatives solve by substitution (values keep numpy's bits)"),
     Rewrite("product of a negation", "multiply", _product_of_a_negation, exact=True,
             operand_of=_made_by((0, 1), "negative", "multiply"),
             doc="(-a) * b = -(a * b) when a * b is computed already (-a: negative(a) or "

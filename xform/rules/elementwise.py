@@ -1,13 +1,16 @@
 """The `elementwise` primitive: one equation standing for a fused region of element-wise
 equations, whose closed graph is its `region` param (made by xform.passes.fuse). Its vjp runs
-the region once in forward mode with one tangent direction per differentiable input (NDual)."""
+the region once in forward mode with one tangent direction per differentiable input (NDual)
+that is not among its `constants` param (the positions of inputs that are constants of the
+graph, which fusion names; absent when none)."""
 from __future__ import annotations
 
 import attrs
 import numpy as np
 
 from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, bind, source_scope, using_builder
+from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
+                              using_builder)
 from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.execute import compiled_memo, runtime
 from xform.ir.interpret import eval_graph
@@ -18,7 +21,7 @@ from xform.ir.registry import Hooks, is_elementwise, register, rule_for
 from xform.passes import clean_region, eliminate_dead_code
 from xform.transforms.derived import batch_of, memo
 from xform.transforms.jvp import jvp_eval
-from xform.transforms.vjp import is_constant, vjp_eval
+from xform.transforms.vjp import vjp_eval
 
 elementwise_p = Primitive("elementwise", multiple_results=True)
 
@@ -29,7 +32,7 @@ WHOLE_LIMIT = 1 << 21  # ...unless it has this many elements
 _RUNNERS = compiled_memo()
 
 
-def _elementwise_impl(*args, max_width, region):
+def _elementwise_impl(*args, max_width, region, constants=()):
     runner = _RUNNERS.get(region)
     if runner is None:
         runner = _RUNNERS[region] = _runner(region)
@@ -131,7 +134,7 @@ def _broadcast_shape(shapes):
         return None
 
 
-def _elementwise_abstract_eval(*avals, max_width, region):
+def _elementwise_abstract_eval(*avals, max_width, region, constants=()):
     if len(avals) != len(region.inputs):
         raise TypeError(f"{len(avals)} inputs for a region of {len(region.inputs)}")
     if all(a.shape == v.aval.shape and a.dtype == v.aval.dtype
@@ -160,14 +163,15 @@ def _jvp_region(region, nonzeros):
     return memo(region, ("elementwise_jvp", nonzeros), build)
 
 
-def _elementwise_jvp(primals, tangents, *, max_width, region):
+def _elementwise_jvp(primals, tangents, *, region, **params):
     # Two equations rather than one computing both: the tangent one depends on the tangents
-    # and the primal one does not, so linearize can split them apart.
-    outs = elementwise_p.bind(*primals, max_width=max_width, region=region)
+    # and the primal one does not, so linearize can split them apart. (The tangent one's
+    # inputs start with the primal's: its `constants` are the primal's.)
+    outs = elementwise_p.bind(*primals, region=region, **params)
     nonzeros = tuple(type(t) is not Zero for t in tangents)
     graph, diff = _jvp_region(region, nonzeros)
     live = [fit_tangent(t, v.aval) for t, v, nz in zip(tangents, region.inputs, nonzeros) if nz]
-    t_values = iter(elementwise_p.bind(*primals, *live, max_width=max_width, region=graph)
+    t_values = iter(elementwise_p.bind(*primals, *live, region=graph, **params)
                     if any(diff) else ())
     return outs, [next(t_values) if d else zero_tangent(a.aval)
                   for d, a in zip(diff, region.outputs)]
@@ -247,11 +251,16 @@ def _mixes_precisions(region) -> bool:
     return len({v.aval.dtype for v in values if v.aval.dtype.kind in "fc"}) > 1
 
 
-def _elementwise_vjp(primals, outs, cts, *, max_width, region):
-    # N: the differentiable inputs that can have a cotangent (constants have none), the same
-    # in a gradient computed at once as in its graph: N decides NDual or not, and so the bits.
+def _elementwise_vjp(primals, outs, cts, *, region, **params):
+    # N: the differentiable inputs that can have a cotangent. N decides NDual or not, and so
+    # the bits, so a gradient computed at once (values only) must count as its graph does: the
+    # graph's constants have none, and fusion names them in `constants`. While staging, a
+    # value that is no tracer is a constant too (an equation bound outside a fused graph).
+    max_width, constants = params["max_width"], params.get("constants", ())
+    staging = current_builder() is not None
     directions = tuple(i for i, x in enumerate(primals)
-                       if not is_constant(x) and is_differentiable(aval(x)))
+                       if i not in constants and (type(x) is Tracer or not staging)
+                       and is_differentiable(aval(x)))
     if not directions:
         return (None,) * len(primals)
     # A complex input's derivative need not be complex multiplication by one partial (abs,
@@ -266,7 +275,7 @@ def _elementwise_vjp(primals, outs, cts, *, max_width, region):
     graph, partials = _ndual_region(region, live, directions)
     results = []
     if len(graph.outputs) > len(region.outputs):
-        results = elementwise_p.bind(*primals, max_width=max_width, region=graph)
+        results = elementwise_p.bind(*primals, region=graph, **params)
     grads = [None] * len(primals)
     for (k, i), (kind, value) in partials.items():
         partial = results[value] if kind == "out" else value
@@ -287,7 +296,7 @@ def _retyped(region, avals):
     return memo(region, ("elementwise_retyped", tuple(avals)), build)
 
 
-def _elementwise_batch(size, args, dims, *, max_width, region):
+def _elementwise_batch(size, args, dims, *, region, **params):
     if not all(is_elementwise(e.primitive) for e in region.equations):
         # A broadcast_to in the region fixes a shape that retyping cannot batch: batch the
         # region's equations one by one instead.
@@ -302,7 +311,7 @@ def _elementwise_batch(size, args, dims, *, max_width, region):
                 x = np.reshape(x, (size,) + (1,) * (rank - v.aval.ndim) + v.aval.shape)
         aligned.append(x)
     retyped = _retyped(region, [aval(x) for x in aligned])
-    outs = elementwise_p.bind(*aligned, max_width=max_width, region=retyped)
+    outs = elementwise_p.bind(*aligned, region=retyped, **params)
     results, out_dims = [], []
     for out, old in zip(outs, region.outputs):
         # Outputs that read a batched input have the batch axis (and rank + 1 dims).
@@ -329,7 +338,7 @@ def _elementwise_dce(eqn, used):
                         params={**eqn.params, "region": smaller})
 
 
-def _elementwise_decomposition(*args, max_width, region):
+def _elementwise_decomposition(*args, region, **params):
     return eval_graph(region, *args)
 
 

@@ -13,9 +13,8 @@ from xform.ir.ad import Undefined, Zero, add_tangents, aval, move_to_front, zero
 from xform.rules.helpers import elementwise_batch, linear_jvp, unbroadcast, zero_derivative
 from xform.rules.linalg_scipy import (cholesky_cotangent, cholesky_potrf, inverse_jvp,
                                       triangular_solve)
-from xform.rules import shape
 from xform.ir.registry import register
-from xform.transforms.vjp import lineage, vjp_from_jvp
+from xform.transforms.vjp import vjp_from_jvp
 
 _DTYPE_CACHE: dict = {}
 
@@ -119,7 +118,7 @@ register(inv_p, impl=np.linalg.inv,
 solve_p = Primitive("solve")
 
 
-def _solve_abstract_eval(a, b):
+def _solve_abstract_eval(a, b, *, triangle=None):
     _check_square(a, "solve")
     if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
         raise ValueError(f"solve: b of shape {b.shape} does not fit a of shape {a.shape}")
@@ -127,34 +126,19 @@ def _solve_abstract_eval(a, b):
     return ShapedArray(batch + b.shape[-2:], _result_dtypes(np.linalg.solve, a.dtype, b.dtype)[0])
 
 
-def _known_triangle(a):
-    """"lower" or "upper" when `a` is known to be a Cholesky factor (or its transpose), else None:
-    the derivatives of solve(L, b) then need triangular solves only.
+# `triangle` ("lower" or "upper"), a param only where a pass knows `a` is triangular (a
+# Cholesky factor or its transpose, xform.passes.simplify): the value is still numpy's LU
+# solve, for numpy's bits; the derivatives solve by substitution. Rules decide from it, never
+# from where `a` came from, so that a gradient computed at once decides as its graph does.
 
-    Notes: simplify's "solve with a Cholesky factor" makes this moot for a plain `grad` (the
-    primal is rewritten before differentiating), but not where values are returned (jvp,
-    value_and_grad, linearize): "exact" keeps the primal's LU solve for numpy's bits, and
-    only here is the tangent's solve known to take a factor."""
-    found = lineage(a)
-    if found is None:
-        return None
-    var, maker = found
-    eqn, swapped = maker(var), False
-    if eqn is not None and eqn.primitive is shape.transpose_p:
-        axes = eqn.params["axes"]
-        if tuple(axes[-2:]) != (len(axes) - 1, len(axes) - 2) or \
-                tuple(axes[:-2]) != tuple(range(len(axes) - 2)):
-            return None
-        eqn, swapped = maker(eqn.inputs[0]), True
-    if eqn is not None and eqn.primitive in (cholesky_p, cholesky_lapack_p):
-        return "lower" if eqn.params["upper"] == swapped else "upper"
-    return None
+def _solve_impl(a, b, *, triangle=None):
+    return np.linalg.solve(a, b)
 
 
-def _solve_jvp(primals, tangents):
+def _solve_jvp(primals, tangents, *, triangle=None):
     a, b = primals
     t_a, t_b = tangents
-    ans = solve_p.bind(a, b)
+    ans = solve_p.bind(a, b, **_triangle_param(triangle))
     if type(t_a) is Zero and type(t_b) is Zero:
         return ans, Zero(aval(ans))
     # dX = A^-1 (dB - dA X): differentiate A X = B
@@ -164,18 +148,24 @@ def _solve_jvp(primals, tangents):
         rhs = -np.matmul(t_a, ans)
     else:
         rhs = t_b - np.matmul(t_a, ans)
-    triangle = _known_triangle(a)
     if triangle is not None:
+        # numpy's LU keeps the primal's bits; a derivative has none to keep
         return ans, triangular_solve(a, rhs, lower=triangle == "lower")
     return ans, solve_p.bind(a, rhs)
 
 
-def _solve_transpose(ct, a, b):
+def _solve_transpose(ct, a, b, *, triangle=None):
     assert type(a) is not Undefined, "solve is linear in b only"
-    return None, unbroadcast(solve_p.bind(_mT(a), ct), b.aval)
+    flipped = {"lower": "upper", "upper": "lower"}.get(triangle)
+    return None, unbroadcast(solve_p.bind(_mT(a), ct, **_triangle_param(flipped)), b.aval)
 
 
-register(solve_p, impl=np.linalg.solve, abstract_eval=_solve_abstract_eval, jvp=_solve_jvp,
+def _triangle_param(triangle) -> dict:
+    """solve's params: `triangle` only where known, so that other solves keep no param."""
+    return {} if triangle is None else {"triangle": triangle}
+
+
+register(solve_p, impl=_solve_impl, abstract_eval=_solve_abstract_eval, jvp=_solve_jvp,
          transpose=_solve_transpose, batch=_stacked_batch(solve_p), symbolic_zeros=True,
          role="solve")
 

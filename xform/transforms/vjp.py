@@ -6,8 +6,6 @@ linearizes the equation with its jvp rule and transposes that small linear graph
 """
 from __future__ import annotations
 
-from contextvars import ContextVar
-
 import numpy as np
 
 from xform.errors import RuleError, UnsupportedError, construct_of
@@ -18,7 +16,6 @@ from xform.ir.core import Graph, Literal
 from xform.ir.interpret import concrete_env, emit_equations
 from xform.ir.ad import (Undefined, Zero, add_tangents, aval, check_rule_outputs, fit_tangent,
                          instantiate, zero_tangent)
-from xform.ir.tracer import Tracer
 from xform.ir.registry import (RULES, effectful_primitives, graph_has_effects, has_effects,
                             hooks_named, rule_for)
 from xform.transforms.transpose import backward_pass
@@ -65,60 +62,11 @@ def gradient_values(graph, args, live=None, wanted=None, kept=None, known=None) 
     already (xform.ir.interpret.concrete_env)."""
     live, wanted, kept = _options(graph, live, wanted, kept)
     env = concrete_env(graph, args, known)
-    token = _at_once.set(_Origins(graph, env))
-    try:
-        # (no effects: the graph is computable_at_once)
-        outs, cts_in = _backward(graph, env, _seeds(graph, live, [None] * len(live)),
-                                 _depending_on(graph, wanted), effects=False)
-    finally:
-        _at_once.reset(token)
+    # (no effects: the graph is computable_at_once)
+    outs, cts_in = _backward(graph, env, _seeds(graph, live, [None] * len(live)),
+                             _depending_on(graph, wanted), effects=False)
     grads = [instantiate(cts_in[i]) for i in wanted if is_differentiable(graph.inputs[i].aval)]
     return [outs[i] for i in kept] + grads
-
-
-class _Origins:
-    """What a rule may ask of a value that a Tracer would tell it, for the concrete values of
-    gradient_values: its var in the forward graph
-    and the equation that made each var, and whether it is a constant of the graph (a value
-    no derivative flows through). Rules that ask must decide alike in both tiers, or a
-    gradient's first call would round differently from the calls after it."""
-
-    def __init__(self, graph, env):
-        self._graph, self._env = graph, env
-        self._vars = self._makers = None
-
-    def lineage(self, value):
-        if self._vars is None:   # built on the first question: most gradients ask none
-            self._vars = {id(value): var for var, value in self._env.items()}
-            self._makers = {v: eqn for eqn in self._graph.equations for v in eqn.outputs}
-        var = self._vars.get(id(value))
-        return None if var is None else (var, self._makers.get)
-
-    def is_constant(self, value) -> bool:
-        return any(value is c for _, c in self._graph.consts)
-
-
-_at_once: ContextVar = ContextVar("gradient_values_origins", default=None)
-
-
-def lineage(x):
-    """`(var, maker)` for `x`, a Tracer of the current staging or a value of the forward pass
-    of a gradient computed at once: `var` is its Var, `maker(v)` the equation that made Var
-    `v` (None for inputs and constants). None for other values. For rules that take a
-    shorter path when they know where an operand comes from (solve with a Cholesky factor)."""
-    if type(x) is Tracer:
-        return x.graph_var, x.builder.maker
-    origins = _at_once.get()   # by identity, so an answer is true even in a nested staging
-    return None if origins is None else origins.lineage(x)
-
-
-def is_constant(x) -> bool:
-    """Whether `x` is a constant no derivative flows through: a concrete value while staging
-    (a Tracer is not), or one of the graph's constants in a gradient computed at once."""
-    if type(x) is Tracer:
-        return False
-    origins = _at_once.get()
-    return origins is None or current_builder() is not None or origins.is_constant(x)
 
 
 def _depending_on(graph, wanted) -> set:
