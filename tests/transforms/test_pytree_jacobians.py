@@ -186,12 +186,12 @@ def test_agrees_with_jax_when_installed():
     """JAX is an optional peer: the layout must be JAX's own."""
     jax = pytest.importorskip("jax", reason="JAX is an optional peer, not a dependency")
     jnp = jax.numpy
-    jax.config.update("jax_enable_x64", True)
     p = {"W": np.arange(1.0, 5.0), "b": 0.5}
-    for ours, theirs in ((xform.jacfwd, jax.jacfwd), (xform.jacrev, jax.jacrev)):
-        got = ours(dict_in)(p)
-        want = theirs(lambda q: jnp.tanh(q["W"] * q["b"]))(p)
-        assert_same_tree(got, jax.tree_util.tree_map(np.asarray, want))
+    with jax.enable_x64(True):    # scoped: other tests run with JAX's default (x64 off)
+        for ours, theirs in ((xform.jacfwd, jax.jacfwd), (xform.jacrev, jax.jacrev)):
+            got = ours(dict_in)(p)
+            want = theirs(lambda q: jnp.tanh(q["W"] * q["b"]))(p)
+            assert_same_tree(got, jax.tree_util.tree_map(np.asarray, want))
 
 
 @pytest.mark.parametrize("transform", [xform.jacfwd, xform.jacrev])
