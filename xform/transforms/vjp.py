@@ -12,7 +12,7 @@ import numpy as np
 
 from xform.errors import RuleError, UnsupportedError, construct_of
 from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
+from xform.ir.builder import (GraphBuilder, _rewriting, bind, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Graph, Literal
 from xform.ir.interpret import concrete_env, emit_equations
@@ -203,13 +203,19 @@ def _backward(graph, env, cts_out, active=None, effects=None):
         if ct is None or type(ct) is Zero or type(atom) is Literal:
             return
         atom_aval = atom.aval
+        atom_dtype = atom_aval.dtype
         if eqn is not None:
-            ct_aval = aval(ct)
-            if ct_aval.shape != atom_aval.shape:
+            kind = type(ct)
+            if kind is np.ndarray or kind is Tracer:  # (no aval made: most cotangents)
+                ct_shape, ct_dtype = ct.shape, ct.dtype
+            else:
+                ct_aval = aval(ct)
+                ct_shape, ct_dtype = ct_aval.shape, ct_aval.dtype
+            if ct_shape != atom_aval.shape:
                 raise _cotangent_shape_error(eqn, atom, ct)
-        if atom_aval.dtype.kind not in "fc" or (active is not None and atom not in active):
+        if atom_dtype.kind not in "fc" or (active is not None and atom not in active):
             return
-        if eqn is None or ct_aval.dtype != atom_aval.dtype:
+        if eqn is None or (ct_dtype is not atom_dtype and ct_dtype != atom_dtype):
             ct = fit_tangent(ct, atom_aval)
         previous = ct_env.get(atom)
         if previous is None:
@@ -225,7 +231,8 @@ def _backward(graph, env, cts_out, active=None, effects=None):
 
     if effects is None:
         effects = graph_has_effects(graph)
-    rules_of = RULES.get
+    rules_of, reverse_of = RULES.get, _REVERSE.get
+    set_scope, reset_scope = _rewriting.set, _rewriting.reset
     for eqn in reversed(graph.equations):
         outputs = eqn.outputs
         if len(outputs) == 1:   # most equations: no list walks
@@ -248,28 +255,34 @@ def _backward(graph, env, cts_out, active=None, effects=None):
             _check_replays_no_draw(eqn)
         prim = eqn.primitive
         params = eqn.params
-        with source_scope(eqn.source, _vjp_origin(prim)):
+        rules = rules_of(prim)
+        reverse = reverse_of(rules) or _reverse(prim, rules)
+        # (source_scope's work, without its object and calls: one per equation)
+        token = set_scope((eqn.source, reverse.origin))
+        try:
             if prim.multiple_results:
                 cts = [zero_tangent(v.aval) if ct is None else ct
                        for ct, v in zip(cts, outputs)]
                 outs = [env[v] for v in outputs]
             else:
                 cts, outs = cts[0], env[outputs[0]]
-            rules = rules_of(prim)
-            vjp = rules.calls["vjp"] if rules is not None else None
+            vjp = reverse.vjp
             if vjp is not None:
                 cts_in = vjp(ins, outs, cts, **params)
-            elif rules is not None and _transposable(rules, inputs):
+            elif reverse.linear_in and _transposable(reverse.linear_in, inputs):
                 # Linear in its differentiable inputs: the vjp is the transpose, with no small
                 # linear graph to build per equation.
-                linear_in = rules.linear_in
+                linear_in = reverse.linear_in
                 args = [_undefined(a.aval) if i in linear_in and a.aval.dtype.kind in "fc"
                         else x for i, (a, x) in enumerate(zip(inputs, ins))]
-                cts_in = rules.calls["transpose"](cts, *args, **params)
+                cts_in = reverse.transpose(cts, *args, **params)
             else:
                 cts_in = vjp_from_jvp(eqn, ins, cts)
+        finally:
+            reset_scope(token)
         for atom, ct in zip(inputs, cts_in):
-            accumulate(atom, ct, eqn)
+            if ct is not None:
+                accumulate(atom, ct, eqn)
 
     cts_in = [ct_env.get(v) for v in graph.inputs]
     cts_in = [Zero(tangent_aval(v.aval)) if ct is None else ct
@@ -290,15 +303,30 @@ def _undefined(aval_) -> Undefined:
     return found
 
 
-_VJP_ORIGINS: dict = {}
+class _Reverse:
+    """How reverse mode treats a primitive, read once from its Rules: its vjp rule as
+    transforms call it, else its transpose rule and the inputs it is linear in (when it has
+    both), and the origin of the equations they emit ("vjp of <prim>")."""
+
+    __slots__ = ("vjp", "transpose", "linear_in", "origin")
+
+    def __init__(self, prim, rules):
+        self.vjp = rules.calls["vjp"] if rules is not None else None
+        self.transpose = rules.calls["transpose"] if rules is not None else None
+        self.linear_in = rules.linear_in if self.transpose is not None else ()
+        self.origin = f"vjp of {prim}"
 
 
-def _vjp_origin(prim) -> str:
-    """"vjp of <prim>", the origin of the equations its vjp rule emits (made once each)."""
-    origin = _VJP_ORIGINS.get(prim)
-    if origin is None:
-        origin = _VJP_ORIGINS[prim] = f"vjp of {prim}"
-    return origin
+_REVERSE: dict = {}     # Rules (by identity: a registration makes new ones) -> its _Reverse
+
+
+def _reverse(prim, rules) -> _Reverse:
+    reverse = _Reverse(prim, rules)
+    if rules is not None:   # (no rules: the missing rule's error is raised each time)
+        if len(_REVERSE) >= 4096:
+            _REVERSE.clear()
+        _REVERSE[rules] = reverse
+    return reverse
 
 
 def _draws_at_top_level(graph):
@@ -340,11 +368,12 @@ def _check_replays_no_draw(eqn) -> None:
         "differentiate in forward mode (xform.jvp, jacfwd)")
 
 
-def _transposable(rules, inputs) -> bool:
+def _transposable(linear_in, inputs) -> bool:
     """Whether every differentiable input (atom) is one the primitive is declared linear in."""
-    linear_in = rules.linear_in
-    return (bool(linear_in) and rules.transpose is not None
-            and all(i in linear_in for i, a in enumerate(inputs) if is_differentiable(a.aval)))
+    for i, a in enumerate(inputs):
+        if i not in linear_in and a.aval.dtype.kind in "fc":
+            return False
+    return True
 
 
 def _cotangent_shape_error(eqn, atom, ct) -> RuleError:
