@@ -323,11 +323,23 @@ def bind(prim, *args, **params):
     if builder is not None:
         for a in args:
             if type(a) is Tracer:
-                return _stage_equation(builder, prim, args, params, sys._getframe(1))
-        # An effect (a random draw) is staged even on constants: each call must run it.
-        if prim in effectful_primitives():
-            return _stage_equation(builder, prim, args, params, sys._getframe(1))
-    return _eval_concrete(prim, args, params)
+                break
+        else:
+            # An effect (a random draw) is staged even on constants: each call must run it.
+            if prim not in effectful_primitives():
+                builder = None
+        if builder is not None:
+            stage = _stage_equation if sys.getprofile() is None else _stage_unwatched
+            return stage(builder, prim, args, params, sys._getframe(1))
+    for a in args:
+        if type(a) is Tracer:
+            raise XformError("a traced value escaped the function that staged it",
+                             user_frame_info(),
+                             "return values from staged functions instead of storing them")
+    rules = RULES.get(prim)
+    if rules is None or rules.impl is None:
+        raise missing_rule(prim, "impl", user_frame_info())
+    return rules.impl(*args, **params)
 
 
 def call_back(function, *args, **kwargs):
@@ -347,7 +359,6 @@ def call_back(function, *args, **kwargs):
 _NO_PARAMS = Params()   # shared by the equations without parameters (Params are immutable)
 
 
-@unwatched
 def _stage_equation(builder, prim, args, params, caller):
     """Stage `prim` on `args`; `caller` is the frame that called `bind`, where the search
     for the user's line starts (the frames below it are xform's)."""
@@ -388,19 +399,11 @@ def _stage_equation(builder, prim, args, params, caller):
     return Tracer(builder, out)
 
 
-install_bind(bind)    # Primitive.bind calls it directly from now on
+# _stage_equation with the watcher's profile hook paused, for `bind` when a profile function is
+# installed (a rule's bind below the tracer's entry points finds it paused already)
+_stage_unwatched = unwatched(_stage_equation)
 
-
-def _eval_concrete(prim, args, params):
-    for a in args:
-        if type(a) is Tracer:
-            raise XformError("a traced value escaped the function that staged it",
-                             user_frame_info(),
-                             "return values from staged functions instead of storing them")
-    rules = RULES.get(prim)
-    if rules is None or rules.impl is None:
-        raise missing_rule(prim, "impl", user_frame_info())
-    return rules.impl(*args, **params)
+install_bind(bind)    # Primitive.bind is `bind` from now on
 
 
 def _user_code_error(err):

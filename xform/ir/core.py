@@ -16,16 +16,13 @@ from xform.ir.avals import ShapedArray
 from xform.source_info import SourceInfo
 
 
-_bind = None   # what Primitive.bind calls: xform.ir.builder.bind, set by `install_bind`
-
-
 def install_bind(bind) -> None:
-    """Make `bind` what `Primitive.bind` calls. xform.ir.builder installs its `bind` when it is
-    imported: it imports this module, so this one cannot import it, and an import statement
-    inside `Primitive.bind` would cost each bind as much as a dict lookup chain. (Every
-    import of an xform module runs xform/__init__, which imports the builder.)"""
-    global _bind
-    _bind = bind
+    """Make `bind` (xform.ir.builder's) `Primitive.bind` itself, installed by the builder when
+    it is imported: it imports this module, so this one cannot import it, and a method calling
+    it would cost every staged equation and every eager rule operation a frame. (Every import
+    of an xform module runs xform/__init__, which imports the builder.)"""
+    bind.__doc__ = Primitive.bind.__doc__
+    Primitive.bind = bind
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -46,7 +43,7 @@ class Primitive:
 
     def bind(self, *args, **params):
         """Stage (under a builder) or evaluate (eagerly) this primitive on `args`."""
-        return _bind(self, *args, **params)
+        raise NotImplementedError("xform.ir.builder installs Primitive.bind (install_bind)")
 
     # JAX-style registration, forwarded to the rule table (xform.ir.registry). Each returns
     # `fn`, so it also works as a decorator: `@p.def_impl`.
