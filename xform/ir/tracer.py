@@ -28,14 +28,37 @@ def _no_function(numpy_function):
 
 _array_ufunc = _no_ufunc  # (ufunc, method, inputs, kwargs) -> the staged result
 _fn = _no_function        # numpy function, "getitem", "setitem", ... -> the xform function
+_ufunc_ops: dict = {}     # ufunc -> the op staging its plain call (read before _array_ufunc)
 
 
-def install_numpy_protocol(array_ufunc, function_for) -> None:
+def install_numpy_protocol(array_ufunc, function_for, ufunc_ops=None) -> None:
     """Hook: `array_ufunc(ufunc, method, inputs, kwargs)` serves `__array_ufunc__`, and
     `function_for(f)` returns the xform function standing for numpy function `f` (or raises
-    UnsupportedError); xform.numpy installs them at import."""
-    global _array_ufunc, _fn
+    UnsupportedError); xform.numpy installs them at import. `ufunc_ops`, a live table of the
+    ops taking a ufunc's positional inputs, serves its plain calls without `array_ufunc`."""
+    global _array_ufunc, _fn, _ufunc_ops
     _array_ufunc, _fn = array_ufunc, function_for
+    _ufunc_ops = {} if ufunc_ops is None else ufunc_ops
+
+
+def _entered(builder, caller, function, *args):
+    """`function(*args)`, an entry from numpy's C code into staging, which names its caller
+    to the builder: that frame is where the search for the user's line of the equations
+    staged inside starts."""
+    outer, builder.entry_caller = builder.entry_caller, caller
+    try:
+        return function(*args)
+    finally:
+        builder.entry_caller = outer
+
+
+def _dispatch(what, args, kwargs):
+    """The xform function standing for `what` (a numpy function, "getitem", ...) on `args`."""
+    return _fn(what)(*args, **kwargs)
+
+
+_entered_unwatched = unwatched(_entered)
+_dispatch_unwatched = unwatched(_dispatch)
 
 
 
@@ -97,22 +120,31 @@ class Tracer:
     __hash__ = object.__hash__
 
     # -- numpy protocols --------------------------------------------------------------
-    # The entries from numpy's C code name their caller to their builder: its frame is where
-    # the search for the user's line of the equations they stage starts (2: under
-    # `unwatched`'s wrapper).
-    @unwatched
+    # The entries from numpy's C code name their caller to their builder, as `_entered` does,
+    # inline (most staged equations come through them: each frame less counts). With a
+    # profile function installed they go through `_entered_unwatched`, which pauses the
+    # watcher's hook.
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if sys.getprofile() is not None:
+            return _entered_unwatched(self.builder, sys._getframe(1), _array_ufunc, ufunc,
+                                      method, inputs, kwargs)
         builder = self.builder
-        outer, builder.entry_caller = builder.entry_caller, sys._getframe(2)
+        outer, builder.entry_caller = builder.entry_caller, sys._getframe(1)
         try:
+            if method == "__call__" and not kwargs:
+                op = _ufunc_ops.get(ufunc)
+                if op is not None:
+                    return op(*inputs)
             return _array_ufunc(ufunc, method, inputs, kwargs)
         finally:
             builder.entry_caller = outer
 
-    @unwatched
     def __array_function__(self, func, types, args, kwargs):
+        if sys.getprofile() is not None:
+            return _entered_unwatched(self.builder, sys._getframe(1), _dispatch, func, args,
+                                      kwargs)
         builder = self.builder
-        outer, builder.entry_caller = builder.entry_caller, sys._getframe(2)
+        outer, builder.entry_caller = builder.entry_caller, sys._getframe(1)
         try:
             return _fn(func)(*args, **kwargs)
         finally:
@@ -159,9 +191,11 @@ class Tracer:
         return value.tolist()
 
     # -- writes: staged as functional updates, with numpy's view semantics --------------
-    @unwatched
     def __setitem__(self, index, value):
-        _fn("setitem")(self, index, value)
+        if sys.getprofile() is not None:
+            _dispatch_unwatched("setitem", (self, index, value), {})
+        else:
+            _fn("setitem")(self, index, value)
 
     # An in-place operator writes into the array, as numpy's does (a 0-d result of numpy
     # arithmetic is an immutable scalar: there `x += 1` rebinds the name, as in numpy).
@@ -220,8 +254,9 @@ class Tracer:
     def __eq__(self, other): return np.equal(self, other)
     def __ne__(self, other): return np.not_equal(self, other)
 
-    @unwatched
     def __getitem__(self, index):
+        if sys.getprofile() is not None:
+            return _dispatch_unwatched("getitem", (self, index), {})
         return _fn("getitem")(self, index)
 
     # -- methods, forwarded to the numpy function tables ----------------------------
