@@ -68,6 +68,20 @@ def run_concrete(graph, args, known=None) -> list:
     return [atom.value if type(atom) is Literal else env[atom] for atom in graph.outputs]
 
 
+def _all_known(outputs, known_values) -> bool:
+    for var in outputs:
+        if var not in known_values:
+            return False
+    return True
+
+
+def _none_in(inputs, recomputed) -> bool:
+    for atom in inputs:
+        if type(atom) is not Literal and atom in recomputed:
+            return False
+    return True
+
+
 def concrete_env(graph, args, known=None) -> dict:
     """run_concrete's environment: var -> value for every var of `graph`. `known` holds
     `(values, equations)` computed already for these `args` by staging with values
@@ -77,14 +91,15 @@ def concrete_env(graph, args, known=None) -> dict:
     rules = RULES
     if known is not None:
         known_values, staged = known
+        staged_ids = staged.ids
         recomputed = set()
     for eqn in graph.equations:
         if known is not None:
             # An equation staging computed, none of whose inputs was computed again here (a
             # pass may have rewritten one: its value may round differently)
             outputs = eqn.outputs
-            if outputs and eqn in staged and all(var in known_values for var in outputs) \
-                    and all(type(a) is Literal or a not in recomputed for a in eqn.inputs):
+            if outputs and id(eqn) in staged_ids and _all_known(outputs, known_values) \
+                    and (not recomputed or _none_in(eqn.inputs, recomputed)):
                 for var in outputs:
                     env[var] = known_values[var]
                 continue

@@ -184,22 +184,23 @@ def keep_fused_values(before, after) -> None:
 
 
 class _Staged:
-    """The equations a staging computed, asked by identity (equations compare by value)."""
+    """The equations a staging computed, asked by identity (equations compare by value):
+    `eqn in staged`, or `id(eqn) in staged.ids` on a hot path."""
 
-    __slots__ = ("_ids", "_equations")
+    __slots__ = ("ids", "_equations")
 
     def __init__(self, equations):
         self._equations = [equations]   # (held: their ids stay theirs)
-        self._ids = {id(eqn) for eqn in equations}
+        self.ids = {id(eqn) for eqn in equations}
 
     def __contains__(self, eqn):
-        return id(eqn) in self._ids
+        return id(eqn) in self.ids
 
     def add(self, equations) -> None:
         """Count `equations` as computed by the staging too."""
         equations = list(equations)
         self._equations.append(equations)
-        self._ids.update(map(id, equations))
+        self.ids.update(map(id, equations))
 
 
 def staged_values(graph):

@@ -127,8 +127,10 @@ def _depending_on(graph, wanted) -> set:
     elimination; computed at once, they would be computed, e.g. a data matrix's)."""
     active = {graph.inputs[i] for i in wanted if is_differentiable(graph.inputs[i].aval)}
     for eqn in graph.equations:
-        if any(type(a) is not Literal and a in active for a in eqn.inputs):
-            active.update(eqn.outputs)
+        for a in eqn.inputs:
+            if type(a) is not Literal and a in active:
+                active.update(eqn.outputs)
+                break
     return active
 
 
@@ -195,6 +197,7 @@ def _backward(graph, env, cts_out, active=None, effects=None):
     those get cotangents, and equations reading none of them are skipped. `effects`: whether
     `graph` has effects, when the caller knows (else asked)."""
     ct_env = {}
+    summed = set()  # the atoms whose cotangent in ct_env is an array a sum here made
 
     def accumulate(atom, ct, eqn=None):
         """Add `ct` to the cotangent of `atom`: one of the graph's outputs (`eqn` None: the
@@ -220,11 +223,20 @@ def _backward(graph, env, cts_out, active=None, effects=None):
         previous = ct_env.get(atom)
         if previous is None:
             ct_env[atom] = ct
-        elif eqn is None:
-            ct_env[atom] = add_tangents(previous, ct)
-        else:
-            with source_scope(eqn.source):
+        elif type(previous) is Tracer or type(ct) is Tracer:   # staged: at eqn's line
+            if eqn is None:
                 ct_env[atom] = add_tangents(previous, ct)
+            else:
+                with source_scope(eqn.source):
+                    ct_env[atom] = add_tangents(previous, ct)
+        elif atom in summed:
+            # A sum this pass made, which no rule has read yet (an atom's cotangent is read
+            # once, after its last sum): added into, the bits a new sum would have
+            np.add(previous, ct, out=previous)
+        else:
+            ct_env[atom] = total = previous + ct
+            if type(total) is np.ndarray and total.ndim:
+                summed.add(atom)
 
     for atom, ct in zip(graph.outputs, cts_out):
         accumulate(atom, ct)
