@@ -231,9 +231,6 @@ class GraphBuilder:
     def captured_values(self) -> list[Tracer]:
         return [tracer for _, tracer in self._captures.values()]
 
-    def add(self, eqn: Equation) -> None:
-        self.equations.append(eqn)
-
     def build(self, outputs) -> Graph:
         """Close the builder: inputs are the explicit inputs, then the captured values."""
         out_atoms = [self.atom(out) for out in outputs]
@@ -370,10 +367,13 @@ def _stage_equation(builder, prim, args, params, caller):
     rules = RULES.get(prim)
     if rules is None or rules.abstract_eval is None:
         raise missing_rule(prim, "abstract_eval", source)
-    in_atoms = [a.graph_var if type(a) is Tracer and a.builder is builder else builder.atom(a)
-                for a in args]
+    in_atoms, in_avals = [], []
+    for a in args:
+        atom = a.graph_var if type(a) is Tracer and a.builder is builder else builder.atom(a)
+        in_atoms.append(atom)
+        in_avals.append(atom.aval)
     try:
-        out_avals = rules.abstract_eval(*[a.aval for a in in_atoms], **params)
+        out_avals = rules.abstract_eval(*in_avals, **params)
     except XformError as err:
         if err.source is None:
             raise type(err)(err.cause, source, err.hint) from None
@@ -386,14 +386,14 @@ def _stage_equation(builder, prim, args, params, caller):
         outs = [Var(aval) for aval in out_avals]
         eqn = Equation(prim, in_atoms, outs, Params(params) if params else _NO_PARAMS,
                        source, origin)
-        builder.add(eqn)
+        builder.equations.append(eqn)
         if builder.values is not None and outs:
             compute_values(builder, eqn, rules)
         return [Tracer(builder, var) for var in outs]
     out = Var(out_avals)
     eqn = Equation(prim, in_atoms, (out,), Params(params) if params else _NO_PARAMS, source,
                    origin)
-    builder.add(eqn)
+    builder.equations.append(eqn)
     if builder.values is not None:
         compute_values(builder, eqn, rules)
     return Tracer(builder, out)
