@@ -247,11 +247,12 @@ def _backward(graph, env, cts_out, active=None, effects=None):
     set_scope, reset_scope = _rewriting.set, _rewriting.reset
     for eqn in reversed(graph.equations):
         outputs = eqn.outputs
-        if len(outputs) == 1:   # most equations: no list walks
-            ct = ct_env.pop(outputs[0], None)
-            if ct is None:
+        prim = eqn.primitive
+        multiple = prim.multiple_results
+        if not multiple:   # most equations: no list walks
+            cts = ct_env.pop(outputs[0], None)
+            if cts is None:
                 continue
-            cts = [ct]
         else:
             cts = [ct_env.pop(v, None) for v in outputs]
             if all(ct is None for ct in cts):
@@ -265,19 +266,18 @@ def _backward(graph, env, cts_out, active=None, effects=None):
         ins = [a.value if type(a) is Literal else env[a] for a in inputs]
         if effects and has_effects(eqn):
             _check_replays_no_draw(eqn)
-        prim = eqn.primitive
         params = eqn.params
         rules = rules_of(prim)
         reverse = reverse_of(rules) or _reverse(prim, rules)
         # (source_scope's work, without its object and calls: one per equation)
         token = set_scope((eqn.source, reverse.origin))
         try:
-            if prim.multiple_results:
+            if multiple:
                 cts = [zero_tangent(v.aval) if ct is None else ct
                        for ct, v in zip(cts, outputs)]
                 outs = [env[v] for v in outputs]
             else:
-                cts, outs = cts[0], env[outputs[0]]
+                outs = env[outputs[0]]
             vjp = reverse.vjp
             if vjp is not None:
                 cts_in = vjp(ins, outs, cts, **params)
