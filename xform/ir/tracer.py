@@ -57,6 +57,24 @@ def _dispatch(what, args, kwargs):
     return _fn(what)(*args, **kwargs)
 
 
+def _operate(tracer, ufunc, *inputs):
+    """`ufunc(*inputs)` for an operator of `tracer`: what numpy's dispatch to
+    `tracer.__array_ufunc__` (the first override among `inputs`) would stage, without that
+    dispatch (operators stage most equations). With a profile function installed, numpy's
+    route, whose entry pauses a watcher's hook."""
+    if sys.getprofile() is not None:
+        return ufunc(*inputs)
+    builder = tracer.builder
+    outer, builder.entry_caller = builder.entry_caller, sys._getframe(1)
+    try:
+        op = _ufunc_ops.get(ufunc)
+        if op is not None:
+            return op(*inputs)
+        return _array_ufunc(ufunc, "__call__", inputs, {})
+    finally:
+        builder.entry_caller = outer
+
+
 _entered_unwatched = unwatched(_entered)
 _dispatch_unwatched = unwatched(_dispatch)
 
@@ -216,43 +234,43 @@ class Tracer:
     def fill(self, value):
         _fn("assign")(self, value)
 
-    # -- operators ----------------------------------------------------------------------
-    def __add__(self, other): return np.add(self, other)
-    def __radd__(self, other): return np.add(other, self)
-    def __sub__(self, other): return np.subtract(self, other)
-    def __rsub__(self, other): return np.subtract(other, self)
-    def __mul__(self, other): return np.multiply(self, other)
-    def __rmul__(self, other): return np.multiply(other, self)
-    def __truediv__(self, other): return np.true_divide(self, other)
-    def __rtruediv__(self, other): return np.true_divide(other, self)
-    def __floordiv__(self, other): return np.floor_divide(self, other)
-    def __rfloordiv__(self, other): return np.floor_divide(other, self)
-    def __mod__(self, other): return np.remainder(self, other)
-    def __rmod__(self, other): return np.remainder(other, self)
-    def __pow__(self, other): return np.power(self, other)
-    def __rpow__(self, other): return np.power(other, self)
-    def __matmul__(self, other): return np.matmul(self, other)
-    def __rmatmul__(self, other): return np.matmul(other, self)
-    def __neg__(self): return np.negative(self)
-    def __pos__(self): return np.positive(self)
-    def __abs__(self): return np.absolute(self)
-    def __invert__(self): return np.invert(self)
-    def __and__(self, other): return np.bitwise_and(self, other)
-    def __rand__(self, other): return np.bitwise_and(other, self)
-    def __or__(self, other): return np.bitwise_or(self, other)
-    def __ror__(self, other): return np.bitwise_or(other, self)
-    def __lshift__(self, other): return np.left_shift(self, other)
-    def __rlshift__(self, other): return np.left_shift(other, self)
-    def __rshift__(self, other): return np.right_shift(self, other)
-    def __rrshift__(self, other): return np.right_shift(other, self)
-    def __xor__(self, other): return np.bitwise_xor(self, other)
-    def __rxor__(self, other): return np.bitwise_xor(other, self)
-    def __lt__(self, other): return np.less(self, other)
-    def __le__(self, other): return np.less_equal(self, other)
-    def __gt__(self, other): return np.greater(self, other)
-    def __ge__(self, other): return np.greater_equal(self, other)
-    def __eq__(self, other): return np.equal(self, other)
-    def __ne__(self, other): return np.not_equal(self, other)
+    # -- operators: what numpy's ufunc would do with a tracer, without its dispatch ----------
+    def __add__(self, other): return _operate(self, np.add, self, other)
+    def __radd__(self, other): return _operate(self, np.add, other, self)
+    def __sub__(self, other): return _operate(self, np.subtract, self, other)
+    def __rsub__(self, other): return _operate(self, np.subtract, other, self)
+    def __mul__(self, other): return _operate(self, np.multiply, self, other)
+    def __rmul__(self, other): return _operate(self, np.multiply, other, self)
+    def __truediv__(self, other): return _operate(self, np.true_divide, self, other)
+    def __rtruediv__(self, other): return _operate(self, np.true_divide, other, self)
+    def __floordiv__(self, other): return _operate(self, np.floor_divide, self, other)
+    def __rfloordiv__(self, other): return _operate(self, np.floor_divide, other, self)
+    def __mod__(self, other): return _operate(self, np.remainder, self, other)
+    def __rmod__(self, other): return _operate(self, np.remainder, other, self)
+    def __pow__(self, other): return _operate(self, np.power, self, other)
+    def __rpow__(self, other): return _operate(self, np.power, other, self)
+    def __matmul__(self, other): return _operate(self, np.matmul, self, other)
+    def __rmatmul__(self, other): return _operate(self, np.matmul, other, self)
+    def __neg__(self): return _operate(self, np.negative, self)
+    def __pos__(self): return _operate(self, np.positive, self)
+    def __abs__(self): return _operate(self, np.absolute, self)
+    def __invert__(self): return _operate(self, np.invert, self)
+    def __and__(self, other): return _operate(self, np.bitwise_and, self, other)
+    def __rand__(self, other): return _operate(self, np.bitwise_and, other, self)
+    def __or__(self, other): return _operate(self, np.bitwise_or, self, other)
+    def __ror__(self, other): return _operate(self, np.bitwise_or, other, self)
+    def __lshift__(self, other): return _operate(self, np.left_shift, self, other)
+    def __rlshift__(self, other): return _operate(self, np.left_shift, other, self)
+    def __rshift__(self, other): return _operate(self, np.right_shift, self, other)
+    def __rrshift__(self, other): return _operate(self, np.right_shift, other, self)
+    def __xor__(self, other): return _operate(self, np.bitwise_xor, self, other)
+    def __rxor__(self, other): return _operate(self, np.bitwise_xor, other, self)
+    def __lt__(self, other): return _operate(self, np.less, self, other)
+    def __le__(self, other): return _operate(self, np.less_equal, self, other)
+    def __gt__(self, other): return _operate(self, np.greater, self, other)
+    def __ge__(self, other): return _operate(self, np.greater_equal, self, other)
+    def __eq__(self, other): return _operate(self, np.equal, self, other)
+    def __ne__(self, other): return _operate(self, np.not_equal, self, other)
 
     def __getitem__(self, index):
         if sys.getprofile() is not None:
