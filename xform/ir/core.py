@@ -137,7 +137,7 @@ class Primitive:
         return self._define("batch", fn)
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, init=False)
 class Var:
     """A value defined once in a graph. Equality is identity; `hint` is for debugging only.
 
@@ -147,6 +147,12 @@ class Var:
 
     aval: ShapedArray
     hint: str = ""
+
+    def __init__(self, aval: ShapedArray, hint: str = ""):
+        # (written out: staging makes one per equation, and attrs' frozen __init__ sets each
+        # field through a bound object.__setattr__)
+        _set_var_aval(self, aval)
+        _set_var_hint(self, hint)
 
     def __repr__(self) -> str:
         return f"Var({self.aval.str_short()})"
@@ -225,7 +231,7 @@ def _hashable(value):
     return value
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, init=False)
 class Equation:
     """`outputs = primitive(*inputs, **params)`, with the user line that made it.
 
@@ -237,15 +243,29 @@ class Equation:
     """
 
     primitive: Primitive
-    inputs: tuple[Atom, ...] = attrs.field(converter=tuple)
-    outputs: tuple[Var, ...] = attrs.field(converter=tuple)
-    params: Params = attrs.field(converter=lambda p: p if type(p) is Params else Params(p),
-                                 factory=Params)
+    inputs: tuple[Atom, ...]
+    outputs: tuple[Var, ...]
+    params: Params
     source: SourceInfo | None = None
     origin: str | None = None  # the rule that emitted it, e.g. "jvp of sin" (for debugging)
 
+    def __init__(self, primitive, inputs, outputs, params=None, source=None, origin=None):
+        # (written out, as Var's: converting only what is not a tuple or Params already)
+        _set_eqn_primitive(self, primitive)
+        _set_eqn_inputs(self, inputs if type(inputs) is tuple else tuple(inputs))
+        _set_eqn_outputs(self, outputs if type(outputs) is tuple else tuple(outputs))
+        _set_eqn_params(self, params if type(params) is Params else Params(params))
+        _set_eqn_source(self, source)
+        _set_eqn_origin(self, origin)
+
     def __repr__(self) -> str:
         return f"Equation({self.primitive.name}, {len(self.inputs)} in, {len(self.outputs)} out)"
+
+
+# The setters of the slots (a frozen class refuses setattr: its __init__ sets them so)
+_set_var_aval, _set_var_hint = (getattr(Var, name).__set__ for name in ("aval", "hint"))
+(_set_eqn_primitive, _set_eqn_inputs, _set_eqn_outputs, _set_eqn_params, _set_eqn_source,
+ _set_eqn_origin) = (getattr(Equation, field.name).__set__ for field in attrs.fields(Equation))
 
 
 @attrs.frozen
