@@ -209,7 +209,7 @@ def _backward(graph, env, cts_out, active=None, effects=None):
         atom_dtype = atom_aval.dtype
         if eqn is not None:
             kind = type(ct)
-            if kind is np.ndarray or kind is Tracer:  # (no aval made: most cotangents)
+            if kind is np.ndarray or kind is np.float64 or kind is Tracer:  # (most: no aval)
                 ct_shape, ct_dtype = ct.shape, ct.dtype
             else:
                 ct_aval = aval(ct)
@@ -281,6 +281,9 @@ def _backward(graph, env, cts_out, active=None, effects=None):
             vjp = reverse.vjp
             if vjp is not None:
                 cts_in = vjp(ins, outs, cts, **params)
+            elif len(inputs) == 1 and reverse.linear_in == (0,):
+                # (most linear equations: their one input, differentiable as checked above)
+                cts_in = reverse.transpose(cts, _undefined(inputs[0].aval), **params)
             elif reverse.linear_in and _transposable(reverse.linear_in, inputs):
                 # Linear in its differentiable inputs: the vjp is the transpose, with no small
                 # linear graph to build per equation.
