@@ -263,7 +263,6 @@ def _backward(graph, env, cts_out, active=None, effects=None):
                 break
         else:
             continue
-        ins = [a.value if type(a) is Literal else env[a] for a in inputs]
         if effects and has_effects(eqn):
             _check_replays_no_draw(eqn)
         params = eqn.params
@@ -272,27 +271,15 @@ def _backward(graph, env, cts_out, active=None, effects=None):
         # (source_scope's work, without its object and calls: one per equation)
         token = set_scope((eqn.source, reverse.origin))
         try:
-            if multiple:
-                cts = [zero_tangent(v.aval) if ct is None else ct
-                       for ct, v in zip(cts, outputs)]
-                outs = [env[v] for v in outputs]
-            else:
-                outs = env[outputs[0]]
-            vjp = reverse.vjp
-            if vjp is not None:
-                cts_in = vjp(ins, outs, cts, **params)
-            elif len(inputs) == 1 and reverse.linear_in == (0,):
-                # (most linear equations: their one input, differentiable as checked above)
+            # (the two commonest cases inline)
+            if reverse.transposes_one and len(inputs) == 1:
+                # a linear equation's one input, differentiable as checked above: no value read
                 cts_in = reverse.transpose(cts, _undefined(inputs[0].aval), **params)
-            elif reverse.linear_in and _transposable(reverse.linear_in, inputs):
-                # Linear in its differentiable inputs: the vjp is the transpose, with no small
-                # linear graph to build per equation.
-                linear_in = reverse.linear_in
-                args = [_undefined(a.aval) if i in linear_in and a.aval.dtype.kind in "fc"
-                        else x for i, (a, x) in enumerate(zip(inputs, ins))]
-                cts_in = reverse.transpose(cts, *args, **params)
+            elif reverse.vjp is not None and not multiple:
+                cts_in = reverse.vjp([a.value if type(a) is Literal else env[a] for a in inputs],
+                                     env[outputs[0]], cts, **params)
             else:
-                cts_in = vjp_from_jvp(eqn, ins, cts)
+                cts_in = _cotangents_in(eqn, reverse, env, cts)
         finally:
             reset_scope(token)
         for atom, ct in zip(inputs, cts_in):
@@ -318,17 +305,42 @@ def _undefined(aval_) -> Undefined:
     return found
 
 
+def _cotangents_in(eqn, reverse, env, cts):
+    """The cotangents of `eqn`'s inputs from those of its outputs, `cts` (for a single
+    output, its cotangent), by its vjp rule, its transpose or its linearized jvp."""
+    inputs, outputs = eqn.inputs, eqn.outputs
+    ins = [a.value if type(a) is Literal else env[a] for a in inputs]
+    if eqn.primitive.multiple_results:
+        cts = [zero_tangent(v.aval) if ct is None else ct for ct, v in zip(cts, outputs)]
+        outs = [env[v] for v in outputs]
+    else:
+        outs = env[outputs[0]]
+    if reverse.vjp is not None:
+        return reverse.vjp(ins, outs, cts, **eqn.params)
+    linear_in = reverse.linear_in
+    if linear_in and _transposable(linear_in, inputs):
+        # Linear in its differentiable inputs: the vjp is the transpose, with no small linear
+        # graph to build per equation.
+        args = [_undefined(a.aval) if i in linear_in and a.aval.dtype.kind in "fc" else x
+                for i, (a, x) in enumerate(zip(inputs, ins))]
+        return reverse.transpose(cts, *args, **eqn.params)
+    return vjp_from_jvp(eqn, ins, cts)
+
+
 class _Reverse:
     """How reverse mode treats a primitive, read once from its Rules: its vjp rule as
     transforms call it, else its transpose rule and the inputs it is linear in (when it has
     both), and the origin of the equations they emit ("vjp of <prim>")."""
 
-    __slots__ = ("vjp", "transpose", "linear_in", "origin")
+    __slots__ = ("vjp", "transpose", "linear_in", "transposes_one", "origin")
 
     def __init__(self, prim, rules):
         self.vjp = rules.calls["vjp"] if rules is not None else None
         self.transpose = rules.calls["transpose"] if rules is not None else None
         self.linear_in = rules.linear_in if self.transpose is not None else ()
+        # transposed when it has one input, linear in it, with one output
+        self.transposes_one = (self.vjp is None and self.linear_in == (0,)
+                               and not prim.multiple_results)
         self.origin = f"vjp of {prim}"
 
 
