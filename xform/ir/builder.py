@@ -15,7 +15,7 @@ import numpy as np
 
 from xform.errors import (ShapeError, TypeCheckError, XformError, out_of_memory_error,
                           recursion_error)
-from xform.ir.avals import ShapedArray, aval_of, float0
+from xform.ir.avals import SCALAR_AVALS, ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var, install_bind
 from xform.ir import hooks
 from xform.ir.hooks import unwatched, user_code_scope
@@ -126,10 +126,14 @@ class GraphBuilder:
 
     def atom(self, value):
         """The graph atom standing for `value` in this builder."""
-        if type(value) is Tracer:
+        kind = type(value)
+        if kind is Tracer:
             if value.builder is self:
                 return value.graph_var
             return self._lift(value)
+        scalar_aval = SCALAR_AVALS.get(kind)   # (a Python or numpy scalar: most literals)
+        if scalar_aval is not None:
+            return Literal(value, scalar_aval)
         if isinstance(value, np.ndarray) and value.ndim > 0:
             if type(value) is not np.ndarray:   # xform.numpy.captured's views of constants
                 value = getattr(value, "staged_constant", value)

@@ -158,7 +158,7 @@ class Var:
         return f"Var({self.aval.str_short()})"
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, init=False)
 class Literal:
     """A scalar constant written into the graph.
 
@@ -168,6 +168,11 @@ class Literal:
 
     value: Any
     aval: ShapedArray
+
+    def __init__(self, value, aval: ShapedArray):
+        # (written out, as Var's: staging makes one per scalar operand)
+        _set_literal_value(self, value)
+        _set_literal_aval(self, aval)
 
     def __repr__(self) -> str:
         return f"Literal({self.value!r})"
@@ -264,6 +269,8 @@ class Equation:
 
 # The setters of the slots (a frozen class refuses setattr: its __init__ sets them so)
 _set_var_aval, _set_var_hint = (getattr(Var, name).__set__ for name in ("aval", "hint"))
+_set_literal_value, _set_literal_aval = (getattr(Literal, name).__set__
+                                         for name in ("value", "aval"))
 (_set_eqn_primitive, _set_eqn_inputs, _set_eqn_outputs, _set_eqn_params, _set_eqn_source,
  _set_eqn_origin) = (getattr(Equation, field.name).__set__ for field in attrs.fields(Equation))
 
