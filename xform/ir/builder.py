@@ -33,6 +33,11 @@ _current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder"
 _rewriting: ContextVar = ContextVar("xform_rewriting", default=(None, None))
 
 
+# source_scope's work without its object, for a loop entering one per equation:
+# `token = enter_source_scope((source, origin))`, then `leave_source_scope(token)`
+enter_source_scope, leave_source_scope = _rewriting.set, _rewriting.reset
+
+
 def rewritten_source():
     """The user line of the equation a transform is rewriting now, or None."""
     return _rewriting.get()[0]

@@ -3,7 +3,8 @@ which is how a transformed graph is inlined into an enclosing staging. run_concr
 on concrete values only, calling each primitive's impl directly (a first call's tier)."""
 from __future__ import annotations
 
-from xform.ir.builder import bind, current_builder, source_scope
+from xform.ir.builder import (bind, current_builder, enter_source_scope, leave_source_scope,
+                              source_scope)
 from xform.ir.core import Literal
 from xform.ir.registry import RULES
 from xform.ir.tracer import Tracer
@@ -43,8 +44,11 @@ def emit_equations(graph, args) -> dict:
     env = {var: value for var, value in graph.consts}
     env.update(zip(graph.inputs, args))
     for eqn in graph.equations:
-        with source_scope(eqn.source, eqn.origin):
+        token = enter_source_scope((eqn.source, eqn.origin))
+        try:
             outs = bind(eqn.primitive, *[read(env, a) for a in eqn.inputs], **eqn.params)
+        finally:
+            leave_source_scope(token)
         if eqn.primitive.multiple_results:
             env.update(zip(eqn.outputs, outs))
         else:

@@ -12,8 +12,8 @@ import numpy as np
 
 from xform.errors import RuleError, UnsupportedError, construct_of
 from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import (GraphBuilder, _rewriting, bind, current_builder, source_scope,
-                              using_builder)
+from xform.ir.builder import (GraphBuilder, bind, current_builder, enter_source_scope,
+                              leave_source_scope, source_scope, using_builder)
 from xform.ir.core import Graph, Literal
 from xform.ir.interpret import concrete_env, emit_equations
 from xform.ir.ad import (Undefined, Zero, add_tangents, aval, check_rule_outputs, fit_tangent,
@@ -244,7 +244,6 @@ def _backward(graph, env, cts_out, active=None, effects=None):
     if effects is None:
         effects = graph_has_effects(graph)
     rules_of, reverse_of = RULES.get, _REVERSE.get
-    set_scope, reset_scope = _rewriting.set, _rewriting.reset
     for eqn in reversed(graph.equations):
         outputs = eqn.outputs
         prim = eqn.primitive
@@ -268,8 +267,7 @@ def _backward(graph, env, cts_out, active=None, effects=None):
         params = eqn.params
         rules = rules_of(prim)
         reverse = reverse_of(rules) or _reverse(prim, rules)
-        # (source_scope's work, without its object and calls: one per equation)
-        token = set_scope((eqn.source, reverse.origin))
+        token = enter_source_scope((eqn.source, reverse.origin))
         try:
             # (the two commonest cases inline)
             if reverse.transposes_one and len(inputs) == 1:
@@ -281,7 +279,7 @@ def _backward(graph, env, cts_out, active=None, effects=None):
             else:
                 cts_in = _cotangents_in(eqn, reverse, env, cts)
         finally:
-            reset_scope(token)
+            leave_source_scope(token)
         for atom, ct in zip(inputs, cts_in):
             if ct is not None:
                 accumulate(atom, ct, eqn)
