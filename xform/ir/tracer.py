@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 
+from xform.ir.avals import SCALAR_AVALS
 from xform.ir.hooks import unwatched
 from xform.errors import TypeCheckError, unsupported_error
 from xform.ir.concrete import concretization
@@ -59,10 +60,13 @@ def _dispatch(what, args, kwargs):
 
 def _operate(tracer, ufunc, *inputs):
     """`ufunc(*inputs)` for an operator of `tracer`: what numpy's dispatch to
-    `tracer.__array_ufunc__` (the first override among `inputs`) would stage, without that
-    dispatch (operators stage most equations). With a profile function installed, numpy's
-    route, whose entry pauses a watcher's hook."""
-    if sys.getprofile() is not None:
+    `tracer.__array_ufunc__` would stage, without that dispatch (operators stage most
+    equations), when the tracer is the override numpy asks first: the leftmost input, or
+    after a scalar (a reflected operator). Otherwise numpy's route (another library's array
+    on the left may override the ufunc first), and with a profile function installed (its
+    entry pauses a watcher's hook)."""
+    first = type(inputs[0])
+    if sys.getprofile() is not None or first is not Tracer and first not in SCALAR_AVALS:
         return ufunc(*inputs)
     builder = tracer.builder
     outer, builder.entry_caller = builder.entry_caller, sys._getframe(1)
