@@ -192,11 +192,12 @@ class Params(dict):
     ((0,), True)
     """
 
-    __slots__ = ("_hash",)
+    __slots__ = ("_hash", "_subgraphs")
 
     def __init__(self, items: Mapping | None = None):
         super().__init__(items or ())
         self._hash = None
+        self._subgraphs = None  # whether a Graph is among the values (`holds_subgraphs`)
 
     def __hash__(self):
         if self._hash is None:
@@ -340,8 +341,17 @@ def subgraphs(params: Mapping):
 
 
 def holds_subgraphs(params: Mapping) -> bool:
-    """Whether `params` hold a Graph, directly or inside a tuple (`subgraphs` not empty; a
-    loop, since passes ask it of every equation)."""
+    """Whether `params` hold a Graph, directly or inside a tuple (`subgraphs` not empty),
+    remembered by a Params: staging asks it of each equation, and the passes again."""
+    if type(params) is not Params:
+        return _holds_subgraphs(params)
+    found = params._subgraphs
+    if found is None:
+        found = params._subgraphs = _holds_subgraphs(params)
+    return found
+
+
+def _holds_subgraphs(params) -> bool:
     for value in params.values():
         kind = type(value)
         if kind is Graph:
