@@ -266,7 +266,9 @@ def _backward(graph, env, cts_out, active=None, effects=None):
             _check_replays_no_draw(eqn)
         params = eqn.params
         rules = rules_of(prim)
-        reverse = reverse_of(rules) or _reverse(prim, rules)
+        reverse = reverse_of(rules)
+        if reverse is None or reverse.primitive is not prim:
+            reverse = _reverse(prim, rules)
         token = enter_source_scope((eqn.source, reverse.origin))
         try:
             # (the two commonest cases inline)
@@ -330,9 +332,10 @@ class _Reverse:
     transforms call it, else its transpose rule and the inputs it is linear in (when it has
     both), and the origin of the equations they emit ("vjp of <prim>")."""
 
-    __slots__ = ("vjp", "transpose", "linear_in", "transposes_one", "origin")
+    __slots__ = ("primitive", "vjp", "transpose", "linear_in", "transposes_one", "origin")
 
     def __init__(self, prim, rules):
+        self.primitive = prim
         self.vjp = rules.calls["vjp"] if rules is not None else None
         self.transpose = rules.calls["transpose"] if rules is not None else None
         self.linear_in = rules.linear_in if self.transpose is not None else ()
@@ -342,7 +345,8 @@ class _Reverse:
         self.origin = f"vjp of {prim}"
 
 
-_REVERSE: dict = {}     # Rules (by identity: a registration makes new ones) -> its _Reverse
+# Rules (by identity: a registration makes new ones) -> its _Reverse (of one primitive)
+_REVERSE: dict = {}
 
 
 def _reverse(prim, rules) -> _Reverse:
