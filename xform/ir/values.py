@@ -237,14 +237,18 @@ try:
     from numpy._core._ufunc_config import _extobj_contextvar
     from numpy._core.umath import _make_extobj
 
-    # (made once per error state it is made from: the buffer size is that state's)
-    _noting_state = [None, None]
+    # (made once per error state it is made from, whose buffer size it keeps: the pair is
+    # replaced whole, so that a thread never reads another's half)
+    _noting_state = (None, None)
 
     def _noting_warnings():
+        global _noting_state
         current = _extobj_contextvar.get()
-        if current is not _noting_state[0]:
-            _noting_state[:] = current, _make_extobj(all="call", call=_numpy_warned)
-        return _extobj_contextvar.set(_noting_state[1])
+        made_from, made = _noting_state
+        if made_from is not current:
+            made = _make_extobj(all="call", call=_numpy_warned)
+            _noting_state = (current, made)
+        return _extobj_contextvar.set(made)
 
     _error_state_reset = _extobj_contextvar.reset
 except ImportError:     # another numpy: its public context manager
