@@ -104,6 +104,27 @@ def test_operator_with_int_array_follows_numpy_promotion():
     stage_and_compare(lambda x, y: x + y, np.arange(3, dtype=np.int8), np.float32(1.5))
 
 
+class _LeftOverride:
+    """Another library's array: numpy asks its __array_ufunc__ first when it is the left
+    operand (the tracer's reflected operator then runs), and it takes the call."""
+
+    def __add__(self, other):
+        return NotImplemented
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return ("left override", ufunc.__name__)
+
+
+def test_reflected_operator_lets_an_override_on_the_left_go_first():
+    seen = []
+
+    def fun(x):
+        seen.append(_LeftOverride() + x)
+        return x * 2.0
+    stage_and_compare(fun, np.ones(2))
+    assert seen == [("left override", "add")] * 2   # staged once, run once by numpy
+
+
 # -- methods and metadata ------------------------------------------------------------------
 
 MethodCase = namedtuple("MethodCase", "name fun")

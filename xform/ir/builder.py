@@ -15,7 +15,7 @@ import numpy as np
 
 from xform.errors import (ShapeError, TypeCheckError, XformError, out_of_memory_error,
                           recursion_error)
-from xform.ir.avals import ShapedArray, aval_of, float0
+from xform.ir.avals import SCALAR_AVALS, ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var, install_bind
 from xform.ir.execute import runtime, unwatched
 from xform.ir.hooks import user_code_scope
@@ -31,6 +31,11 @@ _current_builder: ContextVar["GraphBuilder | None"] = ContextVar("xform_builder"
 # While a transform re-emits an equation, the equations it makes keep that equation's user line
 # and say which rule made them: (source, origin), one variable so a scope costs one set.
 _rewriting: ContextVar = ContextVar("xform_rewriting", default=(None, None))
+
+
+# source_scope's work without its object, for a loop entering one per equation:
+# `token = enter_source_scope((source, origin))`, then `leave_source_scope(token)`
+enter_source_scope, leave_source_scope = _rewriting.set, _rewriting.reset
 
 
 def rewritten_source():
@@ -124,10 +129,14 @@ class GraphBuilder:
 
     def atom(self, value):
         """The graph atom standing for `value` in this builder."""
-        if type(value) is Tracer:
+        kind = type(value)
+        if kind is Tracer:
             if value.builder is self:
                 return value.graph_var
             return self._lift(value)
+        scalar_aval = SCALAR_AVALS.get(kind)   # (a Python or numpy scalar: most literals)
+        if scalar_aval is not None:
+            return Literal(value, scalar_aval)
         if isinstance(value, np.ndarray) and value.ndim > 0:
             if type(value) is not np.ndarray:   # xform.numpy.captured's views of constants
                 value = getattr(value, "staged_constant", value)
@@ -216,9 +225,6 @@ class GraphBuilder:
     @property
     def captured_values(self) -> list[Tracer]:
         return [tracer for _, tracer in self._captures.values()]
-
-    def add(self, eqn: Equation) -> None:
-        self.equations.append(eqn)
 
     def build(self, outputs) -> Graph:
         """Close the builder: inputs are the explicit inputs, then the captured values."""
@@ -309,11 +315,23 @@ def bind(prim, *args, **params):
     if builder is not None:
         for a in args:
             if type(a) is Tracer:
-                return _stage_equation(builder, prim, args, params, sys._getframe(1))
-        # An effect (a random draw) is staged even on constants: each call must run it.
-        if prim in effectful_primitives():
-            return _stage_equation(builder, prim, args, params, sys._getframe(1))
-    return _eval_concrete(prim, args, params)
+                break
+        else:
+            # An effect (a random draw) is staged even on constants: each call must run it.
+            if prim not in effectful_primitives():
+                builder = None
+        if builder is not None:
+            stage = _stage_equation if sys.getprofile() is None else _stage_unwatched
+            return stage(builder, prim, args, params, sys._getframe(1))
+    for a in args:
+        if type(a) is Tracer:
+            raise XformError("a traced value escaped the function that staged it",
+                             user_frame_info(),
+                             "return values from staged functions instead of storing them")
+    rules = RULES.get(prim)
+    if rules is None or rules.impl is None:
+        raise missing_rule(prim, "impl", user_frame_info())
+    return rules.impl(*args, **params)
 
 
 def call_back(function, *args, **kwargs):
@@ -333,7 +351,6 @@ def call_back(function, *args, **kwargs):
 _NO_PARAMS = Params()   # shared by the equations without parameters (Params are immutable)
 
 
-@unwatched
 def _stage_equation(builder, prim, args, params, caller):
     """Stage `prim` on `args`; `caller` is the frame that called `bind`, where the search
     for the user's line starts (the frames below it are xform's)."""
@@ -345,10 +362,13 @@ def _stage_equation(builder, prim, args, params, caller):
     rules = RULES.get(prim)
     if rules is None or rules.abstract_eval is None:
         raise missing_rule(prim, "abstract_eval", source)
-    in_atoms = [a.graph_var if type(a) is Tracer and a.builder is builder else builder.atom(a)
-                for a in args]
+    in_atoms, in_avals = [], []
+    for a in args:
+        atom = a.graph_var if type(a) is Tracer and a.builder is builder else builder.atom(a)
+        in_atoms.append(atom)
+        in_avals.append(atom.aval)
     try:
-        out_avals = rules.abstract_eval(*[a.aval for a in in_atoms], **params)
+        out_avals = rules.abstract_eval(*in_avals, **params)
     except XformError as err:
         if err.source is None:
             raise type(err)(err.cause, source, err.hint) from None
@@ -361,32 +381,24 @@ def _stage_equation(builder, prim, args, params, caller):
         outs = [Var(aval) for aval in out_avals]
         eqn = Equation(prim, in_atoms, outs, Params(params) if params else _NO_PARAMS,
                        source, origin)
-        builder.add(eqn)
+        builder.equations.append(eqn)
         if builder.values is not None and outs:
             compute_values(builder, eqn, rules)
         return [Tracer(builder, var) for var in outs]
     out = Var(out_avals)
     eqn = Equation(prim, in_atoms, (out,), Params(params) if params else _NO_PARAMS, source,
                    origin)
-    builder.add(eqn)
+    builder.equations.append(eqn)
     if builder.values is not None:
         compute_values(builder, eqn, rules)
     return Tracer(builder, out)
 
 
-install_bind(bind)    # Primitive.bind calls it directly from now on
+# _stage_equation with the watcher's profile hook paused, for `bind` when a profile function is
+# installed (a rule's bind below the tracer's entry points finds it paused already)
+_stage_unwatched = unwatched(_stage_equation)
 
-
-def _eval_concrete(prim, args, params):
-    for a in args:
-        if type(a) is Tracer:
-            raise XformError("a traced value escaped the function that staged it",
-                             user_frame_info(),
-                             "return values from staged functions instead of storing them")
-    rules = RULES.get(prim)
-    if rules is None or rules.impl is None:
-        raise missing_rule(prim, "impl", user_frame_info())
-    return rules.impl(*args, **params)
+install_bind(bind)    # Primitive.bind is `bind` from now on
 
 
 def _user_code_error(err):

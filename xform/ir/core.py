@@ -16,16 +16,13 @@ from xform.ir.avals import ShapedArray
 from xform.source_info import SourceInfo
 
 
-_bind = None   # what Primitive.bind calls: xform.ir.builder.bind, set by `install_bind`
-
-
 def install_bind(bind) -> None:
-    """Make `bind` what `Primitive.bind` calls. xform.ir.builder installs its `bind` when it is
-    imported: it imports this module, so this one cannot import it, and an import statement
-    inside `Primitive.bind` would cost each bind as much as a dict lookup chain. (Every
-    import of an xform module runs xform/__init__, which imports the builder.)"""
-    global _bind
-    _bind = bind
+    """Make `bind` (xform.ir.builder's) `Primitive.bind` itself, installed by the builder when
+    it is imported: it imports this module, so this one cannot import it, and a method calling
+    it would cost every staged equation and every eager rule operation a frame. (Every import
+    of an xform module runs xform/__init__, which imports the builder.)"""
+    bind.__doc__ = Primitive.bind.__doc__
+    Primitive.bind = bind
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -46,7 +43,7 @@ class Primitive:
 
     def bind(self, *args, **params):
         """Stage (under a builder) or evaluate (eagerly) this primitive on `args`."""
-        return _bind(self, *args, **params)
+        raise NotImplementedError("xform.ir.builder installs Primitive.bind (install_bind)")
 
     # JAX-style registration, forwarded to the rule table (xform.ir.registry). Each returns
     # `fn`, so it also works as a decorator: `@p.def_impl`.
@@ -140,7 +137,7 @@ class Primitive:
         return self._define("batch", fn)
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, init=False)
 class Var:
     """A value defined once in a graph. Equality is identity; `hint` is for debugging only.
 
@@ -151,11 +148,17 @@ class Var:
     aval: ShapedArray
     hint: str = ""
 
+    def __init__(self, aval: ShapedArray, hint: str = ""):
+        # (written out: staging makes one per equation, and attrs' frozen __init__ sets each
+        # field through a bound object.__setattr__)
+        _set_var_aval(self, aval)
+        _set_var_hint(self, hint)
+
     def __repr__(self) -> str:
         return f"Var({self.aval.str_short()})"
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, init=False)
 class Literal:
     """A scalar constant written into the graph.
 
@@ -165,6 +168,11 @@ class Literal:
 
     value: Any
     aval: ShapedArray
+
+    def __init__(self, value, aval: ShapedArray):
+        # (written out, as Var's: staging makes one per scalar operand)
+        _set_literal_value(self, value)
+        _set_literal_aval(self, aval)
 
     def __repr__(self) -> str:
         return f"Literal({self.value!r})"
@@ -184,11 +192,12 @@ class Params(dict):
     ((0,), True)
     """
 
-    __slots__ = ("_hash",)
+    __slots__ = ("_hash", "_subgraphs")
 
     def __init__(self, items: Mapping | None = None):
         super().__init__(items or ())
         self._hash = None
+        self._subgraphs = None  # whether a Graph is among the values (`holds_subgraphs`)
 
     def __hash__(self):
         if self._hash is None:
@@ -228,7 +237,7 @@ def _hashable(value):
     return value
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, init=False)
 class Equation:
     """`outputs = primitive(*inputs, **params)`, with the user line that made it.
 
@@ -240,15 +249,31 @@ class Equation:
     """
 
     primitive: Primitive
-    inputs: tuple[Atom, ...] = attrs.field(converter=tuple)
-    outputs: tuple[Var, ...] = attrs.field(converter=tuple)
-    params: Params = attrs.field(converter=lambda p: p if type(p) is Params else Params(p),
-                                 factory=Params)
+    inputs: tuple[Atom, ...]
+    outputs: tuple[Var, ...]
+    params: Params
     source: SourceInfo | None = None
     origin: str | None = None  # the rule that emitted it, e.g. "jvp of sin" (for debugging)
 
+    def __init__(self, primitive, inputs, outputs, params=None, source=None, origin=None):
+        # (written out, as Var's: converting only what is not a tuple or Params already)
+        _set_eqn_primitive(self, primitive)
+        _set_eqn_inputs(self, inputs if type(inputs) is tuple else tuple(inputs))
+        _set_eqn_outputs(self, outputs if type(outputs) is tuple else tuple(outputs))
+        _set_eqn_params(self, params if type(params) is Params else Params(params))
+        _set_eqn_source(self, source)
+        _set_eqn_origin(self, origin)
+
     def __repr__(self) -> str:
         return f"Equation({self.primitive.name}, {len(self.inputs)} in, {len(self.outputs)} out)"
+
+
+# The setters of the slots (a frozen class refuses setattr: its __init__ sets them so)
+_set_var_aval, _set_var_hint = (getattr(Var, name).__set__ for name in ("aval", "hint"))
+_set_literal_value, _set_literal_aval = (getattr(Literal, name).__set__
+                                         for name in ("value", "aval"))
+(_set_eqn_primitive, _set_eqn_inputs, _set_eqn_outputs, _set_eqn_params, _set_eqn_source,
+ _set_eqn_origin) = (getattr(Equation, field.name).__set__ for field in attrs.fields(Equation))
 
 
 @attrs.frozen
@@ -316,8 +341,17 @@ def subgraphs(params: Mapping):
 
 
 def holds_subgraphs(params: Mapping) -> bool:
-    """Whether `params` hold a Graph, directly or inside a tuple (`subgraphs` not empty; a
-    loop, since passes ask it of every equation)."""
+    """Whether `params` hold a Graph, directly or inside a tuple (`subgraphs` not empty),
+    remembered by a Params: staging asks it of each equation, and the passes again."""
+    if type(params) is not Params:
+        return _holds_subgraphs(params)
+    found = params._subgraphs
+    if found is None:
+        found = params._subgraphs = _holds_subgraphs(params)
+    return found
+
+
+def _holds_subgraphs(params) -> bool:
     for value in params.values():
         kind = type(value)
         if kind is Graph:

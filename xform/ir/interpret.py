@@ -3,7 +3,8 @@ which is how a transformed graph is inlined into an enclosing staging. run_concr
 on concrete values only, calling each primitive's impl directly (a first call's tier)."""
 from __future__ import annotations
 
-from xform.ir.builder import bind, current_builder, source_scope
+from xform.ir.builder import (bind, current_builder, enter_source_scope, leave_source_scope,
+                              source_scope)
 from xform.ir.core import Literal
 from xform.ir.registry import RULES
 from xform.ir.tracer import Tracer
@@ -43,8 +44,11 @@ def emit_equations(graph, args) -> dict:
     env = {var: value for var, value in graph.consts}
     env.update(zip(graph.inputs, args))
     for eqn in graph.equations:
-        with source_scope(eqn.source, eqn.origin):
+        token = enter_source_scope((eqn.source, eqn.origin))
+        try:
             outs = bind(eqn.primitive, *[read(env, a) for a in eqn.inputs], **eqn.params)
+        finally:
+            leave_source_scope(token)
         if eqn.primitive.multiple_results:
             env.update(zip(eqn.outputs, outs))
         else:
@@ -68,6 +72,20 @@ def run_concrete(graph, args, known=None) -> list:
     return [atom.value if type(atom) is Literal else env[atom] for atom in graph.outputs]
 
 
+def _all_known(outputs, known_values) -> bool:
+    for var in outputs:
+        if var not in known_values:
+            return False
+    return True
+
+
+def _none_in(inputs, recomputed) -> bool:
+    for atom in inputs:
+        if type(atom) is not Literal and atom in recomputed:
+            return False
+    return True
+
+
 def concrete_env(graph, args, known=None) -> dict:
     """run_concrete's environment: var -> value for every var of `graph`. `known` holds
     `(values, equations)` computed already for these `args` by staging with values
@@ -77,14 +95,15 @@ def concrete_env(graph, args, known=None) -> dict:
     rules = RULES
     if known is not None:
         known_values, staged = known
+        staged_ids = staged.ids
         recomputed = set()
     for eqn in graph.equations:
         if known is not None:
             # An equation staging computed, none of whose inputs was computed again here (a
             # pass may have rewritten one: its value may round differently)
             outputs = eqn.outputs
-            if outputs and eqn in staged and all(var in known_values for var in outputs) \
-                    and all(type(a) is Literal or a not in recomputed for a in eqn.inputs):
+            if outputs and id(eqn) in staged_ids and _all_known(outputs, known_values) \
+                    and (not recomputed or _none_in(eqn.inputs, recomputed)):
                 for var in outputs:
                     env[var] = known_values[var]
                 continue

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 
+from xform.ir.avals import SCALAR_AVALS
 from xform.ir.execute import unwatched
 from xform.errors import TypeCheckError, unsupported_error
 from xform.ir.concrete import concretization
@@ -28,14 +29,58 @@ def _no_function(numpy_function):
 
 _array_ufunc = _no_ufunc  # (ufunc, method, inputs, kwargs) -> the staged result
 _fn = _no_function        # numpy function, "getitem", "setitem", ... -> the xform function
+_ufunc_ops: dict = {}     # ufunc -> the op staging its plain call (read before _array_ufunc)
 
 
-def install_numpy_protocol(array_ufunc, function_for) -> None:
+def install_numpy_protocol(array_ufunc, function_for, ufunc_ops=None) -> None:
     """Hook: `array_ufunc(ufunc, method, inputs, kwargs)` serves `__array_ufunc__`, and
     `function_for(f)` returns the xform function standing for numpy function `f` (or raises
-    UnsupportedError); xform.numpy installs them at import."""
-    global _array_ufunc, _fn
+    UnsupportedError); xform.numpy installs them at import. `ufunc_ops`, a live table of the
+    ops taking a ufunc's positional inputs, serves its plain calls without `array_ufunc`."""
+    global _array_ufunc, _fn, _ufunc_ops
     _array_ufunc, _fn = array_ufunc, function_for
+    _ufunc_ops = {} if ufunc_ops is None else ufunc_ops
+
+
+def _entered(builder, caller, function, *args):
+    """`function(*args)`, an entry from numpy's C code into staging, which names its caller
+    to the builder: that frame is where the search for the user's line of the equations
+    staged inside starts."""
+    outer, builder.entry_caller = builder.entry_caller, caller
+    try:
+        return function(*args)
+    finally:
+        builder.entry_caller = outer
+
+
+def _dispatch(what, args, kwargs):
+    """The xform function standing for `what` (a numpy function, "getitem", ...) on `args`."""
+    return _fn(what)(*args, **kwargs)
+
+
+def _operate(tracer, ufunc, *inputs):
+    """`ufunc(*inputs)` for an operator of `tracer`: what numpy's dispatch to
+    `tracer.__array_ufunc__` would stage, without that dispatch (operators stage most
+    equations), when the tracer is the override numpy asks first: the leftmost input, or
+    after a scalar (a reflected operator). Otherwise numpy's route (another library's array
+    on the left may override the ufunc first), and with a profile function installed (its
+    entry pauses a watcher's hook)."""
+    first = type(inputs[0])
+    if sys.getprofile() is not None or first is not Tracer and first not in SCALAR_AVALS:
+        return ufunc(*inputs)
+    builder = tracer.builder
+    outer, builder.entry_caller = builder.entry_caller, sys._getframe(1)
+    try:
+        op = _ufunc_ops.get(ufunc)
+        if op is not None:
+            return op(*inputs)
+        return _array_ufunc(ufunc, "__call__", inputs, {})
+    finally:
+        builder.entry_caller = outer
+
+
+_entered_unwatched = unwatched(_entered)
+_dispatch_unwatched = unwatched(_dispatch)
 
 
 
@@ -97,22 +142,31 @@ class Tracer:
     __hash__ = object.__hash__
 
     # -- numpy protocols --------------------------------------------------------------
-    # The entries from numpy's C code name their caller to their builder: its frame is where
-    # the search for the user's line of the equations they stage starts (2: under
-    # `unwatched`'s wrapper).
-    @unwatched
+    # The entries from numpy's C code name their caller to their builder, as `_entered` does,
+    # inline (most staged equations come through them: each frame less counts). With a
+    # profile function installed they go through `_entered_unwatched`, which pauses the
+    # watcher's hook.
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if sys.getprofile() is not None:
+            return _entered_unwatched(self.builder, sys._getframe(1), _array_ufunc, ufunc,
+                                      method, inputs, kwargs)
         builder = self.builder
-        outer, builder.entry_caller = builder.entry_caller, sys._getframe(2)
+        outer, builder.entry_caller = builder.entry_caller, sys._getframe(1)
         try:
+            if method == "__call__" and not kwargs:
+                op = _ufunc_ops.get(ufunc)
+                if op is not None:
+                    return op(*inputs)
             return _array_ufunc(ufunc, method, inputs, kwargs)
         finally:
             builder.entry_caller = outer
 
-    @unwatched
     def __array_function__(self, func, types, args, kwargs):
+        if sys.getprofile() is not None:
+            return _entered_unwatched(self.builder, sys._getframe(1), _dispatch, func, args,
+                                      kwargs)
         builder = self.builder
-        outer, builder.entry_caller = builder.entry_caller, sys._getframe(2)
+        outer, builder.entry_caller = builder.entry_caller, sys._getframe(1)
         try:
             return _fn(func)(*args, **kwargs)
         finally:
@@ -159,9 +213,11 @@ class Tracer:
         return value.tolist()
 
     # -- writes: staged as functional updates, with numpy's view semantics --------------
-    @unwatched
     def __setitem__(self, index, value):
-        _fn("setitem")(self, index, value)
+        if sys.getprofile() is not None:
+            _dispatch_unwatched("setitem", (self, index, value), {})
+        else:
+            _fn("setitem")(self, index, value)
 
     # An in-place operator writes into the array, as numpy's does (a 0-d result of numpy
     # arithmetic is an immutable scalar: there `x += 1` rebinds the name, as in numpy).
@@ -182,46 +238,47 @@ class Tracer:
     def fill(self, value):
         _fn("assign")(self, value)
 
-    # -- operators ----------------------------------------------------------------------
-    def __add__(self, other): return np.add(self, other)
-    def __radd__(self, other): return np.add(other, self)
-    def __sub__(self, other): return np.subtract(self, other)
-    def __rsub__(self, other): return np.subtract(other, self)
-    def __mul__(self, other): return np.multiply(self, other)
-    def __rmul__(self, other): return np.multiply(other, self)
-    def __truediv__(self, other): return np.true_divide(self, other)
-    def __rtruediv__(self, other): return np.true_divide(other, self)
-    def __floordiv__(self, other): return np.floor_divide(self, other)
-    def __rfloordiv__(self, other): return np.floor_divide(other, self)
-    def __mod__(self, other): return np.remainder(self, other)
-    def __rmod__(self, other): return np.remainder(other, self)
-    def __pow__(self, other): return np.power(self, other)
-    def __rpow__(self, other): return np.power(other, self)
-    def __matmul__(self, other): return np.matmul(self, other)
-    def __rmatmul__(self, other): return np.matmul(other, self)
-    def __neg__(self): return np.negative(self)
-    def __pos__(self): return np.positive(self)
-    def __abs__(self): return np.absolute(self)
-    def __invert__(self): return np.invert(self)
-    def __and__(self, other): return np.bitwise_and(self, other)
-    def __rand__(self, other): return np.bitwise_and(other, self)
-    def __or__(self, other): return np.bitwise_or(self, other)
-    def __ror__(self, other): return np.bitwise_or(other, self)
-    def __lshift__(self, other): return np.left_shift(self, other)
-    def __rlshift__(self, other): return np.left_shift(other, self)
-    def __rshift__(self, other): return np.right_shift(self, other)
-    def __rrshift__(self, other): return np.right_shift(other, self)
-    def __xor__(self, other): return np.bitwise_xor(self, other)
-    def __rxor__(self, other): return np.bitwise_xor(other, self)
-    def __lt__(self, other): return np.less(self, other)
-    def __le__(self, other): return np.less_equal(self, other)
-    def __gt__(self, other): return np.greater(self, other)
-    def __ge__(self, other): return np.greater_equal(self, other)
-    def __eq__(self, other): return np.equal(self, other)
-    def __ne__(self, other): return np.not_equal(self, other)
+    # -- operators: what numpy's ufunc would do with a tracer, without its dispatch ----------
+    def __add__(self, other): return _operate(self, np.add, self, other)
+    def __radd__(self, other): return _operate(self, np.add, other, self)
+    def __sub__(self, other): return _operate(self, np.subtract, self, other)
+    def __rsub__(self, other): return _operate(self, np.subtract, other, self)
+    def __mul__(self, other): return _operate(self, np.multiply, self, other)
+    def __rmul__(self, other): return _operate(self, np.multiply, other, self)
+    def __truediv__(self, other): return _operate(self, np.true_divide, self, other)
+    def __rtruediv__(self, other): return _operate(self, np.true_divide, other, self)
+    def __floordiv__(self, other): return _operate(self, np.floor_divide, self, other)
+    def __rfloordiv__(self, other): return _operate(self, np.floor_divide, other, self)
+    def __mod__(self, other): return _operate(self, np.remainder, self, other)
+    def __rmod__(self, other): return _operate(self, np.remainder, other, self)
+    def __pow__(self, other): return _operate(self, np.power, self, other)
+    def __rpow__(self, other): return _operate(self, np.power, other, self)
+    def __matmul__(self, other): return _operate(self, np.matmul, self, other)
+    def __rmatmul__(self, other): return _operate(self, np.matmul, other, self)
+    def __neg__(self): return _operate(self, np.negative, self)
+    def __pos__(self): return _operate(self, np.positive, self)
+    def __abs__(self): return _operate(self, np.absolute, self)
+    def __invert__(self): return _operate(self, np.invert, self)
+    def __and__(self, other): return _operate(self, np.bitwise_and, self, other)
+    def __rand__(self, other): return _operate(self, np.bitwise_and, other, self)
+    def __or__(self, other): return _operate(self, np.bitwise_or, self, other)
+    def __ror__(self, other): return _operate(self, np.bitwise_or, other, self)
+    def __lshift__(self, other): return _operate(self, np.left_shift, self, other)
+    def __rlshift__(self, other): return _operate(self, np.left_shift, other, self)
+    def __rshift__(self, other): return _operate(self, np.right_shift, self, other)
+    def __rrshift__(self, other): return _operate(self, np.right_shift, other, self)
+    def __xor__(self, other): return _operate(self, np.bitwise_xor, self, other)
+    def __rxor__(self, other): return _operate(self, np.bitwise_xor, other, self)
+    def __lt__(self, other): return _operate(self, np.less, self, other)
+    def __le__(self, other): return _operate(self, np.less_equal, self, other)
+    def __gt__(self, other): return _operate(self, np.greater, self, other)
+    def __ge__(self, other): return _operate(self, np.greater_equal, self, other)
+    def __eq__(self, other): return _operate(self, np.equal, self, other)
+    def __ne__(self, other): return _operate(self, np.not_equal, self, other)
 
-    @unwatched
     def __getitem__(self, index):
+        if sys.getprofile() is not None:
+            return _dispatch_unwatched("getitem", (self, index), {})
         return _fn("getitem")(self, index)
 
     # -- methods, forwarded to the numpy function tables ----------------------------

@@ -184,22 +184,23 @@ def keep_fused_values(before, after) -> None:
 
 
 class _Staged:
-    """The equations a staging computed, asked by identity (equations compare by value)."""
+    """The equations a staging computed, asked by identity (equations compare by value):
+    `eqn in staged`, or `id(eqn) in staged.ids` on a hot path."""
 
-    __slots__ = ("_ids", "_equations")
+    __slots__ = ("ids", "_equations")
 
     def __init__(self, equations):
         self._equations = [equations]   # (held: their ids stay theirs)
-        self._ids = {id(eqn) for eqn in equations}
+        self.ids = {id(eqn) for eqn in equations}
 
     def __contains__(self, eqn):
-        return id(eqn) in self._ids
+        return id(eqn) in self.ids
 
     def add(self, equations) -> None:
         """Count `equations` as computed by the staging too."""
         equations = list(equations)
         self._equations.append(equations)
-        self._ids.update(map(id, equations))
+        self.ids.update(map(id, equations))
 
 
 def staged_values(graph):
@@ -236,8 +237,18 @@ try:
     from numpy._core._ufunc_config import _extobj_contextvar
     from numpy._core.umath import _make_extobj
 
+    # (made once per error state it is made from, whose buffer size it keeps: the pair is
+    # replaced whole, so that a thread never reads another's half)
+    _noting_state = (None, None)
+
     def _noting_warnings():
-        return _extobj_contextvar.set(_make_extobj(all="call", call=_numpy_warned))
+        global _noting_state
+        current = _extobj_contextvar.get()
+        made_from, made = _noting_state
+        if made_from is not current:
+            made = _make_extobj(all="call", call=_numpy_warned)
+            _noting_state = (current, made)
+        return _extobj_contextvar.set(made)
 
     _error_state_reset = _extobj_contextvar.reset
 except ImportError:     # another numpy: its public context manager
@@ -320,13 +331,11 @@ def compute_values(builder, eqn, rules) -> None:
     """Store the values of the outputs of `eqn`, just staged into `builder`, when every
     input's value is known; mark them dependent on the inputs (and perturbed) as their inputs
     are."""
-    prim, in_atoms, outs, params = eqn.primitive, eqn.inputs, eqn.outputs, eqn.params
     values = builder.values
     dependent = builder.dependent
-    perturbed = builder.perturbed
     ins = []
     is_dependent = is_perturbed = False
-    for atom in in_atoms:
+    for atom in eqn.inputs:
         if type(atom) is Literal:
             ins.append(atom.value)
             continue
@@ -336,8 +345,9 @@ def compute_values(builder, eqn, rules) -> None:
         ins.append(value)
         if atom in dependent:
             is_dependent = True
-            if atom in perturbed:
+            if atom in builder.perturbed:
                 is_perturbed = True
+    params = eqn.params
     if rules.effectful or (params and (rules.hooks.inline is not None or holds_subgraphs(params))
                            and _has_effects(eqn)):
         speculate = rules.hooks.speculative_impl
@@ -358,15 +368,21 @@ def compute_values(builder, eqn, rules) -> None:
         return
     finally:
         _error_state_reset(token)
-    if prim.multiple_results:
-        for var, value in zip(outs, result):
-            values[var] = value
-    else:
-        values[outs[0]] = result
+    outs = eqn.outputs
+    if len(outs) == 1 and not eqn.primitive.multiple_results:    # (most equations)
+        out = outs[0]
+        values[out] = result
+        if is_dependent:
+            dependent.add(out)
+            if is_perturbed and out.aval.dtype.kind in "fc":
+                builder.perturbed.add(out)
+        return
+    for var, value in zip(outs, result):
+        values[var] = value
     if is_dependent:
         dependent.update(outs)
         if is_perturbed:
-            perturbed.update(var for var in outs if var.aval.dtype.kind in "fc")
+            builder.perturbed.update(var for var in outs if var.aval.dtype.kind in "fc")
 
 
 def _has_effects(eqn) -> bool:

@@ -125,7 +125,7 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     return op(*inputs)
 
 
-install_numpy_protocol(array_ufunc, function_for)
+install_numpy_protocol(array_ufunc, function_for, UFUNCS)
 
 
 # -- metadata functions: answered from the aval, nothing is staged --------------------------

@@ -15,8 +15,10 @@ from xform.ir.registry import Hooks
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
-    if type(ct) is np.ndarray and ct.shape == target.shape and ct.dtype == target.dtype:
-        return ct   # (a first call's reverse mode, on concrete arrays: most often so)
+    kind = type(ct)
+    if ((kind is np.ndarray or kind is np.float64) and ct.shape == target.shape
+            and ct.dtype == target.dtype):
+        return ct   # (a first call's reverse mode, on concrete values: most often so)
     ct_aval = aval(ct)
     if ct_aval.shape != target.shape:
         shape = ct_aval.shape
@@ -90,11 +92,26 @@ def defvjp(*cotangents):
     def rule(primals, ans, ct, **params):
         result = []
         for make, x in zip(cotangents, primals):
-            x_aval = aval(x)
-            if make is None or not is_differentiable(x_aval):
+            if make is None:
                 result.append(None)
-            else:
-                result.append(unbroadcast(make(ct, *primals, ans=ans, **params), x_aval))
+                continue
+            kind = type(x)
+            if kind is np.ndarray or kind is np.float64:   # (a first call's concrete values)
+                if x.dtype.kind not in "fc":
+                    result.append(None)
+                    continue
+                ct_x = make(ct, *primals, ans=ans, **params)
+                # unbroadcast's first test, without making x's aval
+                kind = type(ct_x)
+                if ((kind is np.ndarray or kind is np.float64) and ct_x.shape == x.shape
+                        and ct_x.dtype == x.dtype):
+                    result.append(ct_x)
+                else:
+                    result.append(unbroadcast(ct_x, aval(x)))
+                continue
+            x_aval = aval(x)
+            result.append(None if x_aval.dtype.kind not in "fc" else
+                          unbroadcast(make(ct, *primals, ans=ans, **params), x_aval))
         return tuple(result)
     return rule
 

@@ -10,14 +10,15 @@ import numpy as np
 
 from xform.errors import RuleError, UnsupportedError, construct_of
 from xform.ir.avals import is_differentiable, tangent_aval
-from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
-                              using_builder)
+from xform.ir.builder import (GraphBuilder, bind, current_builder, enter_source_scope,
+                              leave_source_scope, source_scope, using_builder)
 from xform.ir.core import Graph, Literal
 from xform.ir.interpret import concrete_env, emit_equations
 from xform.ir.ad import (Undefined, Zero, add_tangents, aval, check_rule_outputs, fit_tangent,
                          instantiate, zero_tangent)
 from xform.ir.registry import (RULES, effectful_primitives, graph_has_effects, has_effects,
                             hooks_named, rule_for)
+from xform.ir.tracer import Tracer
 from xform.transforms.transpose import backward_pass
 
 
@@ -75,8 +76,10 @@ def _depending_on(graph, wanted) -> set:
     elimination; computed at once, they would be computed, e.g. a data matrix's)."""
     active = {graph.inputs[i] for i in wanted if is_differentiable(graph.inputs[i].aval)}
     for eqn in graph.equations:
-        if any(type(a) is not Literal and a in active for a in eqn.inputs):
-            active.update(eqn.outputs)
+        for a in eqn.inputs:
+            if type(a) is not Literal and a in active:
+                active.update(eqn.outputs)
+                break
     return active
 
 
@@ -143,6 +146,7 @@ def _backward(graph, env, cts_out, active=None, effects=None):
     those get cotangents, and equations reading none of them are skipped. `effects`: whether
     `graph` has effects, when the caller knows (else asked)."""
     ct_env = {}
+    summed = set()  # the atoms whose cotangent in ct_env is an array a sum here made
 
     def accumulate(atom, ct, eqn=None):
         """Add `ct` to the cotangent of `atom`: one of the graph's outputs (`eqn` None: the
@@ -151,36 +155,52 @@ def _backward(graph, env, cts_out, active=None, effects=None):
         if ct is None or type(ct) is Zero or type(atom) is Literal:
             return
         atom_aval = atom.aval
+        atom_dtype = atom_aval.dtype
         if eqn is not None:
-            ct_aval = aval(ct)
-            if ct_aval.shape != atom_aval.shape:
+            kind = type(ct)
+            if kind is np.ndarray or kind is np.float64 or kind is Tracer:  # (most: no aval)
+                ct_shape, ct_dtype = ct.shape, ct.dtype
+            else:
+                ct_aval = aval(ct)
+                ct_shape, ct_dtype = ct_aval.shape, ct_aval.dtype
+            if ct_shape != atom_aval.shape:
                 raise _cotangent_shape_error(eqn, atom, ct)
-        if atom_aval.dtype.kind not in "fc" or (active is not None and atom not in active):
+        if atom_dtype.kind not in "fc" or (active is not None and atom not in active):
             return
-        if eqn is None or ct_aval.dtype != atom_aval.dtype:
+        if eqn is None or (ct_dtype is not atom_dtype and ct_dtype != atom_dtype):
             ct = fit_tangent(ct, atom_aval)
         previous = ct_env.get(atom)
         if previous is None:
             ct_env[atom] = ct
-        elif eqn is None:
-            ct_env[atom] = add_tangents(previous, ct)
-        else:
-            with source_scope(eqn.source):
+        elif type(previous) is Tracer or type(ct) is Tracer:   # staged: at eqn's line
+            if eqn is None:
                 ct_env[atom] = add_tangents(previous, ct)
+            else:
+                with source_scope(eqn.source):
+                    ct_env[atom] = add_tangents(previous, ct)
+        elif atom in summed:
+            # A sum this pass made, which no rule has read yet (an atom's cotangent is read
+            # once, after its last sum): added into, the bits a new sum would have
+            np.add(previous, ct, out=previous)
+        else:
+            ct_env[atom] = total = previous + ct
+            if type(total) is np.ndarray and total.ndim:
+                summed.add(atom)
 
     for atom, ct in zip(graph.outputs, cts_out):
         accumulate(atom, ct)
 
     if effects is None:
         effects = graph_has_effects(graph)
-    rules_of = RULES.get
+    rules_of, reverse_of = RULES.get, _REVERSE.get
     for eqn in reversed(graph.equations):
         outputs = eqn.outputs
-        if len(outputs) == 1:   # most equations: no list walks
-            ct = ct_env.pop(outputs[0], None)
-            if ct is None:
+        prim = eqn.primitive
+        multiple = prim.multiple_results
+        if not multiple:   # most equations: no list walks
+            cts = ct_env.pop(outputs[0], None)
+            if cts is None:
                 continue
-            cts = [ct]
         else:
             cts = [ct_env.pop(v, None) for v in outputs]
             if all(ct is None for ct in cts):
@@ -191,33 +211,29 @@ def _backward(graph, env, cts_out, active=None, effects=None):
                 break
         else:
             continue
-        ins = [a.value if type(a) is Literal else env[a] for a in inputs]
         if effects and has_effects(eqn):
             _check_replays_no_draw(eqn)
-        prim = eqn.primitive
         params = eqn.params
-        with source_scope(eqn.source, _vjp_origin(prim)):
-            if prim.multiple_results:
-                cts = [zero_tangent(v.aval) if ct is None else ct
-                       for ct, v in zip(cts, outputs)]
-                outs = [env[v] for v in outputs]
+        rules = rules_of(prim)
+        reverse = reverse_of(rules)
+        if reverse is None or reverse.primitive is not prim:
+            reverse = _reverse(prim, rules)
+        token = enter_source_scope((eqn.source, reverse.origin))
+        try:
+            # (the two commonest cases inline)
+            if reverse.transposes_one and len(inputs) == 1:
+                # a linear equation's one input, differentiable as checked above: no value read
+                cts_in = reverse.transpose(cts, _undefined(inputs[0].aval), **params)
+            elif reverse.vjp is not None and not multiple:
+                cts_in = reverse.vjp([a.value if type(a) is Literal else env[a] for a in inputs],
+                                     env[outputs[0]], cts, **params)
             else:
-                cts, outs = cts[0], env[outputs[0]]
-            rules = rules_of(prim)
-            vjp = rules.calls["vjp"] if rules is not None else None
-            if vjp is not None:
-                cts_in = vjp(ins, outs, cts, **params)
-            elif rules is not None and _transposable(rules, inputs):
-                # Linear in its differentiable inputs: the vjp is the transpose, with no small
-                # linear graph to build per equation.
-                linear_in = rules.linear_in
-                args = [_undefined(a.aval) if i in linear_in and a.aval.dtype.kind in "fc"
-                        else x for i, (a, x) in enumerate(zip(inputs, ins))]
-                cts_in = rules.calls["transpose"](cts, *args, **params)
-            else:
-                cts_in = vjp_from_jvp(eqn, ins, cts)
+                cts_in = _cotangents_in(eqn, reverse, env, cts)
+        finally:
+            leave_source_scope(token)
         for atom, ct in zip(inputs, cts_in):
-            accumulate(atom, ct, eqn)
+            if ct is not None:
+                accumulate(atom, ct, eqn)
 
     cts_in = [ct_env.get(v) for v in graph.inputs]
     cts_in = [Zero(tangent_aval(v.aval)) if ct is None else ct
@@ -238,15 +254,57 @@ def _undefined(aval_) -> Undefined:
     return found
 
 
-_VJP_ORIGINS: dict = {}
+def _cotangents_in(eqn, reverse, env, cts):
+    """The cotangents of `eqn`'s inputs from those of its outputs, `cts` (for a single
+    output, its cotangent), by its vjp rule, its transpose or its linearized jvp."""
+    inputs, outputs = eqn.inputs, eqn.outputs
+    ins = [a.value if type(a) is Literal else env[a] for a in inputs]
+    if eqn.primitive.multiple_results:
+        cts = [zero_tangent(v.aval) if ct is None else ct for ct, v in zip(cts, outputs)]
+        outs = [env[v] for v in outputs]
+    else:
+        outs = env[outputs[0]]
+    if reverse.vjp is not None:
+        return reverse.vjp(ins, outs, cts, **eqn.params)
+    linear_in = reverse.linear_in
+    if linear_in and _transposable(linear_in, inputs):
+        # Linear in its differentiable inputs: the vjp is the transpose, with no small linear
+        # graph to build per equation.
+        args = [_undefined(a.aval) if i in linear_in and a.aval.dtype.kind in "fc" else x
+                for i, (a, x) in enumerate(zip(inputs, ins))]
+        return reverse.transpose(cts, *args, **eqn.params)
+    return vjp_from_jvp(eqn, ins, cts)
 
 
-def _vjp_origin(prim) -> str:
-    """"vjp of <prim>", the origin of the equations its vjp rule emits (made once each)."""
-    origin = _VJP_ORIGINS.get(prim)
-    if origin is None:
-        origin = _VJP_ORIGINS[prim] = f"vjp of {prim}"
-    return origin
+class _Reverse:
+    """How reverse mode treats a primitive, read once from its Rules: its vjp rule as
+    transforms call it, else its transpose rule and the inputs it is linear in (when it has
+    both), and the origin of the equations they emit ("vjp of <prim>")."""
+
+    __slots__ = ("primitive", "vjp", "transpose", "linear_in", "transposes_one", "origin")
+
+    def __init__(self, prim, rules):
+        self.primitive = prim
+        self.vjp = rules.calls["vjp"] if rules is not None else None
+        self.transpose = rules.calls["transpose"] if rules is not None else None
+        self.linear_in = rules.linear_in if self.transpose is not None else ()
+        # transposed when it has one input, linear in it, with one output
+        self.transposes_one = (self.vjp is None and self.linear_in == (0,)
+                               and not prim.multiple_results)
+        self.origin = f"vjp of {prim}"
+
+
+# Rules (by identity: a registration makes new ones) -> its _Reverse (of one primitive)
+_REVERSE: dict = {}
+
+
+def _reverse(prim, rules) -> _Reverse:
+    reverse = _Reverse(prim, rules)
+    if rules is not None:   # (no rules: the missing rule's error is raised each time)
+        if len(_REVERSE) >= 4096:
+            _REVERSE.clear()
+        _REVERSE[rules] = reverse
+    return reverse
 
 
 def _draws_at_top_level(graph):
@@ -288,11 +346,12 @@ def _check_replays_no_draw(eqn) -> None:
         "differentiate in forward mode (xform.jvp, jacfwd)")
 
 
-def _transposable(rules, inputs) -> bool:
+def _transposable(linear_in, inputs) -> bool:
     """Whether every differentiable input (atom) is one the primitive is declared linear in."""
-    linear_in = rules.linear_in
-    return (bool(linear_in) and rules.transpose is not None
-            and all(i in linear_in for i, a in enumerate(inputs) if is_differentiable(a.aval)))
+    for i, a in enumerate(inputs):
+        if i not in linear_in and a.aval.dtype.kind in "fc":
+            return False
+    return True
 
 
 def _cotangent_shape_error(eqn, atom, ct) -> RuleError:
