@@ -60,6 +60,11 @@ class using_backend:
             _backend.reset(backend)
 
 
+def backend_unchanged(backend, device_inputs) -> bool:
+    """Whether `using_backend(backend, device_inputs)` would change nothing here."""
+    return backend is None and device_inputs == _device_inputs.get()
+
+
 def backend_in_use(backend=None) -> str:
     return backend or _backend.get() or config.backend
 
