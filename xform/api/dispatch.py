@@ -257,12 +257,14 @@ class CachedCall:
         With `statics` (their positions), when there are several arguments and every static
         one is of a kind keyed by value (a static float is not: it misses), up to twice
         STATIC_RESTAGING_LIMIT such entries."""
-        if backend_in_use(self.backend) != "xla" and any(map(is_device_array, args)):
-            return
         if not statics:
             key = call_key(args)
-            if key is not None:
+            # (the jax arrays of flat arguments are of the one type call_key files)
+            if key is not None and (DEVICE_ARRAY[0] not in map(type, args)
+                                    or backend_in_use(self.backend) == "xla"):
                 self._entries[key[0] if len(args) == 1 else key] = entry
+            return
+        if backend_in_use(self.backend) != "xla" and any(map(is_device_array, args)):
             return
         if len(args) < 2 or self._static_entry_count >= 2 * STATIC_RESTAGING_LIMIT:
             return
