@@ -522,17 +522,21 @@ class Transformed(CachedCall):
                        if statics or static_keywords else _NO_STATICS)
         backend = self.backend
         # jax arrays go to XLA whatever its cost model says (xform.codegen.xla.lower)
-        device_inputs = backend_in_use(backend) == "xla" and any(map(is_device_array, leaves))
+        jax_arrays = any(map(is_device_array, leaves))
+        device_inputs = jax_arrays and backend_in_use(backend) == "xla"
         key = (self.kind, self.params, backend, device_inputs, in_tree, signature, statics_key)
         staging = _Staging(self, device_inputs, in_tree, signature, statics, fixed, keywords,
                            key)
-        entry = CACHE.build(self.fun, key, functools.partial(staging.first_entry, self.fun, leaves),
+        # (staging computes its values with numpy: jax arrays read into numpy first)
+        host_leaves = arguments_for_backend(leaves, "numpy") if jax_arrays else leaves
+        entry = CACHE.build(self.fun, key,
+                            functools.partial(staging.first_entry, self.fun, host_leaves),
                             arguments=static_values)
         fn, unflatten = entry.value
         if type(fn) is FirstTier or type(fn) is Paths:
             fn.attach(entry)
         try:
-            results = fn(*arguments_for_backend(leaves, backend))
+            results = fn(*arguments_for_backend(leaves, backend) if jax_arrays else leaves)
         except MemoryError as err:
             raise out_of_memory_error(err) from None
         if keywords is None and len(leaves) == len(args):   # filed once a call succeeded
@@ -576,8 +580,8 @@ class _Staging:
             return make(*args)
 
     def first_entry(self, fun, leaves):
-        """The value of the entry: `(code, finish)` of the first path `leaves` take, or its
-        Paths."""
+        """The value of the entry: `(code, finish)` of the first path `leaves` (jax arrays
+        read into numpy) take, or its Paths."""
         return self.in_backend(self._first_entry, fun, leaves)
 
     def _first_entry(self, fun, leaves):
@@ -608,13 +612,14 @@ class _Staging:
         """A later path's staging (what `stage_path` gives), for the backend chosen here."""
         fun = _with_static_values(self.held(), self.in_tree, self.statics, self.fixed,
                                   self.keywords)
-        return self.in_backend(self.stage_path, fun, path_leaves)
+        return self.in_backend(self.stage_path, fun, arguments_for_backend(path_leaves, "numpy"))
 
-    def stage_path(self, fun, path_leaves):
-        """(run, unflatten, decisions, generators, record) of the path `path_leaves` take."""
+    def stage_path(self, fun, host_leaves):
+        """(run, unflatten, decisions, generators, record) of the path the leaves of a call
+        take (`host_leaves`: its jax arrays read into numpy, since staging computes its values
+        with numpy)."""
         avals = [aval_of_signature(s) for s in self.signature]
-        # (staging computes its values with numpy: jax arrays read into numpy first)
-        known = KnownValues.of(arguments_for_backend(path_leaves, "numpy"))
+        known = KnownValues.of(host_leaves)
         # XLA's code from the first call: an interpreted one would compute numpy's bits
         tier = "compile" if backend_in_use() == "xla" else first_call_tier()
         build, first_call, finish, in_tree = self.build, self.first_call, self.finish, \
