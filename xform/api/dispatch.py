@@ -585,11 +585,9 @@ class _Staging:
         return self.in_backend(self._first_entry, fun, leaves)
 
     def _first_entry(self, fun, leaves):
-        statics = self.statics or self.fixed
-        if statics:
+        if self.statics or self.fixed:
             count_restaging(fun, self.kind)
-        staged = (_with_static_values(fun, self.in_tree, self.statics, self.fixed, self.keywords)
-                  if statics or self.keywords is not None else fun)
+        staged = _with_static_values(fun, self.in_tree, self.statics, self.fixed, self.keywords)
         run, unflatten, decisions, generators, record = self.stage_path(staged, leaves)
         if impure(fun):    # found drawing where no equation stands for the draw
             hidden_effects_found(fun)
