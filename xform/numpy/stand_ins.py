@@ -400,6 +400,8 @@ class staging_scope:
         with _lock:
             groups = _groups_without.get(skipped)
             if groups is None:
+                if len(_groups_without) >= 1024:    # (one per set of list functions' names)
+                    _groups_without.clear()
                 groups = _groups_without[skipped] = _keys_used(skipped)
             self._groups = groups
             _depth += 1
