@@ -554,9 +554,10 @@ def _with_static_values(fun, in_tree, statics, fixed, keywords):
 class _Staging:
     """The stagings of one signature of a Transformed: its first path (`first_entry`, the
     value of its cache entry) and each later one (`staged_in_backend`, xform.runtime.paths),
-    for the backend chosen at its first call. What an entry keeps (a path's staging, the
-    promotion) holds neither the Transformed nor the user's function, only a weak reference
-    to it (`held`): the entry must leave the cache when the function dies.
+    for the backend chosen at its first call. What an entry keeps holds neither the
+    Transformed nor the user's function, only a weak reference to it (`held`): the entry
+    must leave the cache when the function dies. (A path's staging keeps this record; a
+    first tier's promotion does not, nor the call's arguments it holds.)
     """
 
     __slots__ = ("kind", "build", "first_call", "finish", "backend", "device_inputs",
@@ -571,18 +572,10 @@ class _Staging:
         self.statics, self.fixed, self.keywords = statics, fixed, keywords
         self.held = None
 
-    def in_backend(self, make, *args):
-        """`make(*args)` with the builds inside finishing for this signature's backend (no
-        scope where it would change nothing: the common case, numpy's)."""
-        if backend_unchanged(self.backend, self.device_inputs):
-            return make(*args)
-        with using_backend(self.backend, self.device_inputs):
-            return make(*args)
-
     def first_entry(self, fun, leaves):
         """The value of the entry: `(code, finish)` of the first path `leaves` (jax arrays
         read into numpy) take, or its Paths."""
-        return self.in_backend(self._first_entry, fun, leaves)
+        return in_backend(self.backend, self.device_inputs, self._first_entry, fun, leaves)
 
     def _first_entry(self, fun, leaves):
         if self.statics or self.fixed:
@@ -610,7 +603,8 @@ class _Staging:
         """A later path's staging (what `stage_path` gives), for the backend chosen here."""
         fun = _with_static_values(self.held(), self.in_tree, self.statics, self.fixed,
                                   self.keywords)
-        return self.in_backend(self.stage_path, fun, arguments_for_backend(path_leaves, "numpy"))
+        return in_backend(self.backend, self.device_inputs, self.stage_path, fun,
+                          arguments_for_backend(path_leaves, "numpy"))
 
     def stage_path(self, fun, host_leaves):
         """(run, unflatten, decisions, generators, record) of the path the leaves of a call
@@ -645,9 +639,21 @@ class _Staging:
         if tier == "compile":
             run, unflatten = steady_value(finish(graph), unflatten)
         else:
-            run = FirstTier(run, functools.partial(self.in_backend, _promoted, finish,
-                                                   graph_of, unflatten), first)
+            # (not `self`: the first tier keeps no argument of the first call's)
+            run = FirstTier(run, functools.partial(in_backend, self.backend, self.device_inputs,
+                                                   _promoted, finish, graph_of, unflatten),
+                            first)
         return run, unflatten, record.decisions, generators, record
+
+
+def in_backend(backend, device_inputs, make, *args):
+    """`make(*args)` with the builds inside finishing for `backend` and arguments among which
+    are jax arrays (`device_inputs`) or not (no scope where it would change nothing: the
+    common case, numpy's)."""
+    if backend_unchanged(backend, device_inputs):
+        return make(*args)
+    with using_backend(backend, device_inputs):
+        return make(*args)
 
 
 def _promoted(finish, graph_of, unflatten):
