@@ -215,3 +215,18 @@ def test_an_equation_rewritten_beside_a_fused_region_is_computed_again():
     grad = xform.grad(f)
     first, second = grad(x), grad(x)
     assert first.tobytes() == second.tobytes()
+
+
+def test_a_first_tier_keeps_no_argument_of_its_call_alive():
+    # Until the next call promotes it, a signature's first tier is the entry's value: what
+    # it keeps for the promotion must not hold the first call's arrays (here a keyword's).
+    def scaled(x, *, scale):
+        return np.sum(x * scale)
+    grad = xform.grad(scaled)
+    scale = np.full(3, 2.0)
+    held = weakref.ref(scale)
+    np.testing.assert_array_equal(grad(np.ones(3), scale=scale), np.full(3, 2.0))
+    del scale
+    gc.collect()
+    assert held() is None
+    np.testing.assert_array_equal(grad(np.ones(3), scale=np.full(3, 3.0)), np.full(3, 3.0))

@@ -10,7 +10,7 @@ import pytest
 
 import xform
 import xform.numpy.stand_ins
-from xform.numpy.construct import CONSTRUCTORS_GROUP
+from xform.numpy.construct import CONSTRUCTORS_GROUP, CONTAINERS_GROUP
 from xform.numpy.random import LEGACY_GROUP
 from xform.numpy.stand_ins import groups_unreached, staging_scope, without_group
 
@@ -102,6 +102,44 @@ def test_a_staging_has_the_stand_ins_only_if_its_function_can_reach_them(functio
     for _ in range(2):     # a fresh function each time: the second is the walk's memo hit
         fresh = lambda x: function(x)
         np.testing.assert_allclose(xform.grad(fresh)(x), np.cos(x) * (1 + in_place))
+
+
+def members_in_place():
+    # 1: np.sum's stand-in of numpy's functions of lists is in place, 2: np.mean's
+    depth = xform.numpy.stand_ins._group_depth
+    return ((depth.get((CONTAINERS_GROUP, "sum"), 0) > 0)
+            + 2 * (depth.get((CONTAINERS_GROUP, "mean"), 0) > 0))
+
+
+def sums_a_list(x):
+    return np.sum([x, 2.0 * x]) * (1 + members_in_place())
+
+
+def takes_the_mean_of_a_list(x):
+    return np.mean([x, 2.0 * x]) * (1 + members_in_place())
+
+
+@pytest.mark.parametrize("function, in_place, slope", [
+    (sums_a_list, 1, 3.0), (takes_the_mean_of_a_list, 2, 1.5)])
+def test_numpy_functions_of_lists_are_in_place_as_the_code_names_them(function, in_place, slope):
+    # code spelling `sum` has np.sum's stand-in, not the group's 44 others
+    for _ in range(2):
+        fresh = lambda x: function(x)
+        assert xform.grad(fresh)(0.5) == slope * (1 + in_place)
+    assert groups_unreached({"np", "sum"}) >= {(CONTAINERS_GROUP, frozenset({"sum"}))}
+    assert CONTAINERS_GROUP in groups_unreached({"np", "sin"})
+    assert not any(CONTAINERS_GROUP in str(group)
+                   for group in groups_unreached({"np", "sum", "mean", "max", "norm"} | {
+                       f.__name__ for f in xform.numpy.construct._OF_LISTS}))
+
+
+def test_without_the_group_of_functions_of_lists_none_of_them_is_in_place():
+    with without_group(CONTAINERS_GROUP), staging_scope():
+        assert members_in_place() == 0
+    with without_group((CONTAINERS_GROUP, frozenset({"sum"}))), staging_scope():
+        assert members_in_place() == 1
+    with staging_scope():
+        assert members_in_place() == 3
 
 
 def _array_of(x):

@@ -15,8 +15,9 @@ import weakref
 
 import numpy as np
 
-from xform.api.pipeline import (arguments_for_backend, backend_in_use, checked_backend,
-                                finish_graph, first_tier_graph, using_backend)
+from xform.api.pipeline import (arguments_for_backend, backend_in_use, backend_unchanged,
+                                checked_backend, finish_graph, first_tier_graph,
+                                using_backend)
 from xform.codegen.xla import DEVICE_ARRAY, is_device_array
 from xform.errors import RestagingWarning, TypeCheckError, XformError, out_of_memory_error
 from xform.ir.avals import ShapedArray, shaped_array
@@ -256,12 +257,14 @@ class CachedCall:
         With `statics` (their positions), when there are several arguments and every static
         one is of a kind keyed by value (a static float is not: it misses), up to twice
         STATIC_RESTAGING_LIMIT such entries."""
-        if backend_in_use(self.backend) != "xla" and any(map(is_device_array, args)):
-            return
         if not statics:
             key = call_key(args)
-            if key is not None:
+            # (the jax arrays of flat arguments are of the one type call_key files)
+            if key is not None and (DEVICE_ARRAY[0] not in map(type, args)
+                                    or backend_in_use(self.backend) == "xla"):
                 self._entries[key[0] if len(args) == 1 else key] = entry
+            return
+        if backend_in_use(self.backend) != "xla" and any(map(is_device_array, args)):
             return
         if len(args) < 2 or self._static_entry_count >= 2 * STATIC_RESTAGING_LIMIT:
             return
@@ -506,13 +509,8 @@ class Transformed(CachedCall):
                      for name, k in static_keywords}
             static_values += tuple(fixed.values())
 
-        def staged_function(fun):
-            """The user's `fun` with the static values put in."""
-            if fixed:
-                fun = functools.partial(fun, **fixed)
-            return with_statics(fun, in_tree, statics, keywords)
-        fun = staged_function(self.fun)
         if current_builder() is not None:
+            fun = _with_static_values(self.fun, in_tree, statics, fixed, keywords)
             if self.inline:     # jit inside a staging: the function's equations, as they are
                 return unflatten_call(fun, leaves, in_tree)
             graph, captured, unflatten = self.build(fun, in_tree,
@@ -522,92 +520,147 @@ class Transformed(CachedCall):
 
         statics_key = ((tuple((j, static_key(v)) for j, v in statics.items()), static_keywords)
                        if statics or static_keywords else _NO_STATICS)
-
-        # What an entry keeps (a path's staging, the promotion) holds neither `self` nor the
-        # user's function: the entry must leave the cache when the function dies.
-        backend, build, first_call, finish = self.backend, self.build, self.first_call, \
-            self.finish
+        backend = self.backend
         # jax arrays go to XLA whatever its cost model says (xform.codegen.xla.lower)
-        device_inputs = backend_in_use(backend) == "xla" and any(map(is_device_array, leaves))
-
-        def stage_path(fun, path_leaves):
-            """(run, unflatten, decisions, generators, drew) of the path `path_leaves` take."""
-            avals = [aval_of_signature(s) for s in signature]
-            # (staging computes its values with numpy: jax arrays read into numpy first)
-            known = KnownValues.of(arguments_for_backend(path_leaves, "numpy"))
-            # XLA's code from the first call: an interpreted one would compute numpy's bits
-            tier = "compile" if backend_in_use() == "xla" else first_call_tier()
-            with recording_decisions() as record:
-                first = None
-                if tier == "compile" or first_call is None:
-                    graph, captured, unflatten = build(fun, in_tree, avals, known)
-                    run, graph_of = None, lambda: graph
-                else:
-                    run, graph_of, captured, unflatten, first = first_call(
-                        fun, in_tree, avals, known)
-                if run is None and tier != "compile":
-                    graph = graph_of()
-                    first_graph = first_tier_graph(graph, finish)
-                    run = functools.partial(run_concrete, first_graph)
-                    values = staged_values(first_graph)
-                    if values is not None:      # what staging computed, not computed again
-                        first = functools.partial(run_concrete_known, first_graph, values)
-            if captured:
-                raise XformError("a traced value was captured outside any staging",
-                                 user_frame_info())
-            generators = tuple(g for g, _ in record.generators.values())
-            if tier == "compile":
-                run, unflatten = steady_value(finish(graph), unflatten)
-            else:
-                def compile_later():    # the promotion, later: for the backend chosen here
-                    # (not `self`: the entry must not hold fun)
-                    with using_backend(backend, device_inputs):
-                        steady = steady_value(finish(graph_of()), unflatten)
-                        return results_of(*steady), steady
-                run = FirstTier(run, compile_later, first)
-            return run, unflatten, record.decisions, generators, record
-
-        def make():
-            with using_backend(backend, device_inputs):
-                return build_entry()
-
-        def build_entry():
-            if statics or static_keywords:
-                count_restaging(self.fun, self.kind)
-            run, unflatten, decisions, generators, record = stage_path(fun, leaves)
-            if impure(self.fun):    # found drawing where no equation stands for the draw
-                hidden_effects_found(self.fun)
-            elif walk_incomplete():
-                # Code the walk could not follow may draw where no equation stands for the
-                # draw: the next staging of this path tells.
-                pure = verified_pure(self.fun, key, decisions, record)
-                if pure is None:
-                    note_unstaged()     # this call's entry only: the next call stages again
-                elif not pure:
-                    hidden_effects_found(self.fun)
-                    note_impure(self.fun)
-            if not decisions:
-                return run, unflatten
-            return guarded_paths(held, self.kind, staged_in_backend, run, unflatten,
-                                 decisions, generators), _results
-
-        held = weak_holder(self.fun)
-
-        def staged_in_backend(path_leaves):     # a later path, for the backend chosen here
-            with using_backend(backend, device_inputs):
-                return stage_path(staged_function(held()), path_leaves)
+        jax_arrays = any(map(is_device_array, leaves))
+        device_inputs = jax_arrays and backend_in_use(backend) == "xla"
         key = (self.kind, self.params, backend, device_inputs, in_tree, signature, statics_key)
-        entry = CACHE.build(self.fun, key, make, arguments=static_values)
+        staging = _Staging(self, device_inputs, in_tree, signature, statics, fixed, keywords,
+                           key)
+        # (staging computes its values with numpy: jax arrays read into numpy first)
+        host_leaves = arguments_for_backend(leaves, "numpy") if jax_arrays else leaves
+        entry = CACHE.build(self.fun, key,
+                            functools.partial(staging.first_entry, self.fun, host_leaves),
+                            arguments=static_values)
         fn, unflatten = entry.value
         if type(fn) is FirstTier or type(fn) is Paths:
             fn.attach(entry)
         try:
-            results = fn(*arguments_for_backend(leaves, self.backend))
+            results = fn(*arguments_for_backend(leaves, backend) if jax_arrays else leaves)
         except MemoryError as err:
             raise out_of_memory_error(err) from None
         if keywords is None and len(leaves) == len(args):   # filed once a call succeeded
             self._remember(args, statics, entry)
         return results if unflatten is None else unflatten(results)
+
+
+def _with_static_values(fun, in_tree, statics, fixed, keywords):
+    """The user's `fun` with the static values put in (`fixed`: static keywords')."""
+    if fixed:
+        fun = functools.partial(fun, **fixed)
+    return with_statics(fun, in_tree, statics, keywords)
+
+
+class _Staging:
+    """The stagings of one signature of a Transformed: its first path (`first_entry`, the
+    value of its cache entry) and each later one (`staged_in_backend`, xform.runtime.paths),
+    for the backend chosen at its first call. What an entry keeps holds neither the
+    Transformed nor the user's function, only a weak reference to it (`held`): the entry
+    must leave the cache when the function dies. (A path's staging keeps this record; a
+    first tier's promotion does not, nor the call's arguments it holds.)
+    """
+
+    __slots__ = ("kind", "build", "first_call", "finish", "backend", "device_inputs",
+                 "in_tree", "signature", "statics", "fixed", "keywords", "key", "held")
+
+    def __init__(self, transformed, device_inputs, in_tree, signature, statics, fixed,
+                 keywords, key):
+        self.kind, self.build = transformed.kind, transformed.build
+        self.first_call, self.finish = transformed.first_call, transformed.finish
+        self.backend, self.device_inputs = transformed.backend, device_inputs
+        self.in_tree, self.signature, self.key = in_tree, signature, key
+        self.statics, self.fixed, self.keywords = statics, fixed, keywords
+        self.held = None
+
+    def first_entry(self, fun, leaves):
+        """The value of the entry: `(code, finish)` of the first path `leaves` (jax arrays
+        read into numpy) take, or its Paths."""
+        return in_backend(self.backend, self.device_inputs, self._first_entry, fun, leaves)
+
+    def _first_entry(self, fun, leaves):
+        if self.statics or self.fixed:
+            count_restaging(fun, self.kind)
+        staged = _with_static_values(fun, self.in_tree, self.statics, self.fixed, self.keywords)
+        run, unflatten, decisions, generators, record = self.stage_path(staged, leaves)
+        if impure(fun):    # found drawing where no equation stands for the draw
+            hidden_effects_found(fun)
+        elif walk_incomplete():
+            # Code the walk could not follow may draw where no equation stands for the
+            # draw: the next staging of this path tells.
+            pure = verified_pure(fun, self.key, decisions, record)
+            if pure is None:
+                note_unstaged()     # this call's entry only: the next call stages again
+            elif not pure:
+                hidden_effects_found(fun)
+                note_impure(fun)
+        if not decisions:
+            return run, unflatten
+        self.held = weak_holder(fun)
+        return guarded_paths(self.held, self.kind, self.staged_in_backend, run, unflatten,
+                             decisions, generators), _results
+
+    def staged_in_backend(self, path_leaves):
+        """A later path's staging (what `stage_path` gives), for the backend chosen here."""
+        fun = _with_static_values(self.held(), self.in_tree, self.statics, self.fixed,
+                                  self.keywords)
+        return in_backend(self.backend, self.device_inputs, self.stage_path, fun,
+                          arguments_for_backend(path_leaves, "numpy"))
+
+    def stage_path(self, fun, host_leaves):
+        """(run, unflatten, decisions, generators, record) of the path the leaves of a call
+        take (`host_leaves`: its jax arrays read into numpy, since staging computes its values
+        with numpy)."""
+        avals = [aval_of_signature(s) for s in self.signature]
+        known = KnownValues.of(host_leaves)
+        # XLA's code from the first call: an interpreted one would compute numpy's bits
+        tier = "compile" if backend_in_use() == "xla" else first_call_tier()
+        build, first_call, finish, in_tree = self.build, self.first_call, self.finish, \
+            self.in_tree
+        with recording_decisions() as record:
+            first = None
+            if tier == "compile" or first_call is None:
+                graph, captured, unflatten = build(fun, in_tree, avals, known)
+                run, graph_of = None, lambda: graph
+            else:
+                run, graph_of, captured, unflatten, first = first_call(
+                    fun, in_tree, avals, known)
+            if run is None and tier != "compile":
+                graph = graph_of()
+                first_graph = first_tier_graph(graph, finish)
+                run = functools.partial(run_concrete, first_graph)
+                values = staged_values(first_graph)
+                if values is not None:      # what staging computed, not computed again
+                    first = functools.partial(run_concrete_known, first_graph, values)
+        if captured:
+            raise XformError("a traced value was captured outside any staging",
+                             user_frame_info())
+        generators = tuple(g for g, _ in record.generators.values()) if record.generators \
+            else ()
+        if tier == "compile":
+            run, unflatten = steady_value(finish(graph), unflatten)
+        else:
+            # (not `self`: the first tier keeps no argument of the first call's)
+            run = FirstTier(run, functools.partial(in_backend, self.backend, self.device_inputs,
+                                                   _promoted, finish, graph_of, unflatten),
+                            first)
+        return run, unflatten, record.decisions, generators, record
+
+
+def in_backend(backend, device_inputs, make, *args):
+    """`make(*args)` with the builds inside finishing for `backend` and arguments among which
+    are jax arrays (`device_inputs`) or not (no scope where it would change nothing: the
+    common case, numpy's)."""
+    if backend_unchanged(backend, device_inputs):
+        return make(*args)
+    with using_backend(backend, device_inputs):
+        return make(*args)
+
+
+def _promoted(finish, graph_of, unflatten):
+    """A first tier's promotion (xform.runtime.tiers): the compiled code's results function
+    and the entry's value from then on."""
+    steady = steady_value(finish(graph_of()), unflatten)
+    return results_of(*steady), steady
 
 
 #: The finish of a result that is a graph's one output.

@@ -60,6 +60,11 @@ class using_backend:
             _backend.reset(backend)
 
 
+def backend_unchanged(backend, device_inputs) -> bool:
+    """Whether `using_backend(backend, device_inputs)` would change nothing here."""
+    return backend is None and device_inputs == _device_inputs.get()
+
+
 def backend_in_use(backend=None) -> str:
     return backend or _backend.get() or config.backend
 
@@ -116,11 +121,13 @@ def finish_graph(graph, fuse=False, own_outputs=True):
 def with_own_outputs(graph):
     """`graph` with the outputs that would be a constant or a read-only broadcast view
     copied (finish_graph's last step)."""
+    arrays = [a for a in graph.outputs if type(a) is Var and a.aval.shape]
+    if not arrays:      # (scalars are immutable: no scan of the equations)
+        return graph
     const_vars = {var for var, _ in graph.consts}
     broadcast_to = primitive_for("broadcast_to")
     broadcasts = {eqn.outputs[0] for eqn in graph.equations if eqn.primitive is broadcast_to}
-    shared = [a for a in graph.outputs
-              if type(a) is Var and a.aval.shape and (a in const_vars or a in broadcasts)]
+    shared = [a for a in arrays if a in const_vars or a in broadcasts]
     if not shared:
         return graph
     copies = {a: Var(a.aval) for a in shared}

@@ -19,11 +19,12 @@ functions, numpy's constructors), defined with the names through which code reac
 (`define_group`): a caller that has shown the staged code cannot reach a group
 (xform.runtime.effects, whose walk saw all the code a function can run and the names it
 spells: `groups_unreached`) stages inside `without_group(...)`, and the scope then leaves
-that group alone: setting and resetting the stand-ins is most of its cost.
+that group alone: setting and resetting the stand-ins is most of its cost. In a group whose
+stand-ins are each reached by their own function's name (numpy's ~45 functions of lists:
+`np.sum([a, b])`), code that spells `sum` has the stand-in of `np.sum` only.
 """
 from __future__ import annotations
 
-import collections
 import contextvars
 import functools
 import sys
@@ -108,6 +109,7 @@ class _CodeSwap:
                                       function.__defaults__, function.__closure__)
         original.__kwdefaults__ = function.__kwdefaults__
         self.function, self.code, self.target = function, code, function
+        self.name = function.__name__
         self.trampoline = _trampoline_code(code, _routed(original, replacement, when))
         _original_codes[id(self.trampoline)] = (self.trampoline, code_outside_staging(function))
 
@@ -146,18 +148,22 @@ class _AttributeSwap:
 
 _swaps: list = []          # every registered swap, applied while anything is staged
 # What staging_scope sets on entry and resets on exit: per plain module, the attributes as
-# one mapping for its __dict__ (one update), and setattr's argument columns (owners, names,
-# values) for the rest (functions' __code__, classes' attributes), in `_swaps` order; for
-# the swaps of no group, and per group.
-_NO_SETTINGS = ((), ((), (), ()))
+# one mapping for its __dict__ (one update), and (owner, name, value) for each of the rest
+# (functions' __code__, classes' attributes), in `_swaps` order; for the swaps of no group,
+# and per group.
+_NO_SETTINGS = ((), ())
 _staged_settings: tuple = _NO_SETTINGS
 _original_settings: tuple = _NO_SETTINGS
-_group_settings: dict = {}   # group -> (staged settings, original settings)
-_group_depth: dict = {}      # group -> stagings in progress that use it, over all threads
+# A group's settings are filed under its name, those of a group reached by name under
+# (group, name) per stand-in (the `key` of its swaps).
+_group_settings: dict = {}   # key -> (staged settings, original settings)
+_group_depth: dict = {}      # key -> stagings in progress that use it, over all threads
 _skipped = threading.local() # .groups: the groups this thread's stagings do without now
 _NO_GROUPS = frozenset()
 _groups_without: dict = {}   # skipped groups -> the groups a staging then uses
 _reached_by: dict = {}       # group -> names -> whether code spelling them can reach it
+_by_name: set = set()        # the groups whose stand-ins are reached by their own names
+_members: dict = {}          # such a group -> the names of its stand-ins
 # id(trampoline code) -> (it, the code it stands in for): by id, since a code object's hash is
 # computed anew on every lookup (the trampolines are held, so their ids stay theirs)
 _original_codes: dict = {}
@@ -188,11 +194,13 @@ def stand_in(function, replacement, when=_has_tracer, group=None) -> None:
     else:
         swap = _CodeSwap(getattr(function, "_implementation", function), replacement, when)
     swap.group = group
+    # The scope sets a group's stand-ins together; those of a group reached by name one by one
+    swap.key = (group, swap.name) if group in _by_name else group
     with _lock:
         _swaps.append(swap)
         if not _installing:
             _update_settings()
-        if (_depth if group is None else _group_depth.get(group)):
+        if (_depth if group is None else _group_depth.get(swap.key)):
             swap.apply()
 
 
@@ -223,7 +231,7 @@ def remove_stand_in(function) -> None:
         _swaps.remove(same[-1])
         _update_settings()
         group = same[-1].group
-        if (_depth if group is None else _group_depth.get(group)):
+        if (_depth if group is None else _group_depth.get(same[-1].key)):
             same[-1].restore()
             if len(same) > 1:
                 same[-2].apply()
@@ -271,9 +279,15 @@ def _update_settings() -> None:
     global _staged_settings, _original_settings
     by_group: dict = {}
     for swap in _swaps:
-        by_group.setdefault(swap.group, []).append(swap.settings())
+        by_group.setdefault(swap.key, []).append(swap.settings())
     _group_settings.clear()
     _groups_without.clear()
+    _members.clear()
+    for key in by_group:
+        if type(key) is tuple:
+            _members.setdefault(key[0], set()).add(key[1])
+    for group, names in _members.items():
+        _members[group] = frozenset(names)
     for group, settings in by_group.items():
         staged = _grouped([(owner, name, value) for owner, name, value, _ in settings])
         original = _grouped([(owner, name, value) for owner, name, _, value in settings])
@@ -286,44 +300,66 @@ def _update_settings() -> None:
 
 
 def _grouped(assignments):
-    """(module dict updates, setattr columns) for (owner, name, value) assignments; a later
-    assignment of the same attribute wins, as a later setattr would."""
+    """(module dict updates, the other assignments) for (owner, name, value) assignments; a
+    later assignment of the same attribute wins, as a later setattr would."""
     updates, others = {}, []
     for owner, name, value in assignments:
         if type(owner) is types.ModuleType:
             updates.setdefault(id(owner), (vars(owner), {}))[1][name] = value
         else:
             others.append((owner, name, value))
-    columns = tuple(tuple(column) for column in zip(*others)) if others else ((), (), ())
-    return tuple(updates.values()), columns
+    return tuple(updates.values()), tuple(others)
 
 
 def _set_all(settings) -> None:
-    # Every outermost staging sets about 70 attributes and resets them: a module's at once,
-    # the others by setattr looped in C.
-    updates, columns = settings
+    # A staging sets a few to about 70 attributes and resets them: a module's at once, the
+    # others one by one (a loop costs less than the C loop `deque(map(setattr, ...))`'s
+    # deque, ~0.5 us, up to 25 attributes at least).
+    updates, others = settings
     for namespace, values in updates:
         namespace.update(values)
-    collections.deque(map(setattr, *columns), maxlen=0)
+    for owner, name, value in others:
+        setattr(owner, name, value)
 
 
-def define_group(group: str, reached_by) -> None:
-    """Name a group of stand-ins: `reached_by(names)` says whether code that spells those
-    names (globals and attributes alike, a code object's co_names) can call one of them."""
-    _reached_by[group] = reached_by
+def define_group(group: str, reached_by=None) -> None:
+    """Name a group of stand-ins (before its first `stand_in`): `reached_by(names)` says
+    whether code that spells those names (globals and attributes alike, a code object's
+    co_names) can call one of them; without it, each stand-in of the group is reached by the
+    name of the function it stands in for, and a staging has those its code spells."""
+    if reached_by is None:
+        _by_name.add(group)
+    else:
+        _reached_by[group] = reached_by
 
 
 def groups_unreached(names) -> frozenset:
-    """The groups that code spelling only `names` cannot reach (if it runs no other code).
+    """The groups that code spelling only `names` cannot reach (if it runs no other code);
+    of a group reached by name that the names reach in part, `(group, the names reached)`:
+    the group's other stand-ins are unreached.
 
     >>> from xform.numpy.stand_ins import groups_unreached
-    >>> sorted(groups_unreached({"np", "sum", "sin"}))
-    ['numpy constructors', 'numpy.random']
+    >>> sorted(map(str, groups_unreached({"np", "sum", "sin"})))
+    ["('numpy functions of lists', frozenset({'sum'}))", 'numpy constructors', 'numpy.random']
     >>> sorted(groups_unreached({"np", "array", "sin"}))
     ['numpy functions of lists', 'numpy.random']
     """
-    return frozenset(group for group, reached_by in _reached_by.items()
-                     if not reached_by(names))
+    unreached = [group for group, reached_by in _reached_by.items() if not reached_by(names)]
+    for group, members in _members.items():
+        reached = members.intersection(names)
+        if not reached:
+            unreached.append(group)
+        elif len(reached) < len(members):
+            unreached.append((group, reached))
+    return frozenset(unreached)
+
+
+def _keys_used(skipped) -> tuple:
+    """The settings keys a staging uses that skips the groups `skipped` (groups_unreached)."""
+    only = {entry[0]: entry[1] for entry in skipped if type(entry) is tuple}
+    return tuple(key for key in _group_settings
+                 if key not in skipped and (type(key) is not tuple or key[0] not in skipped
+                                            and key[1] in only.get(key[0], (key[1],))))
 
 
 class without_group:
@@ -364,8 +400,9 @@ class staging_scope:
         with _lock:
             groups = _groups_without.get(skipped)
             if groups is None:
-                groups = _groups_without[skipped] = tuple(group for group in _group_settings
-                                                           if group not in skipped)
+                if len(_groups_without) >= 1024:    # (one per set of list functions' names)
+                    _groups_without.clear()
+                groups = _groups_without[skipped] = _keys_used(skipped)
             self._groups = groups
             _depth += 1
             if _depth == 1 and _staged_settings is not _NO_SETTINGS:
