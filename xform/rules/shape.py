@@ -165,11 +165,16 @@ def _concatenate_jvp(primals, tangents, *, axis):
     return ans, concatenate_p.bind(*tangents, axis=axis)
 
 
+def _split_cotangent(ct, avals, wanted, axis):
+    """The cotangents of concatenated operands of `avals` (None where not `wanted`)."""
+    pieces = split_p.bind(ct, sizes=tuple([x.shape[axis] for x in avals]), axis=axis)
+    return tuple([unbroadcast(piece, x) if want else None
+                  for piece, x, want in zip(pieces, avals, wanted)])
+
+
 def _concatenate_transpose(ct, *xs, axis):
-    sizes = tuple([(x.aval if type(x) is Undefined else aval(x)).shape[axis] for x in xs])
-    pieces = split_p.bind(ct, sizes=sizes, axis=axis)
-    return tuple(unbroadcast(piece, x.aval) if type(x) is Undefined else None
-                 for piece, x in zip(pieces, xs))
+    avals = [x.aval if type(x) is Undefined else aval(x) for x in xs]
+    return _split_cotangent(ct, avals, [type(x) is Undefined for x in xs], axis)
 
 
 def _concatenate_batch(size, args, dims, *, axis):
@@ -180,8 +185,8 @@ def _concatenate_batch(size, args, dims, *, axis):
 def _concatenate_vjp(xs, ans, ct, *, axis):
     # Linear in every input, which linear_in cannot list for a variadic primitive: without
     # this, reverse mode would linearize and transpose a small graph per concatenate.
-    return _concatenate_transpose(ct, *[Undefined(aval(x)) if is_differentiable(aval(x))
-                                        else x for x in xs], axis=axis)
+    avals = [aval(x) for x in xs]
+    return _split_cotangent(ct, avals, [is_differentiable(x) for x in avals], axis)
 
 
 register(concatenate_p, impl=lambda *xs, axis: np.concatenate(xs, axis),
