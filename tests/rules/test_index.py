@@ -285,6 +285,17 @@ def test_grad_of_vmap_with_batched_indices():
     assert np.allclose(xform.jacfwd(loss)(rows), expected)
 
 
+def test_scatter_copy_keeps_numpys_memory_order():
+    # the layout of a copy decides later reductions' bits (np.sum sums in memory order)
+    x = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    for operand in (x, x[:, ::2], x.T):
+        got = index_rules.scatter_p.bind(operand, np.float64(-1.0), index=(0, 1))
+        want = np.array(operand, copy=True)
+        want[0, 1] = -1.0
+        np.testing.assert_array_equal(got, want)
+        assert got.strides == want.strides and not np.shares_memory(got, operand)
+
+
 def test_vmap_of_grad_scatters_per_example():
     idx = np.array([[0, 0], [1, 2], [2, 2]])
     g = xform.vmap(xform.grad(lambda x, i: np.sum(x[i])), in_axes=(None, 0))(np.zeros(3), idx)

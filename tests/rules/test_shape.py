@@ -310,6 +310,41 @@ def test_strided_slice_gradient_scatters_back():
     np.testing.assert_array_equal(grad, [0, 1, 0, 2, 0, 3, 0])
 
 
+@pytest.mark.parametrize("shape, starts, stops, steps", [
+    ((7,), (1,), (6,), (2,)), ((7,), (2,), (3,), (3,)), ((5,), (3,), (3,), (2,)),
+    ((5,), (0,), (5,), (1,)), ((4, 6), (1, 0), (4, 6), (2, 3)), ((3, 8), (0, 1), (2, 8), (1, 3)),
+    ((2, 3, 4), (1, 0, 0), (2, 3, 1), (1, 2, 4))])
+def test_slice_gradient_scatters_each_element_back(shape, starts, stops, steps):
+    x = np.zeros(shape)
+    out, pullback = xform.vjp(
+        lambda x: slice_p.bind(x, starts=starts, stops=stops, steps=steps), x)
+    ct = np.arange(1.0, out.size + 1).reshape(out.shape)
+    want = np.zeros_like(x)
+    want[tuple(map(slice, starts, stops, steps))] = ct
+    got, = pullback(ct)
+    _assert_same(got, want)
+
+
+@pytest.mark.parametrize("shape, sizes, axis", [
+    ((6,), (2, 0, 4), 0), ((3, 4), (1, 3), 1), ((2, 3, 4), (4,), 2), ((4, 2), (0, 4, 0), 0)])
+def test_split_gives_numpys_views(shape, sizes, axis):
+    x = np.asfortranarray(np.arange(float(np.prod(shape))).reshape(shape))
+    want = np.split(x, np.cumsum(sizes[:-1]), axis)
+    got = split_p.bind(x, sizes=sizes, axis=axis)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        _assert_same(g, w)
+        assert g.strides == w.strides and (g.size == 0 or np.shares_memory(g, x))
+
+
+@pytest.mark.parametrize("dtypes", [("float64", "float64"), ("float32", "float64"),
+                                    ("int32", "float32"), ("bool", "int8"), ("complex64", "f8")])
+def test_concatenate_promotes_as_numpy(dtypes):
+    xs = [np.ones((2, k + 1), dtype) for k, dtype in enumerate(dtypes)]
+    got = xform.jit(lambda *xs: np.concatenate(xs, axis=1))(*xs)
+    _assert_same(got, np.concatenate(xs, axis=1))
+
+
 def test_pad_gradient_of_constant_value_counts_padding():
     # x is an argument too: numpy dispatches np.pad on its first argument only.
     def padded_sum(c, x):

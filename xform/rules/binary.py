@@ -66,7 +66,11 @@ def _power_dx(t, x, y, ans):
     # the result is 0 * 1 rather than 0 * inf, and so are its own derivatives (no nan is
     # computed and then masked, which would leak into reverse mode). Constant exponents
     # that are never 0 (x ** 2) skip the mask.
-    if isinstance(y, (int, float, np.generic, np.ndarray)) and not np.any(y == 0):
+    if type(y) is int or type(y) is float:
+        never_zero = y != 0     # (np.any's dispatch costs 20x the comparison)
+    else:
+        never_zero = isinstance(y, (np.generic, np.ndarray)) and not np.any(y == 0)
+    if never_zero:
         return t * (y * np.power(x, y - 1))
     return t * (y * np.power(np.where((x == 0) & (y == 0), 1, x), y - 1))
 

@@ -28,9 +28,10 @@ def index_layout(shape, index, array_shapes):
     >>> index_layout((3, 4, 5), (FULL, ARRAY), [(2,)])
     ((3, 2, 5), 1, 1)
     """
-    if sum(entry is Ellipsis for entry in index) > 1:
+    ellipses = index.count(Ellipsis)
+    if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(entry is not None and entry is not Ellipsis for entry in index)
+    consumed = len(index) - index.count(None) - ellipses
     if consumed > len(shape):
         raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, "
                          f"but {consumed} were indexed")
@@ -242,7 +243,8 @@ scatter_p = Primitive("scatter")
 
 
 def _scatter_impl(x, updates, *arrays, index):
-    out = np.array(x, copy=True)
+    # (the method, in np.array's memory order, costs less than np.array's conversion)
+    out = x.copy(order="K") if type(x) is np.ndarray else np.array(x, copy=True)
     out[numpy_index(index, arrays)] = updates
     return out
 
