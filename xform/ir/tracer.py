@@ -313,7 +313,7 @@ class Tracer:
 
     def conj(self): return np.conjugate(self)
     def conjugate(self): return np.conjugate(self)
-    def copy(self): return _fn(np.copy)(self)
+    def copy(self, order="C"): return _fn(np.copy)(self, order)   # (np.copy's is "K")
     def ravel(self, order="C"): return _fn(np.ravel)(self, order)
     def flatten(self, order="C"): return _fn("flatten")(self, order)
     def squeeze(self, axis=None): return _fn(np.squeeze)(self, axis)

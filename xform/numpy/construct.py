@@ -44,18 +44,18 @@ def _with_ndmin(x, ndmin):
 def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
     x = _with_ndmin(_with_dtype(staged_array(obj), dtype), ndmin)
     # np.array copies: a later in-place write must not reach `obj`
-    return _copy_if(x, obj, copy)
+    return _copy_if(x, obj, copy, order)
 
 
-def _copy_if(x, obj, wanted):
+def _copy_if(x, obj, wanted, order="K"):
     # SciPy's array-API layer passes numpy's _CopyMode enum, which refuses bool()
     wanted = wanted == np._CopyMode.ALWAYS if isinstance(wanted, np._CopyMode) else wanted
-    return copy(x) if wanted and x is obj else x
+    return copy(x, order) if wanted and x is obj else x
 
 
 def _asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
     x = _with_dtype(staged_array(a), dtype)
-    return _copy_if(x, a, copy)
+    return _copy_if(x, a, copy, "K" if order is None else order)
 
 
 def _ascontiguousarray(a, dtype=None, *, like=None):

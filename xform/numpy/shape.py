@@ -117,7 +117,7 @@ def swapaxes(a, axis1, axis2):
 
 @implements(np.copy)
 def copy(a, order="K", subok=False):
-    return copy_p.bind(a)
+    return copy_p.bind(a) if order == "K" else copy_p.bind(a, order=order)
 
 
 def as_array(x):

@@ -103,13 +103,15 @@ register(transpose_p, impl=_transpose_impl,
 
 copy_p = Primitive("copy")
 
-def _copy_impl(x):
-    # (the method costs less than np.array's conversion: cotangent rows copy many)
-    return x.copy() if type(x) is np.ndarray else np.array(x, copy=True)
+def _copy_impl(x, *, order="K"):
+    # The memory order is numpy's (np.copy keeps a Fortran array's, the method makes C): a
+    # later reduction's bits depend on it. (The method costs less than np.array's
+    # conversion: cotangent rows copy many.)
+    return x.copy(order=order) if type(x) is np.ndarray else np.array(x, copy=True, order=order)
 
 
-register(copy_p, impl=_copy_impl, abstract_eval=lambda x: x,
-         jvp=linear_jvp(copy_p), transpose=lambda ct, x: (ct,),
+register(copy_p, impl=_copy_impl, abstract_eval=lambda x, order="K": x,
+         jvp=linear_jvp(copy_p), transpose=lambda ct, x, order="K": (ct,),
          batch=vectorized_batch(copy_p), symbolic_zeros=True, linear_in=(0,), role="copy")
 
 
