@@ -83,7 +83,7 @@ class Dependencies:
         # by id: a code object's hash is computed anew on every lookup, over its nested code)
         self._seen_codes = {}
         self._added = set()  # ids of the functions recorded (the root's too)
-        self._coded = set()  # ids of the functions in `codes` (held there)
+        self._coded = {}    # id -> code object checked, of the functions in `codes` (held there)
         self.walked = ()    # the functions the walk of the root found (`recording`)
 
     def freeze(self) -> None:
@@ -254,26 +254,30 @@ class Dependencies:
             return
         self.root, self.root_code = weakref.ref(function), code_outside_staging(function)
         self._added.add(id(function))
-        self._add_closure_and_globals(function)
+        self._add_closure_and_globals(function, self.root_code)
         for value in function.__defaults__ or ():
             self.add_contents(value)
 
     def add_function(self, function) -> None:
         """The function's code, its closure cells, and the globals its code names."""
-        if not isinstance(function, types.FunctionType) or id(function) in self._added:
+        if type(function) is not types.FunctionType or id(function) in self._added:
             return
         self._added.add(id(function))
-        self._add_code_check(function)
-        self._add_closure_and_globals(function)
+        self._add_closure_and_globals(function, self._add_code_check(function))
 
-    def _add_code_check(self, function) -> None:
-        if id(function) not in self._coded:
-            self._coded.add(id(function))
-            self.codes.append((function, code_outside_staging(function)))
+    def _add_code_check(self, function) -> types.CodeType:
+        """Check `function`'s code from now on; its code outside staging."""
+        code = self._coded.get(id(function))
+        if code is None:
+            code = self._coded[id(function)] = code_outside_staging(function)
+            self.codes.append((function, code))
+        return code
 
-    def _add_closure_and_globals(self, function) -> None:
+    def _add_closure_and_globals(self, function, code) -> None:
         # (`function` is in `_added` already: one whose closure holds itself stops there)
-        self.add_code(code_outside_staging(function), function.__globals__)
+        self.add_code(code, function.__globals__)
+        if function.__closure__ is None:    # (the common case: no cells, no generator to start)
+            return
         for _, cell, value in closure_cells(function):
             value = unproxied(value)    # a generator stands in a proxy only while staged
             self.cells.append((cell, value))
