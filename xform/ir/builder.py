@@ -229,9 +229,10 @@ class GraphBuilder:
     def build(self, outputs) -> Graph:
         """Close the builder: inputs are the explicit inputs, then the captured values."""
         out_atoms = [self.atom(out) for out in outputs]
-        capture_vars = [var for var, _ in self._captures.values()]
-        return Graph(tuple(self.inputs) + tuple(capture_vars),
-                     tuple(self._consts.values()), self.equations, out_atoms)
+        inputs = self.inputs
+        if self._captures:
+            inputs = inputs + [var for var, _ in self._captures.values()]
+        return Graph(inputs, tuple(self._consts.values()), self.equations, out_atoms)
 
 
 def _numpy_writes_it(caller) -> bool:

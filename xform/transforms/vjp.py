@@ -16,8 +16,8 @@ from xform.ir.core import Graph, Literal
 from xform.ir.interpret import concrete_env, emit_equations
 from xform.ir.ad import (Undefined, Zero, add_tangents, aval, check_rule_outputs, fit_tangent,
                          instantiate, zero_tangent)
-from xform.ir.registry import (RULES, effectful_primitives, graph_has_effects, has_effects,
-                            hooks_named, rule_for)
+from xform.ir.registry import (RULES, derived, effectful_primitives, graph_has_effects,
+                               has_effects, hooks_named, rule_for)
 from xform.ir.tracer import Tracer
 from xform.transforms.transpose import backward_pass
 
@@ -76,10 +76,9 @@ def _depending_on(graph, wanted) -> set:
     elimination; computed at once, they would be computed, e.g. a data matrix's)."""
     active = {graph.inputs[i] for i in wanted if is_differentiable(graph.inputs[i].aval)}
     for eqn in graph.equations:
-        for a in eqn.inputs:
-            if type(a) is not Literal and a in active:
-                active.update(eqn.outputs)
-                break
+        # (Literals compare by identity: never among the active Vars)
+        if not active.isdisjoint(eqn.inputs):
+            active.update(eqn.outputs)
     return active
 
 
@@ -91,14 +90,23 @@ def computable_at_once(graph) -> bool:
     rows), of which only those read are kept. And not when a primitive has no impl: building
     the graph names the missing rule a gradient needs first (a jvp or vjp), as the compiled
     tier does."""
-    if graph_has_effects(graph):
-        return False
-    pruned = hooks_named("reverse_by_graph")
+    at_once = _computed_at_once()
+    with_params = False
     for eqn in graph.equations:
-        rules = RULES.get(eqn.primitive)
-        if eqn.primitive in pruned or rules is None or rules.impl is None:
+        if eqn.primitive not in at_once:
             return False
-    return True
+        with_params = with_params or bool(eqn.params)
+    # No effectful primitive at the top level: only a sub-graph (in params) can hold one.
+    return not (with_params and graph_has_effects(graph))
+
+
+@derived
+def _computed_at_once() -> frozenset:
+    """The primitives gradient_values may run (computable_at_once): with an impl, no effect
+    and no reverse mode pruned as a graph (one look-up per equation: every first call asks)."""
+    pruned, effectful = hooks_named("reverse_by_graph"), effectful_primitives()
+    return frozenset(prim for prim, rules in RULES.items()
+                     if rules.impl is not None and prim not in pruned and prim not in effectful)
 
 
 def _options(graph, live, wanted, kept):
