@@ -54,3 +54,25 @@ def test_a_threaded_map_failing_at_run_time_leaves_out_unchanged():
     with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
         xform.threaded_map(np.log, xs, out=out, num_threads=1, chunk_size=7)
     np.testing.assert_array_equal(out, np.full(40, 7.0))
+
+
+def test_vmap_whose_lanes_decide_apart_on_a_draw_draws_as_a_loop():
+    # Found by test_each_call_draws_as_eager_numpy_under_jit_and_vmap (the long profile),
+    # program `v3 = sin(x) + 0.1 * rng.standard_normal(()); while abs(v3) > 0.2: ...`: vmap
+    # staged lane 0 once, saw a draw, and staged each lane again from generator copies that
+    # lane 0's thrown-away staging had advanced, so the lanes decided on the wrong draws
+    # ("decided differently when its path ran than when it was staged").
+    def program_with(rng):
+        def program(x):
+            v = np.sin(x) + 0.1 * rng.standard_normal(())
+            k = 0
+            while abs(v) > 0.2 and k < 6:
+                v = 0.6 * np.sin(v)
+                k += 1
+            return v
+        return program
+    xs = np.random.default_rng(1).uniform(-1.0, 1.0, 3)   # lane 0 stops at once, 1 and 2 loop
+    eager, mapped = program_with(np.random.default_rng(0)), \
+        xform.vmap(program_with(np.random.default_rng(0)))
+    for _ in range(3):
+        np.testing.assert_array_equal(mapped(xs), np.stack([eager(x) for x in xs]))

@@ -12,8 +12,7 @@ from xform.ir.ad import NOT_MAPPED
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import KnownValues, stage_function
 from xform.ir.interpret import run_concrete
-from xform.ir.values import (NO_VALUE, GuardFailure, decisions_so_far, forget_decisions_after,
-                             has_guards)
+from xform.ir.values import NO_VALUE, GuardFailure, forget_after, has_guards, staging_mark
 from xform.ir.core import Graph
 from xform.ir.registry import graph_has_effects
 from xform.runtime.effects import Watch
@@ -68,7 +67,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, *, backend=None):
         if axis_name is not None:
             return _staged_with_axis_name(fun, args_tree, example_avals, dims, size, axis_name,
                                           out_axes)
-        decided = decisions_so_far()
+        mark = staging_mark()
         with watch:
             # Decisions on data are made on lane 0's values; the batched graph's guards then
             # ask every lane for the same outcome.
@@ -80,7 +79,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, *, backend=None):
             # Draws per element, as a Python loop over the elements would make them.
             if drew:
                 watch.rewind()
-            forget_decisions_after(decided)
+            forget_after(mark)
             return _staged_per_element(fun, args_tree, avals, dims, size, out_tree,
                                        out_axes_leaves, known)
         batched = batch_graph(graph, dims + [NOT_MAPPED] * len(captured), size,
@@ -89,7 +88,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, *, backend=None):
                 and not _lanes_agree(batched, known.values):
             # Lanes that decide differently: each lane staged on its own values, with its
             # own guards (what `[fun(x) for x in xs]` computes, lane by lane).
-            forget_decisions_after(decided)
+            forget_after(mark)
             return _staged_per_element(fun, args_tree, avals, dims, size, out_tree,
                                        out_axes_leaves, known)
         return batched, captured, lambda outs: tree_unflatten(out_tree, outs)

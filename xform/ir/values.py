@@ -12,6 +12,8 @@ was noted, no effect runs). A random draw's value is drawn from a copy of its ge
 """
 from __future__ import annotations
 
+import copy
+
 import functools
 import operator
 import os
@@ -255,18 +257,26 @@ except ImportError:     # another numpy: its public context manager
     _noting_warnings, _error_state_reset = _public_noting_warnings, _public_error_state_reset
 
 
-def decisions_so_far() -> int:
-    """How many decisions the call being staged has recorded (see forget_decisions_after)."""
+def staging_mark():
+    """A mark of what the call being staged has recorded so far (its decisions, and the
+    state of the generator copies its draws come from), for `forget_after`."""
     record = _record.get()
-    return 0 if record is None else len(record.decisions)
+    if record is None:
+        return None
+    return len(record.decisions), {key: (original, copy.deepcopy(drawn))
+                                   for key, (original, drawn) in record.generators.items()}
 
 
-def forget_decisions_after(count: int) -> None:
-    """Drop the decisions recorded after the first `count`: a staging thrown away (vmap's
-    lane 0, when the lanes decide apart) decided nothing for the path."""
+def forget_after(mark) -> None:
+    """Drop what was recorded after `mark` (staging_mark): a staging thrown away (vmap's
+    lane 0, when the lanes decide apart or draw) decided nothing for the path, and its draws
+    were not made: the stagings after it draw what the user's generators will draw."""
     record = _record.get()
-    if record is not None:
+    if record is not None and mark is not None:
+        count, generators = mark
         del record.decisions[count:]
+        record.generators.clear()
+        record.generators.update(generators)
 
 
 def has_guards(graph) -> bool:
@@ -399,6 +409,6 @@ def outcome_of(kind, value):
 
 
 __all__ = ["NO_VALUE", "GuardFailure", "GuardKey", "StagingRecord", "compute_values",
-           "decisions_so_far", "forget_decisions_after", "guard_p", "has_guards",
+           "forget_after", "guard_p", "has_guards", "staging_mark",
            "keep_fused_values", "keep_values", "note_decision", "outcome_of", "recording_decisions",
            "speculative_generators", "staged_constants", "staged_values"]
