@@ -76,3 +76,18 @@ def test_vmap_whose_lanes_decide_apart_on_a_draw_draws_as_a_loop():
         xform.vmap(program_with(np.random.default_rng(0)))
     for _ in range(3):
         np.testing.assert_array_equal(mapped(xs), np.stack([eager(x) for x in xs]))
+
+
+def test_a_mistake_is_never_inserted_between_an_if_and_its_else():
+    # Found by test_a_failed_staging_changes_neither_the_cache_nor_the_input (the long
+    # profile): `else:` counted as a top-level statement, and the write inserted before it
+    # made the program a SyntaxError instead of a staging error.
+    from xform.testing.programs import Program
+    source = ("def program(x):\n    if x > 0.0:\n        v1 = np.sin(x)\n    else:\n"
+              "        v1 = np.cos(x)\n    v2 = np.sin(v1)\n    return v2\n")
+    program = Program(source, (), (), frozenset({"python_if"}), 0, None)
+    assert program.statements == 3
+    for position in range(program.statements):
+        for kind in ("if", "write"):
+            failing, _ = program.failing(position, kind)     # compiles
+            assert callable(failing)

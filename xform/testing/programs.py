@@ -88,7 +88,9 @@ class Program:
     def _statement_lines(self) -> list:
         lines = self.source.splitlines()
         start = lines.index("def program(x):") + 1
-        return [i for i in range(start, len(lines)) if lines[i][4] != " "]
+        # (a clause continuing a compound statement, `else:` or `elif`, starts no statement)
+        return [i for i in range(start, len(lines)) if lines[i][4] != " "
+                and not lines[i][4:].startswith(("else:", "elif ", "except", "finally:"))]
 
     @property
     def statements(self) -> int:
