@@ -134,14 +134,7 @@ class _Reads:
         """What the staged copies read for `value` (read through `name`): a view of an
         array, a copy of a user's function; a user's object, whose array attributes are views
         while the call runs."""
-        kind = type(value)
-        if kind is np.ndarray:
-            if not _is_captured_array(value):
-                return value
-        elif kind is types.FunctionType:
-            if not is_users_code(value.__code__.co_filename):
-                return value
-        elif not is_users_class(kind):
+        if _read_as_it_is(value):
             return value
         made = self._made.get(id(value))
         if made is None or made[0] is not value:
@@ -341,20 +334,20 @@ def _copy_reads_the_same(fun, looked_at: set) -> bool:
         if value is _UNBOUND:
             if name not in _builtin_names(namespace):
                 return False
-        elif not _read_as_it_is(value, looked_at):
+        elif not _reads_the_same(value, looked_at):
             return False
     closure = fun.__closure__
     if closure is not None:
         for cell in closure:
-            if not _read_as_it_is(_cell_contents(cell), looked_at):
+            if not _reads_the_same(_cell_contents(cell), looked_at):
                 return False
     for value in fun.__defaults__ or ():
-        if not _read_as_it_is(value, looked_at):
+        if not _reads_the_same(value, looked_at):
             return False
     keyword_defaults = fun.__kwdefaults__
     if keyword_defaults:
         for value in keyword_defaults.values():
-            if not _read_as_it_is(value, looked_at):
+            if not _reads_the_same(value, looked_at):
                 return False
     return True
 
@@ -364,22 +357,32 @@ def _builtin_names(namespace: dict) -> dict:
     return names if type(names) is dict else vars(names)
 
 
-def _read_as_it_is(value, looked_at: set) -> bool:
-    """Whether `_Reads.read(value)` gives `value`, and a user's function it is reads the
-    same when copied (`_copy_reads_the_same`)."""
+def _read_as_it_is(value) -> bool:
+    """Whether the staged copies read `value` itself (`_Reads.read`): what is not a captured
+    array, a user's function or a user's object."""
     kind = type(value)
     if kind is types.ModuleType:    # (the most common value first)
         return True
-    if kind is types.FunctionType:
-        if id(value) in looked_at or not is_users_code(value.__code__.co_filename):
-            return True
-        if len(looked_at) >= _MAX_FUNCTIONS_LOOKED_AT:
-            return False
-        looked_at.add(id(value))
-        return _copy_reads_the_same(value, looked_at)
     if kind is np.ndarray:
         return not _is_captured_array(value)
+    if kind is types.FunctionType:
+        return not is_users_code(value.__code__.co_filename)
     return not is_users_class(kind)
+
+
+def _reads_the_same(value, looked_at: set) -> bool:
+    """Whether a copy reading `value` reads what the function reads: `value` is read as it
+    is, or is a user's function whose copy reads the same (`_copy_reads_the_same`)."""
+    if _read_as_it_is(value):
+        return True
+    if type(value) is not types.FunctionType:
+        return False
+    if id(value) in looked_at:
+        return True
+    if len(looked_at) >= _MAX_FUNCTIONS_LOOKED_AT:
+        return False
+    looked_at.add(id(value))
+    return _copy_reads_the_same(value, looked_at)
 
 
 def copy_for_staging(fun):
