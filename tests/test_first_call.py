@@ -230,3 +230,47 @@ def test_a_first_tier_keeps_no_argument_of_its_call_alive():
     gc.collect()
     assert held() is None
     np.testing.assert_array_equal(grad(np.ones(3), scale=np.full(3, 3.0)), np.full(3, 3.0))
+
+
+def test_a_first_call_that_draws_takes_stagings_values_and_draws_as_eager_numpy():
+    # The draw runs again on the user's generator; where it draws what staging drew from its
+    # copy, what staging computed from it is taken (no region compiled for the first call).
+    rng, reference = np.random.default_rng(5), np.random.default_rng(5)
+
+    def f(w):
+        eps = rng.standard_normal(5000)
+        return np.sum(np.sin(w * eps) * eps)
+    grad = xform.grad(f)
+    compiles = xform.cache_info()["compiles"]
+    for call in range(2):
+        got = grad(0.3)
+        eps = reference.standard_normal(5000)
+        np.testing.assert_allclose(got, np.sum(np.cos(0.3 * eps) * eps * eps), rtol=1e-12)
+        assert rng.bit_generator.state == reference.bit_generator.state
+        assert (xform.cache_info()["compiles"] == compiles) == (call == 0)
+
+
+def test_a_draw_whose_parameter_no_derivative_reaches_is_computed_at_once():
+    # floor's derivative is zero: the draw's parameter gets none, as in the compiled tier
+    rng, reference = np.random.RandomState(2), np.random.RandomState(2)
+    grad = xform.grad(lambda w: np.sum(rng.normal(np.floor(w), 1.0, size=3) * w))
+    for _ in range(2):
+        np.testing.assert_array_equal(grad(1.5), np.sum(reference.normal(1.0, 1.0, size=3)))
+
+
+@pytest.mark.parametrize("interpreted", [True, False])
+def test_a_regions_first_run_is_interpreted_up_to_a_size_with_the_compiled_bits(
+        interpreted, monkeypatch):
+    from xform.rules import elementwise
+    monkeypatch.setattr(elementwise, "INTERPRETED_FIRST_RUN", 1 << 20 if interpreted else 0)
+
+    def f(w, x):
+        return np.sum(np.sin(w * x) * np.cos(x))
+    x = np.linspace(-2.0, 2.0, 5000)
+    grad = xform.grad(f)
+    compiles = xform.cache_info()["compiles"]
+    first = grad(0.7, x)   # the region's NDual form runs once on this call
+    assert (xform.cache_info()["compiles"] == compiles) == interpreted
+    second = grad(0.7, x)
+    assert np.asarray(first).tobytes() == np.asarray(second).tobytes()
+    np.testing.assert_allclose(first, np.sum(np.cos(0.7 * x) * x * np.cos(x)), rtol=1e-12)

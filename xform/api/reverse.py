@@ -198,7 +198,7 @@ def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_ar
         concrete values, and no reverse-mode graph built until the next call compiles."""
         graph, options, captured, unflatten = forward(fun, in_tree, avals, known)
         run = first = None
-        if computable_at_once(graph):
+        if computable_at_once(graph, options["wanted"]):
             run = functools.partial(gradient_values_owned, graph, options)
             values = staged_values(graph)
             if values is not None:      # the forward pass, computed while staging

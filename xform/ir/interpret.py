@@ -3,6 +3,8 @@ which is how a transformed graph is inlined into an enclosing staging. run_concr
 on concrete values only, calling each primitive's impl directly (a first call's tier)."""
 from __future__ import annotations
 
+import numpy as np
+
 from xform.ir.builder import (bind, current_builder, enter_source_scope, leave_source_scope,
                               source_scope)
 from xform.ir.core import Literal
@@ -95,7 +97,7 @@ def concrete_env(graph, args, known=None) -> dict:
     rules = RULES
     if known is not None:
         known_values, staged = known
-        staged_ids = staged.ids
+        staged_ids, draws = staged.ids, staged.draws
         recomputed = set()
     for eqn in graph.equations:
         if known is not None:
@@ -120,4 +122,18 @@ def concrete_env(graph, args, known=None) -> dict:
             env.update(zip(eqn.outputs, outs))
         else:
             env[eqn.outputs[0]] = outs
+        if known is not None and draws and id(eqn) in draws \
+                and _drew_as_staged(eqn.outputs, env, known_values):
+            # what staging computed from the draw's copy is what this run computes from it
+            recomputed.difference_update(eqn.outputs)
     return env
+
+
+def _drew_as_staged(outputs, env, known_values) -> bool:
+    """Whether a draw's `outputs` hold, in `env`, the bits staging drew for them."""
+    for var in outputs:
+        drawn, staged = env[var], known_values.get(var)
+        if type(drawn) is not type(staged) or np.shape(drawn) != np.shape(staged) \
+                or np.asarray(drawn).tobytes() != np.asarray(staged).tobytes():
+            return False
+    return True

@@ -24,7 +24,7 @@ import numpy as np
 from xform.errors import XformError
 from xform.ir.ad import NOT_MAPPED, Zero
 from xform.ir.core import Literal, Primitive, holds_subgraphs
-from xform.ir.registry import graph_has_effects, has_effects, register
+from xform.ir.registry import effectful_primitives, graph_has_effects, has_effects, register
 
 
 class _NoValue:
@@ -187,13 +187,23 @@ def keep_fused_values(before, after) -> None:
 
 class _Staged:
     """The equations a staging computed, asked by identity (equations compare by value):
-    `eqn in staged`, or `id(eqn) in staged.ids` on a hot path."""
+    `eqn in staged`, or `id(eqn) in staged.ids` on a hot path. `draws`: the ids of the
+    draws among them, which a first run draws again (`staged_values`)."""
 
-    __slots__ = ("ids", "_equations")
+    __slots__ = ("ids", "draws", "_equations")
 
     def __init__(self, equations):
         self._equations = [equations]   # (held: their ids stay theirs)
         self.ids = {id(eqn) for eqn in equations}
+        self.draws = ()
+
+    def redrawing(self, draws) -> "_Staged":
+        """These equations with the `draws` (ids) taken out of `ids` into `draws`."""
+        staged = _Staged(())
+        staged._equations = self._equations
+        staged.ids = self.ids - draws
+        staged.draws = draws & self.ids
+        return staged
 
     def __contains__(self, eqn):
         return id(eqn) in self.ids
@@ -208,13 +218,25 @@ class _Staged:
 def staged_values(graph):
     """`(values, equations)` staging computed for the call being recorded, for its first
     run to take instead of computing them again (xform.ir.interpret.concrete_env); None
-    where that run
-    must compute them itself: numpy warned while staging (the run raises the warnings), or
-    `graph` has effects (its draws must advance the user's generators)."""
+    where that run must compute them itself: numpy warned while staging (the run raises the
+    warnings), or an effect of `graph` is in a sub-graph. A draw at the top level runs again
+    (it must advance the user's generator): its staged value was drawn from a copy, and
+    where the run draws the same bits, what staging computed from it is taken too
+    (`equations.draws`)."""
     record = _record.get()
     if record is None or record.values is None or record.numpy_warned:
         return None
-    return None if graph_has_effects(graph) else record.values
+    if not graph_has_effects(graph):
+        return record.values
+    values, staged = record.values
+    draws = set()
+    effectful = effectful_primitives()
+    for eqn in graph.equations:
+        if eqn.primitive in effectful:
+            draws.add(id(eqn))
+        elif eqn.params and has_effects(eqn):
+            return None
+    return values, staged.redrawing(draws)
 
 
 def _numpy_warned(kind, flag) -> None:

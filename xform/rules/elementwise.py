@@ -13,7 +13,7 @@ from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.execute import compiled_memo, runtime
-from xform.ir.interpret import eval_graph
+from xform.ir.interpret import eval_graph, run_concrete
 from xform.ir.tracer import Tracer
 from xform.ir.ad import NOT_MAPPED, Zero, aval, fit_tangent, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
@@ -30,13 +30,34 @@ SHORT_REGION = 8       # equations per output below which a region runs whole...
 WHOLE_LIMIT = 1 << 21  # ...unless it has this many elements
 # region -> the function running it, one lookup per call; dropped with the compiled code
 _RUNNERS = compiled_memo()
+_RAN_ONCE = object()    # in _RUNNERS: the region ran once, interpreted; the next run compiles
+# Elements of a region's largest value up to which its first run is interpreted: compiling
+# costs ~0.1-0.3 ms, more than such a region's run (a gradient's first call runs each region
+# once, NDual forms included); larger temporaries cost more than the compiled code's reused
+# buffers (bench/FIRSTCALL.md, "Session 15").
+INTERPRETED_FIRST_RUN = 1 << 14
 
 
 def _elementwise_impl(*args, max_width, region, constants=()):
     runner = _RUNNERS.get(region)
     if runner is None:
+        if _largest_size(region) <= INTERPRETED_FIRST_RUN:
+            _RUNNERS[region] = _RAN_ONCE
+            return run_concrete(region, args)     # the impls give the compiled code's bits
+        runner = _RUNNERS[region] = _runner(region)
+    elif runner is _RAN_ONCE:
         runner = _RUNNERS[region] = _runner(region)
     return runner(*args)
+
+
+def _largest_size(region) -> int:
+    largest = 0
+    for v in region.inputs:
+        largest = max(largest, v.aval.size)
+    for eqn in region.equations:
+        for v in eqn.outputs:
+            largest = max(largest, v.aval.size)
+    return largest
 
 
 def _runner(region):

@@ -63,7 +63,7 @@ def gradient_values(graph, args, live=None, wanted=None, kept=None, known=None) 
     already (xform.ir.interpret.concrete_env)."""
     live, wanted, kept = _options(graph, live, wanted, kept)
     env = concrete_env(graph, args, known)
-    # (no effects: the graph is computable_at_once)
+    # (no effect is differentiated, none is in a sub-graph: the graph is computable_at_once)
     outs, cts_in = _backward(graph, env, _seeds(graph, live, [None] * len(live)),
                              _depending_on(graph, wanted), effects=False)
     grads = [instantiate(cts_in[i]) for i in wanted if is_differentiable(graph.inputs[i].aval)]
@@ -82,22 +82,41 @@ def _depending_on(graph, wanted) -> set:
     return active
 
 
-def computable_at_once(graph) -> bool:
-    """Whether gradient_values may compute `graph`'s gradient: not when some of its reverse
-    mode must be pruned as a graph before it runs. A random draw's cotangent in its
-    parameters raises only if a gradient reads it (dead-code elimination drops it otherwise),
-    and a threaded_map's vjp computes every mapped input's cotangent (e.g. of a dask array's
-    rows), of which only those read are kept. And not when a primitive has no impl: building
-    the graph names the missing rule a gradient needs first (a jvp or vjp), as the compiled
-    tier does."""
+def computable_at_once(graph, wanted=None) -> bool:
+    """Whether gradient_values may compute `graph`'s gradient (with vjp_graph's `wanted`):
+    not when some of its reverse mode must be pruned as a graph before it runs. A random
+    draw's cotangent in its parameters raises only if a gradient reads it (dead-code
+    elimination drops it otherwise), so a draw is computed at once only at the top level and
+    when nothing it reads depends on a `wanted` input (then it runs in its place in the
+    forward pass and is never differentiated); and a threaded_map's vjp computes every mapped
+    input's cotangent (e.g. of a dask array's rows), of which only those read are kept. And
+    not when a primitive has no impl: building the graph names the missing rule a gradient
+    needs first (a jvp or vjp), as the compiled tier does."""
     at_once = _computed_at_once()
-    with_params = False
+    with_params = draws = False
     for eqn in graph.equations:
         if eqn.primitive not in at_once:
-            return False
+            if eqn.primitive not in effectful_primitives() or wanted is None:
+                return False
+            draws = True
         with_params = with_params or bool(eqn.params)
+    if draws:
+        return _draws_computable_at_once(graph, wanted)
     # No effectful primitive at the top level: only a sub-graph (in params) can hold one.
     return not (with_params and graph_has_effects(graph))
+
+
+def _draws_computable_at_once(graph, wanted) -> bool:
+    """computable_at_once's answer for a graph with effects at its top level."""
+    effectful = effectful_primitives()
+    active = _depending_on(graph, wanted)
+    for eqn in graph.equations:
+        if eqn.primitive in effectful:
+            if RULES[eqn.primitive].impl is None or not active.isdisjoint(eqn.inputs):
+                return False
+        elif eqn.params and has_effects(eqn):
+            return False
+    return True
 
 
 @derived
