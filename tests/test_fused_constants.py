@@ -40,12 +40,12 @@ def test_a_region_without_constants_has_no_such_param():
 def directions(monkeypatch):
     """The NDual directions each vjp of a region takes."""
     taken = []
-    ndual = elementwise._ndual_region
+    ndual = elementwise._ndual_run
 
-    def recording(region, live, directions):
+    def recording(region, ins, live, directions):
         taken.append(directions)
-        return ndual(region, live, directions)
-    monkeypatch.setattr(elementwise, "_ndual_region", recording)
+        return ndual(region, ins, live, directions)
+    monkeypatch.setattr(elementwise, "_ndual_run", recording)
     return taken
 
 

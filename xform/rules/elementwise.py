@@ -214,27 +214,37 @@ def _ndual_region(region, live, directions):
         builder = GraphBuilder()
         with using_builder(builder):
             ins = [builder.new_input(v.aval) for v in region.inputs]
-            env = dict(region.consts)
-            env.update(zip(region.inputs, ins))
-            # A scalar seed broadcasts like ones of the input's shape, without the array.
-            tangent_envs = [{region.inputs[i]: np.ones((), region.inputs[i].aval.dtype)[()]}
-                            for i in directions]
-            for eqn in region.equations:
-                _ndual_step(eqn, env, tangent_envs)
-            outs = [a.value if type(a) is Literal else env[a] for a in region.outputs]
+            outs, tangents = _ndual_run(region, ins, live, directions)
             traced, partials = [], {}
-            for k in live:
-                for i, tangent_env in zip(directions, tangent_envs):
-                    t = tangent_env.get(region.outputs[k])
-                    if t is None:
-                        continue
-                    if type(t) is Tracer:
-                        partials[(k, i)] = ("out", len(outs) + len(traced))
-                        traced.append(t)
-                    else:
-                        partials[(k, i)] = ("value", t)
+            for key, t in tangents.items():
+                if type(t) is Tracer:
+                    partials[key] = ("out", len(outs) + len(traced))
+                    traced.append(t)
+                else:
+                    partials[key] = ("value", t)
         return clean_region(builder.build(outs + traced)), partials
     return memo(region, ("elementwise_ndual", live, directions), build)
+
+
+def _ndual_run(region, ins, live, directions):
+    """(outs, {(k, i): d output k / d input i}): `region` run on `ins` (tracers, or values
+    for a gradient computed at once), every equation followed by its tangents in each
+    direction (input i's tangent seeded with a scalar one), in _ndual_region's order."""
+    env = dict(region.consts)
+    env.update(zip(region.inputs, ins))
+    # A scalar seed broadcasts like ones of the input's shape, without the array.
+    tangent_envs = [{region.inputs[i]: np.ones((), region.inputs[i].aval.dtype)[()]}
+                    for i in directions]
+    for eqn in region.equations:
+        _ndual_step(eqn, env, tangent_envs)
+    outs = [a.value if type(a) is Literal else env[a] for a in region.outputs]
+    tangents = {}
+    for k in live:
+        for i, tangent_env in zip(directions, tangent_envs):
+            t = tangent_env.get(region.outputs[k])
+            if t is not None:
+                tangents[(k, i)] = t
+    return outs, tangents
 
 
 def _ndual_step(eqn, env, tangent_envs):
@@ -293,13 +303,19 @@ def _elementwise_vjp(primals, outs, cts, *, region, **params):
         return tuple(None if type(ct) is Zero else ct for ct in cts_in)
     live = tuple(k for k, (ct, a) in enumerate(zip(cts, region.outputs))
                  if type(ct) is not Zero and is_differentiable(a.aval))
-    graph, partials = _ndual_region(region, live, directions)
-    results = []
-    if len(graph.outputs) > len(region.outputs):
-        results = elementwise_p.bind(*primals, region=graph, **params)
+    if staging:
+        graph, partials = _ndual_region(region, live, directions)
+        results = []
+        if len(graph.outputs) > len(region.outputs):
+            results = elementwise_p.bind(*primals, region=graph, **params)
+        partials = {key: results[value] if kind == "out" else value
+                    for key, (kind, value) in partials.items()}
+    else:
+        # Values (a first call's gradient): the partials at once, as the graph's code
+        # computes them (its passes, fold, CSE and DCE, change no bits), with no graph built
+        _, partials = _ndual_run(region, primals, live, directions)
     grads = [None] * len(primals)
-    for (k, i), (kind, value) in partials.items():
-        partial = results[value] if kind == "out" else value
+    for (k, i), partial in partials.items():
         term = unbroadcast(cts[k] * partial, aval(primals[i]))
         grads[i] = term if grads[i] is None else grads[i] + term
     return tuple(grads)
