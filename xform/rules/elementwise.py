@@ -31,10 +31,10 @@ WHOLE_LIMIT = 1 << 21  # ...unless it has this many elements
 # region -> the function running it, one lookup per call; dropped with the compiled code
 _RUNNERS = compiled_memo()
 _RAN_ONCE = object()    # in _RUNNERS: the region ran once, interpreted; the next run compiles
-# Elements of a region's largest value up to which its first run is interpreted: compiling
-# costs ~0.1-0.3 ms, more than such a region's run (a gradient's first call runs each region
-# once, NDual forms included); larger temporaries cost more than the compiled code's reused
-# buffers (bench/FIRSTCALL.md, "Session 15").
+# Elements of a region's largest value up to which its first run is interpreted (and its
+# NDual partials computed at once on values): building and compiling its code costs ~0.1-0.5
+# ms, more than such a region's run; larger temporaries cost more than the compiled code's
+# reused buffers (bench/FIRSTCALL.md, "Session 15").
 INTERPRETED_FIRST_RUN = 1 << 14
 
 
@@ -303,7 +303,7 @@ def _elementwise_vjp(primals, outs, cts, *, region, **params):
         return tuple(None if type(ct) is Zero else ct for ct in cts_in)
     live = tuple(k for k, (ct, a) in enumerate(zip(cts, region.outputs))
                  if type(ct) is not Zero and is_differentiable(a.aval))
-    if staging:
+    if staging or _largest_size(region) > INTERPRETED_FIRST_RUN:
         graph, partials = _ndual_region(region, live, directions)
         results = []
         if len(graph.outputs) > len(region.outputs):
@@ -311,8 +311,9 @@ def _elementwise_vjp(primals, outs, cts, *, region, **params):
         partials = {key: results[value] if kind == "out" else value
                     for key, (kind, value) in partials.items()}
     else:
-        # Values (a first call's gradient): the partials at once, as the graph's code
-        # computes them (its passes, fold, CSE and DCE, change no bits), with no graph built
+        # Values of a small region (a first call's gradient): the partials at once, as the
+        # graph's code computes them (its passes, fold, CSE and DCE, change no bits), with
+        # no graph built (interpreted, as a first run of its region would be)
         _, partials = _ndual_run(region, primals, live, directions)
     grads = [None] * len(primals)
     for (k, i), partial in partials.items():
