@@ -15,6 +15,7 @@ from xform.ir.avals import ShapedArray, is_differentiable, tangent_aval
 from xform.ir.builder import rewritten_source
 from xform.ir.core import Primitive
 from xform.ir.registry import Hooks, register
+from xform.ir.values import generator_kind, spare_copy
 
 draw_p = Primitive("random_draw")
 nondifferentiable_p = Primitive("nondifferentiable")
@@ -90,8 +91,24 @@ def _draw_speculative_impl(copies, *operands, method, generator, args, kwargs, a
     original = generator.generator
     entry = copies.get(id(original))
     if entry is None:
-        entry = copies[id(original)] = (original, copy.deepcopy(original))
+        entry = copies[id(original)] = (original, _copy(original))
     return call_method(entry[1], method, args, kwargs, operands)
+
+
+def _copy(generator):
+    """A generator that draws what `generator` draws next: a spare copy given its state where
+    there is one (numpy's generators), else a deep copy."""
+    spare = spare_copy(generator_kind(generator))
+    try:
+        if type(spare) is np.random.RandomState:
+            spare.set_state(generator.get_state(legacy=False))
+            return spare
+        if type(spare) is np.random.Generator:
+            spare.bit_generator.state = generator.bit_generator.state
+            return spare
+    except (TypeError, ValueError):     # a bit generator of the user's own that refuses
+        pass
+    return copy.deepcopy(generator)
 
 
 def _draw_abstract_eval(*avals, method, generator, args, kwargs, aval):

@@ -231,9 +231,8 @@ def _state(generator):
     """A comparable snapshot of where `generator` is in its stream."""
     if hasattr(generator, "getstate"):                  # Python's random.Random
         return generator.getstate()
-    if hasattr(generator, "get_state"):                 # RandomState
-        name, key, pos, has_gauss, gauss = generator.get_state(legacy=True)
-        return name, key.tobytes(), pos, has_gauss, gauss
+    if hasattr(generator, "get_state"):                 # RandomState (of any bit generator)
+        return _frozen(generator.get_state(legacy=False))
     bit_generator = getattr(generator, "bit_generator", generator)
     return _frozen(bit_generator.state)
 
