@@ -547,7 +547,9 @@ def test_stagings_copy_generators_from_spares_of_earlier_stagings(monkeypatch):
     # A staging draws from a copy of each generator; after it, the copy is a spare that a
     # later staging gives the generator's state instead of deep-copying it anew (a
     # RandomState's deep copy costs ~0.3 ms). Each generator kind keeps its own spares.
+    from xform.ir import values
     from xform.rules import random as random_rules
+    monkeypatch.setattr(values, "_SPARE_COPIES", {})    # none left by earlier tests
     deep_copies = []
     real = random_rules.copy.deepcopy
     monkeypatch.setattr(random_rules.copy, "deepcopy",
