@@ -324,3 +324,19 @@ def test_a_chosen_python_function_without_a_stand_in_names_itself_at_the_user_li
         xform.jit(f)(5.0)
     assert_points_at(info.value, __file__, "comb")
     assert sp.comb(5.0, 2) == 10.0
+
+
+def test_a_logsumexp_gradients_first_call_runs_scipys_logsumexp_once(monkeypatch):
+    # its value while staging; the reverse pass reads it (no linearization computing it
+    # again), and the dtype probe is made once per kind of operands
+    from xform.rules import scipy_special
+    a = np.linspace(-1.0, 2.0, 12).reshape(4, 3)
+    xform.grad(lambda a: np.sum(logsumexp(a, axis=1)))(a)    # this kind's probe
+    calls = []
+    real = scipy_special.sc.logsumexp
+    monkeypatch.setattr(scipy_special.sc, "logsumexp",
+                        lambda *args, **kwargs: (calls.append(1), real(*args, **kwargs))[1])
+    got = xform.grad(lambda a: np.sum(logsumexp(a, axis=1) * 2.0))(a)
+    assert len(calls) == 1
+    np.testing.assert_allclose(got, 2.0 * np.exp(a - real(a, axis=1, keepdims=True)),
+                               rtol=1e-14)

@@ -171,12 +171,19 @@ def _keep(x, axis, ans, keepdims):
 
 
 def _scipy_abstract_eval(fn, out_shape):
+    probes = {}     # (operands' ranks and dtypes, params) -> the probe's (shape, dtype)
+
     def abstract_eval(*xs, **params):
-        # the dtype SciPy returns, from one-element arrays of the operands' rank
-        probe = np.asarray(fn(*(np.zeros((1,) * x.ndim, x.dtype) for x in xs), **params))
+        key = (tuple((x.ndim, x.dtype) for x in xs), tuple(sorted(params.items())))
+        found = probes.get(key)
+        if found is None:
+            # the dtype SciPy returns, from one-element arrays of the operands' rank (SciPy's
+            # wrappers cost ~0.1 ms a call: once per kind of operands)
+            probe = np.asarray(fn(*(np.zeros((1,) * x.ndim, x.dtype) for x in xs), **params))
+            found = probes[key] = probe.shape, probe.dtype
         # (SciPy makes a 0-d input 1-d first, which keepdims then keeps)
-        shape = out_shape(xs[0].shape, **params) if xs[0].ndim else probe.shape
-        return ShapedArray(shape, probe.dtype)
+        shape = out_shape(xs[0].shape, **params) if xs[0].ndim else found[0]
+        return ShapedArray(shape, found[1])
     return abstract_eval
 
 
@@ -223,10 +230,19 @@ def _softmax_jvp(s, t, axis):
     return s * (t - np.sum(s * t, axis=axis, keepdims=True))
 
 
+def _logsumexp_vjp(primals, ans, ct, *, axis, keepdims, return_sign):
+    # the jvp's transpose, from the value computed already (a vjp through linearization
+    # would compute SciPy's logsumexp again)
+    a, *b = primals
+    ct_weights = _keep(a, axis, ct, keepdims) * _logsumexp_weights(a, b, ans, axis, keepdims)
+    return [ct_weights * b[0], ct_weights] if b else [ct_weights]
+
+
 register(scipy_logsumexp_p, impl=_logsumexp_impl,
          abstract_eval=_scipy_abstract_eval(
              _logsumexp_impl, lambda shape, axis, keepdims, return_sign:
              _reduced(shape, axis, keepdims)),
+         vjp=_logsumexp_vjp,
          jvp=defjvp(scipy_logsumexp_p,
                     lambda t, a, *b, ans, axis, keepdims, return_sign: np.sum(
                         t * (b[0] if b else 1) * _logsumexp_weights(a, b, ans, axis, keepdims),
