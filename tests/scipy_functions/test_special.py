@@ -329,7 +329,6 @@ def test_a_chosen_python_function_without_a_stand_in_names_itself_at_the_user_li
 def test_a_logsumexp_gradients_first_call_runs_scipys_logsumexp_once(monkeypatch):
     # its value while staging; the reverse pass reads it (no linearization computing it
     # again), and the dtype probe is made once per kind of operands
-    from xform.rules import scipy_special
     a = np.linspace(-1.0, 2.0, 12).reshape(4, 3)
     xform.grad(lambda a: np.sum(logsumexp(a, axis=1)))(a)    # this kind's probe
     calls = []
