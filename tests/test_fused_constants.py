@@ -101,3 +101,16 @@ def test_a_region_reemitted_into_another_graph_names_that_graphs_constants(direc
     assert [len(d) for d in directions] == [3, 3]
     for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a, b, strict=True)
+
+
+def test_directions_with_alike_tangents_share_them():
+    # tanh(a + b), b broadcast along a's rows: both directions carry a scalar seed of one
+    # into tanh, whose tangent (an array of a's shape) is computed once for both
+    a, b = np.linspace(-1.0, 1.0, 48).reshape(6, 8), np.linspace(0.0, 0.5, 8)
+    [region] = regions(fuse_elementwise(xform.make_graph(lambda a, b: np.tanh(a + b) * 2.0)(
+        np.ones((300, 8)), np.ones(8))))
+    graph = region.params["region"]
+    _, partials = elementwise._ndual_run(graph, [a, b], (0,), (0, 1))
+    assert partials[(0, 0)] is partials[(0, 1)]
+    np.testing.assert_allclose(partials[(0, 0)], 2.0 * (1.0 - np.tanh(a + b) ** 2), rtol=1e-14)
+    check_grads(lambda a, b: np.tanh(a + b) * 2.0, (a, b), order=1)

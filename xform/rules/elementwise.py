@@ -252,18 +252,25 @@ def _ndual_step(eqn, env, tangent_envs):
     values = [a.value if type(a) is Literal else env[a] for a in eqn.inputs]
     outs = None
     with source_scope(eqn.source, f"vjp of elementwise ({eqn.primitive})"):
+        computed = []   # (tangents, their output tangents) of the directions so far
         for tangent_env in tangent_envs:
             tangents = [tangent_env.get(a) for a in eqn.inputs]
             if all(t is None for t in tangents):
                 continue
             tangents = [zero_tangent(a.aval) if t is None else t
                         for a, t in zip(eqn.inputs, tangents)]
-            # The jvp rule emits the primal equation again for every direction; CSE keeps
-            # the first, so the region is evaluated once.
-            primal, t_outs = rule_for(eqn, "jvp")(values, tangents, **eqn.params)
-            if not eqn.primitive.multiple_results:
-                primal, t_outs = [primal], [t_outs]
-            outs = primal if outs is None else outs
+            # Directions whose tangents are alike here share their output tangents (a
+            # broadcast input's direction often carries the same seed as another's)
+            t_outs = next((t_outs for earlier, t_outs in computed
+                           if _same_tangents(earlier, tangents)), None)
+            if t_outs is None:
+                # The jvp rule emits the primal equation again for every direction; CSE
+                # keeps the first, so the region is evaluated once.
+                primal, t_outs = rule_for(eqn, "jvp")(values, tangents, **eqn.params)
+                if not eqn.primitive.multiple_results:
+                    primal, t_outs = [primal], [t_outs]
+                computed.append((tangents, t_outs))
+                outs = primal if outs is None else outs
             for var, t in zip(eqn.outputs, t_outs):
                 if type(t) is not Zero and is_differentiable(var.aval):
                     tangent_env[var] = t
@@ -271,6 +278,23 @@ def _ndual_step(eqn, env, tangent_envs):
             outs = bind(eqn.primitive, *values, **eqn.params)
             outs = outs if eqn.primitive.multiple_results else [outs]
     env.update(zip(eqn.outputs, outs))
+
+
+def _same_tangents(a, b) -> bool:
+    """Whether the tangents `a` and `b` (lists) are alike: the same values or tracers, numpy
+    scalars of the same bits, or zeros of one aval."""
+    for x, y in zip(a, b):
+        if x is y:
+            continue
+        kind = type(x)
+        if kind is not type(y):
+            return False
+        if kind is Zero:
+            if x.aval != y.aval:
+                return False
+        elif not isinstance(x, np.generic) or x.dtype != y.dtype or x.tobytes() != y.tobytes():
+            return False
+    return True
 
 
 def _mixes_precisions(region) -> bool:
