@@ -17,7 +17,7 @@ from xform.ir.interpret import concrete_env, emit_equations
 from xform.ir.ad import (Undefined, Zero, add_tangents, aval, check_rule_outputs, fit_tangent,
                          instantiate, zero_tangent)
 from xform.ir.registry import (RULES, derived, effectful_primitives, graph_has_effects,
-                               has_effects, hooks_named, rule_for)
+                               has_effects, rule_for)
 from xform.ir.tracer import Tracer
 from xform.transforms.transpose import backward_pass
 
@@ -92,11 +92,12 @@ def computable_at_once(graph, wanted=None) -> bool:
     input's cotangent (e.g. of a dask array's rows), of which only those read are kept. And
     not when a primitive has no impl: building the graph names the missing rule a gradient
     needs first (a jvp or vjp), as the compiled tier does."""
-    at_once = _computed_at_once()
+    kinds = _at_once_kinds()
     with_params = draws = False
     for eqn in graph.equations:
-        if eqn.primitive not in at_once:
-            if eqn.primitive not in effectful_primitives() or wanted is None:
+        kind = kinds.get(eqn.primitive) or _at_once_kind(eqn.primitive)
+        if kind != "run":
+            if kind != "draw" or wanted is None:
                 return False
             draws = True
         with_params = with_params or bool(eqn.params)
@@ -120,12 +121,21 @@ def _draws_computable_at_once(graph, wanted) -> bool:
 
 
 @derived
-def _computed_at_once() -> frozenset:
-    """The primitives gradient_values may run (computable_at_once): with an impl, no effect
-    and no reverse mode pruned as a graph (one look-up per equation: every first call asks)."""
-    pruned, effectful = hooks_named("reverse_by_graph"), effectful_primitives()
-    return frozenset(prim for prim, rules in RULES.items()
-                     if rules.impl is not None and prim not in pruned and prim not in effectful)
+def _at_once_kinds() -> dict:
+    """primitive -> how gradient_values may run it (computable_at_once): "run" (an impl, no
+    effect, no reverse mode pruned as a graph), "draw" (an effect with an impl) or "no";
+    filled as first calls meet primitives (one look-up per equation), since a scan of every
+    rule cost a process's first call ~0.6 ms."""
+    return {}
+
+
+def _at_once_kind(prim) -> str:
+    rules = RULES.get(prim)
+    pruned = rules is not None and rules.hooks.reverse_by_graph
+    kind = ("no" if rules is None or rules.impl is None or pruned else
+            "draw" if rules.effectful else "run")
+    _at_once_kinds()[prim] = kind
+    return kind
 
 
 def _options(graph, live, wanted, kept):
