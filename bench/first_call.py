@@ -9,11 +9,13 @@ runs the passes, generates and compiles code: what every first call did before t
 "auto" (the first call interprets the transformed graph; the second compiles). The second
 call's time (the compile, paid once per signature under "auto") is reported too.
 
-`python -m bench.first_call [--samples N] [--rows a,b] [--markdown PATH] [--phases | --fresh]`
+`python -m bench.first_call [--samples N] [--rows a,b] [--markdown PATH]
+[--phases | --fresh | --examples]`
 (set OMP_NUM_THREADS=1 and friends for one BLAS thread, as bench/suite.py's tables are).
 `--fresh`: each first call in a fresh process instead, xform's and autograd's alternately, on
 these rows, the gallery's examples and issue 30's programs (bench/fresh_call.py; `--samples`
-pairs, `--rows` names any of them).
+pairs, `--rows` names any of them). `--examples`: the gallery's examples at their real sizes
+after warm-up, xform's and autograd's first calls alternately (CPU time, medians).
 """
 from __future__ import annotations
 
@@ -231,6 +233,45 @@ def phases(only, samples):
     return table
 
 
+def examples(samples, only=()):
+    """{example: (xform's first call, autograd's)}: CPU medians over `samples` first calls
+    of the gallery's examples at their real sizes (each xform call on a fresh function of the
+    loss's code, so nothing is cached for it; autograd runs the same source through its own
+    numpy), after WARM_UP throwaway calls each, alternating call by call."""
+    import importlib
+    import types
+
+    import autograd
+
+    from bench.examples import GALLERY, autograd_twin
+    table = {}
+    for name in GALLERY:
+        if only and name not in only:
+            continue
+        loss, args = importlib.import_module(f"examples.{name}").problem(small=False)
+        try:
+            twin_loss, twin_args = autograd_twin(name).problem(small=False)
+            autograd.grad(twin_loss)(*twin_args)
+        except Exception as error:  # reported: autograd lacks something the example uses
+            print(f"{name:16s} autograd: {type(error).__name__}", flush=True)
+            continue
+        times = {"xform": [], "autograd": []}
+        for sample in range(WARM_UP + samples):
+            fresh = types.FunctionType(loss.__code__, loss.__globals__, loss.__name__,
+                                       loss.__defaults__, loss.__closure__)
+            for label, call in (("xform", lambda: xform.grad(fresh)(*args)),
+                                ("autograd", lambda: autograd.grad(twin_loss)(*twin_args))):
+                start = time.process_time()
+                call()
+                if sample >= WARM_UP:
+                    times[label].append(time.process_time() - start)
+        mine, theirs = (statistics.median(times[k]) for k in ("xform", "autograd"))
+        table[name] = mine, theirs
+        print(f"{name:16s} xform {fmt(mine)}  autograd {fmt(theirs)}  "
+              f"ratio {_ratio(mine, theirs)}", flush=True)
+    return table
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=7)
@@ -240,8 +281,13 @@ def main():
                         help="the CPU time of each phase of a first call instead")
     parser.add_argument("--fresh", action="store_true",
                         help="each first call in a fresh process (bench/fresh_call.py)")
+    parser.add_argument("--examples", action="store_true",
+                        help="the gallery's examples instead, after warm-up (CPU time)")
     options = parser.parse_args()
     only = set(filter(None, options.rows.split(",")))
+    if options.examples:
+        examples(options.samples, only)
+        return
     if options.fresh:
         from bench import fresh_call
         fresh_call.run(options.samples, names=only, markdown=options.markdown)
