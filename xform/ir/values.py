@@ -458,7 +458,6 @@ def outcome_of(kind, value):
 
 
 __all__ = ["NO_VALUE", "GuardFailure", "GuardKey", "StagingRecord", "compute_values",
-           "forget_after", "guard_p", "has_guards", "staging_mark",
+           "forget_after", "generator_kind", "guard_p", "has_guards", "staging_mark",
            "keep_fused_values", "keep_values", "note_decision", "outcome_of", "recording_decisions",
-           "spare_copy", "generator_kind", "speculative_generators", "staged_constants",
-           "staged_values"]
+           "spare_copy", "speculative_generators", "staged_constants", "staged_values"]

@@ -51,6 +51,7 @@ def _elementwise_impl(*args, max_width, region, constants=()):
 
 
 def _largest_size(region) -> int:
+    """The elements of `region`'s largest input or intermediate."""
     largest = 0
     for v in region.inputs:
         largest = max(largest, v.aval.size)
