@@ -35,6 +35,11 @@ from xform.transforms import batch_graph, jvp_graph, vjp_graph
 
 tree_util = tree  # JAX's module name, for code pasted from JAX
 
+# Last, when every module that derives a table from the rules has defined it.
+from xform.ir.registry import derive_all  # noqa: E402
+derive_all()
+del derive_all
+
 __version__ = "0.1.0"
 
 __all__ = [

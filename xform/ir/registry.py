@@ -128,6 +128,9 @@ class Hooks:
 
 
 HOOK_NAMES = tuple(field.name for field in attrs.fields(Hooks))
+# The hooks of a primitive that declares none: one shared record (it is frozen), so that the
+# hook tables skip such primitives by identity.
+NO_HOOKS = Hooks()
 
 
 def _hooks(given) -> Hooks:
@@ -197,7 +200,7 @@ class Rules:
     elementwise: bool = False
     scalar_math: ScalarMath | None = None
     linear_in: tuple = attrs.field(default=(), converter=tuple)
-    hooks: Hooks = attrs.field(factory=Hooks, converter=_hooks)
+    hooks: Hooks = attrs.field(default=NO_HOOKS, converter=_hooks)
     construct: str | None = None
     effectful: bool = False
     kept: bool = False
@@ -260,7 +263,7 @@ def extend(prim, *, symbolic_zeros: bool = False, **rules) -> None:
         given = _hooks(rules["hooks"])
         rules["hooks"] = attrs.evolve(old.hooks, **{
             name: getattr(given, name) for name in HOOK_NAMES
-            if getattr(given, name) != getattr(Hooks(), name)})
+            if getattr(given, name) != getattr(NO_HOOKS, name)})
     zero_kinds = _zero_kinds(rules, symbolic_zeros, old.symbolic_zeros)
     RULES[prim] = attrs.evolve(old, **rules, symbolic_zeros=zero_kinds)
     _changed()
@@ -292,6 +295,7 @@ def primitive_for(role: str):
 _derived: dict = {}    # derivation -> its value for the table as it is
 _seen_size = [0]       # len(RULES) when _derived was filled: catches direct writes to RULES
 _on_change: list = []
+_derivations: list = []   # every `derived` function, for derive_all
 
 
 def on_rules_change(callback: Callable[[], None]) -> None:
@@ -323,7 +327,16 @@ def derived(fn: Callable[[], object]) -> Callable[[], object]:
     def value():
         return _derive(fn, fn)
     value.__name__, value.__doc__ = fn.__name__, fn.__doc__
+    _derivations.append(value)
     return value
+
+
+def derive_all() -> None:
+    """Compute every `derived` table now. `import xform` does, once every built-in primitive
+    is registered: the first calls read them (each some), and a process's first call would
+    otherwise make them on its own time, with their code cold."""
+    for value in _derivations:
+        value()
 
 
 @derived
@@ -428,11 +441,27 @@ def hooks_named(name: str) -> dict:
     Traceback (most recent call last):
     LookupError: no hook named 'peep_hole'; the hooks are fold, dce, inline, peephole, in_place, in_place_index, in_place_applies, region, arithmetic_derivative, takes_floats, speculative_impl, reverse_by_graph, draws_once_in_reverse, xla, identity, commutative, casts_operands, equal_operands, inverted_by
     """
-    if name not in HOOK_NAMES:
-        raise LookupError(f"no hook named {name!r}; the hooks are {', '.join(HOOK_NAMES)}")
-    return _derive(("hooks", name), lambda: {
-        prim: getattr(rules.hooks, name) for prim, rules in RULES.items()
-        if getattr(rules.hooks, name) is not None and getattr(rules.hooks, name) is not False})
+    try:
+        return _hook_tables()[name]
+    except KeyError:
+        raise LookupError(f"no hook named {name!r}; the hooks are {', '.join(HOOK_NAMES)}"
+                          ) from None
+
+
+@derived
+def _hook_tables() -> dict:
+    """hook name -> (primitive -> its hook) for every hook (hooks_named's tables): all made
+    in one pass over the primitives that declare hooks, since a first call reads several."""
+    tables = {name: {} for name in HOOK_NAMES}
+    for prim, rules in RULES.items():
+        hooks = rules.hooks
+        if hooks is NO_HOOKS:
+            continue
+        for name in HOOK_NAMES:
+            value = getattr(hooks, name)
+            if value is not None and value is not False:
+                tables[name][prim] = value
+    return tables
 
 
 class _Unknown:

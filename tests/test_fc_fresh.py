@@ -1,0 +1,49 @@
+"""What a process's first call no longer does on its own time (issue 30, part 5): the tables
+derived from the rule table are made by `import xform`, and stay right as rules change."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import xform
+from xform.ir import registry
+from xform.ir.core import Primitive
+
+
+def _in_fresh_process(code: str) -> str:
+    root = os.path.dirname(os.path.dirname(xform.__file__))   # this xform, in the child
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": root})
+    return done.stdout.strip()
+
+
+def test_import_makes_every_derived_table_and_a_first_gradient_makes_none():
+    code = ("import numpy as np, xform\n"
+            "from xform.ir import registry\n"
+            "made = set(registry._derived)\n"
+            "print(len(made) == len(registry._derivations))\n"
+            "xform.grad(lambda x: np.sum(np.sin(x) * x))(np.linspace(0, 1, 8))\n"
+            "print(set(registry._derived) == made)\n")
+    assert _in_fresh_process(code).split() == ["True", "True"]
+
+
+def test_hook_tables_follow_registrations():
+    prim = Primitive("fc_fresh_hooked")
+    try:
+        registry.register(prim, impl=np.add, hooks={"identity": 0, "commutative": True})
+        assert registry.hooks_named("identity")[prim] == 0     # a zero identity counts
+        assert registry.hooks_named("commutative")[prim] is True
+        assert prim not in registry.hooks_named("equal_operands")
+        registry.extend(prim, hooks={"equal_operands": 0.0})
+        assert registry.hooks_named("equal_operands")[prim] == 0.0
+        assert registry.hooks_named("commutative")[prim] is True   # the others stay
+        plain = Primitive("fc_fresh_plain")
+        registry.register(plain, impl=np.negative)
+        try:
+            assert all(plain not in registry.hooks_named(name) for name in registry.HOOK_NAMES)
+        finally:
+            del registry.RULES[plain]
+    finally:
+        del registry.RULES[prim]
+    assert prim not in registry.hooks_named("identity")
