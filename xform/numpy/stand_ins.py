@@ -239,7 +239,8 @@ def remove_stand_in(function) -> None:
 
 def stand_in_when_imported(module_name: str, install) -> None:
     """Run `install()` (which calls `stand_in`) the first time something is staged after
-    `module_name` is imported: SciPy's modules are only paid for by users who import them."""
+    `module_name` is imported (at `import xform`, when it was imported before): SciPy's
+    modules are only paid for by users who import them."""
     _pending.setdefault(module_name, []).append(install)
 
 
