@@ -52,15 +52,41 @@ def test_hook_tables_follow_registrations():
 def test_scipy_imported_before_xform_is_installed_by_the_import():
     # a first staging would install its stand-ins and register its primitives, which would
     # make every derived table anew on that call's time
-    code = ("import numpy as np, scipy.special\n"
+    code = ("import numpy as np, scipy.stats\n"
             "import xform\n"
             "from xform.ir import registry\n"
             "from xform.numpy import stand_ins\n"
-            "print(stand_ins.installed_count() > 0 and 'scipy.special' not in stand_ins._pending)\n"
+            "print(stand_ins.installed_count() > 0 and 'scipy.stats' not in stand_ins._pending)\n"
             "made = set(registry._derived)\n"
             "print(len(made) == len(registry._derivations))\n"
-            "g = xform.grad(lambda x: scipy.special.logsumexp(np.sin(x)))(np.linspace(0, 1, 8))\n"
+            "x = np.linspace(-1, 1, 8)\n"
+            "g = xform.grad(lambda x: np.sum(scipy.stats.norm.logpdf(x, 0.5, 2.0)))(x)\n"
             "print(set(registry._derived) == made)\n"
-            "print(bool(np.allclose(g, np.cos(np.linspace(0, 1, 8)) * scipy.special.softmax(\n"
-            "    np.sin(np.linspace(0, 1, 8))))))\n")
+            "print(bool(np.allclose(g, -(x - 0.5) / 4.0)))\n")
     assert _in_fresh_process(code).split() == ["True"] * 4
+
+
+def test_scipy_special_registers_its_primitives_when_a_staging_reaches_one():
+    code = ("import sys, numpy as np, xform\n"
+            "import scipy.special as sc, scipy.stats as st\n"
+            "from xform.ir import registry\n"
+            "from xform.numpy import UFUNCS\n"
+            "made = set(registry._derived)\n"
+            "g = xform.grad(lambda x: np.sum(st.norm.logpdf(x)))(np.linspace(-1, 1, 5))\n"
+            "print(bool(np.allclose(g, -np.linspace(-1, 1, 5))))\n"
+            "print('xform.rules.scipy_special' not in sys.modules)\n"
+            "print(set(registry._derived) == made)   # no registration: no table made anew\n"
+            "g = xform.grad(lambda x: np.sum(sc.gammaln(x)))(np.array([1.0, 2.0]))\n"
+            "print(bool(np.allclose(g, sc.digamma(np.array([1.0, 2.0])))))\n"
+            "from xform.rules.scipy_special import gammaln_p\n"
+            "print(UFUNCS[sc.gammaln] == gammaln_p.bind, sc.dawsn not in UFUNCS)\n")
+    assert _in_fresh_process(code).split() == ["True"] * 6
+
+
+def test_an_unsupported_scipy_ufunc_raises_as_before_the_family_registers():
+    import pytest
+    import scipy.special as sc
+    for _ in range(2):      # while its entry waits for the family, and after
+        with pytest.raises(xform.UnsupportedError, match=r"scipy\.special\.dawsn is not "
+                           r"supported on traced values"):
+            xform.grad(lambda x: np.sum(sc.dawsn(x)))(np.ones(3))

@@ -2,29 +2,68 @@
 `Tracer.__array_ufunc__` by themselves), and its Python functions (logsumexp, softmax,
 log_softmax, polygamma, multigammaln, zeta) are stood in while staging. Imported by the
 installer in xform.scipy once the user has imported scipy.special.
+
+The family's primitives (xform.rules.scipy_special) are registered when a staging first
+reaches one of its functions, not by this import: each registration makes the tables derived
+from the rule table anew, which a first call reaching none of them (scipy.stats.norm's
+density, written with numpy alone) need not pay.
 """
 from __future__ import annotations
 
+import importlib
 import math
+import sys
+import threading
 
 import numpy as np
 import scipy.special as sc
 
-from xform.errors import UnsupportedError
+from xform.errors import UnsupportedError, unsupported_error
 from xform.ir.tracer import Tracer
-from xform.numpy.protocol import implements
 from xform.numpy.axes import normalize_axes
+from xform.numpy.protocol import UFUNCS, numpy_name
 from xform.numpy.stand_ins import stand_in
-from xform.rules.scipy_special import SCIPY_SPECIAL_PRIMITIVES as _PRIMITIVES
-from xform.rules.scipy_special import (logsumexp_sign, scipy_log_softmax_p,
-                                       scipy_logsumexp_p, scipy_softmax_p)
 from xform.source_info import user_frame_info
 
 # scipy.special's Python functions, each staged as a primitive by a stand-in below.
 _PYTHON_LEVEL = ("polygamma", "zeta", "riemann_zeta")
-for _name, _prim in _PRIMITIVES.items():
-    if _name not in _PYTHON_LEVEL:
-        implements(getattr(sc, _name))(_prim.bind)
+_RULES = "xform.rules.scipy_special"
+_registering = threading.Lock()
+_waiting: dict = {}        # scipy.special's ufunc -> its table entry that registers the family
+_primitive_of: dict = {}   # scipy.special's ufunc -> its primitive, once registered
+
+
+def _family():
+    """xform.rules.scipy_special with its primitives registered (by its import, on the first
+    call); the ufunc table's entries then stage each ufunc directly (those the family has no
+    primitive for leave the table, as if never in it)."""
+    rules = sys.modules.get(_RULES)
+    if rules is not None and not _waiting:
+        return rules
+    with _registering:
+        rules = importlib.import_module(_RULES)
+        _primitive_of.update((getattr(sc, name), prim)
+                             for name, prim in rules.SCIPY_SPECIAL_PRIMITIVES.items()
+                             if name not in _PYTHON_LEVEL)
+        for ufunc, entry in _waiting.items():
+            if UFUNCS.get(ufunc) is entry:      # (not when an overlay has replaced it)
+                if ufunc in _primitive_of:
+                    UFUNCS[ufunc] = _primitive_of[ufunc].bind
+                else:
+                    del UFUNCS[ufunc]
+        _waiting.clear()
+    return rules
+
+
+def _registering_entry(ufunc):
+    """The ufunc table's entry for `ufunc` until the family is registered."""
+    def stage(*inputs):
+        _family()
+        prim = _primitive_of.get(ufunc)
+        if prim is None:
+            raise unsupported_error(numpy_name(ufunc))
+        return prim.bind(*inputs)
+    return stage
 
 
 def polygamma(n, x):
@@ -34,7 +73,7 @@ def polygamma(n, x):
     >>> round(float(xform.grad(lambda x: scipy.special.polygamma(1, x))(1.0)), 10)  # -2 zeta(3)
     -2.4041138063
     """
-    return _PRIMITIVES["polygamma"].bind(n, x)
+    return _family().SCIPY_SPECIAL_PRIMITIVES["polygamma"].bind(n, x)
 
 
 def zeta(x, q=None, out=None):
@@ -47,9 +86,10 @@ def zeta(x, q=None, out=None):
     if out is not None:
         raise UnsupportedError("scipy.special.zeta(..., out=...) is not supported on traced "
                                "values", user_frame_info())
+    primitives = _family().SCIPY_SPECIAL_PRIMITIVES
     if q is None:
-        return _PRIMITIVES["riemann_zeta"].bind(x)
-    return _PRIMITIVES["zeta"].bind(x, q)
+        return primitives["riemann_zeta"].bind(x)
+    return primitives["zeta"].bind(x, q)
 
 
 def multigammaln(a, d):
@@ -82,13 +122,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     a = _staged(a)
     operands = (a,) if b is None else tuple(np.broadcast_arrays(a, _staged(b)))
     axis = _axis(operands[0], axis)
-    out = scipy_logsumexp_p.bind(*operands, axis=axis, keepdims=bool(keepdims),
-                                 return_sign=bool(return_sign))
+    rules = _family()
+    out = rules.scipy_logsumexp_p.bind(*operands, axis=axis, keepdims=bool(keepdims),
+                                       return_sign=bool(return_sign))
     if not return_sign:
         return out
     if b is None:
         return out, np.ones_like(out)
-    return out, logsumexp_sign(*operands, out, axis, bool(keepdims))
+    return out, rules.logsumexp_sign(*operands, out, axis, bool(keepdims))
 
 
 def _staged(x):
@@ -108,7 +149,7 @@ def softmax(x, axis=None):
     >>> xform.jit(scipy.special.softmax)(np.log(np.array([1.0, 3.0])))
     array([0.25, 0.75])
     """
-    return scipy_softmax_p.bind(_staged(x), axis=_axis(x, axis))
+    return _family().scipy_softmax_p.bind(_staged(x), axis=_axis(x, axis))
 
 
 def log_softmax(x, axis=None):
@@ -119,8 +160,12 @@ def log_softmax(x, axis=None):
     >>> np.exp(xform.jit(scipy.special.log_softmax)(np.log(np.array([1.0, 3.0]))))
     array([0.25, 0.75])
     """
-    return scipy_log_softmax_p.bind(_staged(x), axis=_axis(x, axis))
+    return _family().scipy_log_softmax_p.bind(_staged(x), axis=_axis(x, axis))
 
+
+for _ufunc in vars(sc).values():
+    if type(_ufunc) is np.ufunc and _ufunc not in UFUNCS:
+        UFUNCS[_ufunc] = _waiting[_ufunc] = _registering_entry(_ufunc)
 
 _STAGED = [(sc.polygamma, polygamma), (sc.zeta, zeta), (sc.multigammaln, multigammaln),
            (sc.logsumexp, logsumexp), (sc.softmax, softmax), (sc.log_softmax, log_softmax)]
