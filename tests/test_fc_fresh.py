@@ -90,3 +90,9 @@ def test_an_unsupported_scipy_ufunc_raises_as_before_the_family_registers():
         with pytest.raises(xform.UnsupportedError, match=r"scipy\.special\.dawsn is not "
                            r"supported on traced values"):
             xform.grad(lambda x: np.sum(sc.dawsn(x)))(np.ones(3))
+
+
+def test_the_ufuncs_named_for_scipy_special_are_those_of_its_primitives():
+    from xform.rules.scipy_special import SCIPY_SPECIAL_PRIMITIVES
+    from xform.scipy import special
+    assert set(special._UFUNC_NAMES) == set(SCIPY_SPECIAL_PRIMITIVES) - set(special._PYTHON_LEVEL)

@@ -18,51 +18,48 @@ import threading
 import numpy as np
 import scipy.special as sc
 
-from xform.errors import UnsupportedError, unsupported_error
+from xform.errors import UnsupportedError
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes
-from xform.numpy.protocol import UFUNCS, numpy_name
+from xform.numpy.protocol import UFUNCS
 from xform.numpy.stand_ins import stand_in
 from xform.source_info import user_frame_info
 
 # scipy.special's Python functions, each staged as a primitive by a stand-in below.
 _PYTHON_LEVEL = ("polygamma", "zeta", "riemann_zeta")
+# The ufuncs xform.rules.scipy_special makes a primitive of, by scipy.special's names (named
+# here so that the table's entries need not register the family; tests/test_fc_fresh.py checks
+# that the two agree).
+_UFUNC_NAMES = (
+    "gammaln", "gamma", "rgamma", "digamma", "erf", "erfc", "erfinv", "erfcinv", "expit",
+    "logit", "log_expit", "ndtr", "log_ndtr", "ndtri", "entr", "xlogy", "xlog1py", "rel_entr",
+    "kl_div", "betaln", "beta", "iv", "ive", "jv", "yv", "i0", "i1", "i0e", "i1e", "j0", "j1",
+    "y0", "y1", "gammainc", "gammaincc", "stdtr", "betainc")
 _RULES = "xform.rules.scipy_special"
 _registering = threading.Lock()
-_waiting: dict = {}        # scipy.special's ufunc -> its table entry that registers the family
-_primitive_of: dict = {}   # scipy.special's ufunc -> its primitive, once registered
+_waiting: dict = {}     # scipy.special's name -> its ufunc's table entry, registering the family
 
 
 def _family():
     """xform.rules.scipy_special with its primitives registered (by its import, on the first
-    call); the ufunc table's entries then stage each ufunc directly (those the family has no
-    primitive for leave the table, as if never in it)."""
+    call); the ufunc table's entries then stage each ufunc directly."""
     rules = sys.modules.get(_RULES)
     if rules is not None and not _waiting:
         return rules
     with _registering:
         rules = importlib.import_module(_RULES)
-        _primitive_of.update((getattr(sc, name), prim)
-                             for name, prim in rules.SCIPY_SPECIAL_PRIMITIVES.items()
-                             if name not in _PYTHON_LEVEL)
-        for ufunc, entry in _waiting.items():
+        for name, entry in _waiting.items():
+            ufunc = getattr(sc, name)
             if UFUNCS.get(ufunc) is entry:      # (not when an overlay has replaced it)
-                if ufunc in _primitive_of:
-                    UFUNCS[ufunc] = _primitive_of[ufunc].bind
-                else:
-                    del UFUNCS[ufunc]
+                UFUNCS[ufunc] = rules.SCIPY_SPECIAL_PRIMITIVES[name].bind
         _waiting.clear()
     return rules
 
 
-def _registering_entry(ufunc):
-    """The ufunc table's entry for `ufunc` until the family is registered."""
+def _registering_entry(name):
+    """The ufunc table's entry for scipy.special's `name` until the family is registered."""
     def stage(*inputs):
-        _family()
-        prim = _primitive_of.get(ufunc)
-        if prim is None:
-            raise unsupported_error(numpy_name(ufunc))
-        return prim.bind(*inputs)
+        return _family().SCIPY_SPECIAL_PRIMITIVES[name].bind(*inputs)
     return stage
 
 
@@ -163,9 +160,8 @@ def log_softmax(x, axis=None):
     return _family().scipy_log_softmax_p.bind(_staged(x), axis=_axis(x, axis))
 
 
-for _ufunc in vars(sc).values():
-    if type(_ufunc) is np.ufunc and _ufunc not in UFUNCS:
-        UFUNCS[_ufunc] = _waiting[_ufunc] = _registering_entry(_ufunc)
+for _name in _UFUNC_NAMES:
+    UFUNCS[getattr(sc, _name)] = _waiting[_name] = _registering_entry(_name)
 
 _STAGED = [(sc.polygamma, polygamma), (sc.zeta, zeta), (sc.multigammaln, multigammaln),
            (sc.logsumexp, logsumexp), (sc.softmax, softmax), (sc.log_softmax, log_softmax)]
