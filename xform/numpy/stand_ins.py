@@ -157,6 +157,7 @@ _original_settings: tuple = _NO_SETTINGS
 # A group's settings are filed under its name, those of a group reached by name under
 # (group, name) per stand-in (the `key` of its swaps).
 _group_settings: dict = {}   # key -> (staged settings, original settings)
+_changed_keys: set = set()   # the keys whose stand-ins changed since their settings were made
 _group_depth: dict = {}      # key -> stagings in progress that use it, over all threads
 _skipped = threading.local() # .groups: the groups this thread's stagings do without now
 _NO_GROUPS = frozenset()
@@ -198,6 +199,7 @@ def stand_in(function, replacement, when=_has_tracer, group=None) -> None:
     swap.key = (group, swap.name) if group in _by_name else group
     with _lock:
         _swaps.append(swap)
+        _changed_keys.add(swap.key)
         if not _installing:
             _update_settings()
         if (_depth if group is None else _group_depth.get(swap.key)):
@@ -229,6 +231,7 @@ def remove_stand_in(function) -> None:
         if not same:
             return
         _swaps.remove(same[-1])
+        _changed_keys.add(same[-1].key)
         _update_settings()
         group = same[-1].group
         if (_depth if group is None else _group_depth.get(same[-1].key)):
@@ -277,27 +280,34 @@ def installed_count(install_new=False) -> int:
 
 
 def _update_settings() -> None:
+    """Make the settings of the keys whose stand-ins changed anew (those of the others stay:
+    SciPy's installers, on a first call, add to the stand-ins of no group only)."""
     global _staged_settings, _original_settings
-    by_group: dict = {}
+    changed = {key: [] for key in _changed_keys}
+    _changed_keys.clear()
     for swap in _swaps:
-        by_group.setdefault(swap.key, []).append(swap.settings())
-    _group_settings.clear()
-    _groups_without.clear()
-    _members.clear()
-    for key in by_group:
-        if type(key) is tuple:
-            _members.setdefault(key[0], set()).add(key[1])
-    for group, names in _members.items():
-        _members[group] = frozenset(names)
-    for group, settings in by_group.items():
-        staged = _grouped([(owner, name, value) for owner, name, value, _ in settings])
-        original = _grouped([(owner, name, value) for owner, name, _, value in settings])
-        if group is None:
-            _staged_settings, _original_settings = staged, original
+        found = changed.get(swap.key)
+        if found is not None:
+            found.append(swap.settings())
+    for key, settings in changed.items():
+        made = None
+        if settings:
+            made = (_grouped([(owner, name, value) for owner, name, value, _ in settings]),
+                    _grouped([(owner, name, value) for owner, name, _, value in settings]))
+        if key is None:
+            _staged_settings, _original_settings = made or (_NO_SETTINGS, _NO_SETTINGS)
+        elif made is None:
+            _group_settings.pop(key, None)
         else:
-            _group_settings[group] = staged, original
-    if None not in by_group:
-        _staged_settings = _original_settings = _NO_SETTINGS
+            _group_settings[key] = made
+    if any(key is not None for key in changed):
+        _groups_without.clear()
+        _members.clear()
+        for key in _group_settings:
+            if type(key) is tuple:
+                _members.setdefault(key[0], set()).add(key[1])
+        for group, names in _members.items():
+            _members[group] = frozenset(names)
 
 
 def _grouped(assignments):
