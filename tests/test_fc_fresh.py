@@ -96,3 +96,31 @@ def test_the_ufuncs_named_for_scipy_special_are_those_of_its_primitives():
     from xform.rules.scipy_special import SCIPY_SPECIAL_PRIMITIVES
     from xform.scipy import special
     assert set(special._UFUNC_NAMES) == set(SCIPY_SPECIAL_PRIMITIVES) - set(special._PYTHON_LEVEL)
+
+
+def test_a_registration_keeps_the_tables_it_cannot_change():
+    before = registry.hooks_named("identity"), registry.kept_primitives()
+    plain = Primitive("fc_fresh_elementwise")
+    try:
+        registry.register(plain, impl=np.negative, elementwise=True)
+        # declares no hooks and is not kept: those tables stay; the element-wise one grows
+        assert registry.hooks_named("identity") is before[0]
+        assert registry.kept_primitives() is before[1]
+        assert plain in registry.elementwise_primitives()
+        kept = Primitive("fc_fresh_kept")
+        registry.register(kept, impl=lambda x: None, kept=True)
+        assert kept in registry.kept_primitives()
+        # written to directly (as tests do; caught by the table's size), then a registration
+        # of a primitive without hooks: the hook tables are made anew all the same
+        hooked = Primitive("fc_fresh_direct")
+        registry.RULES[hooked] = registry.Rules(impl=np.negative, hooks={"commutative": True})
+        other = Primitive("fc_fresh_other")
+        registry.register(other, impl=np.negative)
+        try:
+            assert hooked in registry.hooks_named("commutative")
+        finally:
+            del registry.RULES[hooked], registry.RULES[other], registry.RULES[kept]
+        assert kept not in registry.kept_primitives()
+    finally:
+        del registry.RULES[plain]
+    assert plain not in registry.elementwise_primitives()

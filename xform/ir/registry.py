@@ -247,10 +247,11 @@ def register(prim, *, replace: bool = False, symbolic_zeros: bool = False, role=
                                 "pass replace=True to replace its rules, or add rules to it "
                                 "with xform.extend.extend(p, ...)")
     _check_kinds(rules)
+    added = prim not in RULES and role is None
     RULES[prim] = Rules(**rules, symbolic_zeros=_zero_kinds(rules, symbolic_zeros))
     if role is not None:
         _ROLES[role] = prim
-    _changed()
+    _changed(RULES[prim] if added else None)
 
 
 def extend(prim, *, symbolic_zeros: bool = False, **rules) -> None:
@@ -296,6 +297,7 @@ _derived: dict = {}    # derivation -> its value for the table as it is
 _seen_size = [0]       # len(RULES) when _derived was filled: catches direct writes to RULES
 _on_change: list = []
 _derivations: list = []   # every `derived` function, for derive_all
+_reads: dict = {}         # derivation -> the fields of Rules it reads, where it reads no other
 
 
 def on_rules_change(callback: Callable[[], None]) -> None:
@@ -304,8 +306,17 @@ def on_rules_change(callback: Callable[[], None]) -> None:
     _on_change.append(callback)
 
 
-def _changed() -> None:
+def _changed(added=None) -> None:
+    """Drop what was derived from the table; after `added`, the Rules of a primitive just
+    registered anew (and no direct write), the tables derived from fields it leaves absent
+    stay as they are (SciPy's special functions, registered on a first call, declare no hooks)."""
+    kept = {}
+    if added is not None and len(RULES) == _seen_size[0] + 1:
+        kept = {key: value for key, value in _derived.items() if key in _reads
+                and not any(_declared(getattr(added, field)) for field in _reads[key])}
     _derived.clear()
+    _derived.update(kept)
+    _seen_size[0] = len(RULES)
     _effects_of.clear()
     for callback in _on_change:
         callback()
@@ -322,12 +333,23 @@ def _derive(key, compute):
         return value
 
 
-def derived(fn: Callable[[], object]) -> Callable[[], object]:
-    """`fn()` computed from RULES once, and again only after the table changes."""
+def _declared(value) -> bool:
+    return value is not None and value is not False and value is not NO_HOOKS
+
+
+def derived(fn: Callable[[], object] | None = None, *, reads: tuple = ()):
+    """`fn()` computed from RULES once, and again only after the table changes. `reads`: the
+    fields of `Rules` that decide whether a primitive is in it (where those alone do), so
+    that registering a primitive declaring none of them leaves it as it is."""
+    if fn is None:
+        return lambda fn: derived(fn, reads=reads)
+
     def value():
         return _derive(fn, fn)
     value.__name__, value.__doc__ = fn.__name__, fn.__doc__
     _derivations.append(value)
+    if reads:
+        _reads[fn] = reads
     return value
 
 
@@ -339,7 +361,7 @@ def derive_all() -> None:
         value()
 
 
-@derived
+@derived(reads=("elementwise",))
 def elementwise_primitives() -> frozenset:
     """The primitives registered `elementwise=True`."""
     return frozenset(prim for prim, rules in RULES.items() if rules.elementwise)
@@ -356,13 +378,13 @@ def is_elementwise(prim) -> bool:
     return prim in elementwise_primitives()
 
 
-@derived
+@derived(reads=("kept",))
 def kept_primitives() -> frozenset:
     """The primitives registered `kept=True`."""
     return frozenset(prim for prim, rules in RULES.items() if rules.kept)
 
 
-@derived
+@derived(reads=("effectful",))
 def effectful_primitives() -> frozenset:
     """The primitives registered `effectful=True`."""
     return frozenset(prim for prim, rules in RULES.items() if rules.effectful)
@@ -391,7 +413,7 @@ def has_effects(eqn) -> bool:
     return False
 
 
-@derived
+@derived(reads=("hooks",))
 def call_primitives() -> frozenset:
     """The primitives with an `inline` rule (calls: their callee is a graph)."""
     return frozenset(prim for prim, rules in RULES.items() if rules.hooks.inline is not None)
@@ -423,7 +445,7 @@ def graph_has_effects(graph) -> bool:
 _effects_of: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-@derived
+@derived(reads=("scalar_math",))
 def scalar_math_rules() -> dict:
     """primitive -> (its impl, its ScalarMath) for the primitives with a scalar_math trait."""
     return {prim: (rules.impl, rules.scalar_math) for prim, rules in RULES.items()
@@ -448,7 +470,7 @@ def hooks_named(name: str) -> dict:
                           ) from None
 
 
-@derived
+@derived(reads=("hooks",))
 def _hook_tables() -> dict:
     """hook name -> (primitive -> its hook) for every hook (hooks_named's tables): all made
     in one pass over the primitives that declare hooks, since a first call reads several."""
