@@ -74,7 +74,19 @@ _ROUTE_PLACEHOLDER = "xform: the route of this stand-in"
 def _trampoline_code(code: types.CodeType, route) -> types.CodeType:
     """A code object with `code`'s name and free variables whose body is
     `return route(args, kwargs)`: assignable to the function's `__code__`."""
-    free = code.co_freevars
+    trampoline, at = _compiled_trampoline(code.co_freevars)
+    # The route is the one constant no source can spell; it replaces the placeholder string.
+    consts = list(trampoline.co_consts)
+    consts[at] = route
+    return trampoline.replace(co_consts=tuple(consts), co_name=code.co_name,
+                              co_qualname=code.co_qualname, co_filename=code.co_filename)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_trampoline(free: tuple) -> tuple:
+    """(the trampoline's code for the free variables `free`, the position of the route's
+    placeholder among its constants): compiled once per set of free variables' names, since
+    compiling costs ~25 us a stand-in (SciPy's ~80 are set up on a first call)."""
     touch = f"        ({', '.join(free)},)\n" if free else ""
     source = (
         "def outer():\n"
@@ -84,22 +96,12 @@ def _trampoline_code(code: types.CodeType, route) -> types.CodeType:
         + f"        route = {_ROUTE_PLACEHOLDER!r}\n"
         + "        return route(args, kwargs)\n"
         + "    return trampoline\n")
-    trampoline = _compiled_trampoline(source)
-    if trampoline.co_freevars != free:
-        raise AssertionError(f"stand-in for {code.co_name}: free variables differ")
-    # The route is the one constant no source can spell; it replaces the placeholder string.
-    consts = tuple(route if c == _ROUTE_PLACEHOLDER else c for c in trampoline.co_consts)
-    return trampoline.replace(co_consts=consts, co_name=code.co_name,
-                              co_qualname=code.co_qualname, co_filename=code.co_filename)
-
-
-@functools.lru_cache(maxsize=None)
-def _compiled_trampoline(source: str) -> types.CodeType:
-    """The trampoline's code for `source` (one per set of free variables' names): compiled
-    once, since compiling costs ~25 us a stand-in (SciPy's ~80 are set up on a first call)."""
     namespace: dict = {}
     exec(compile(source, "<xform stand-in>", "exec"), namespace)  # noqa: S102 - fixed source
-    return namespace["outer"]().__code__
+    trampoline = namespace["outer"]().__code__
+    if trampoline.co_freevars != free:
+        raise AssertionError(f"a stand-in's trampoline for free variables {free}: they differ")
+    return trampoline, trampoline.co_consts.index(_ROUTE_PLACEHOLDER)
 
 
 class _CodeSwap:
