@@ -297,7 +297,7 @@ _derived: dict = {}    # derivation -> its value for the table as it is
 _seen_size = [0]       # len(RULES) when _derived was filled: catches direct writes to RULES
 _on_change: list = []
 _derivations: list = []   # every `derived` function, for derive_all
-_reads: dict = {}         # derivation -> the fields of Rules it reads, where it reads no other
+_reads: dict = {}         # derivation -> the fields of Rules deciding membership (`derived`)
 
 
 def on_rules_change(callback: Callable[[], None]) -> None:
