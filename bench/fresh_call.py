@@ -19,7 +19,8 @@ run in the same rounds, so a before/after comparison is measured in one run.
 `--profile` (with `--names`) says where xform's once-per-process costs are instead: in one
 fresh process per program, the modules its first call imports, and the functions whose time
 (cProfile's, which inflates Python-heavy code 3-4x) in that call exceeds theirs in a second
-first call of the same program after `clear_cache()` (a new gradient, staged again). This module
+first call of the same program after `clear_cache()` (a new gradient, staged again), and the
+garbage collections the first call ran (their time is in no function's own). This module
 imports no xform itself: an autograd process never imports it (the program modules' `import
 xform` finds a placeholder there).
 """
@@ -112,12 +113,16 @@ def profile_child(kind, name, rows=25):
             primal()
         before = set(sys.modules)
         profile = cProfile.Profile(time.thread_time)
-        profile.runcall(grad, *args)
-        return pstats.Stats(profile).stats, sorted(set(sys.modules) - before)
-    first, imported = profiled_first_call(True)
+        with _collections() as collections:
+            profile.runcall(grad, *args)
+        return pstats.Stats(profile).stats, sorted(set(sys.modules) - before), collections
+    first, imported, collections = profiled_first_call(True)
     print(f"{kind} {name}: modules imported by the first call:", ", ".join(imported) or "none")
+    print("its garbage collections (generation: time):",
+          ", ".join(f"{generation}: {_fmt(seconds)}" for generation, seconds in collections)
+          or "none")
     xform.clear_cache()
-    second, _ = profiled_first_call(False)
+    second, _, _ = profiled_first_call(False)
 
     def seconds(stats, column):
         return sum(entry[column] for entry in stats.values())
@@ -134,6 +139,29 @@ def profile_child(kind, name, rows=25):
         place = f"{path}:{function[1]}({function[2]})" if function[1] else function[2]
         print(f"{_fmt(own - own_then):>10} {_fmt(total - total_then):>13} "
               f"{f'{calls} / {calls_then}':>13}  {place}")
+
+
+class _collections:
+    """The garbage collections inside the block, as (generation, seconds): a process's first
+    call often pays for one over the objects its imports left (a generation 1 collection
+    ~1 ms after SciPy's), which no function's own time shows."""
+
+    def __enter__(self):
+        import gc
+        self.found, self._started = [], None
+
+        def note(phase, info):
+            if phase == "start":
+                self._started = time.perf_counter()
+            elif self._started is not None:
+                self.found.append((info["generation"], time.perf_counter() - self._started))
+        self._note = note
+        gc.callbacks.append(note)
+        return self.found
+
+    def __exit__(self, *exc_info):
+        import gc
+        gc.callbacks.remove(self._note)
 
 
 # One BLAS thread in every child unless the caller sets its own: on a loaded machine

@@ -35,6 +35,14 @@ from xform.transforms import batch_graph, jvp_graph, vjp_graph
 
 tree_util = tree  # JAX's module name, for code pasted from JAX
 
+# Last: the stand-ins of SciPy modules imported before xform (a first staging would install
+# them), then the tables derived from the rules, which those installers add to.
+from xform.numpy.stand_ins import install_pending  # noqa: E402
+from xform.ir.registry import derive_all  # noqa: E402
+install_pending()
+derive_all()
+del install_pending, derive_all
+
 __version__ = "0.1.0"
 
 __all__ = [

@@ -128,6 +128,9 @@ class Hooks:
 
 
 HOOK_NAMES = tuple(field.name for field in attrs.fields(Hooks))
+# The hooks of a primitive that declares none: one shared record (it is frozen), so that the
+# hook tables skip such primitives by identity.
+NO_HOOKS = Hooks()
 
 
 def _hooks(given) -> Hooks:
@@ -197,7 +200,7 @@ class Rules:
     elementwise: bool = False
     scalar_math: ScalarMath | None = None
     linear_in: tuple = attrs.field(default=(), converter=tuple)
-    hooks: Hooks = attrs.field(factory=Hooks, converter=_hooks)
+    hooks: Hooks = attrs.field(default=NO_HOOKS, converter=_hooks)
     construct: str | None = None
     effectful: bool = False
     kept: bool = False
@@ -244,10 +247,11 @@ def register(prim, *, replace: bool = False, symbolic_zeros: bool = False, role=
                                 "pass replace=True to replace its rules, or add rules to it "
                                 "with xform.extend.extend(p, ...)")
     _check_kinds(rules)
+    added = prim not in RULES and role is None
     RULES[prim] = Rules(**rules, symbolic_zeros=_zero_kinds(rules, symbolic_zeros))
     if role is not None:
         _ROLES[role] = prim
-    _changed()
+    _changed(RULES[prim] if added else None)
 
 
 def extend(prim, *, symbolic_zeros: bool = False, **rules) -> None:
@@ -260,7 +264,7 @@ def extend(prim, *, symbolic_zeros: bool = False, **rules) -> None:
         given = _hooks(rules["hooks"])
         rules["hooks"] = attrs.evolve(old.hooks, **{
             name: getattr(given, name) for name in HOOK_NAMES
-            if getattr(given, name) != getattr(Hooks(), name)})
+            if getattr(given, name) != getattr(NO_HOOKS, name)})
     zero_kinds = _zero_kinds(rules, symbolic_zeros, old.symbolic_zeros)
     RULES[prim] = attrs.evolve(old, **rules, symbolic_zeros=zero_kinds)
     _changed()
@@ -292,6 +296,8 @@ def primitive_for(role: str):
 _derived: dict = {}    # derivation -> its value for the table as it is
 _seen_size = [0]       # len(RULES) when _derived was filled: catches direct writes to RULES
 _on_change: list = []
+_derivations: list = []   # every `derived` function, for derive_all
+_reads: dict = {}         # derivation -> the fields of Rules deciding membership (`derived`)
 
 
 def on_rules_change(callback: Callable[[], None]) -> None:
@@ -300,8 +306,17 @@ def on_rules_change(callback: Callable[[], None]) -> None:
     _on_change.append(callback)
 
 
-def _changed() -> None:
+def _changed(added=None) -> None:
+    """Drop what was derived from the table; after `added`, the Rules of a primitive just
+    registered anew (and no direct write), the tables derived from fields it leaves absent
+    stay as they are (SciPy's special functions, registered on a first call, declare no hooks)."""
+    kept = {}
+    if added is not None and len(RULES) == _seen_size[0] + 1:
+        kept = {key: value for key, value in _derived.items() if key in _reads
+                and not any(_declared(getattr(added, field)) for field in _reads[key])}
     _derived.clear()
+    _derived.update(kept)
+    _seen_size[0] = len(RULES)
     _effects_of.clear()
     for callback in _on_change:
         callback()
@@ -318,15 +333,35 @@ def _derive(key, compute):
         return value
 
 
-def derived(fn: Callable[[], object]) -> Callable[[], object]:
-    """`fn()` computed from RULES once, and again only after the table changes."""
+def _declared(value) -> bool:
+    return value is not None and value is not False and value is not NO_HOOKS
+
+
+def derived(fn: Callable[[], object] | None = None, *, reads: tuple = ()):
+    """`fn()` computed from RULES once, and again only after the table changes. `reads`: the
+    fields of `Rules` that decide whether a primitive is in it (where those alone do), so
+    that registering a primitive declaring none of them leaves it as it is."""
+    if fn is None:
+        return lambda fn: derived(fn, reads=reads)
+
     def value():
         return _derive(fn, fn)
     value.__name__, value.__doc__ = fn.__name__, fn.__doc__
+    _derivations.append(value)
+    if reads:
+        _reads[fn] = reads
     return value
 
 
-@derived
+def derive_all() -> None:
+    """Compute every `derived` table now. `import xform` does, once every built-in primitive
+    is registered: the first calls read them (each some), and a process's first call would
+    otherwise make them on its own time, with their code cold."""
+    for value in _derivations:
+        value()
+
+
+@derived(reads=("elementwise",))
 def elementwise_primitives() -> frozenset:
     """The primitives registered `elementwise=True`."""
     return frozenset(prim for prim, rules in RULES.items() if rules.elementwise)
@@ -343,13 +378,13 @@ def is_elementwise(prim) -> bool:
     return prim in elementwise_primitives()
 
 
-@derived
+@derived(reads=("kept",))
 def kept_primitives() -> frozenset:
     """The primitives registered `kept=True`."""
     return frozenset(prim for prim, rules in RULES.items() if rules.kept)
 
 
-@derived
+@derived(reads=("effectful",))
 def effectful_primitives() -> frozenset:
     """The primitives registered `effectful=True`."""
     return frozenset(prim for prim, rules in RULES.items() if rules.effectful)
@@ -378,7 +413,7 @@ def has_effects(eqn) -> bool:
     return False
 
 
-@derived
+@derived(reads=("hooks",))
 def call_primitives() -> frozenset:
     """The primitives with an `inline` rule (calls: their callee is a graph)."""
     return frozenset(prim for prim, rules in RULES.items() if rules.hooks.inline is not None)
@@ -410,7 +445,7 @@ def graph_has_effects(graph) -> bool:
 _effects_of: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-@derived
+@derived(reads=("scalar_math",))
 def scalar_math_rules() -> dict:
     """primitive -> (its impl, its ScalarMath) for the primitives with a scalar_math trait."""
     return {prim: (rules.impl, rules.scalar_math) for prim, rules in RULES.items()
@@ -428,11 +463,27 @@ def hooks_named(name: str) -> dict:
     Traceback (most recent call last):
     LookupError: no hook named 'peep_hole'; the hooks are fold, dce, inline, peephole, in_place, in_place_index, in_place_applies, region, arithmetic_derivative, takes_floats, speculative_impl, reverse_by_graph, draws_once_in_reverse, xla, identity, commutative, casts_operands, equal_operands, inverted_by
     """
-    if name not in HOOK_NAMES:
-        raise LookupError(f"no hook named {name!r}; the hooks are {', '.join(HOOK_NAMES)}")
-    return _derive(("hooks", name), lambda: {
-        prim: getattr(rules.hooks, name) for prim, rules in RULES.items()
-        if getattr(rules.hooks, name) is not None and getattr(rules.hooks, name) is not False})
+    try:
+        return _hook_tables()[name]
+    except KeyError:
+        raise LookupError(f"no hook named {name!r}; the hooks are {', '.join(HOOK_NAMES)}"
+                          ) from None
+
+
+@derived(reads=("hooks",))
+def _hook_tables() -> dict:
+    """hook name -> (primitive -> its hook) for every hook (hooks_named's tables): all made
+    in one pass over the primitives that declare hooks, since a first call reads several."""
+    tables = {name: {} for name in HOOK_NAMES}
+    for prim, rules in RULES.items():
+        hooks = rules.hooks
+        if hooks is NO_HOOKS:
+            continue
+        for name in HOOK_NAMES:
+            value = getattr(hooks, name)
+            if value is not None and value is not False:
+                tables[name][prim] = value
+    return tables
 
 
 class _Unknown:

@@ -74,7 +74,19 @@ _ROUTE_PLACEHOLDER = "xform: the route of this stand-in"
 def _trampoline_code(code: types.CodeType, route) -> types.CodeType:
     """A code object with `code`'s name and free variables whose body is
     `return route(args, kwargs)`: assignable to the function's `__code__`."""
-    free = code.co_freevars
+    trampoline, at = _compiled_trampoline(code.co_freevars)
+    # The route is the one constant no source can spell; it replaces the placeholder string.
+    consts = list(trampoline.co_consts)
+    consts[at] = route
+    return trampoline.replace(co_consts=tuple(consts), co_name=code.co_name,
+                              co_qualname=code.co_qualname, co_filename=code.co_filename)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_trampoline(free: tuple) -> tuple:
+    """(the trampoline's code for the free variables `free`, the position of the route's
+    placeholder among its constants): compiled once per set of free variables' names, since
+    compiling costs ~25 us a stand-in (SciPy's ~80 are set up on a first call)."""
     touch = f"        ({', '.join(free)},)\n" if free else ""
     source = (
         "def outer():\n"
@@ -84,22 +96,12 @@ def _trampoline_code(code: types.CodeType, route) -> types.CodeType:
         + f"        route = {_ROUTE_PLACEHOLDER!r}\n"
         + "        return route(args, kwargs)\n"
         + "    return trampoline\n")
-    trampoline = _compiled_trampoline(source)
-    if trampoline.co_freevars != free:
-        raise AssertionError(f"stand-in for {code.co_name}: free variables differ")
-    # The route is the one constant no source can spell; it replaces the placeholder string.
-    consts = tuple(route if c == _ROUTE_PLACEHOLDER else c for c in trampoline.co_consts)
-    return trampoline.replace(co_consts=consts, co_name=code.co_name,
-                              co_qualname=code.co_qualname, co_filename=code.co_filename)
-
-
-@functools.lru_cache(maxsize=None)
-def _compiled_trampoline(source: str) -> types.CodeType:
-    """The trampoline's code for `source` (one per set of free variables' names): compiled
-    once, since compiling costs ~25 us a stand-in (SciPy's ~80 are set up on a first call)."""
     namespace: dict = {}
     exec(compile(source, "<xform stand-in>", "exec"), namespace)  # noqa: S102 - fixed source
-    return namespace["outer"]().__code__
+    trampoline = namespace["outer"]().__code__
+    if trampoline.co_freevars != free:
+        raise AssertionError(f"a stand-in's trampoline for free variables {free}: they differ")
+    return trampoline, trampoline.co_consts.index(_ROUTE_PLACEHOLDER)
 
 
 class _CodeSwap:
@@ -157,6 +159,7 @@ _original_settings: tuple = _NO_SETTINGS
 # A group's settings are filed under its name, those of a group reached by name under
 # (group, name) per stand-in (the `key` of its swaps).
 _group_settings: dict = {}   # key -> (staged settings, original settings)
+_changed_keys: set = set()   # the keys whose stand-ins changed since their settings were made
 _group_depth: dict = {}      # key -> stagings in progress that use it, over all threads
 _skipped = threading.local() # .groups: the groups this thread's stagings do without now
 _NO_GROUPS = frozenset()
@@ -198,6 +201,7 @@ def stand_in(function, replacement, when=_has_tracer, group=None) -> None:
     swap.key = (group, swap.name) if group in _by_name else group
     with _lock:
         _swaps.append(swap)
+        _changed_keys.add(swap.key)
         if not _installing:
             _update_settings()
         if (_depth if group is None else _group_depth.get(swap.key)):
@@ -229,6 +233,7 @@ def remove_stand_in(function) -> None:
         if not same:
             return
         _swaps.remove(same[-1])
+        _changed_keys.add(same[-1].key)
         _update_settings()
         group = same[-1].group
         if (_depth if group is None else _group_depth.get(same[-1].key)):
@@ -239,7 +244,8 @@ def remove_stand_in(function) -> None:
 
 def stand_in_when_imported(module_name: str, install) -> None:
     """Run `install()` (which calls `stand_in`) the first time something is staged after
-    `module_name` is imported: SciPy's modules are only paid for by users who import them."""
+    `module_name` is imported (at `import xform`, when it was imported before): SciPy's
+    modules are only paid for by users who import them."""
     _pending.setdefault(module_name, []).append(install)
 
 
@@ -276,27 +282,34 @@ def installed_count(install_new=False) -> int:
 
 
 def _update_settings() -> None:
+    """Make the settings of the keys whose stand-ins changed anew (those of the others stay:
+    SciPy's installers, on a first call, add to the stand-ins of no group only)."""
     global _staged_settings, _original_settings
-    by_group: dict = {}
+    changed = {key: [] for key in _changed_keys}
+    _changed_keys.clear()
     for swap in _swaps:
-        by_group.setdefault(swap.key, []).append(swap.settings())
-    _group_settings.clear()
-    _groups_without.clear()
-    _members.clear()
-    for key in by_group:
-        if type(key) is tuple:
-            _members.setdefault(key[0], set()).add(key[1])
-    for group, names in _members.items():
-        _members[group] = frozenset(names)
-    for group, settings in by_group.items():
-        staged = _grouped([(owner, name, value) for owner, name, value, _ in settings])
-        original = _grouped([(owner, name, value) for owner, name, _, value in settings])
-        if group is None:
-            _staged_settings, _original_settings = staged, original
+        found = changed.get(swap.key)
+        if found is not None:
+            found.append(swap.settings())
+    for key, settings in changed.items():
+        made = None
+        if settings:
+            made = (_grouped([(owner, name, value) for owner, name, value, _ in settings]),
+                    _grouped([(owner, name, value) for owner, name, _, value in settings]))
+        if key is None:
+            _staged_settings, _original_settings = made or (_NO_SETTINGS, _NO_SETTINGS)
+        elif made is None:
+            _group_settings.pop(key, None)
         else:
-            _group_settings[group] = staged, original
-    if None not in by_group:
-        _staged_settings = _original_settings = _NO_SETTINGS
+            _group_settings[key] = made
+    if any(key is not None for key in changed):
+        _groups_without.clear()
+        _members.clear()
+        for key in _group_settings:
+            if type(key) is tuple:
+                _members.setdefault(key[0], set()).add(key[1])
+        for group, names in _members.items():
+            _members[group] = frozenset(names)
 
 
 def _grouped(assignments):

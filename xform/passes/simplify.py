@@ -13,8 +13,8 @@ import numpy as np
 
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Graph, Literal, Params, Var
-from xform.ir.registry import (RULES as PRIMITIVE_RULES, UNKNOWN, hooks_named, on_rules_change,
-                               primitive_for, rule_for)
+from xform.ir.registry import (RULES as PRIMITIVE_RULES, UNKNOWN, derived, hooks_named,
+                               on_rules_change, primitive_for, rule_for)
 from xform.passes.dce import eliminate_dead_code
 from xform.passes.fold import peepholes
 from xform.passes.rewrite import GraphRewriter, literal_of
@@ -785,6 +785,14 @@ def _forget_tables() -> None:
 
 
 on_rules_change(_forget_tables)   # a trait declared or a primitive registered
+
+
+@derived
+def _default_tables() -> tuple:
+    """The default rewrites' tables at the levels first calls use by default (xform.config
+    .algebra "exact", and "gradient" where only derivatives are returned): made with the
+    other derived tables when xform is imported (xform.ir.registry.derive_all)."""
+    return tuple(_table(REWRITES, level) for level in ("exact", "gradient"))
 
 
 def simplify_exactly(graph: Graph) -> Graph:

@@ -2,7 +2,8 @@
 jax.scipy sits over jax.numpy), stood in for the originals while staging
 (xform/numpy/stand_ins.py). SciPy is imported by the user, never by xform: each module here
 registers its stand-ins the first time something is staged after the user imported the SciPy
-module it covers (`stand_in_when_imported`), so `import xform` stays as fast as before.
+module it covers (`stand_in_when_imported`), or at `import xform` when that module was imported
+before, so `import xform` costs nothing for SciPy the user does not use.
 """
 import importlib
 

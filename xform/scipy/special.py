@@ -2,29 +2,71 @@
 `Tracer.__array_ufunc__` by themselves), and its Python functions (logsumexp, softmax,
 log_softmax, polygamma, multigammaln, zeta) are stood in while staging. Imported by the
 installer in xform.scipy once the user has imported scipy.special.
+
+The family's primitives (xform.rules.scipy_special) are registered when a staging first
+reaches one of its functions, not by this import: each registration makes the tables derived
+from the rule table anew, which a first call reaching none of them (scipy.stats.norm's
+density, written with numpy alone) need not pay.
 """
 from __future__ import annotations
 
+import importlib
 import math
+import sys
+import threading
 
 import numpy as np
 import scipy.special as sc
 
 from xform.errors import UnsupportedError
+from xform.ir.execute import unwatched
 from xform.ir.tracer import Tracer
-from xform.numpy.protocol import implements
 from xform.numpy.axes import normalize_axes
+from xform.numpy.protocol import UFUNCS
 from xform.numpy.stand_ins import stand_in
-from xform.rules.scipy_special import SCIPY_SPECIAL_PRIMITIVES as _PRIMITIVES
-from xform.rules.scipy_special import (logsumexp_sign, scipy_log_softmax_p,
-                                       scipy_logsumexp_p, scipy_softmax_p)
 from xform.source_info import user_frame_info
 
 # scipy.special's Python functions, each staged as a primitive by a stand-in below.
 _PYTHON_LEVEL = ("polygamma", "zeta", "riemann_zeta")
-for _name, _prim in _PRIMITIVES.items():
-    if _name not in _PYTHON_LEVEL:
-        implements(getattr(sc, _name))(_prim.bind)
+# The ufuncs xform.rules.scipy_special makes a primitive of, by scipy.special's names (named
+# here so that the table's entries need not register the family; tests/test_fc_fresh.py checks
+# that the two agree).
+_UFUNC_NAMES = (
+    "gammaln", "gamma", "rgamma", "digamma", "erf", "erfc", "erfinv", "erfcinv", "expit",
+    "logit", "log_expit", "ndtr", "log_ndtr", "ndtri", "entr", "xlogy", "xlog1py", "rel_entr",
+    "kl_div", "betaln", "beta", "iv", "ive", "jv", "yv", "i0", "i1", "i0e", "i1e", "j0", "j1",
+    "y0", "y1", "gammainc", "gammaincc", "stdtr", "betainc")
+_RULES = "xform.rules.scipy_special"
+_registering = threading.Lock()
+_waiting: dict = {}     # scipy.special's name -> its ufunc's table entry, registering the family
+
+
+def _family():
+    """xform.rules.scipy_special with its primitives registered (by its import, on the first
+    call); the ufunc table's entries then stage each ufunc directly."""
+    rules = sys.modules.get(_RULES)
+    if rules is not None and not _waiting:
+        return rules
+    return _registered_family()
+
+
+@unwatched      # (reached from staged user code: no profile hook need see the registrations)
+def _registered_family():
+    with _registering:
+        rules = importlib.import_module(_RULES)
+        for name, entry in _waiting.items():
+            ufunc = getattr(sc, name)
+            if UFUNCS.get(ufunc) is entry:      # (not when an overlay has replaced it)
+                UFUNCS[ufunc] = rules.SCIPY_SPECIAL_PRIMITIVES[name].bind
+        _waiting.clear()
+    return rules
+
+
+def _registering_entry(name):
+    """The ufunc table's entry for scipy.special's `name` until the family is registered."""
+    def stage(*inputs):
+        return _family().SCIPY_SPECIAL_PRIMITIVES[name].bind(*inputs)
+    return stage
 
 
 def polygamma(n, x):
@@ -34,7 +76,7 @@ def polygamma(n, x):
     >>> round(float(xform.grad(lambda x: scipy.special.polygamma(1, x))(1.0)), 10)  # -2 zeta(3)
     -2.4041138063
     """
-    return _PRIMITIVES["polygamma"].bind(n, x)
+    return _family().SCIPY_SPECIAL_PRIMITIVES["polygamma"].bind(n, x)
 
 
 def zeta(x, q=None, out=None):
@@ -47,9 +89,10 @@ def zeta(x, q=None, out=None):
     if out is not None:
         raise UnsupportedError("scipy.special.zeta(..., out=...) is not supported on traced "
                                "values", user_frame_info())
+    primitives = _family().SCIPY_SPECIAL_PRIMITIVES
     if q is None:
-        return _PRIMITIVES["riemann_zeta"].bind(x)
-    return _PRIMITIVES["zeta"].bind(x, q)
+        return primitives["riemann_zeta"].bind(x)
+    return primitives["zeta"].bind(x, q)
 
 
 def multigammaln(a, d):
@@ -82,13 +125,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     a = _staged(a)
     operands = (a,) if b is None else tuple(np.broadcast_arrays(a, _staged(b)))
     axis = _axis(operands[0], axis)
-    out = scipy_logsumexp_p.bind(*operands, axis=axis, keepdims=bool(keepdims),
-                                 return_sign=bool(return_sign))
+    rules = _family()
+    out = rules.scipy_logsumexp_p.bind(*operands, axis=axis, keepdims=bool(keepdims),
+                                       return_sign=bool(return_sign))
     if not return_sign:
         return out
     if b is None:
         return out, np.ones_like(out)
-    return out, logsumexp_sign(*operands, out, axis, bool(keepdims))
+    return out, rules.logsumexp_sign(*operands, out, axis, bool(keepdims))
 
 
 def _staged(x):
@@ -108,7 +152,7 @@ def softmax(x, axis=None):
     >>> xform.jit(scipy.special.softmax)(np.log(np.array([1.0, 3.0])))
     array([0.25, 0.75])
     """
-    return scipy_softmax_p.bind(_staged(x), axis=_axis(x, axis))
+    return _family().scipy_softmax_p.bind(_staged(x), axis=_axis(x, axis))
 
 
 def log_softmax(x, axis=None):
@@ -119,8 +163,11 @@ def log_softmax(x, axis=None):
     >>> np.exp(xform.jit(scipy.special.log_softmax)(np.log(np.array([1.0, 3.0]))))
     array([0.25, 0.75])
     """
-    return scipy_log_softmax_p.bind(_staged(x), axis=_axis(x, axis))
+    return _family().scipy_log_softmax_p.bind(_staged(x), axis=_axis(x, axis))
 
+
+for _name in _UFUNC_NAMES:
+    UFUNCS[getattr(sc, _name)] = _waiting[_name] = _registering_entry(_name)
 
 _STAGED = [(sc.polygamma, polygamma), (sc.zeta, zeta), (sc.multigammaln, multigammaln),
            (sc.logsumexp, logsumexp), (sc.softmax, softmax), (sc.log_softmax, log_softmax)]
