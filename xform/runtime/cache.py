@@ -108,7 +108,9 @@ class Entry:
     writes only to the entry it already holds.
     """
 
-    __slots__ = ("value", "dependencies", "valid", "hits", "_general")
+    # (weakly referable: what its value holds names it weakly, so that no cycle through the
+    # entry leaves it to the garbage collector when it leaves the cache)
+    __slots__ = ("value", "dependencies", "valid", "hits", "_general", "__weakref__")
 
     def __init__(self, value, dependencies):
         self.value = value

@@ -145,7 +145,8 @@ class Dependencies:
         source = ("def valid():\n    try:\n        return " + (" and ".join(terms) or "True")
                   + "\n    except (AttributeError, ValueError):\n        return False\n")
         exec(compile(source, "<xform-dependencies>", "exec"), namespace)
-        self.valid = namespace["valid"]
+        # (taken out of its own globals: a cycle would leave it to the garbage collector)
+        self.valid = namespace.pop("valid")
         return self.valid
 
     def _cells_valid(self) -> bool:

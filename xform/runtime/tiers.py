@@ -8,6 +8,7 @@ compiles the graph, fully optimized, in its place (`FirstTier`).
 from __future__ import annotations
 
 import threading
+import weakref
 
 from xform.runtime.config import config
 
@@ -34,7 +35,9 @@ class FirstTier:
 
     Thread-safe: threads that race on the first call each interpret (what `run` reads is
     shared and immutable); the compile runs once, under a lock, and the others wait for it. `attach
-    (entry)` names the cache entry (whose `value` is `(this, unflatten)`) once it exists.
+    (entry)` names the cache entry (whose `value` is `(this, unflatten)`) once it exists, held
+    weakly: the entry holds this tier, and a cycle would leave both to the garbage collector,
+    whose collections would cost every first call more than the cycle saves.
     """
 
     __slots__ = ("_run", "_first", "_compile", "_entry", "_ran", "_compiled", "_lock")
@@ -50,7 +53,7 @@ class FirstTier:
         self._lock = threading.Lock()
 
     def attach(self, entry) -> None:
-        self._entry = entry
+        self._entry = weakref.ref(entry)
 
     def __call__(self, *args):
         compiled = self._compiled
@@ -68,7 +71,7 @@ class FirstTier:
         with self._lock:
             if self._compiled is None:
                 compiled, steady = self._compile()
-                entry = self._entry
+                entry = self._entry() if self._entry is not None else None
                 if entry is not None and entry.value[0] is self:
                     entry.value = steady
                     entry.specialize()   # its dependencies' check, generated for the hits
