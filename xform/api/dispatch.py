@@ -9,6 +9,7 @@ import collections.abc
 import functools
 import inspect
 import operator
+import sys
 import types
 import warnings
 import weakref
@@ -522,7 +523,7 @@ class Transformed(CachedCall):
                        if statics or static_keywords else _NO_STATICS)
         backend = self.backend
         # jax arrays go to XLA whatever its cost model says (xform.codegen.xla.lower)
-        jax_arrays = any(map(is_device_array, leaves))
+        jax_arrays = "jax" in sys.modules and any(map(is_device_array, leaves))
         device_inputs = jax_arrays and backend_in_use(backend) == "xla"
         key = (self.kind, self.params, backend, device_inputs, in_tree, signature, statics_key)
         staging = _Staging(self, device_inputs, in_tree, signature, statics, fixed, keywords,
@@ -530,7 +531,8 @@ class Transformed(CachedCall):
         # (staging computes its values with numpy: jax arrays read into numpy first)
         host_leaves = arguments_for_backend(leaves, "numpy") if jax_arrays else leaves
         entry = CACHE.build(self.fun, key,
-                            functools.partial(staging.first_entry, self.fun, host_leaves),
+                            functools.partial(in_backend, backend, device_inputs,
+                                              staging.first_entry, self.fun, host_leaves),
                             arguments=static_values)
         fn, unflatten = entry.value
         if type(fn) is FirstTier or type(fn) is Paths:
@@ -574,15 +576,12 @@ class _Staging:
 
     def first_entry(self, fun, leaves):
         """The value of the entry: `(code, finish)` of the first path `leaves` (jax arrays
-        read into numpy) take, or its Paths."""
-        return in_backend(self.backend, self.device_inputs, self._first_entry, fun, leaves)
-
-    def _first_entry(self, fun, leaves):
+        read into numpy) take, or its Paths; for the backend chosen here (`in_backend`)."""
         if self.statics or self.fixed:
             count_restaging(fun, self.kind)
-        staged = _with_static_values(fun, self.in_tree, self.statics, self.fixed, self.keywords)
+        staged = self._with_static_values(fun)
         run, unflatten, decisions, generators, record = self.stage_path(staged, leaves)
-        if impure(fun):    # found drawing where no equation stands for the draw
+        if _impure and impure(fun):    # found drawing where no equation stands for the draw
             hidden_effects_found(fun)
         elif walk_incomplete():
             # Code the walk could not follow may draw where no equation stands for the
@@ -601,16 +600,22 @@ class _Staging:
 
     def staged_in_backend(self, path_leaves):
         """A later path's staging (what `stage_path` gives), for the backend chosen here."""
-        fun = _with_static_values(self.held(), self.in_tree, self.statics, self.fixed,
-                                  self.keywords)
-        return in_backend(self.backend, self.device_inputs, self.stage_path, fun,
+        return in_backend(self.backend, self.device_inputs, self.stage_path,
+                          self._with_static_values(self.held()),
                           arguments_for_backend(path_leaves, "numpy"))
+
+    def _with_static_values(self, fun):
+        """The user's `fun` with this signature's static values put in."""
+        if not (self.statics or self.fixed or self.keywords is not None):
+            return fun      # (the common case: no wrapper)
+        return _with_static_values(fun, self.in_tree, self.statics, self.fixed,
+                                   self.keywords)
 
     def stage_path(self, fun, host_leaves):
         """(run, unflatten, decisions, generators, record) of the path the leaves of a call
         take (`host_leaves`: its jax arrays read into numpy, since staging computes its values
         with numpy)."""
-        avals = [aval_of_signature(s) for s in self.signature]
+        avals = list(map(aval_of_signature, self.signature))
         known = KnownValues.of(host_leaves)
         # XLA's code from the first call: an interpreted one would compute numpy's bits
         tier = "compile" if backend_in_use() == "xla" else first_call_tier()
@@ -684,19 +689,21 @@ def results_of(code, finish):
     return code
 
 
-_impure: "weakref.WeakSet" = weakref.WeakSet()   # functions with effects found by restaging
+# id -> weak reference, of the functions with effects found by restaging: a plain dict, whose
+# emptiness every first call tests in C (a WeakSet's would cost a frame)
+_impure: dict = {}
 
 
 def impure(fun) -> bool:
-    try:
-        return fun in _impure
-    except TypeError:
-        return False
+    held = _impure.get(id(fun))
+    return held is not None and held() is fun
 
 
 def note_impure(fun) -> None:
+    key = id(fun)
     try:
-        _impure.add(fun)
+        _impure[key] = weakref.ref(fun, lambda held: _impure.get(key) is held
+                                   and _impure.pop(key))
     except TypeError:
         pass
 
