@@ -7,9 +7,9 @@ walk of what the function reads (xform.runtime.reads.Reach, run by the cache's
 xform.runtime.effects.Watch) followed every function the code can run, those are recorded at
 once and no hook is installed: its events cost more than the walk's answer (`recording`);
 under another profiler, which is left in place, the walk's functions are recorded instead.
-The profile hook runs only while staged user code does: `watching` is the scope of that code,
-a field of the Runtime record runtime/cache.py installs (xform.ir.execute), and xform's own
-entry points pause it (xform.ir.execute.unwatched).
+The profile hook runs only while staged user code does: `watches` says whether the staged call
+is to be seen, a field of the Runtime record runtime/cache.py installs (xform.ir.execute), and
+xform's own entry points pause the hook (xform.ir.execute.unwatched).
 """
 from __future__ import annotations
 
@@ -334,7 +334,8 @@ _users_files = is_users_file.known
 
 
 def hook(frame, event, arg):
-    """The profile function `watching` installs (xform.ir.execute.unwatched pauses it)."""
+    """The profile function installed around a staged call that `watches` (paused by
+    xform.ir.execute.unwatched)."""
     if event != "call":
         return
     code = frame.f_code
@@ -352,8 +353,8 @@ class recording:
 
     `functions` are those the walk of `function` found (xform.runtime.effects.Watch). When
     they are every function the staging can run (`complete`), they are recorded at once and
-    no profile hook is needed. Otherwise the functions that run inside `watching()` (the
-    calls of staged functions) are recorded as the hook sees them, so transforms, passes and
+    no profile hook is needed. Otherwise the functions that run inside a staged call (when
+    `watches()`) are recorded as the hook sees them, so transforms, passes and
     codegen run at full speed; where no hook can be installed, the walk's functions.
     (A class, not a generator context manager: every build enters one.)
     """
@@ -371,50 +372,46 @@ class recording:
         dependencies.walked = self._functions
         if self._complete:
             dependencies.static = True
-            dependencies.add_walked()
-        self._stack = _recorders()
-        self._stack.append(dependencies)
+            if self._functions:
+                dependencies.add_walked()
+        stack = self._stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = self._stack = _recorders()
+        stack.append(dependencies)
         return dependencies
 
     def __exit__(self, kind, value, traceback):
         self._stack.pop()
-        self._dependencies.walked = ()    # an entry must not keep the functions alive
-        if kind is None:
-            self._dependencies.freeze()
+        dependencies = self._dependencies
+        dependencies.walked = ()    # an entry must not keep the functions alive
+        if kind is None and dependencies._guarded:
+            dependencies.freeze()
 
 
-class watching:
-    """Whether the Python functions that run inside are to be seen, for every active
-    recording: `__enter__` says whether the staged call should run with `hook` installed
-    (xform.ir.hooks.user_code_scope.call). (A class, not a generator context manager: every
-    staging enters one.)
+def watches() -> bool:
+    """Whether the Python functions the staged call runs are to be seen, for every active
+    recording: whether `hook` should be installed around it
+    (xform.ir.hooks.user_code_scope.call). (A function, not a scope: it holds nothing to
+    undo, and every staging asks.)
 
     Notes: a profiler that is already active (cProfile, another library's) is left alone,
     since one installed from C cannot be restored from Python; then each recording has what
     the walk of its function found (the functions its code, closures, defaults and data
     hold, to the walk's bounds).
     """
-
-    __slots__ = ()
-
-    def __enter__(self) -> bool:
-        stack = getattr(_local, "stack", None)
-        if not stack:
-            return False
+    stack = getattr(_local, "stack", None)
+    if not stack:
+        return False
+    for recorder in stack:
+        if not recorder.static:
+            break
+    else:
+        return False    # every recorder has what the hook would see
+    if sys.getprofile() is not None:
         for recorder in stack:
-            if not recorder.static:
-                break
-        else:
-            return False    # every recorder has what the hook would see
-        if sys.getprofile() is not None:
-            for recorder in stack:
-                recorder.add_walked()
-            return False
-        return True
-
-    def __exit__(self, *exc_info):
-        pass
-
+            recorder.add_walked()
+        return False
+    return True
 
 
 def note(dependencies: Dependencies) -> None:
