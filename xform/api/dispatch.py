@@ -444,6 +444,29 @@ def bind_keywords(fun, args, kwargs):
 _NO_STATICS = ((), ())
 
 
+class StaticPositions:
+    """`(n_args) -> (explicit, automatic)`, the static positions `of(n_args)` gives (see
+    `split_static`), remembered per argument count. A transform made anew for each call
+    (`grad(f)(x)` in a loop) is given one shared by the transforms of the same options, so
+    that its first call finds them at once."""
+
+    __slots__ = ("_of", "_positions")
+
+    def __init__(self, of):
+        self._of = of
+        self._positions = {}
+
+    def __call__(self, n_args):
+        positions = self._positions.get(n_args)
+        if positions is None:
+            positions = self._positions[n_args] = self._of(n_args)
+        return positions
+
+
+def _no_static_positions(n_args):
+    return _NO_STATICS
+
+
 class Transformed(CachedCall):
     """A transformed function with a per-signature cache of (graph, unflatten).
 
@@ -460,7 +483,7 @@ class Transformed(CachedCall):
                  static_keywords=(), keywords_automatic=True, first_call=None, inline=False,
                  backend=None):
         super().__init__()
-        self.backend = checked_backend(backend)
+        self.backend = checked_backend(backend) if backend is not None else None
         self.fun = fun
         self.inline = inline
         self.kind = kind
@@ -468,20 +491,13 @@ class Transformed(CachedCall):
         self.first_call = first_call
         self.params = params
         self.finish = finish
-        self.static = static
+        # (remembered per argument count: this is on the path of every first call)
+        self._static_positions = (_no_static_positions if static is None
+                                  else static if type(static) is StaticPositions
+                                  else StaticPositions(static))
         self.static_keywords = static_keywords
         self.keywords_automatic = keywords_automatic
-        self._positions = {}
         functools.update_wrapper(self, fun, updated=())
-
-    def _static_positions(self, n_args):
-        """`self.static(n_args)`, remembered per argument count (a transform is often made
-        anew for each call, so this is on the path of every such call)."""
-        positions = self._positions.get(n_args)
-        if positions is None:
-            positions = self._positions[n_args] = (self.static(n_args) if self.static
-                                                   else ((), ()))
-        return positions
 
     def _build_and_call(self, args, keywords=None):
         explicit, automatic = self._static_positions(len(args))
