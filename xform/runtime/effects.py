@@ -262,11 +262,11 @@ class Watch:
     def __init__(self, function, arguments=()):
         """`arguments`: what `function` is called with besides traced values (static
         arguments, keywords), walked as what it holds."""
-        generator_types = _generator_types()
+        generator_types = _ALL_GENERATOR_TYPES or _generator_types()
         self._loaded = bool(generator_types)
         self._raw = None
-        self._swapped = []
-        self._unstaged = []
+        self._swapped = ()
+        self._unstaged = ()
         self._token = None
         self.root_is_function = type(function) is types.FunctionType
         self.unfollowed = False
@@ -277,7 +277,7 @@ class Watch:
             self._constructs, self._generators, self._before, self._places = False, (), (), ()
             self._skip = without_group(*remembered[2]) if remembered[2] else None
             self.complete = remembered[3]
-            self.functions = [held() for held in remembered[4]]
+            self.functions = [held() for held in remembered[4]] if remembered[4] else ()
             self.unfollowed = remembered[5]
             return
         walk = _Effects(function, generator_types)
@@ -314,11 +314,17 @@ class Watch:
                                       held_functions(walk.checks), walk.unfollowed)
 
     def __enter__(self) -> "Watch":
-        proxies = {}
         self._unstaged, self._token = unstaged_effects()
         self._incomplete_token = _incomplete.set(self)
         if self._skip is not None:
             self._skip.__enter__()
+        if self._places:
+            self._swap()
+        return self
+
+    def _swap(self) -> None:
+        proxies = {}
+        self._swapped = []
         try:
             for generator, place in self._places:
                 proxy = proxies.get(id(generator))
@@ -328,12 +334,12 @@ class Watch:
                 self._swapped.append(place)
         except Exception:   # noqa: BLE001 (a read-only attribute, a frozen object)
             note_unstaged()  # what was swapped stays so: its draws are staged; others watched
-        return self
 
     def __exit__(self, *exc_info) -> None:
-        for place in reversed(self._swapped):
-            place.restore()
-        self._swapped = []
+        if self._swapped:
+            for place in reversed(self._swapped):
+                place.restore()
+            self._swapped = ()
         reset_unstaged(self._token)
         _incomplete.reset(self._incomplete_token)
         if self._skip is not None:
