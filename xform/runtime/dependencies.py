@@ -248,10 +248,10 @@ class Dependencies:
     def add_root(self, function) -> None:
         """The staged function itself, held weakly (a bound method: its instance's attributes
         are guarded too)."""
-        if isinstance(function, types.MethodType):
+        if type(function) is types.MethodType:
             self.add_contents(function.__self__)
             function = function.__func__
-        if not isinstance(function, types.FunctionType):
+        if type(function) is not types.FunctionType:    # (neither type has subclasses)
             return
         self.root, self.root_code = weakref.ref(function), code_outside_staging(function)
         self._added.add(id(function))
@@ -279,11 +279,18 @@ class Dependencies:
         self.add_code(code, function.__globals__)
         if function.__closure__ is None:    # (the common case: no cells, no generator to start)
             return
-        for _, cell, value in closure_cells(function):
+        for cell in function.__closure__:
+            try:
+                value = cell.cell_contents
+            except ValueError:  # a name of the enclosing scope not assigned yet
+                continue
+            if type(value) is types.FunctionType:   # (the common value: no contents)
+                self.cells.append((cell, value))
+                self.add_function(value)    # (by identity: closures of one code differ)
+                continue
             value = unproxied(value)    # a generator stands in a proxy only while staged
             self.cells.append((cell, value))
             self.add_contents(value)
-            self.add_function(value)    # (by identity: closures of one code differ)
 
     def add_code(self, code, namespace) -> None:
         """The globals `code` and the functions defined in it name (modules excepted)."""
