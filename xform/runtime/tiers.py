@@ -26,6 +26,9 @@ def first_call_tier() -> str:
     return "interpret"
 
 
+_making_locks = threading.Lock()   # (held only to make a first tier's own lock)
+
+
 class FirstTier:
     """The function a cache entry holds after a signature's first call: it calls `run(args)`
     (the interpreter, returning the list of results), and on the first call after that one
@@ -50,7 +53,7 @@ class FirstTier:
         self._entry = None
         self._ran = False
         self._compiled = None
-        self._lock = threading.Lock()
+        self._lock = None   # made by the first promotion: a tier never called again needs none
 
     def attach(self, entry) -> None:
         self._entry = weakref.ref(entry)
@@ -68,7 +71,13 @@ class FirstTier:
     def promote(self):
         """The compiled function, compiling it first if no call has: the entry's value
         then holds it in place of this tier."""
-        with self._lock:
+        lock = self._lock
+        if lock is None:
+            with _making_locks:
+                lock = self._lock
+                if lock is None:
+                    lock = self._lock = threading.Lock()
+        with lock:
             if self._compiled is None:
                 compiled, steady = self._compile()
                 entry = self._entry() if self._entry is not None else None
