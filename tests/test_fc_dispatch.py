@@ -65,3 +65,17 @@ def test_a_promoted_first_tier_and_its_paths_still_name_their_entry():
     assert g(-0.5) == 2.0 and g(-0.5) == 2.0    # a second path
     assert sum(n for name, n in xform.cache_info()["paths"].items()
                if "_branchy" in name) == 2
+
+
+@pytest.mark.parametrize("transform, name", [(xform.grad, "grad"),
+                                             (xform.value_and_grad, "value_and_grad")])
+def test_static_positions_shared_by_transforms_made_anew_still_refuse_an_overlap(transform,
+                                                                                  name):
+    def f(x, y):
+        return np.sum(x * y)
+    for _ in range(2):    # the second transform finds the positions of the first's options
+        with pytest.raises(xform.errors.TypeCheckError, match=f"^{name}: argnums 0 and the "
+                                                              "static arguments"):
+            transform(f, argnums=0, static_argnums=0)(np.ones(2), np.ones(2))
+    result = transform(f, argnums=0, static_argnums=1)(np.ones(2), 3)
+    assert np.array_equal(result if name == "grad" else result[1], np.full(2, 3.0))

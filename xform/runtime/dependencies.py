@@ -75,8 +75,8 @@ class Dependencies:
         self.contents = []  # (container, its items then): what staging may have read inside
         self.arrays = []    # (small writeable array, fingerprint of its bytes then)
         self._guarded = []  # containers and arrays to snapshot when recording ends
-        self._prints_when_seen = {}  # id(array) -> its fingerprint when staging first saw it
-        self._seen_containers = set()
+        # id -> each of them: an array's fingerprint when staging first saw it, else None
+        self._seen_containers = {}
         self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
         self.static = False  # recorded at once, with no profile hook (`recording`)
         # id -> code object whose globals are recorded (held, so that its id stays its own;
@@ -90,9 +90,9 @@ class Dependencies:
         """Snapshot the guarded containers and arrays as they are when recording ends."""
         for container in self._guarded:
             if type(container) is np.ndarray:
-                self.arrays.append((container, fingerprint(container)))
-                if self.arrays[-1][1] != self._prints_when_seen.get(id(container),
-                                                                    self.arrays[-1][1]):
+                now = fingerprint(container)
+                self.arrays.append((container, now))
+                if now != self._seen_containers[id(container)]:
                     raise self._side_effect_error(container)
             else:
                 # A nested staging ends while the generators stand in proxies: record them.
@@ -208,10 +208,9 @@ class Dependencies:
 
     def _guard(self, container) -> None:
         if id(container) not in self._seen_containers:
-            self._seen_containers.add(id(container))
+            self._seen_containers[id(container)] = (fingerprint(container)
+                                                    if type(container) is np.ndarray else None)
             self._guarded.append(container)
-            if type(container) is np.ndarray:
-                self._prints_when_seen[id(container)] = fingerprint(container)
 
     def _side_effect_error(self, array) -> SideEffectError:
         """Staging wrote into `array`: the cached calls would not (see SideEffectError)."""
