@@ -212,14 +212,21 @@ class Cache:
         """The usable entry for (fun, key), or None (a stale one is dropped)."""
         return self._lookup((self._function_key(fun), key))
 
+    def _served(self, full_key, entry) -> bool:
+        """Whether `entry`, found under `full_key`, is valid: then it serves this call (a hit,
+        and the most recently used entry)."""
+        if not entry.valid():
+            return False
+        entry.hits += 1
+        try:
+            self._entries.move_to_end(full_key)
+        except KeyError:  # evicted by another thread meanwhile
+            pass
+        return True
+
     def _lookup(self, full_key):
         entry = self._entries.get(full_key)
-        if entry is not None and entry.valid():
-            entry.hits += 1
-            try:
-                self._entries.move_to_end(full_key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
+        if entry is not None and self._served(full_key, entry):
             return entry
         with self._lock:    # (a miss, then a build: the lock costs nothing to speak of)
             if entry is not None:
@@ -235,13 +242,8 @@ class Cache:
         reads is recorded, unless `record` is False; `arguments`, its static arguments, are
         watched for random generators with it) or a graph (for transformed graphs)."""
         full_key = (self._function_key(owner), key)   # (filed with the entry it builds)
-        entry = self._entries.get(full_key)
-        if entry is not None and entry.valid():
-            entry.hits += 1
-            try:
-                self._entries.move_to_end(full_key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
+        entry = self._entries.get(full_key)     # (a function's first call finds none)
+        if entry is not None and self._served(full_key, entry):
             return entry
         with self._lock:    # (`_lookup`'s miss, and the build, under one acquisition)
             if entry is not None:
