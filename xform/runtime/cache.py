@@ -249,7 +249,9 @@ class Cache:
             if entry is not None:
                 self.invalidations += 1
             self.misses += 1
-            found = self._entries.get(full_key)
+            # (an owner with no entries, as at a function's first call: not looked up again,
+            # since hashing the full key is most of a lookup's cost)
+            found = self._entries.get(full_key) if full_key[0] in self._keys_of else None
             if found is not None:
                 if found is not entry and found.valid():    # another thread built it
                     return found
@@ -262,8 +264,8 @@ class Cache:
                 # call stages (and draws) again, as eager numpy would draw again.
                 entry.valid = _valid_during_this_build()
             self.builds += 1
-            if full_key in self._entries:   # filed by a nested build of the same key
-                self._unfile(full_key)
+            if full_key[0] in self._keys_of and full_key in self._entries:
+                self._unfile(full_key)      # filed by a nested build of the same key
             self._file(full_key, entry)
             if nested:
                 _builds.added.append((self, full_key))
