@@ -79,3 +79,23 @@ def test_static_positions_shared_by_transforms_made_anew_still_refuse_an_overlap
             transform(f, argnums=0, static_argnums=0)(np.ones(2), np.ones(2))
     result = transform(f, argnums=0, static_argnums=1)(np.ones(2), 3)
     assert np.array_equal(result if name == "grad" else result[1], np.full(2, 3.0))
+
+
+def test_a_function_found_impure_is_remembered_while_it_lives():
+    from xform.api import dispatch
+    f = types.FunctionType(_sum.__code__, _sum.__globals__)
+    g = types.FunctionType(_sum.__code__, _sum.__globals__)
+    dispatch.note_impure(f)
+    assert dispatch.impure(f) and not dispatch.impure(g)
+    key = id(f)
+    del f
+    assert key not in dispatch._impure     # forgotten with it: its id may be reused
+
+    class Slotted:      # not weakly referable: never remembered, and no error
+        __slots__ = ()
+
+        def __call__(self):
+            return 0.0
+    slotted = Slotted()
+    dispatch.note_impure(slotted)
+    assert not dispatch.impure(slotted)

@@ -595,7 +595,7 @@ class _Staging:
         read into numpy) take, or its Paths; for the backend chosen here (`in_backend`)."""
         if self.statics or self.fixed:
             count_restaging(fun, self.kind)
-        staged = self._with_static_values(fun)
+        staged = self._staged_function(fun)
         run, unflatten, decisions, generators, record = self.stage_path(staged, leaves)
         if _impure and impure(fun):    # found drawing where no equation stands for the draw
             hidden_effects_found(fun)
@@ -617,10 +617,10 @@ class _Staging:
     def staged_in_backend(self, path_leaves):
         """A later path's staging (what `stage_path` gives), for the backend chosen here."""
         return in_backend(self.backend, self.device_inputs, self.stage_path,
-                          self._with_static_values(self.held()),
+                          self._staged_function(self.held()),
                           arguments_for_backend(path_leaves, "numpy"))
 
-    def _with_static_values(self, fun):
+    def _staged_function(self, fun):
         """The user's `fun` with this signature's static values put in."""
         if not (self.statics or self.fixed or self.keywords is not None):
             return fun      # (the common case: no wrapper)
@@ -717,9 +717,12 @@ def impure(fun) -> bool:
 
 def note_impure(fun) -> None:
     key = id(fun)
+
+    def forget(held):     # (`fun` died: its id may be another function's next)
+        if _impure.get(key) is held:
+            del _impure[key]
     try:
-        _impure[key] = weakref.ref(fun, lambda held: _impure.get(key) is held
-                                   and _impure.pop(key))
+        _impure[key] = weakref.ref(fun, forget)
     except TypeError:
         pass
 

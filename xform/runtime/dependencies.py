@@ -75,7 +75,8 @@ class Dependencies:
         self.contents = []  # (container, its items then): what staging may have read inside
         self.arrays = []    # (small writeable array, fingerprint of its bytes then)
         self._guarded = []  # containers and arrays to snapshot when recording ends
-        # id -> each of them: an array's fingerprint when staging first saw it, else None
+        # id of each guarded one -> an array's fingerprint when staging first saw it (None
+        # for a container)
         self._seen_containers = {}
         self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
         self.static = False  # recorded at once, with no profile hook (`recording`)
