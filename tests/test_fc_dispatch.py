@@ -99,3 +99,40 @@ def test_a_function_found_impure_is_remembered_while_it_lives():
     slotted = Slotted()
     dispatch.note_impure(slotted)
     assert not dispatch.impure(slotted)
+
+
+def _function_and_fresh_copy(source, **namespace):
+    namespace["np"] = np
+    exec(source, namespace)
+    f = namespace["f"]
+    return f, types.FunctionType(f.__code__, namespace), namespace
+
+
+def test_a_staged_copys_answer_is_remembered_for_reads_compared_by_identity(monkeypatch):
+    from xform.runtime import effects
+    f, fresh, _ = _function_and_fresh_copy("def f(x):\n    return np.sum(helper(x))\n"
+                                           "def helper(x):\n    return x * 2.0\n")
+    calls = []
+    copy = effects.copy_for_staging
+    monkeypatch.setattr(effects, "copy_for_staging", lambda fun: calls.append(fun) or copy(fun))
+    with effects.Watch(f):
+        assert effects.staged_copy(f) == (f, None)
+    with effects.Watch(fresh):      # the same code reading the same functions
+        assert effects.staged_copy(fresh) == (fresh, None)
+    assert calls == [f]
+
+
+def test_a_staged_copy_is_made_anew_where_a_read_is_not_compared_by_identity():
+    # A number is read as it is, an array through a copy; the walk's check takes any number
+    # or array for another, so the first answer must not serve the second function.
+    f, fresh, namespace = _function_and_fresh_copy("def f(x):\n    return x * TABLE\n",
+                                                   TABLE=2.0)
+    from xform.runtime import effects
+    with effects.Watch(f):
+        assert effects.staged_copy(f) == (f, None)
+    namespace["TABLE"] = np.arange(3.0)
+    with effects.Watch(fresh):
+        staged, undo = effects.staged_copy(fresh)
+    assert staged is not fresh
+    undo()
+    assert np.array_equal(xform.grad(lambda x: np.sum(fresh(x)))(np.ones(3)), np.arange(3.0))

@@ -23,10 +23,9 @@ from xform.codegen import compile_graph
 from xform.ir import contexts, execute
 from xform.runtime.reads import mutation_watch
 from xform.runtime.config import config
-from xform.numpy.captured import copy_for_staging
 from xform.numpy.stand_ins import installed_count, staging_scope
 from xform.runtime.dependencies import Dependencies, hook, note, recording, watches
-from xform.runtime.effects import Watch, raise_shared_draws
+from xform.runtime.effects import Watch, raise_shared_draws, staged_copy
 from xform.runtime.executors import map_chunks, map_lazy
 from xform.runtime.paths import Paths, paths_info
 from xform.runtime.tiers import FirstTier
@@ -435,4 +434,4 @@ execute.install(execute.Runtime(
     build_staging=_build_staging, lookup_staging=_lookup_staging,
     map_chunks=map_chunks, map_lazy=map_lazy, mutation_watch=mutation_watch,
     staging_scope=staging_scope, stand_ins_installed=installed_count, watches=watches,
-    profile_hook=hook, staged_copy=copy_for_staging))
+    profile_hook=hook, staged_copy=staged_copy))
