@@ -387,7 +387,8 @@ def staged_copy(fun):
     the same answer. (Only the answer "no copy" is kept: a copy holds the state of its reads.)
     """
     watch = _incomplete.get()
-    if watch is None or watch._root is not fun or watch._copied_as_is is None:
+    if (watch is None or watch._root is not fun or watch._copied_as_is is None
+            or type(fun.__globals__) is not dict):    # (a staged copy's own: its globals)
         return copy_for_staging(fun)
     if watch._copied_as_is[0]:
         return fun, None
