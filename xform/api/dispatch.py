@@ -9,6 +9,7 @@ import collections.abc
 import functools
 import inspect
 import operator
+import sys
 import types
 import warnings
 import weakref
@@ -443,6 +444,29 @@ def bind_keywords(fun, args, kwargs):
 _NO_STATICS = ((), ())
 
 
+class StaticPositions:
+    """`(n_args) -> (explicit, automatic)`, the static positions `of(n_args)` gives (see
+    `split_static`), remembered per argument count. A transform made anew for each call
+    (`grad(f)(x)` in a loop) is given one shared by the transforms of the same options, so
+    that its first call finds them at once."""
+
+    __slots__ = ("_of", "_positions")
+
+    def __init__(self, of):
+        self._of = of
+        self._positions = {}
+
+    def __call__(self, n_args):
+        positions = self._positions.get(n_args)
+        if positions is None:
+            positions = self._positions[n_args] = self._of(n_args)
+        return positions
+
+
+def _no_static_positions(n_args):
+    return _NO_STATICS
+
+
 class Transformed(CachedCall):
     """A transformed function with a per-signature cache of (graph, unflatten).
 
@@ -459,7 +483,7 @@ class Transformed(CachedCall):
                  static_keywords=(), keywords_automatic=True, first_call=None, inline=False,
                  backend=None):
         super().__init__()
-        self.backend = checked_backend(backend)
+        self.backend = checked_backend(backend) if backend is not None else None
         self.fun = fun
         self.inline = inline
         self.kind = kind
@@ -467,20 +491,13 @@ class Transformed(CachedCall):
         self.first_call = first_call
         self.params = params
         self.finish = finish
-        self.static = static
+        # (remembered per argument count: this is on the path of every first call)
+        self._static_positions = (_no_static_positions if static is None
+                                  else static if type(static) is StaticPositions
+                                  else StaticPositions(static))
         self.static_keywords = static_keywords
         self.keywords_automatic = keywords_automatic
-        self._positions = {}
         functools.update_wrapper(self, fun, updated=())
-
-    def _static_positions(self, n_args):
-        """`self.static(n_args)`, remembered per argument count (a transform is often made
-        anew for each call, so this is on the path of every such call)."""
-        positions = self._positions.get(n_args)
-        if positions is None:
-            positions = self._positions[n_args] = (self.static(n_args) if self.static
-                                                   else ((), ()))
-        return positions
 
     def _build_and_call(self, args, keywords=None):
         explicit, automatic = self._static_positions(len(args))
@@ -522,7 +539,7 @@ class Transformed(CachedCall):
                        if statics or static_keywords else _NO_STATICS)
         backend = self.backend
         # jax arrays go to XLA whatever its cost model says (xform.codegen.xla.lower)
-        jax_arrays = any(map(is_device_array, leaves))
+        jax_arrays = "jax" in sys.modules and any(map(is_device_array, leaves))
         device_inputs = jax_arrays and backend_in_use(backend) == "xla"
         key = (self.kind, self.params, backend, device_inputs, in_tree, signature, statics_key)
         staging = _Staging(self, device_inputs, in_tree, signature, statics, fixed, keywords,
@@ -530,7 +547,8 @@ class Transformed(CachedCall):
         # (staging computes its values with numpy: jax arrays read into numpy first)
         host_leaves = arguments_for_backend(leaves, "numpy") if jax_arrays else leaves
         entry = CACHE.build(self.fun, key,
-                            functools.partial(staging.first_entry, self.fun, host_leaves),
+                            functools.partial(in_backend, backend, device_inputs,
+                                              staging.first_entry, self.fun, host_leaves),
                             arguments=static_values)
         fn, unflatten = entry.value
         if type(fn) is FirstTier or type(fn) is Paths:
@@ -574,15 +592,12 @@ class _Staging:
 
     def first_entry(self, fun, leaves):
         """The value of the entry: `(code, finish)` of the first path `leaves` (jax arrays
-        read into numpy) take, or its Paths."""
-        return in_backend(self.backend, self.device_inputs, self._first_entry, fun, leaves)
-
-    def _first_entry(self, fun, leaves):
+        read into numpy) take, or its Paths; for the backend chosen here (`in_backend`)."""
         if self.statics or self.fixed:
             count_restaging(fun, self.kind)
-        staged = _with_static_values(fun, self.in_tree, self.statics, self.fixed, self.keywords)
+        staged = self._staged_function(fun)
         run, unflatten, decisions, generators, record = self.stage_path(staged, leaves)
-        if impure(fun):    # found drawing where no equation stands for the draw
+        if _impure and impure(fun):    # found drawing where no equation stands for the draw
             hidden_effects_found(fun)
         elif walk_incomplete():
             # Code the walk could not follow may draw where no equation stands for the
@@ -601,16 +616,22 @@ class _Staging:
 
     def staged_in_backend(self, path_leaves):
         """A later path's staging (what `stage_path` gives), for the backend chosen here."""
-        fun = _with_static_values(self.held(), self.in_tree, self.statics, self.fixed,
-                                  self.keywords)
-        return in_backend(self.backend, self.device_inputs, self.stage_path, fun,
+        return in_backend(self.backend, self.device_inputs, self.stage_path,
+                          self._staged_function(self.held()),
                           arguments_for_backend(path_leaves, "numpy"))
+
+    def _staged_function(self, fun):
+        """The user's `fun` with this signature's static values put in."""
+        if not (self.statics or self.fixed or self.keywords is not None):
+            return fun      # (the common case: no wrapper)
+        return _with_static_values(fun, self.in_tree, self.statics, self.fixed,
+                                   self.keywords)
 
     def stage_path(self, fun, host_leaves):
         """(run, unflatten, decisions, generators, record) of the path the leaves of a call
         take (`host_leaves`: its jax arrays read into numpy, since staging computes its values
         with numpy)."""
-        avals = [aval_of_signature(s) for s in self.signature]
+        avals = list(map(aval_of_signature, self.signature))
         known = KnownValues.of(host_leaves)
         # XLA's code from the first call: an interpreted one would compute numpy's bits
         tier = "compile" if backend_in_use() == "xla" else first_call_tier()
@@ -684,19 +705,24 @@ def results_of(code, finish):
     return code
 
 
-_impure: "weakref.WeakSet" = weakref.WeakSet()   # functions with effects found by restaging
+# id -> weak reference, of the functions with effects found by restaging: a plain dict, whose
+# emptiness every first call tests in C (a WeakSet's would cost a frame)
+_impure: dict = {}
 
 
 def impure(fun) -> bool:
-    try:
-        return fun in _impure
-    except TypeError:
-        return False
+    held = _impure.get(id(fun))
+    return held is not None and held() is fun
 
 
 def note_impure(fun) -> None:
+    key = id(fun)
+
+    def forget(held):     # (`fun` died: its id may be another function's next)
+        if _impure.get(key) is held:
+            del _impure[key]
     try:
-        _impure.add(fun)
+        _impure[key] = weakref.ref(fun, forget)
     except TypeError:
         pass
 

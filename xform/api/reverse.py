@@ -7,9 +7,9 @@ import itertools
 
 import numpy as np
 
-from xform.api.dispatch import (FIRST_RESULT, Transformed, aval_of_signature, leaf_signature,
-                                normalize_argnums, present_argnums, run, static_positions,
-                                transformed)
+from xform.api.dispatch import (FIRST_RESULT, StaticPositions, Transformed, aval_of_signature,
+                                leaf_signature, normalize_argnums, present_argnums, run,
+                                static_positions, transformed)
 from xform.api.forward import as_dtype
 from xform.api.pipeline import as_built, finish_graph, fuse_if_enabled, owned_values
 from xform.errors import (MissingRuleError, ShapeError, TreeMismatchError, TypeCheckError,
@@ -118,28 +118,33 @@ def differentiated_static(fun, argnums, static_argnums, static_argnames, name):
     """`(static, static_keywords)` for a transform differentiating `argnums`: the positions
     it does not differentiate are automatic, static_argnums/static_argnames explicit."""
     explicit_spec, static_keywords = static_positions(fun, static_argnums, static_argnames)
-    memo_key = (argnums, explicit_spec) if type(argnums) in (int, tuple) else None
+    # Shared by the transforms of these positions: grad(f) is often made anew for each call.
+    memo_key = static = None
+    if type(argnums) in (int, tuple):
+        memo_key = (name, argnums, explicit_spec)
+        try:
+            static = _STATIC_POSITIONS.get(memo_key)
+        except TypeError:   # something unhashable among the positions: its call says what
+            memo_key = None
+    if static is not None:
+        return static, static_keywords
 
-    def static(n_args):
-        # Remembered across transforms: grad(f) is often made anew for each call.
-        found = _STATIC_POSITIONS.get((memo_key, n_args)) if memo_key is not None else None
-        if found is not None:
-            return found
+    def of(n_args):
         nums = normalize_argnums(argnums, n_args)
         explicit = present_argnums(explicit_spec, n_args)
         if set(nums) & set(explicit):
             raise TypeCheckError(f"{name}: argnums {argnums} and the static arguments "
                                  f"{explicit} overlap", user_frame_info())
-        found = explicit, tuple(i for i in range(n_args) if i not in nums)
-        if memo_key is not None:
-            if len(_STATIC_POSITIONS) >= 1024:
-                _STATIC_POSITIONS.clear()
-            _STATIC_POSITIONS[(memo_key, n_args)] = found
-        return found
+        return explicit, tuple(i for i in range(n_args) if i not in nums)
+    static = StaticPositions(of)
+    if memo_key is not None:
+        if len(_STATIC_POSITIONS) >= 1024:
+            _STATIC_POSITIONS.clear()
+        _STATIC_POSITIONS[memo_key] = static
     return static, static_keywords
 
 
-_STATIC_POSITIONS: dict = {}   # ((argnums, explicit static positions), n_args) -> static()
+_STATIC_POSITIONS: dict = {}   # (transform, argnums, explicit static positions) -> static
 
 
 def _gradient_transform(fun, argnums, has_aux, holomorphic, allow_int, static_argnums,

@@ -55,11 +55,10 @@ class Runtime:
         installers have run so far, first running those of modules imported since (with
         `install_new`): a staging during which the count grew failed before they were in
         place (a SciPy module imported inside the staged function), and runs again.
-    watching: `watching()`, the context manager entered inside `staging_scope()`, whose
-        `__enter__` says whether `profile_hook` should see the staged call
-        (xform.runtime.dependencies).
+    watches: `watches() -> bool`, asked inside `staging_scope()`: whether `profile_hook`
+        should see the staged call (xform.runtime.dependencies).
     profile_hook: the profile function `sys.setprofile` installs right around the staged
-        call when `watching` asks for it; xform's entry points pause it (`unwatched`).
+        call when `watches()` says so; xform's entry points pause it (`unwatched`).
     staged_copy: `staged_copy(fun) -> (staged, undo or None)`: staging calls `staged` in
         place of `fun`, then `undo()` (xform.numpy.captured: a copy of the user's function
         reading its captured arrays so that traced indices stage a gather).
@@ -76,7 +75,7 @@ class Runtime:
     mutation_watch: Callable
     staging_scope: Callable
     stand_ins_installed: Callable
-    watching: Callable
+    watches: Callable
     profile_hook: Callable
     staged_copy: Callable
 

@@ -13,25 +13,25 @@ from xform.ir.execute import runtime
 
 class user_code_scope:
     """The context in which `stage_function` calls the function it stages, through `call`:
-    the runtime's `staging_scope`, then its `watching`; `as` gives `stand_ins_installed()` as
-    the staging scope left it. The watcher's profile hook (each of whose events CPython 3.11
-    pays with a frame object and a dict of its locals) is installed by `call` right around the
-    user's function, so that it sees little besides the user's code: not these scopes' own
-    frames. (A class, not a generator context manager: every staging enters one.)"""
+    the runtime's `staging_scope`, in which its `watches()` says whether the watcher's
+    profile hook sees the call; `as` gives `stand_ins_installed()` as the staging scope left
+    it. The hook (each of whose events CPython 3.11 pays with a frame object and a dict of its
+    locals) is installed by `call` right around the user's function, so that it sees little
+    besides the user's code: not these scopes' own frames. (A class, not a generator context
+    manager: every staging enters one.)"""
 
-    __slots__ = ("_staging", "_watching", "_hook", "_copy")
+    __slots__ = ("_staging", "_hook", "_copy")
 
     def __enter__(self) -> int:
         current = runtime()
         self._copy = current.staged_copy
-        self._staging = current.staging_scope()
-        self._staging.__enter__()
+        staging = self._staging = current.staging_scope()
+        staging.__enter__()
         try:
             installed = current.stand_ins_installed()
-            self._watching = current.watching()
-            self._hook = current.profile_hook if self._watching.__enter__() else None
+            self._hook = current.profile_hook if current.watches() else None
         except BaseException:
-            self._staging.__exit__(*sys.exc_info())
+            staging.__exit__(*sys.exc_info())
             raise
         return installed
 
@@ -53,7 +53,4 @@ class user_code_scope:
                 undo()
 
     def __exit__(self, *exc_info):
-        try:
-            self._watching.__exit__(*exc_info)
-        finally:
-            self._staging.__exit__(*exc_info)
+        self._staging.__exit__(*exc_info)

@@ -331,6 +331,8 @@ def _copy_reads_the_same(fun, looked_at: set) -> bool:
         return False
     for name in names:
         value = namespace.get(name, _UNBOUND)
+        if type(value) is types.ModuleType:     # (the most common value: no call)
+            continue
         if value is _UNBOUND:
             if name not in _builtin_names(namespace):
                 return False

@@ -23,10 +23,9 @@ from xform.codegen import compile_graph
 from xform.ir import contexts, execute
 from xform.runtime.reads import mutation_watch
 from xform.runtime.config import config
-from xform.numpy.captured import copy_for_staging
 from xform.numpy.stand_ins import installed_count, staging_scope
-from xform.runtime.dependencies import Dependencies, hook, note, recording, watching
-from xform.runtime.effects import Watch, raise_shared_draws
+from xform.runtime.dependencies import Dependencies, hook, note, recording, watches
+from xform.runtime.effects import Watch, raise_shared_draws, staged_copy
 from xform.runtime.executors import map_chunks, map_lazy
 from xform.runtime.paths import Paths, paths_info
 from xform.runtime.tiers import FirstTier
@@ -108,7 +107,9 @@ class Entry:
     writes only to the entry it already holds.
     """
 
-    __slots__ = ("value", "dependencies", "valid", "hits", "_general")
+    # (weakly referable: what its value holds names it weakly, so that no cycle through the
+    # entry leaves it to the garbage collector when it leaves the cache)
+    __slots__ = ("value", "dependencies", "valid", "hits", "_general", "__weakref__")
 
     def __init__(self, value, dependencies):
         self.value = value
@@ -210,14 +211,21 @@ class Cache:
         """The usable entry for (fun, key), or None (a stale one is dropped)."""
         return self._lookup((self._function_key(fun), key))
 
+    def _served(self, full_key, entry) -> bool:
+        """Whether `entry`, found under `full_key`, is valid: then it serves this call (a hit,
+        and the most recently used entry)."""
+        if not entry.valid():
+            return False
+        entry.hits += 1
+        try:
+            self._entries.move_to_end(full_key)
+        except KeyError:  # evicted by another thread meanwhile
+            pass
+        return True
+
     def _lookup(self, full_key):
         entry = self._entries.get(full_key)
-        if entry is not None and entry.valid():
-            entry.hits += 1
-            try:
-                self._entries.move_to_end(full_key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
+        if entry is not None and self._served(full_key, entry):
             return entry
         with self._lock:    # (a miss, then a build: the lock costs nothing to speak of)
             if entry is not None:
@@ -233,13 +241,20 @@ class Cache:
         reads is recorded, unless `record` is False; `arguments`, its static arguments, are
         watched for random generators with it) or a graph (for transformed graphs)."""
         full_key = (self._function_key(owner), key)   # (filed with the entry it builds)
-        entry = self._lookup(full_key)
-        if entry is not None:
+        entry = self._entries.get(full_key)     # (a function's first call finds none)
+        if entry is not None and self._served(full_key, entry):
             return entry
-        with self._lock:
-            entry = self._entries.get(full_key)
-            if entry is not None and entry.valid():
-                return entry
+        with self._lock:    # (`_lookup`'s miss, and the build, under one acquisition)
+            if entry is not None:
+                self.invalidations += 1
+            self.misses += 1
+            # (an owner with no entries, as at a function's first call: not looked up again,
+            # since hashing the full key is most of a lookup's cost)
+            found = self._entries.get(full_key) if full_key[0] in self._keys_of else None
+            if found is not None:
+                if found is not entry and found.valid():    # another thread built it
+                    return found
+                self._unfile(full_key)     # the invalid entry found above
             nested = getattr(_builds, "depth", 0) > 0
             value, dependencies = self._recorded(owner, make, record, arguments)
             entry = Entry(value, dependencies)
@@ -248,11 +263,13 @@ class Cache:
                 # call stages (and draws) again, as eager numpy would draw again.
                 entry.valid = _valid_during_this_build()
             self.builds += 1
-            self._unfile(full_key)     # the invalid entry found above, if any
+            if full_key[0] in self._keys_of and full_key in self._entries:
+                self._unfile(full_key)      # filed by a nested build of the same key
             self._file(full_key, entry)
             if nested:
                 _builds.added.append((self, full_key))
-            self._evict_beyond(self.max_entries)
+            if len(self._entries) > self.max_entries:
+                self._evict_beyond(self.max_entries)
             return entry
 
     def stage_path(self, owner, make, entry):
@@ -416,5 +433,5 @@ execute.install(execute.Runtime(
     build=lambda graph, key, make: DERIVED.build(graph, key, make, record=False).value,
     build_staging=_build_staging, lookup_staging=_lookup_staging,
     map_chunks=map_chunks, map_lazy=map_lazy, mutation_watch=mutation_watch,
-    staging_scope=staging_scope, stand_ins_installed=installed_count, watching=watching,
-    profile_hook=hook, staged_copy=copy_for_staging))
+    staging_scope=staging_scope, stand_ins_installed=installed_count, watches=watches,
+    profile_hook=hook, staged_copy=staged_copy))

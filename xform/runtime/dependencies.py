@@ -7,9 +7,9 @@ walk of what the function reads (xform.runtime.reads.Reach, run by the cache's
 xform.runtime.effects.Watch) followed every function the code can run, those are recorded at
 once and no hook is installed: its events cost more than the walk's answer (`recording`);
 under another profiler, which is left in place, the walk's functions are recorded instead.
-The profile hook runs only while staged user code does: `watching` is the scope of that code,
-a field of the Runtime record runtime/cache.py installs (xform.ir.execute), and xform's own
-entry points pause it (xform.ir.execute.unwatched).
+The profile hook runs only while staged user code does: `watches` says whether the staged call
+is to be seen, a field of the Runtime record runtime/cache.py installs (xform.ir.execute), and
+xform's own entry points pause the hook (xform.ir.execute.unwatched).
 """
 from __future__ import annotations
 
@@ -75,8 +75,9 @@ class Dependencies:
         self.contents = []  # (container, its items then): what staging may have read inside
         self.arrays = []    # (small writeable array, fingerprint of its bytes then)
         self._guarded = []  # containers and arrays to snapshot when recording ends
-        self._prints_when_seen = {}  # id(array) -> its fingerprint when staging first saw it
-        self._seen_containers = set()
+        # id of each guarded one -> an array's fingerprint when staging first saw it (None
+        # for a container)
+        self._seen_containers = {}
         self.draws = False  # staging drew random numbers: rebuild on every call (effects.py)
         self.static = False  # recorded at once, with no profile hook (`recording`)
         # id -> code object whose globals are recorded (held, so that its id stays its own;
@@ -90,9 +91,9 @@ class Dependencies:
         """Snapshot the guarded containers and arrays as they are when recording ends."""
         for container in self._guarded:
             if type(container) is np.ndarray:
-                self.arrays.append((container, fingerprint(container)))
-                if self.arrays[-1][1] != self._prints_when_seen.get(id(container),
-                                                                    self.arrays[-1][1]):
+                now = fingerprint(container)
+                self.arrays.append((container, now))
+                if now != self._seen_containers[id(container)]:
                     raise self._side_effect_error(container)
             else:
                 # A nested staging ends while the generators stand in proxies: record them.
@@ -145,7 +146,8 @@ class Dependencies:
         source = ("def valid():\n    try:\n        return " + (" and ".join(terms) or "True")
                   + "\n    except (AttributeError, ValueError):\n        return False\n")
         exec(compile(source, "<xform-dependencies>", "exec"), namespace)
-        self.valid = namespace["valid"]
+        # (taken out of its own globals: a cycle would leave it to the garbage collector)
+        self.valid = namespace.pop("valid")
         return self.valid
 
     def _cells_valid(self) -> bool:
@@ -207,10 +209,9 @@ class Dependencies:
 
     def _guard(self, container) -> None:
         if id(container) not in self._seen_containers:
-            self._seen_containers.add(id(container))
+            self._seen_containers[id(container)] = (fingerprint(container)
+                                                    if type(container) is np.ndarray else None)
             self._guarded.append(container)
-            if type(container) is np.ndarray:
-                self._prints_when_seen[id(container)] = fingerprint(container)
 
     def _side_effect_error(self, array) -> SideEffectError:
         """Staging wrote into `array`: the cached calls would not (see SideEffectError)."""
@@ -247,10 +248,10 @@ class Dependencies:
     def add_root(self, function) -> None:
         """The staged function itself, held weakly (a bound method: its instance's attributes
         are guarded too)."""
-        if isinstance(function, types.MethodType):
+        if type(function) is types.MethodType:
             self.add_contents(function.__self__)
             function = function.__func__
-        if not isinstance(function, types.FunctionType):
+        if type(function) is not types.FunctionType:    # (neither type has subclasses)
             return
         self.root, self.root_code = weakref.ref(function), code_outside_staging(function)
         self._added.add(id(function))
@@ -278,11 +279,18 @@ class Dependencies:
         self.add_code(code, function.__globals__)
         if function.__closure__ is None:    # (the common case: no cells, no generator to start)
             return
-        for _, cell, value in closure_cells(function):
+        for cell in function.__closure__:
+            try:
+                value = cell.cell_contents
+            except ValueError:  # a name of the enclosing scope not assigned yet
+                continue
+            if type(value) is types.FunctionType:   # (the common value: no contents)
+                self.cells.append((cell, value))
+                self.add_function(value)    # (by identity: closures of one code differ)
+                continue
             value = unproxied(value)    # a generator stands in a proxy only while staged
             self.cells.append((cell, value))
             self.add_contents(value)
-            self.add_function(value)    # (by identity: closures of one code differ)
 
     def add_code(self, code, namespace) -> None:
         """The globals `code` and the functions defined in it name (modules excepted)."""
@@ -333,7 +341,8 @@ _users_files = is_users_file.known
 
 
 def hook(frame, event, arg):
-    """The profile function `watching` installs (xform.ir.execute.unwatched pauses it)."""
+    """The profile function installed around a staged call that `watches` (paused by
+    xform.ir.execute.unwatched)."""
     if event != "call":
         return
     code = frame.f_code
@@ -351,8 +360,8 @@ class recording:
 
     `functions` are those the walk of `function` found (xform.runtime.effects.Watch). When
     they are every function the staging can run (`complete`), they are recorded at once and
-    no profile hook is needed. Otherwise the functions that run inside `watching()` (the
-    calls of staged functions) are recorded as the hook sees them, so transforms, passes and
+    no profile hook is needed. Otherwise the functions that run inside a staged call (when
+    `watches()`) are recorded as the hook sees them, so transforms, passes and
     codegen run at full speed; where no hook can be installed, the walk's functions.
     (A class, not a generator context manager: every build enters one.)
     """
@@ -370,50 +379,46 @@ class recording:
         dependencies.walked = self._functions
         if self._complete:
             dependencies.static = True
-            dependencies.add_walked()
-        self._stack = _recorders()
-        self._stack.append(dependencies)
+            if self._functions:
+                dependencies.add_walked()
+        stack = self._stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = self._stack = _recorders()
+        stack.append(dependencies)
         return dependencies
 
     def __exit__(self, kind, value, traceback):
         self._stack.pop()
-        self._dependencies.walked = ()    # an entry must not keep the functions alive
-        if kind is None:
-            self._dependencies.freeze()
+        dependencies = self._dependencies
+        dependencies.walked = ()    # an entry must not keep the functions alive
+        if kind is None and dependencies._guarded:
+            dependencies.freeze()
 
 
-class watching:
-    """Whether the Python functions that run inside are to be seen, for every active
-    recording: `__enter__` says whether the staged call should run with `hook` installed
-    (xform.ir.hooks.user_code_scope.call). (A class, not a generator context manager: every
-    staging enters one.)
+def watches() -> bool:
+    """Whether the Python functions the staged call runs are to be seen, for every active
+    recording: whether `hook` should be installed around it
+    (xform.ir.hooks.user_code_scope.call). (A function, not a scope: it holds nothing to
+    undo, and every staging asks.)
 
     Notes: a profiler that is already active (cProfile, another library's) is left alone,
     since one installed from C cannot be restored from Python; then each recording has what
     the walk of its function found (the functions its code, closures, defaults and data
     hold, to the walk's bounds).
     """
-
-    __slots__ = ()
-
-    def __enter__(self) -> bool:
-        stack = getattr(_local, "stack", None)
-        if not stack:
-            return False
+    stack = getattr(_local, "stack", None)
+    if not stack:
+        return False
+    for recorder in stack:
+        if not recorder.static:
+            break
+    else:
+        return False    # every recorder has what the hook would see
+    if sys.getprofile() is not None:
         for recorder in stack:
-            if not recorder.static:
-                break
-        else:
-            return False    # every recorder has what the hook would see
-        if sys.getprofile() is not None:
-            for recorder in stack:
-                recorder.add_walked()
-            return False
-        return True
-
-    def __exit__(self, *exc_info):
-        pass
-
+            recorder.add_walked()
+        return False
+    return True
 
 
 def note(dependencies: Dependencies) -> None:

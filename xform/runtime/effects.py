@@ -47,7 +47,8 @@ from contextvars import ContextVar
 import numpy as np
 
 from xform.errors import UnstagedEffectWarning, UnsupportedError
-from xform.runtime.reads import MAX_OBJECTS, Reach, held_functions, holds
+from xform.numpy.captured import copy_for_staging
+from xform.runtime.reads import MAX_OBJECTS, Reach, compared_by_identity, held_functions, holds
 from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
                                  reset_unstaged, unproxied, unstaged_effects)
 from xform.numpy.stand_ins import groups_unreached, without_group
@@ -203,7 +204,9 @@ class _Effects(Reach):
 
 # id(code object) -> (the code object, the checks of a clean walk of a function with that
 # code, the stand-in groups a staging of it does without, whether the walk saw all the code
-# it can run, weak references to the functions it followed): keyed by id, since a code
+# it can run, weak references to the functions it followed, whether it met code it did not
+# follow, and when the checks compare every read by identity, `[whether a staged copy of
+# such a function is the function itself]` (`staged_copy`)): keyed by id, since a code
 # object's hash is computed anew on every lookup (bounded: a function redefined in a loop
 # makes new code objects)
 _clean_walks: dict = {}
@@ -256,19 +259,22 @@ class Watch:
 
     __slots__ = ("_loaded", "_generators", "_before", "_constructs", "_raw", "_places",
                  "_swapped", "_unstaged", "_token", "_skip", "complete", "functions",
-                 "_incomplete_token", "root_is_function", "unfollowed")
+                 "_incomplete_token", "root_is_function", "unfollowed", "_root",
+                 "_copied_as_is")
 
     def __init__(self, function, arguments=()):
         """`arguments`: what `function` is called with besides traced values (static
         arguments, keywords), walked as what it holds."""
-        generator_types = _generator_types()
+        generator_types = _ALL_GENERATOR_TYPES or _generator_types()
         self._loaded = bool(generator_types)
         self._raw = None
-        self._swapped = []
-        self._unstaged = []
+        self._swapped = ()
+        self._unstaged = ()
         self._token = None
         self.root_is_function = type(function) is types.FunctionType
         self.unfollowed = False
+        self._root = function
+        self._copied_as_is = None     # the memo's answer for staged_copy, where it has one
         code = getattr(function, "__code__", None) if self.root_is_function else None
         remembered = _clean_walks.get(id(code)) if code is not None and not arguments else None
         if remembered is not None and remembered[0] is code and holds(remembered[1], function):
@@ -276,8 +282,9 @@ class Watch:
             self._constructs, self._generators, self._before, self._places = False, (), (), ()
             self._skip = without_group(*remembered[2]) if remembered[2] else None
             self.complete = remembered[3]
-            self.functions = [held() for held in remembered[4]]
+            self.functions = [held() for held in remembered[4]] if remembered[4] else ()
             self.unfollowed = remembered[5]
+            self._copied_as_is = remembered[6]
             return
         walk = _Effects(function, generator_types)
         # Any callable: a function, a method, a transformed function (its `fun`), a partial
@@ -309,15 +316,25 @@ class Watch:
                 and len(walk.seen) <= MAX_OBJECTS):
             if len(_clean_walks) >= 1024:
                 _clean_walks.clear()
+            # (a walk that followed every function: the copy check reads nothing it did not)
+            self._copied_as_is = ([None] if self.complete and compared_by_identity(walk.checks)
+                                  else None)
             _clean_walks[id(code)] = (code, tuple(walk.checks), unreached, self.complete,
-                                      held_functions(walk.checks), walk.unfollowed)
+                                      held_functions(walk.checks), walk.unfollowed,
+                                      self._copied_as_is)
 
     def __enter__(self) -> "Watch":
-        proxies = {}
         self._unstaged, self._token = unstaged_effects()
         self._incomplete_token = _incomplete.set(self)
         if self._skip is not None:
             self._skip.__enter__()
+        if self._places:
+            self._swap()
+        return self
+
+    def _swap(self) -> None:
+        proxies = {}
+        self._swapped = []
         try:
             for generator, place in self._places:
                 proxy = proxies.get(id(generator))
@@ -327,12 +344,12 @@ class Watch:
                 self._swapped.append(place)
         except Exception:   # noqa: BLE001 (a read-only attribute, a frozen object)
             note_unstaged()  # what was swapped stays so: its draws are staged; others watched
-        return self
 
     def __exit__(self, *exc_info) -> None:
-        for place in reversed(self._swapped):
-            place.restore()
-        self._swapped = []
+        if self._swapped:
+            for place in reversed(self._swapped):
+                place.restore()
+            self._swapped = ()
         reset_unstaged(self._token)
         _incomplete.reset(self._incomplete_token)
         if self._skip is not None:
@@ -360,6 +377,23 @@ class Watch:
 
 # The Watch of the staging under way.
 _incomplete: ContextVar = ContextVar("xform_watch", default=None)
+
+
+def staged_copy(fun):
+    """`copy_for_staging(fun)` (xform.numpy.captured), remembered for the code of the function
+    the staging under way watches: when its walk was remembered (`Watch`) with checks that
+    compare every read by identity, the copy check, which reads the same objects again, gives
+    the same answer. (Only the answer "no copy" is kept: a copy holds the state of its reads.)
+    """
+    watch = _incomplete.get()
+    if (watch is None or watch._root is not fun or watch._copied_as_is is None
+            or type(fun.__globals__) is not dict):    # (a staged copy's own: its globals)
+        return copy_for_staging(fun)
+    if watch._copied_as_is[0]:
+        return fun, None
+    staged, undo = copy_for_staging(fun)
+    watch._copied_as_is[0] = staged is fun and undo is None
+    return staged, undo
 
 
 def walk_incomplete() -> bool:
@@ -414,4 +448,5 @@ def raise_shared_draws(function, construct: str):
         "draw outside and pass the draws in as a mapped argument (one row per element)")
 
 
-__all__ = ["Watch", "hidden_effects_found", "raise_shared_draws", "walk_incomplete"]
+__all__ = ["Watch", "hidden_effects_found", "raise_shared_draws", "staged_copy",
+           "walk_incomplete"]

@@ -55,16 +55,22 @@ def _describe(outcome) -> str:
     return "the lanes disagreed" if outcome is None else repr(outcome)
 
 
+def _NO_ENTRY():
+    """The entry of Paths not attached to one."""
+    return None
+
+
 class Paths:
     """The callable a guarded entry holds: `paths(*leaves)` returns the unflattened
     results. `stage(leaves, entry) -> (run, decisions, generators, keep)` stages the path
     this call's values take (`keep`: whether it may be cached); `name` names the function in
-    warnings and logs. `attach(entry)` names the cache entry holding it."""
+    warnings and logs. `attach(entry)` names the cache entry holding it (weakly, as a first
+    tier does: xform.runtime.tiers)."""
 
     def __init__(self, name, stage, first):
         self.name = name
         self._stage = stage
-        self._entry = None
+        self._entry = _NO_ENTRY
         self._paths = [first]
         self._last = first
         self._lock = threading.Lock()
@@ -77,14 +83,15 @@ class Paths:
         return len(self._paths)
 
     def attach(self, entry) -> None:
-        self._entry = entry
+        self._entry = weakref.ref(entry)
 
     def __call__(self, *leaves):
         path = self._last
         if self._calls < 2:     # from the second call on, the steady state: the entry's
             self._calls += 1    # checks in their generated form, as a first tier's are
-            if self._calls == 2 and self._entry is not None:
-                self._entry.specialize()
+            entry = self._entry()
+            if self._calls == 2 and entry is not None:
+                entry.specialize()
         states = _saved(path.generators)
         try:
             return path.run(*leaves)
@@ -135,15 +142,16 @@ class Paths:
             self._over_limit(where, change)
         elif config.explain_paths:
             _log.warning("xform: %s staged again: %s", self.name, change)
-        run, decisions, generators, keep = self._stage(leaves, self._entry)
+        entry = self._entry()
+        run, decisions, generators, keep = self._stage(leaves, entry)
         path = Path(run, decisions, generators)
         if keep and not full:
             with self._lock:
                 if len(self._paths) < config.max_paths:
                     self._paths.append(path)
                     self._last = path
-            if self._entry is not None:
-                self._entry.specialize()    # the checks of what the new path read too
+            if entry is not None:
+                entry.specialize()    # the checks of what the new path read too
         try:
             return path.run(*leaves)
         except GuardFailure as again:
@@ -187,7 +195,7 @@ def paths_info() -> dict:
     """`{function name: paths kept}` for the functions whose cache entries hold paths."""
     counts: dict = {}
     for paths in list(_all_paths):
-        entry = paths._entry
+        entry = paths._entry()
         if entry is not None and entry.valid():     # (not one that left the cache)
             counts[paths.name] = counts.get(paths.name, 0) + len(paths)
     return counts

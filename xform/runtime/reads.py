@@ -278,6 +278,12 @@ def held_functions(checks) -> tuple:
     return tuple(held for kind, held, _, _ in checks if kind == _CODE)
 
 
+def compared_by_identity(checks) -> bool:
+    """Whether `holds` compares every read of a walk with these `checks` by identity: none
+    held a value the walk skips (a number, an array), which any other such value passes for."""
+    return all(expected is not _SKIP for _, _, _, expected in checks)
+
+
 def holds(checks, root) -> bool:
     """Whether every read of a clean walk of `root`'s code (its `checks`) gives what it gave
     then: a walk now would find the same."""

@@ -8,6 +8,7 @@ compiles the graph, fully optimized, in its place (`FirstTier`).
 from __future__ import annotations
 
 import threading
+import weakref
 
 from xform.runtime.config import config
 
@@ -25,6 +26,9 @@ def first_call_tier() -> str:
     return "interpret"
 
 
+_making_locks = threading.Lock()   # (held only to make a first tier's own lock)
+
+
 class FirstTier:
     """The function a cache entry holds after a signature's first call: it calls `run(args)`
     (the interpreter, returning the list of results), and on the first call after that one
@@ -34,7 +38,9 @@ class FirstTier:
 
     Thread-safe: threads that race on the first call each interpret (what `run` reads is
     shared and immutable); the compile runs once, under a lock, and the others wait for it. `attach
-    (entry)` names the cache entry (whose `value` is `(this, unflatten)`) once it exists.
+    (entry)` names the cache entry (whose `value` is `(this, unflatten)`) once it exists, held
+    weakly: the entry holds this tier, and a cycle would leave both, with the graph they hold,
+    to the garbage collector, whose collections cost a loop of first calls about 5%.
     """
 
     __slots__ = ("_run", "_first", "_compile", "_entry", "_ran", "_compiled", "_lock")
@@ -47,10 +53,10 @@ class FirstTier:
         self._entry = None
         self._ran = False
         self._compiled = None
-        self._lock = threading.Lock()
+        self._lock = None   # made by the first promotion: a tier never called again needs none
 
     def attach(self, entry) -> None:
-        self._entry = entry
+        self._entry = weakref.ref(entry)
 
     def __call__(self, *args):
         compiled = self._compiled
@@ -65,10 +71,16 @@ class FirstTier:
     def promote(self):
         """The compiled function, compiling it first if no call has: the entry's value
         then holds it in place of this tier."""
-        with self._lock:
+        lock = self._lock
+        if lock is None:
+            with _making_locks:
+                lock = self._lock
+                if lock is None:
+                    lock = self._lock = threading.Lock()
+        with lock:
             if self._compiled is None:
                 compiled, steady = self._compile()
-                entry = self._entry
+                entry = self._entry() if self._entry is not None else None
                 if entry is not None and entry.value[0] is self:
                     entry.value = steady
                     entry.specialize()   # its dependencies' check, generated for the hits
