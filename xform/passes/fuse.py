@@ -64,7 +64,9 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     """
     fusion_p = primitive_for("fusion")
     if len(graph.equations) < 2:     # no region, and nothing to merge
-        return _constants_named(graph, fusion_p)
+        if graph.equations and graph.equations[0].primitive is fusion_p:
+            return _constants_named(graph, fusion_p)
+        return graph
     fusible = _Fusible(fusion_p, elementwise_primitives(), hooks_named("arithmetic_derivative"))
     if not _pays(graph.equations, fusible):
         # No equation pays, so no region can; and no `elementwise` equation has a sibling to
