@@ -224,11 +224,16 @@ class GraphBuilder:
 
     @property
     def captured_values(self) -> list[Tracer]:
+        if not self._captures:      # (most stagings)
+            return []
         return [tracer for _, tracer in self._captures.values()]
 
     def build(self, outputs) -> Graph:
         """Close the builder: inputs are the explicit inputs, then the captured values."""
-        out_atoms = [self.atom(out) for out in outputs]
+        out_atoms = []
+        for out in outputs:
+            out_atoms.append(out.graph_var if type(out) is Tracer and out.builder is self
+                             else self.atom(out))
         inputs = self.inputs
         if self._captures:
             inputs = inputs + [var for var, _ in self._captures.values()]
