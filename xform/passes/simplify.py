@@ -74,7 +74,7 @@ class Rewrite:
         inputs = eqn.inputs
         if self.equal_operands and inputs[0] is not inputs[1]:
             return False
-        if self.literal_operand and not any(type(a) is Literal for a in inputs):
+        if self.literal_operand and Literal not in map(type, inputs):
             return False
         if self.array_result and not eqn.outputs[0].aval.shape:
             return False
