@@ -433,9 +433,12 @@ def stage_function(fun, in_tree, avals, known=None):
         else:
             builder.values = {}
             perturbed = known.perturbed
-            inputs = [builder.new_input(aval, value, i in perturbed)
-                      for i, (aval, value) in enumerate(zip(avals, known.values))]
-        with using_builder(builder):
+            inputs = []
+            for i, (aval, value) in enumerate(zip(avals, known.values)):
+                inputs.append(builder.new_input(aval, value, i in perturbed))
+        # (using_builder's work without its object: a first call stages once)
+        token = _current_builder.set(builder)
+        try:
             args = tree_unflatten(in_tree, inputs)
             installed = None
             try:
@@ -456,6 +459,8 @@ def stage_function(fun, in_tree, avals, known=None):
                 # effects).
                 if installed is None or runtime().stand_ins_installed(True) == installed:
                     raise
+        finally:
+            _current_builder.reset(token)
     if type(out) is Tracer:     # (most often: no walk)
         out_leaves, out_tree = [out], LEAF
     else:
