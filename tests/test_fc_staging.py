@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import xform
+from xform.ir.registry import RULES, ScalarMath, register
+from xform.rules.helpers import elementwise_abstract_eval
 
 _SPECIAL = [0.0, -0.0, 0.7, -3.5, 1e308, -1e308, 5e-324, np.inf, -np.inf, np.nan]
 
@@ -57,3 +59,20 @@ def test_a_warning_of_scalar_arithmetic_while_staging_is_raised_once_by_the_run(
         warnings.simplefilter("always")
         xform.value_and_grad(f)(np.float64(10.0))
     assert [str(w.message) for w in caught] == messages
+
+
+def test_a_library_scalar_function_giving_a_python_float_still_gives_a_numpy_scalar():
+    # its template spells the operator, but its function answers a Python float on np.float64
+    # operands: the staged value is numpy's type, as the impl's (np.add) would be
+    plus_p = xform.Primitive("library_plus_by_python_floats")
+    register(plus_p, impl=np.add, abstract_eval=elementwise_abstract_eval(np.add),
+             jvp=lambda primals, tangents: (plus_p.bind(*primals), tangents[0] + tangents[1]),
+             scalar_math=ScalarMath(lambda a, b: float(a) + float(b), "{0} + {1}", exact=True,
+                                    monotone=(0, 1)))
+    try:
+        f = xform.value_and_grad(lambda x: plus_p.bind(x * 3.0, x))
+        first, later = f(np.float64(0.1)), f(np.float64(0.1))
+    finally:
+        del RULES[plus_p]
+    assert type(first[0]) is np.float64 and _bits(first[0]) == _bits(np.add(0.1 * 3.0, 0.1))
+    assert _bits(first[0]) == _bits(later[0]) and first[1] == later[1] == 4.0

@@ -358,6 +358,7 @@ def compute_values(builder, eqn, rules) -> None:
             if atom in builder.perturbed:
                 is_perturbed = True
     params = eqn.params
+    on_scalars = False
     if rules.effectful or (params and (rules.hooks.inline is not None or holds_subgraphs(params))
                            and _has_effects(eqn)):
         speculate = rules.hooks.speculative_impl
@@ -374,7 +375,7 @@ def compute_values(builder, eqn, rules) -> None:
                 # numpy's own scalar arithmetic (the operator the template spells) on
                 # np.float64 operands: the ufunc's bits, result type and warnings, without
                 # the ufunc's dispatch (~0.5 us of an equation's ~4)
-                impl = scalar.function
+                impl, on_scalars = scalar.function, True
                 if np.float64 not in kinds:     # (Python floats alone: Python's operator)
                     ins[0] = np.float64(ins[0])
     # warnings belong to the run of the staged path, which raises them where eager numpy
@@ -388,6 +389,8 @@ def compute_values(builder, eqn, rules) -> None:
         return
     finally:
         _error_state_reset(token)
+    if on_scalars and type(result) is not np.float64:
+        result = np.float64(result)     # (a library's `function` may give a Python float)
     outs = eqn.outputs
     if len(outs) == 1 and not eqn.primitive.multiple_results:    # (most equations)
         out = outs[0]
