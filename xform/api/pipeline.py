@@ -102,7 +102,8 @@ def fuse_if_enabled(graph, values_returned=True):
     if not config.fusion:
         return graph
     fused = fuse_elementwise(graph)
-    keep_fused_values(graph, fused)     # a first call's regions: computed while staging
+    if fused is not graph:
+        keep_fused_values(graph, fused)     # a first call's regions: computed while staging
     return fused
 
 

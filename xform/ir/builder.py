@@ -224,11 +224,16 @@ class GraphBuilder:
 
     @property
     def captured_values(self) -> list[Tracer]:
+        if not self._captures:      # (most stagings)
+            return []
         return [tracer for _, tracer in self._captures.values()]
 
     def build(self, outputs) -> Graph:
         """Close the builder: inputs are the explicit inputs, then the captured values."""
-        out_atoms = [self.atom(out) for out in outputs]
+        out_atoms = []
+        for out in outputs:
+            out_atoms.append(out.graph_var if type(out) is Tracer and out.builder is self
+                             else self.atom(out))
         inputs = self.inputs
         if self._captures:
             inputs = inputs + [var for var, _ in self._captures.values()]
@@ -428,9 +433,12 @@ def stage_function(fun, in_tree, avals, known=None):
         else:
             builder.values = {}
             perturbed = known.perturbed
-            inputs = [builder.new_input(aval, value, i in perturbed)
-                      for i, (aval, value) in enumerate(zip(avals, known.values))]
-        with using_builder(builder):
+            inputs = []
+            for i, (aval, value) in enumerate(zip(avals, known.values)):
+                inputs.append(builder.new_input(aval, value, i in perturbed))
+        # (using_builder's work without its object: a first call stages once)
+        token = _current_builder.set(builder)
+        try:
             args = tree_unflatten(in_tree, inputs)
             installed = None
             try:
@@ -451,6 +459,8 @@ def stage_function(fun, in_tree, avals, known=None):
                 # effects).
                 if installed is None or runtime().stand_ins_installed(True) == installed:
                     raise
+        finally:
+            _current_builder.reset(token)
     if type(out) is Tracer:     # (most often: no walk)
         out_leaves, out_tree = [out], LEAF
     else:

@@ -181,6 +181,9 @@ class Literal:
 Atom = Var | Literal
 
 
+_dict_init = dict.__init__
+
+
 class Params(dict):
     """A frozen, hashable mapping of equation parameters. A dict underneath, so that
     `rule(*args, **eqn.params)` unpacks it at C speed (transforms do it for every equation);
@@ -194,8 +197,9 @@ class Params(dict):
 
     __slots__ = ("_hash", "_subgraphs")
 
-    def __init__(self, items: Mapping | None = None):
-        super().__init__(items or ())
+    def __init__(self, items: Mapping = ()):
+        # (dict's __init__ called directly: staging makes one Params per equation)
+        _dict_init(self, items)
         self._hash = None
         self._subgraphs = None  # whether a Graph is among the values (`holds_subgraphs`)
 
@@ -260,7 +264,7 @@ class Equation:
         _set_eqn_primitive(self, primitive)
         _set_eqn_inputs(self, inputs if type(inputs) is tuple else tuple(inputs))
         _set_eqn_outputs(self, outputs if type(outputs) is tuple else tuple(outputs))
-        _set_eqn_params(self, params if type(params) is Params else Params(params))
+        _set_eqn_params(self, params if type(params) is Params else Params(params or ()))
         _set_eqn_source(self, source)
         _set_eqn_origin(self, origin)
 
@@ -343,24 +347,18 @@ def subgraphs(params: Mapping):
 def holds_subgraphs(params: Mapping) -> bool:
     """Whether `params` hold a Graph, directly or inside a tuple (`subgraphs` not empty),
     remembered by a Params: staging asks it of each equation, and the passes again."""
-    if type(params) is not Params:
-        return _holds_subgraphs(params)
-    found = params._subgraphs
-    if found is None:
-        found = params._subgraphs = _holds_subgraphs(params)
-    return found
-
-
-def _holds_subgraphs(params) -> bool:
+    remembered = type(params) is Params
+    if remembered and params._subgraphs is not None:
+        return params._subgraphs
+    found = False
     for value in params.values():
         kind = type(value)
-        if kind is Graph:
-            return True
-        if kind is tuple:
-            for item in value:
-                if type(item) is Graph:
-                    return True
-    return False
+        if kind is Graph or kind is tuple and Graph in map(type, value):
+            found = True
+            break
+    if remembered:
+        params._subgraphs = found
+    return found
 
 
 def rewire(graph: Graph, inputs, outputs=None) -> Graph:

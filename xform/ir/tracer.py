@@ -30,16 +30,20 @@ def _no_function(numpy_function):
 _array_ufunc = _no_ufunc  # (ufunc, method, inputs, kwargs) -> the staged result
 _fn = _no_function        # numpy function, "getitem", "setitem", ... -> the xform function
 _ufunc_ops: dict = {}     # ufunc -> the op staging its plain call (read before _array_ufunc)
+_functions: dict = {}     # numpy function, "getitem", ... -> the xform function (read before _fn)
 
 
-def install_numpy_protocol(array_ufunc, function_for, ufunc_ops=None) -> None:
+def install_numpy_protocol(array_ufunc, function_for, ufunc_ops=None, functions=None) -> None:
     """Hook: `array_ufunc(ufunc, method, inputs, kwargs)` serves `__array_ufunc__`, and
     `function_for(f)` returns the xform function standing for numpy function `f` (or raises
     UnsupportedError); xform.numpy installs them at import. `ufunc_ops`, a live table of the
-    ops taking a ufunc's positional inputs, serves its plain calls without `array_ufunc`."""
-    global _array_ufunc, _fn, _ufunc_ops
+    ops taking a ufunc's positional inputs, serves its plain calls without `array_ufunc`;
+    `functions`, a live table of what `function_for` finds, serves the numpy functions and
+    indexing without its call (`function_for` answers what the table does not hold)."""
+    global _array_ufunc, _fn, _ufunc_ops, _functions
     _array_ufunc, _fn = array_ufunc, function_for
     _ufunc_ops = {} if ufunc_ops is None else ufunc_ops
+    _functions = {} if functions is None else functions
 
 
 def _entered(builder, caller, function, *args):
@@ -168,7 +172,10 @@ class Tracer:
         builder = self.builder
         outer, builder.entry_caller = builder.entry_caller, sys._getframe(1)
         try:
-            return _fn(func)(*args, **kwargs)
+            function = _functions.get(func)
+            if function is None:
+                function = _fn(func)
+            return function(*args, **kwargs)
         finally:
             builder.entry_caller = outer
 
@@ -279,7 +286,7 @@ class Tracer:
     def __getitem__(self, index):
         if sys.getprofile() is not None:
             return _dispatch_unwatched("getitem", (self, index), {})
-        return _fn("getitem")(self, index)
+        return _functions["getitem"](self, index)
 
     # -- methods, forwarded to the numpy function tables ----------------------------
     @property

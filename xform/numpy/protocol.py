@@ -125,7 +125,7 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     return op(*inputs)
 
 
-install_numpy_protocol(array_ufunc, function_for, UFUNCS)
+install_numpy_protocol(array_ufunc, function_for, UFUNCS, FUNCTIONS)
 
 
 # -- metadata functions: answered from the aval, nothing is staged --------------------------

@@ -54,20 +54,21 @@ def _initial(name, initial):
 
 def _accumulated(prim, name, a, axis, dtype, out, keepdims, initial=None, where=None):
     """A sum-like reduction (`sum_p`, `prod_p`) with numpy's axis/dtype/keepdims."""
-    _no_options(name, out=out)
+    if out is not None:
+        _no_options(name, out=out)
     shape = aval(a).shape
     axes = normalize_axes(axis, len(shape))
     dtype = None if dtype is None else np.dtype(dtype)
     result = prim.bind(a, axes=axes, dtype=dtype)
-    return _keep(result, shape, axes, keepdims)
+    return _keep(result, shape, axes, keepdims) if keepdims else result
 
 
 @implements(np.sum)
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """`np.sum` (no out); with `initial=` or `where=`, numpy's masked reduction itself."""
-    mask, initial = _mask(a, where), _initial("sum", initial)
-    if mask is None and initial is None:
+    if initial is None and (where is None or where is True):    # (_mask's and _initial's None)
         return _accumulated(sum_p, "sum", a, axis, dtype, out, keepdims)
+    mask, initial = _mask(a, where), _initial("sum", initial)
     _no_options("sum", out=out)
     shape = aval(a).shape
     axes = normalize_axes(axis, len(shape))

@@ -64,7 +64,11 @@ def fuse_elementwise(graph: Graph, max_width: int = NDUAL_MAX_WIDTH) -> Graph:
     """
     fusion_p = primitive_for("fusion")
     if len(graph.equations) < 2:     # no region, and nothing to merge
-        return _constants_named(graph, fusion_p)
+        if graph.equations and graph.equations[0].primitive is fusion_p:
+            return _constants_named(graph, fusion_p)
+        return graph
+    if not _pays(graph.equations, _sizes_only(fusion_p)):
+        return graph    # (arrays too small to pay, whatever their derivatives: no table read)
     fusible = _Fusible(fusion_p, elementwise_primitives(), hooks_named("arithmetic_derivative"))
     if not _pays(graph.equations, fusible):
         # No equation pays, so no region can; and no `elementwise` equation has a sibling to
@@ -269,9 +273,22 @@ def _pays(members, fusible) -> bool:
             return True
         if eqn.primitive not in arithmetic:
             for var in eqn.outputs:
-                if var.aval.size >= FUSION_MIN_SIZE:
+                if var.aval.shape and var.aval.size >= FUSION_MIN_SIZE:
                     return True
     return False
+
+
+def _sizes_only(fusion_p) -> "_Fusible":
+    """What `_pays` asks for whether any region could pay by its sizes alone (no derivative
+    counts as arithmetic): read before the element-wise tables, which a first call's small
+    arrays then never need."""
+    found = _SIZES_ONLY.get(fusion_p)
+    if found is None:
+        found = _SIZES_ONLY[fusion_p] = _Fusible(fusion_p, frozenset(), {})
+    return found
+
+
+_SIZES_ONLY: dict = {}
 
 
 def _has_fusible_pair(candidates) -> bool:

@@ -74,7 +74,7 @@ class Rewrite:
         inputs = eqn.inputs
         if self.equal_operands and inputs[0] is not inputs[1]:
             return False
-        if self.literal_operand and not any(type(a) is Literal for a in inputs):
+        if self.literal_operand and Literal not in map(type, inputs):
             return False
         if self.array_result and not eqn.outputs[0].aval.shape:
             return False
@@ -734,16 +734,21 @@ def _refused(table, conditions, graph):
     A rule can only start the rewriting at an equation of the graph as it is that is of its
     pattern (and where its `when` holds): what rewrites emit is met only after some rule has
     matched. Notes: most graphs hold no equation of any pattern; this answers them in one
-    look-up per equation."""
-    producer = None
+    look-up per equation, and most of the rest (a sum of an input) by the primitives present:
+    a rule whose operand must be made by one of its `makers` cannot match without them."""
+    producer = present = None
     passed = {}
     for eqn in graph.equations:
         found = table.get(eqn.primitive)
         if found is None:
             continue
-        if producer is None:
-            producer = {v: e for e in graph.equations for v in e.outputs}
+        if present is None:
+            present = {e.primitive for e in graph.equations}
         for rule, makers in found:
+            if makers is not None and makers.isdisjoint(present):
+                continue
+            if producer is None:
+                producer = {v: e for e in graph.equations for v in e.outputs}
             if not rule.matches(eqn, makers, producer):
                 continue
             when = rule.when

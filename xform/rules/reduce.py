@@ -13,6 +13,8 @@ from xform.ir.registry import register
 
 
 def reduced_shape(shape, axes, keepdims=False):
+    if len(axes) == len(shape) and not keepdims:    # (a full reduction: the most common)
+        return ()
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
