@@ -33,7 +33,9 @@ class ScalarMath:
     754 rounds it correctly, so it equals numpy bit for bit on every machine (the "exact"
     policy admits it); otherwise the "fast" policy admits it after a self-check. `monotone`:
     for a template, the operand positions where a non-finite operand surely gives a
-    non-finite result (the others are checked before they go in).
+    non-finite result (the others are checked before they go in). An exact one with a
+    template also computes the primitive's value on float64 scalars while staging
+    (xform.ir.values.compute_values), without the ufunc's dispatch.
 
     >>> from xform.ir.registry import ScalarMath
     >>> ScalarMath(lambda a, b: a + b, "{0} + {1}", exact=True, monotone=(0, 1)).exact
