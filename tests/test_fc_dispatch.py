@@ -23,8 +23,17 @@ def _branchy(x):
     return x * 2.0
 
 
+_INPUTS = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+
+
+def _layer(w):     # simplify rewrites in it (its closures must leave no cycle either)
+    hidden = w @ _INPUTS
+    return np.sum((1.0 - hidden * (hidden > 0)) ** 2)
+
+
 @pytest.mark.parametrize("fun, arg", [(_sum, np.arange(5.0)), (_sin_times, 0.7),
-                                      (_branchy, 0.5), (_branchy, -0.5)])
+                                      (_branchy, 0.5), (_branchy, -0.5),
+                                      (_layer, np.ones((2, 3)))])
 def test_a_first_call_leaves_no_garbage_cycles(fun, arg):
     # A cycle (an entry and the first tier that promotes it) would leave every first call's
     # graph to the collector, whose collections cost first calls in a loop ~5%.

@@ -700,8 +700,12 @@ def simplify(graph: Graph, exact: bool = False, rewrites=REWRITES,
             emit(rewriter.substituted(item), depth + 1)
         return True
 
-    for eqn in graph.equations:
-        emit(rewriter.substituted(eqn))
+    try:
+        for eqn in graph.equations:
+            emit(rewriter.substituted(eqn))
+    finally:
+        # the two closures hold each other: unbound, they leave no cycle for the collector
+        emit = stands_for = None
     return rewriter.build()
 
 
