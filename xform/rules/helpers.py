@@ -96,24 +96,36 @@ def defvjp(*cotangents):
                 result.append(None)
                 continue
             kind = type(x)
-            if kind is np.ndarray or kind is np.float64:   # (a first call's concrete values)
-                if x.dtype.kind not in "fc":
+            if kind is np.float64 or kind is float or kind is np.ndarray:
+                # A first call's concrete values: unbroadcast's first test, without x's aval
+                if kind is np.ndarray and x.dtype.kind not in "fc":
                     result.append(None)
                     continue
-                ct_x = make(ct, *primals, ans=ans, **params)
-                # unbroadcast's first test, without making x's aval
-                kind = type(ct_x)
-                if ((kind is np.ndarray or kind is np.float64) and ct_x.shape == x.shape
-                        and ct_x.dtype == x.dtype):
-                    result.append(ct_x)
-                else:
-                    result.append(unbroadcast(ct_x, aval(x)))
+                ct_x = _cotangent_of(make, ct, primals, ans, params)
+                if kind is np.ndarray:
+                    kind = type(ct_x)
+                    fits = ((kind is np.ndarray or kind is np.float64)
+                            and ct_x.shape == x.shape and ct_x.dtype == x.dtype)
+                else:   # a float64 scalar's
+                    fits = type(ct_x) is np.float64
+                result.append(ct_x if fits else unbroadcast(ct_x, aval(x)))
                 continue
             x_aval = aval(x)
             result.append(None if x_aval.dtype.kind not in "fc" else
                           unbroadcast(make(ct, *primals, ans=ans, **params), x_aval))
         return tuple(result)
     return rule
+
+
+def _cotangent_of(make, ct, primals, ans, params):
+    """`make(ct, *primals, ans=ans, **params)`, with no argument list unpacked for the
+    commonest calls (one or two primals, no params: an unpacking costs twice the call)."""
+    if not params:
+        if len(primals) == 2:
+            return make(ct, primals[0], primals[1], ans=ans)
+        if len(primals) == 1:
+            return make(ct, primals[0], ans=ans)
+    return make(ct, *primals, ans=ans, **params)
 
 
 # -- batch makers -------------------------------------------------------------------------
