@@ -8,8 +8,9 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from xform.ir.ad import NOT_MAPPED, Zero, add_tangents, aval, move_to_front, ndim, zero_tangent
-from xform.ir.avals import ShapedArray, is_differentiable, shaped_array
+from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, add_tangents, aval, move_to_front, ndim,
+                         zero_tangent)
+from xform.ir.avals import ShapedArray, is_differentiable, shaped_array, tangent_aval
 from xform.ir.core import Params
 from xform.ir.registry import Hooks
 
@@ -114,6 +115,24 @@ def defvjp(*cotangents):
             result.append(None if x_aval.dtype.kind not in "fc" else
                           unbroadcast(make(ct, *primals, ans=ans, **params), x_aval))
         return tuple(result)
+    return rule
+
+
+def multilinear_vjp(transpose):
+    """The vjp rule of a primitive linear in each operand apart (a product: matmul, dot,
+    einsum, convolve), from its `transpose` rule: an operand's cotangent is the transpose
+    with that operand undefined and the others' values given. That is what transposing its
+    linearized jvp computes (the same operations, the same bits), without staging that
+    small linear graph per equation; the last operand's comes first, as there."""
+    def rule(primals, ans, ct, **params):
+        cts = [None] * len(primals)
+        for i in reversed(range(len(primals))):
+            x_aval = aval(primals[i])
+            if x_aval.dtype.kind in "fc":
+                operands = list(primals)
+                operands[i] = Undefined(tangent_aval(x_aval))
+                cts[i] = transpose(ct, *operands, **params)[i]
+        return tuple(cts)
     return rule
 
 
