@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import xform
+from xform.ir.ad import broadcast_scalar
 from xform.ir.registry import rule_for
 from xform.rules.signal import convolve_p
 from xform.transforms.vjp import vjp_from_jvp
@@ -88,5 +89,17 @@ def test_a_first_calls_gradient_is_an_array_the_caller_owns():
     first, second = grad(x), grad(x)
     for g in (first, second):
         assert g.flags.writeable and not np.shares_memory(g, x)
-    first[0] = 5.0      # writing one result changes no later one
+    first[0] = 5.0      # writing one result changes no other element, no later result
+    assert np.array_equal(first[1:], np.ones(49))
     assert np.array_equal(grad(x), np.ones(50))
+
+
+@pytest.mark.parametrize("value", [np.float64(2.5), np.array(2.5), np.float32(2.5),
+                                   np.array(3, np.int64), np.complex128(1 + 2j)])
+def test_a_broadcast_scalar_is_a_read_only_view(value):
+    view = broadcast_scalar(value, (4, 3))
+    assert view.shape == (4, 3) and view.dtype == value.dtype and view.strides == (0, 0)
+    assert np.array_equal(view, np.full((4, 3), value))
+    assert not view.flags.writeable
+    with pytest.raises(ValueError):
+        view[0, 0] = 1

@@ -54,7 +54,8 @@ def broadcast_scalar(value, shape: tuple):
     if value.dtype.kind not in "biufc":     # (no buffer to view: objects, float0)
         return np.broadcast_to(value, shape)
     view = np.ndarray(shape, value.dtype, buffer=value, strides=(0,) * len(shape))
-    view.flags.writeable = False
+    if type(value) is np.ndarray:   # (a numpy scalar's buffer is read-only: so is the view)
+        view.flags.writeable = False
     return view
 
 
