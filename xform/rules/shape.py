@@ -33,8 +33,12 @@ def _reshape_batch(size, args, dims, *, shape):
 
 
 def _reshape_impl(x, *, shape):
-    # (the method costs a third of np.reshape's dispatch: reverse mode reshapes per element)
-    return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
+    # (the method costs a third of np.reshape's dispatch: reverse mode reshapes per element;
+    # a numpy scalar's is what np.reshape calls too)
+    kind = type(x)
+    if kind is np.ndarray or kind is np.float64:
+        return x.reshape(shape)
+    return np.reshape(x, shape)
 
 
 register(reshape_p, impl=_reshape_impl,
