@@ -53,7 +53,9 @@ def broadcast_scalar(value, shape: tuple):
     reverse mode broadcasts every full reduction's cotangent (a sum's)."""
     if value.dtype.kind not in "biufc":     # (no buffer to view: objects, float0)
         return np.broadcast_to(value, shape)
-    view = np.ndarray(shape, value.dtype, buffer=value, strides=(0,) * len(shape))
+    # (buffer, offset and strides given by position: the constructor's parsing of keywords
+    # costs as much as the rest of it)
+    view = np.ndarray(shape, value.dtype, value, 0, (0,) * len(shape))
     if type(value) is np.ndarray:   # (a numpy scalar's buffer is read-only: so is the view)
         view.flags.writeable = False
     return view
