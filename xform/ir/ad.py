@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import attrs
 import numpy as np
+from numpy import ndarray   # (read per value: see xform.transforms.vjp)
 
 from xform.errors import RuleError
 from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, float0,
@@ -34,7 +35,7 @@ def aval(value) -> ShapedArray:
     kind = type(value)
     if kind is Tracer or kind is Zero or kind is Undefined:
         return value.aval
-    if kind is np.ndarray:
+    if kind is ndarray:
         return array_aval(value)
     found = SCALAR_AVALS.get(kind)
     if found is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import attrs
 import numpy as np
+from numpy import float64, ndarray   # (read per value: see xform.transforms.vjp)
 
 from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, add_tangents, aval, move_to_front, ndim,
                          zero_tangent)
@@ -17,7 +18,7 @@ from xform.ir.registry import Hooks
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
     kind = type(ct)
-    if ((kind is np.ndarray or kind is np.float64) and ct.shape == target.shape
+    if ((kind is ndarray or kind is float64) and ct.shape == target.shape
             and ct.dtype == target.dtype):
         return ct   # (a first call's reverse mode, on concrete values: most often so)
     ct_aval = aval(ct)
@@ -97,18 +98,18 @@ def defvjp(*cotangents):
                 result.append(None)
                 continue
             kind = type(x)
-            if kind is np.float64 or kind is float or kind is np.ndarray:
+            if kind is float64 or kind is float or kind is ndarray:
                 # A first call's concrete values: unbroadcast's first test, without x's aval
-                if kind is np.ndarray and x.dtype.kind not in "fc":
+                if kind is ndarray and x.dtype.kind not in "fc":
                     result.append(None)
                     continue
                 ct_x = _cotangent_of(make, ct, primals, ans, params)
-                if kind is np.ndarray:
+                if kind is ndarray:
                     kind = type(ct_x)
-                    fits = ((kind is np.ndarray or kind is np.float64)
+                    fits = ((kind is ndarray or kind is float64)
                             and ct_x.shape == x.shape and ct_x.dtype == x.dtype)
                 else:   # a float64 scalar's
-                    fits = type(ct_x) is np.float64
+                    fits = type(ct_x) is float64
                 result.append(ct_x if fits else unbroadcast(ct_x, aval(x)))
                 continue
             x_aval = aval(x)

@@ -7,6 +7,9 @@ linearizes the equation with its jvp rule and transposes that small linear graph
 from __future__ import annotations
 
 import numpy as np
+# (names read per equation: numpy's module __getattr__ keeps CPython 3.11 from specializing
+# `np.name` reads, which then cost twice a global's)
+from numpy import float64, ndarray
 
 from xform.errors import RuleError, UnsupportedError, construct_of
 from xform.ir.avals import is_differentiable, tangent_aval
@@ -230,7 +233,7 @@ def _backward(graph, env, cts_out, active=None, effects=None) -> dict:
             if ct is None or kind is Zero or type(atom) is Literal:
                 continue
             atom_aval = atom.aval
-            if kind is np.ndarray or kind is np.float64 or kind is Tracer:  # (most: no aval)
+            if kind is ndarray or kind is float64 or kind is Tracer:  # (most: no aval)
                 ct_shape, ct_dtype = ct.shape, ct.dtype
             else:
                 ct_aval = aval(ct)
@@ -254,7 +257,7 @@ def _backward(graph, env, cts_out, active=None, effects=None) -> dict:
                 np.add(previous, ct, out=previous)
             else:
                 ct_env[atom] = total = previous + ct
-                if type(total) is np.ndarray and total.ndim:
+                if type(total) is ndarray and total.ndim:
                     summed.add(atom)
     return ct_env
 
