@@ -86,7 +86,11 @@ def _depending_on(graph, wanted) -> set:
     """The vars of `graph` that depend on its differentiable inputs at indices `wanted`: the
     only ones whose cotangents a gradient reads (vjp_graph leaves the others to dead-code
     elimination; computed at once, they would be computed, e.g. a data matrix's)."""
-    active = {graph.inputs[i] for i in wanted if is_differentiable(graph.inputs[i].aval)}
+    inputs = graph.inputs
+    active = set()
+    for i in wanted:
+        if inputs[i].aval.dtype.kind in "fc":     # (differentiable)
+            active.add(inputs[i])
     for eqn in graph.equations:
         # (Literals compare by identity: never among the active Vars)
         if not active.isdisjoint(eqn.inputs):
@@ -220,8 +224,10 @@ def _backward(graph, env, cts_out, active=None, effects=None) -> dict:
                 # a linear equation's one input, differentiable as checked above: no value read
                 cts_in = reverse.transpose(cts, _undefined(inputs[0].aval), **params)
             elif reverse.vjp is not None and not multiple:
-                cts_in = reverse.vjp([a.value if type(a) is Literal else env[a] for a in inputs],
-                                     env[outputs[0]], cts, **params)
+                ins = []    # (a loop: a comprehension makes a function object per equation)
+                for a in inputs:
+                    ins.append(a.value if type(a) is Literal else env[a])
+                cts_in = reverse.vjp(ins, env[outputs[0]], cts, **params)
             else:
                 cts_in = _cotangents_in(eqn, reverse, env, cts)
         finally:
