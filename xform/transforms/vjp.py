@@ -227,7 +227,9 @@ def _backward(graph, env, cts_out, active=None, effects=None) -> dict:
                 ins = []    # (a loop: a comprehension makes a function object per equation)
                 for a in inputs:
                     ins.append(a.value if type(a) is Literal else env[a])
-                cts_in = reverse.vjp(ins, env[outputs[0]], cts, **params)
+                # (no empty params unpacked: that call costs twice a plain one)
+                cts_in = (reverse.vjp(ins, env[outputs[0]], cts, **params) if params
+                          else reverse.vjp(ins, env[outputs[0]], cts))
             else:
                 cts_in = _cotangents_in(eqn, reverse, env, cts)
         finally:
