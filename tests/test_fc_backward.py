@@ -6,7 +6,10 @@ import pytest
 
 import xform
 from xform.ir.ad import broadcast_scalar
-from xform.ir.registry import rule_for
+from xform.ir.ad import Undefined, aval
+from xform.ir.avals import tangent_aval
+from xform.ir.core import Literal
+from xform.ir.registry import RULES, rule_for
 from xform.rules.signal import convolve_p
 from xform.transforms.vjp import vjp_from_jvp
 
@@ -61,6 +64,44 @@ def test_a_products_vjp_is_its_linearized_jvp_transposed_bit_for_bit(name, fun, 
         assert np.array_equal(got_ct, expected_ct)
 
 
+_MASK = _RNG.standard_normal(6) > 0
+
+# (name, function, operands): one equation of a primitive reverse mode transposes directly
+LINEAR = [
+    ("where", lambda x, y: np.where(_MASK, x, y), (_normal(6), _normal(6))),
+    ("where", lambda x, y: np.where(_MASK, x, y), (_normal(6, dtype=np.float32), _normal(6))),
+    ("where", lambda x, y: np.where(_MASK, x, y), (_normal(6), np.arange(6))),
+    ("where", lambda x: np.where(_MASK, x, 2.0), (_normal(2, 6),)),
+    ("where", lambda x, y: np.where(_MASK, x, y),
+     (_normal(6, dtype=np.complex128), _normal(6, dtype=np.float32))),
+    ("pad", lambda x: np.pad(x, (2, 3)), (_normal(4),)),
+    ("pad", lambda x: np.pad(x, ((1, 0), (0, 2)), constant_values=1.5),
+     (_normal(3, 2, dtype=np.float32),)),
+]
+
+
+@pytest.mark.parametrize("name, fun, operands", LINEAR,
+                         ids=[f"{case[0]}-{i}" for i, case in enumerate(LINEAR)])
+def test_a_linear_equations_transpose_is_its_linearized_jvp_transposed_bit_for_bit(
+        name, fun, operands):
+    graph = xform.make_graph(fun)(*operands)
+    (eqn,) = [e for e in graph.equations if e.primitive.name == name]
+    env = dict(zip(graph.inputs, operands))
+    ins = [a.value if type(a) is Literal else env.get(a, np.asarray(_MASK)) for a in eqn.inputs]
+    out = rule_for(eqn, "impl")(*ins, **eqn.params)
+    ct = _normal(*np.shape(out), dtype=np.result_type(out))
+    expected = vjp_from_jvp(eqn, ins, ct)
+    linear_in = RULES[eqn.primitive].linear_in
+    args = [Undefined(tangent_aval(aval(x))) if i in linear_in and aval(x).dtype.kind in "fc"
+            else x for i, x in enumerate(ins)]
+    got = rule_for(eqn, "transpose")(ct, *args, **eqn.params)
+    for got_ct, expected_ct, x in zip(got, expected, args):
+        if type(x) is not Undefined:
+            continue
+        assert np.result_type(got_ct) == np.result_type(expected_ct)
+        assert np.array_equal(got_ct, expected_ct)
+
+
 def _mlp_loss(w, xs, ys):
     hidden = np.tanh(xs @ w[:, :6])
     return np.sum((hidden @ w[:6, 6:7] - ys) ** 2) + np.sum(np.einsum("ij,ij->i", w, w))
@@ -72,6 +113,8 @@ def _mlp_loss(w, xs, ys):
     (lambda x: np.sin(x) * x + 1.0, (np.float64(0.7),)),
     (lambda x, y: np.sum(x * y + x) * 2.0, (_normal(6), _normal(3, 6))),
     (_mlp_loss, (_normal(6, 7), _normal(8, 6), _normal(8, 1))),
+    (lambda x, y: np.sum(np.where(_MASK, x, y) ** 2), (_normal(6, dtype=np.float32), _normal(6))),
+    (lambda x: np.sum(np.pad(x, (2, 3), constant_values=0.5) * np.arange(9.0)), (_normal(4),)),
 ])
 def test_a_first_gradient_call_computes_its_compiled_calls_bits(fun, args):
     grad = xform.grad(fun, argnums=tuple(range(len(args))))

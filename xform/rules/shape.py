@@ -425,7 +425,8 @@ def _pad_batch(size, args, dims, *, widths):
 
 
 register(pad_p, impl=_pad_impl, abstract_eval=_pad_abstract_eval, jvp=_pad_jvp,
-         transpose=_pad_transpose, batch=_pad_batch, symbolic_zeros=True, role="pad")
+         transpose=_pad_transpose, batch=_pad_batch, symbolic_zeros=True, linear_in=(0, 1),
+         role="pad")
 
 
 # -- flip and repeat -------------------------------------------------------------------------
