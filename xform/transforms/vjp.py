@@ -270,16 +270,18 @@ def _backward(graph, env, cts_out, active=None, effects=None) -> dict:
     return ct_env
 
 
+# id(aval) -> its Undefined, which keeps the aval alive (so the id names no other meanwhile):
+# by id, since an aval's hash is a Python call and avals are mostly the memo's same objects
 _UNDEFINED: dict = {}
 
 
 def _undefined(aval_) -> Undefined:
     """The Undefined of `aval_` (immutable: one per aval serves every transpose)."""
-    found = _UNDEFINED.get(aval_)
+    found = _UNDEFINED.get(id(aval_))
     if found is None:
         if len(_UNDEFINED) >= 4096:
             _UNDEFINED.clear()
-        found = _UNDEFINED[aval_] = Undefined(aval_)
+        found = _UNDEFINED[id(aval_)] = Undefined(aval_)
     return found
 
 
