@@ -142,9 +142,19 @@ def owned_values(values, graph) -> list:
     each array that is read-only (a broadcast view, e.g. the gradient of np.sum) or one of
     `graph`'s constants copied. (Scalars are immutable; an input passed through is not
     copied, as the compiled code does not copy it.)"""
-    consts = {id(value) for _, value in graph.consts}
-    return [np.array(v) if type(v) is np.ndarray and (not v.flags.writeable or id(v) in consts)
-            else v for v in values]
+    owned = []
+    consts = None
+    for value in values:
+        if type(value) is np.ndarray:
+            if not value.flags.writeable:
+                value = np.array(value)
+            elif graph.consts:
+                if consts is None:
+                    consts = {id(const) for _, const in graph.consts}
+                if id(value) in consts:
+                    value = np.array(value)
+        owned.append(value)
+    return owned
 
 
 def first_tier_graph(graph, finish):

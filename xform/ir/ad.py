@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import attrs
 import numpy as np
+from numpy import ndarray   # (read per value: see xform.transforms.vjp)
 
 from xform.errors import RuleError
 from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, float0,
@@ -34,7 +35,7 @@ def aval(value) -> ShapedArray:
     kind = type(value)
     if kind is Tracer or kind is Zero or kind is Undefined:
         return value.aval
-    if kind is np.ndarray:
+    if kind is ndarray:
         return array_aval(value)
     found = SCALAR_AVALS.get(kind)
     if found is not None:
@@ -53,8 +54,11 @@ def broadcast_scalar(value, shape: tuple):
     reverse mode broadcasts every full reduction's cotangent (a sum's)."""
     if value.dtype.kind not in "biufc":     # (no buffer to view: objects, float0)
         return np.broadcast_to(value, shape)
-    view = np.ndarray(shape, value.dtype, buffer=value, strides=(0,) * len(shape))
-    view.flags.writeable = False
+    # (buffer, offset and strides given by position: the constructor's parsing of keywords
+    # costs as much as the rest of it)
+    view = np.ndarray(shape, value.dtype, value, 0, (0,) * len(shape))
+    if type(value) is np.ndarray:   # (a numpy scalar's buffer is read-only: so is the view)
+        view.flags.writeable = False
     return view
 
 

@@ -46,7 +46,8 @@ def _where_transpose(ct, cond, x, y):
 
 register(where_p, impl=np.where, abstract_eval=elementwise_abstract_eval(np.where),
          jvp=_where_jvp, transpose=_where_transpose, batch=elementwise_batch(where_p),
-         symbolic_zeros=True, elementwise=True, hooks=with_arithmetic_derivative(), role="where")
+         symbolic_zeros=True, linear_in=(1, 2), elementwise=True,
+         hooks=with_arithmetic_derivative(), role="where")
 
 
 # -- clip(x, lo, hi) --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import numpy as np
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.ad import NOT_MAPPED, Undefined, Zero, add_tangents, aval, move_to_front, ndim
-from xform.rules.helpers import defjvp, unbroadcast
+from xform.rules.helpers import defjvp, multilinear_vjp, unbroadcast
 from xform.ir.registry import register
 
 _LETTERS = string.ascii_letters
@@ -93,7 +93,8 @@ def _matmul_batch(size, args, dims):
 register(matmul_p, impl=np.matmul, abstract_eval=_matmul_abstract_eval,
          jvp=defjvp(matmul_p, lambda t, a, b, ans: matmul_p.bind(t, b),
                     lambda t, a, b, ans: matmul_p.bind(a, t)),
-         transpose=_matmul_transpose, batch=_matmul_batch, symbolic_zeros=True, role="matmul")
+         transpose=_matmul_transpose, vjp=multilinear_vjp(_matmul_transpose),
+         batch=_matmul_batch, symbolic_zeros=True, role="matmul")
 
 
 # -- dot: np.dot with an operand of more than 2 dimensions ------------------------------------
@@ -156,7 +157,8 @@ def _dot_batch(size, args, dims):
 register(dot_p, impl=np.dot, abstract_eval=_dot_abstract_eval,
          jvp=defjvp(dot_p, lambda t, a, b, ans: dot_p.bind(t, b),
                     lambda t, a, b, ans: dot_p.bind(a, t)),
-         transpose=_dot_transpose, batch=_dot_batch, symbolic_zeros=True)
+         transpose=_dot_transpose, vjp=multilinear_vjp(_dot_transpose), batch=_dot_batch,
+         symbolic_zeros=True)
 
 
 # -- einsum: subscripts in explicit form with one letter per axis ('...' spelled out) ----------
@@ -277,7 +279,7 @@ def _einsum_batch(size, args, dims, *, subscripts):
 
 register(einsum_p, impl=lambda *operands, subscripts: np.einsum(subscripts, *operands),
          abstract_eval=_einsum_abstract_eval, jvp=_einsum_jvp, transpose=_einsum_transpose,
-         batch=_einsum_batch, symbolic_zeros=True)
+         vjp=multilinear_vjp(_einsum_transpose), batch=_einsum_batch, symbolic_zeros=True)
 
 
 __all__ = ["dot_p", "einsum_p", "fresh_letters", "matmul_p"]

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import attrs
 import numpy as np
+from numpy import float64, ndarray   # (read per value: see xform.transforms.vjp)
 
-from xform.ir.ad import NOT_MAPPED, Zero, add_tangents, aval, move_to_front, ndim, zero_tangent
-from xform.ir.avals import ShapedArray, is_differentiable, shaped_array
+from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, add_tangents, aval, move_to_front, ndim,
+                         zero_tangent)
+from xform.ir.avals import ShapedArray, is_differentiable, shaped_array, tangent_aval
 from xform.ir.core import Params
 from xform.ir.registry import Hooks
 
 def unbroadcast(ct, target: ShapedArray):
     """Sum `ct` over the axes that broadcasting added to reach `target`'s shape and dtype."""
     kind = type(ct)
-    if ((kind is np.ndarray or kind is np.float64) and ct.shape == target.shape
+    if ((kind is ndarray or kind is float64) and ct.shape == target.shape
             and ct.dtype == target.dtype):
         return ct   # (a first call's reverse mode, on concrete values: most often so)
     ct_aval = aval(ct)
@@ -96,24 +98,54 @@ def defvjp(*cotangents):
                 result.append(None)
                 continue
             kind = type(x)
-            if kind is np.ndarray or kind is np.float64:   # (a first call's concrete values)
-                if x.dtype.kind not in "fc":
+            if kind is float64 or kind is float or kind is ndarray:
+                # A first call's concrete values: unbroadcast's first test, without x's aval
+                if kind is ndarray and x.dtype.kind not in "fc":
                     result.append(None)
                     continue
-                ct_x = make(ct, *primals, ans=ans, **params)
-                # unbroadcast's first test, without making x's aval
-                kind = type(ct_x)
-                if ((kind is np.ndarray or kind is np.float64) and ct_x.shape == x.shape
-                        and ct_x.dtype == x.dtype):
-                    result.append(ct_x)
-                else:
-                    result.append(unbroadcast(ct_x, aval(x)))
+                ct_x = _cotangent_of(make, ct, primals, ans, params)
+                if kind is ndarray:
+                    kind = type(ct_x)
+                    fits = ((kind is ndarray or kind is float64)
+                            and ct_x.shape == x.shape and ct_x.dtype == x.dtype)
+                else:   # a float64 scalar's
+                    fits = type(ct_x) is float64
+                result.append(ct_x if fits else unbroadcast(ct_x, aval(x)))
                 continue
             x_aval = aval(x)
             result.append(None if x_aval.dtype.kind not in "fc" else
                           unbroadcast(make(ct, *primals, ans=ans, **params), x_aval))
         return tuple(result)
     return rule
+
+
+def multilinear_vjp(transpose):
+    """The vjp rule of a primitive linear in each operand apart (a product: matmul, dot,
+    einsum, convolve), from its `transpose` rule: an operand's cotangent is the transpose
+    with that operand undefined and the others' values given. That is what transposing its
+    linearized jvp computes (the same operations, the same bits), without staging that
+    small linear graph per equation; the last operand's comes first, as there."""
+    def rule(primals, ans, ct, **params):
+        cts = [None] * len(primals)
+        for i in reversed(range(len(primals))):
+            x_aval = aval(primals[i])
+            if x_aval.dtype.kind in "fc":
+                operands = list(primals)
+                operands[i] = Undefined(tangent_aval(x_aval))
+                cts[i] = transpose(ct, *operands, **params)[i]
+        return tuple(cts)
+    return rule
+
+
+def _cotangent_of(make, ct, primals, ans, params):
+    """`make(ct, *primals, ans=ans, **params)`, with no argument list unpacked for the
+    commonest calls (one or two primals, no params: an unpacking costs twice the call)."""
+    if not params:
+        if len(primals) == 2:
+            return make(ct, primals[0], primals[1], ans=ans)
+        if len(primals) == 1:
+            return make(ct, primals[0], ans=ans)
+    return make(ct, *primals, ans=ans, **params)
 
 
 # -- batch makers -------------------------------------------------------------------------

@@ -4,6 +4,7 @@ reduction functions over them are in xform.numpy."""
 import math
 
 import numpy as np
+from numpy import ndarray   # (read per value: see xform.transforms.vjp)
 
 from xform.ir.avals import ShapedArray, shaped_array
 from xform.ir.core import Primitive
@@ -73,7 +74,9 @@ sum_p = Primitive("sum")
 
 def _sum_transpose(ct, x, *, axes, dtype=None):
     ct = expand_reduced(ct, x.aval.shape, axes)
-    return (ct.astype(x.aval.dtype) if aval(ct).dtype != x.aval.dtype else ct,)
+    x_dtype = x.aval.dtype
+    ct_dtype = ct.dtype if type(ct) is ndarray else aval(ct).dtype   # (concrete: no aval)
+    return (ct.astype(x_dtype) if ct_dtype != x_dtype else ct,)
 
 
 def _sum_impl(x, *, axes, dtype=None):

@@ -4,6 +4,7 @@ diag_embed); numpy's shape functions over them are in xform.numpy."""
 import math
 
 import numpy as np
+from numpy import float64, ndarray   # (read per value: see xform.transforms.vjp)
 
 from xform.errors import shape_error
 from xform.ir.avals import ShapedArray, is_differentiable, shaped_array
@@ -33,8 +34,12 @@ def _reshape_batch(size, args, dims, *, shape):
 
 
 def _reshape_impl(x, *, shape):
-    # (the method costs a third of np.reshape's dispatch: reverse mode reshapes per element)
-    return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
+    # (the method costs a third of np.reshape's dispatch: reverse mode reshapes per element;
+    # a numpy scalar's is what np.reshape calls too)
+    kind = type(x)
+    if kind is ndarray or kind is float64:
+        return x.reshape(shape)
+    return np.reshape(x, shape)
 
 
 register(reshape_p, impl=_reshape_impl,
@@ -251,7 +256,7 @@ def _slice_abstract_eval(x, *, starts, stops, steps):
 
 
 def _slice_transpose(ct, x, *, starts, stops, steps):
-    ct_aval = ct if type(ct) is np.ndarray else aval(ct)   # (an array: its shape and dtype)
+    ct_aval = ct if type(ct) is ndarray else aval(ct)   # (an array: its shape and dtype)
     widths = []
     for n, a, c, m in zip(x.aval.shape, starts, steps, ct_aval.shape):
         if m > 1:
@@ -342,14 +347,14 @@ def plus_zero(dtype) -> np.ndarray:
 
 
 def _is_plus_zero(value):
-    if type(value) is np.ndarray and _PLUS_ZEROS.get(value.dtype) is value:
+    if type(value) is ndarray and _PLUS_ZEROS.get(value.dtype) is value:
         return True
     value = np.asarray(value)
     return value.dtype.kind in "biuf" and value == 0 and not np.signbit(value)
 
 
 def _pad_impl(x, value, *, widths):
-    if type(x) is not np.ndarray:
+    if type(x) is not ndarray:
         x = np.asarray(x)
     shape, window = [], []
     for n, (lo, hi, interior) in zip(x.shape, widths):
@@ -420,7 +425,8 @@ def _pad_batch(size, args, dims, *, widths):
 
 
 register(pad_p, impl=_pad_impl, abstract_eval=_pad_abstract_eval, jvp=_pad_jvp,
-         transpose=_pad_transpose, batch=_pad_batch, symbolic_zeros=True, role="pad")
+         transpose=_pad_transpose, batch=_pad_batch, symbolic_zeros=True, linear_in=(0, 1),
+         role="pad")
 
 
 # -- flip and repeat -------------------------------------------------------------------------

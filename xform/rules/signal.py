@@ -10,7 +10,7 @@ from xform.ir.ad import NOT_MAPPED, Undefined, aval, move_to_front
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.registry import register
-from xform.rules.helpers import defjvp
+from xform.rules.helpers import defjvp, multilinear_vjp
 
 convolve_p = Primitive("convolve")
 
@@ -67,7 +67,8 @@ register(convolve_p, impl=_convolve_impl, abstract_eval=_convolve_abstract_eval,
          jvp=defjvp(convolve_p,
                     lambda t, x, k, ans, **params: convolve_p.bind(t, k, **params),
                     lambda t, x, k, ans, **params: convolve_p.bind(x, t, **params)),
-         transpose=_convolve_transpose, batch=_convolve_batch, symbolic_zeros=True)
+         transpose=_convolve_transpose, vjp=multilinear_vjp(_convolve_transpose),
+         batch=_convolve_batch, symbolic_zeros=True)
 
 
 def convolve(x, k, *, mode="full", method="auto"):
@@ -131,7 +132,8 @@ register(correlate_p, impl=_correlate_impl, abstract_eval=_correlate_abstract_ev
          jvp=defjvp(correlate_p,
                     lambda t, a, v, ans, **params: correlate_p.bind(t, v, **params),
                     lambda t, a, v, ans, **params: correlate_p.bind(a, t, **params)),
-         transpose=_correlate_transpose, batch=_correlate_batch, symbolic_zeros=True)
+         transpose=_correlate_transpose, vjp=multilinear_vjp(_correlate_transpose),
+         batch=_correlate_batch, symbolic_zeros=True)
 
 
 __all__ = ["convolve", "convolve_p", "correlate_p"]

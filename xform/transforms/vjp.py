@@ -7,6 +7,9 @@ linearizes the equation with its jvp rule and transposes that small linear graph
 from __future__ import annotations
 
 import numpy as np
+# (names read per equation: numpy's module __getattr__ keeps CPython 3.11 from specializing
+# `np.name` reads, which then cost twice a global's)
+from numpy import float64, ndarray
 
 from xform.errors import RuleError, UnsupportedError, construct_of
 from xform.ir.avals import is_differentiable, tangent_aval
@@ -15,7 +18,7 @@ from xform.ir.builder import (GraphBuilder, bind, current_builder, enter_source_
 from xform.ir.core import Graph, Literal
 from xform.ir.interpret import concrete_env, emit_equations
 from xform.ir.ad import (Undefined, Zero, add_tangents, aval, check_rule_outputs, fit_tangent,
-                         instantiate, zero_tangent)
+                         instantiate, zero_tangent, zeros)
 from xform.ir.registry import (RULES, derived, effectful_primitives, graph_has_effects,
                                has_effects, rule_for)
 from xform.ir.tracer import Tracer
@@ -64,17 +67,30 @@ def gradient_values(graph, args, live=None, wanted=None, kept=None, known=None) 
     live, wanted, kept = _options(graph, live, wanted, kept)
     env = concrete_env(graph, args, known)
     # (no effect is differentiated, none is in a sub-graph: the graph is computable_at_once)
-    outs, cts_in = _backward(graph, env, _seeds(graph, live, [None] * len(live)),
-                             _depending_on(graph, wanted), effects=False)
-    grads = [instantiate(cts_in[i]) for i in wanted if is_differentiable(graph.inputs[i].aval)]
-    return [outs[i] for i in kept] + grads
+    ct_env = _backward(graph, env, _seeds(graph, live), _depending_on(graph, wanted),
+                       effects=False)
+    results = []
+    outputs, inputs = graph.outputs, graph.inputs
+    for i in kept:
+        atom = outputs[i]
+        results.append(atom.value if type(atom) is Literal else env[atom])
+    for i in wanted:
+        var = inputs[i]
+        if var.aval.dtype.kind in "fc":     # (differentiable)
+            ct = ct_env.get(var)
+            results.append(zeros(tangent_aval(var.aval)) if ct is None else ct)
+    return results
 
 
 def _depending_on(graph, wanted) -> set:
     """The vars of `graph` that depend on its differentiable inputs at indices `wanted`: the
     only ones whose cotangents a gradient reads (vjp_graph leaves the others to dead-code
     elimination; computed at once, they would be computed, e.g. a data matrix's)."""
-    active = {graph.inputs[i] for i in wanted if is_differentiable(graph.inputs[i].aval)}
+    inputs = graph.inputs
+    active = set()
+    for i in wanted:
+        if inputs[i].aval.dtype.kind in "fc":     # (differentiable)
+            active.add(inputs[i])
     for eqn in graph.equations:
         # (Literals compare by identity: never among the active Vars)
         if not active.isdisjoint(eqn.inputs):
@@ -148,12 +164,14 @@ def _options(graph, live, wanted, kept):
     return live, wanted, kept
 
 
-def _seeds(graph, live, cts):
+def _seeds(graph, live, cts=None):
     """The output cotangents: `cts[i]` where given, 1 for the other live outputs (a
-    gradient's seed), a symbolic zero for the dead ones (vjp_eval drops a zero seed before
-    reading it: float0 or the primal dtype is alike)."""
-    return [(_one(a.aval.dtype) if ct is None else ct) if is_live
-            else zero_tangent(a.aval) for a, is_live, ct in zip(graph.outputs, live, cts)]
+    gradient's seed), None (no cotangent) for the dead ones."""
+    seeds = []
+    for i, (atom, is_live) in enumerate(zip(graph.outputs, live)):
+        ct = cts[i] if is_live and cts is not None else None
+        seeds.append(None if not is_live else _one(atom.aval.dtype) if ct is None else ct)
+    return seeds
 
 
 _ONES: dict = {}
@@ -174,58 +192,31 @@ def vjp_eval(graph, primals, cts_out):
     """
     if graph_has_effects(graph):
         graph = _draws_at_top_level(graph)
-    return _backward(graph, emit_equations(graph, primals), cts_out)
+    env = emit_equations(graph, primals)
+    ct_env = _backward(graph, env, cts_out)
+    cts_in = [ct_env.get(v) for v in graph.inputs]
+    cts_in = [Zero(tangent_aval(v.aval)) if ct is None else ct
+              for v, ct in zip(graph.inputs, cts_in)]
+    return [a.value if type(a) is Literal else env[a] for a in graph.outputs], cts_in
 
 
-def _backward(graph, env, cts_out, active=None, effects=None):
-    """The backward pass of `graph` given its forward environment `env` (values or tracers),
-    in the current builder if any; returns (outs, cts_in). With `active` (a set of vars), only
-    those get cotangents, and equations reading none of them are skipped. `effects`: whether
-    `graph` has effects, when the caller knows (else asked)."""
+def _backward(graph, env, cts_out, active=None, effects=None) -> dict:
+    """The backward pass of `graph` given its forward environment `env` (values or tracers)
+    and its outputs' cotangents `cts_out` (None or a Zero: none), in the current builder if
+    any; returns the cotangents, var -> cotangent (absent: a zero). With `active` (a set of
+    vars), only those get cotangents, and equations reading none of them are skipped.
+    `effects`: whether `graph` has effects, when the caller knows (else asked)."""
     ct_env = {}
-    summed = set()  # the atoms whose cotangent in ct_env is an array a sum here made
-
-    def accumulate(atom, ct, eqn=None):
-        """Add `ct` to the cotangent of `atom`: one of the graph's outputs (`eqn` None: the
-        caller's cotangent, fitted to it), or an input of `eqn`, whose vjp gave `ct` (its
-        shape checked; a sum computes `eqn`'s user line too)."""
-        if ct is None or type(ct) is Zero or type(atom) is Literal:
-            return
-        atom_aval = atom.aval
-        atom_dtype = atom_aval.dtype
-        if eqn is not None:
-            kind = type(ct)
-            if kind is np.ndarray or kind is np.float64 or kind is Tracer:  # (most: no aval)
-                ct_shape, ct_dtype = ct.shape, ct.dtype
-            else:
-                ct_aval = aval(ct)
-                ct_shape, ct_dtype = ct_aval.shape, ct_aval.dtype
-            if ct_shape != atom_aval.shape:
-                raise _cotangent_shape_error(eqn, atom, ct)
-        if atom_dtype.kind not in "fc" or (active is not None and atom not in active):
-            return
-        if eqn is None or (ct_dtype is not atom_dtype and ct_dtype != atom_dtype):
-            ct = fit_tangent(ct, atom_aval)
-        previous = ct_env.get(atom)
-        if previous is None:
-            ct_env[atom] = ct
-        elif type(previous) is Tracer or type(ct) is Tracer:   # staged: at eqn's line
-            if eqn is None:
-                ct_env[atom] = add_tangents(previous, ct)
-            else:
-                with source_scope(eqn.source):
-                    ct_env[atom] = add_tangents(previous, ct)
-        elif atom in summed:
-            # A sum this pass made, which no rule has read yet (an atom's cotangent is read
-            # once, after its last sum): added into, the bits a new sum would have
-            np.add(previous, ct, out=previous)
-        else:
-            ct_env[atom] = total = previous + ct
-            if type(total) is np.ndarray and total.ndim:
-                summed.add(atom)
-
     for atom, ct in zip(graph.outputs, cts_out):
-        accumulate(atom, ct)
+        if ct is None or type(ct) is Zero or type(atom) is Literal:
+            continue
+        atom_aval = atom.aval
+        if atom_aval.dtype.kind not in "fc" or (active is not None and atom not in active):
+            continue
+        ct = fit_tangent(ct, atom_aval)
+        previous = ct_env.get(atom)
+        ct_env[atom] = ct if previous is None else add_tangents(previous, ct)
+    summed = set()  # the atoms whose cotangent in ct_env is an array a sum here made
 
     if effects is None:
         effects = graph_has_effects(graph)
@@ -262,32 +253,64 @@ def _backward(graph, env, cts_out, active=None, effects=None):
                 # a linear equation's one input, differentiable as checked above: no value read
                 cts_in = reverse.transpose(cts, _undefined(inputs[0].aval), **params)
             elif reverse.vjp is not None and not multiple:
-                cts_in = reverse.vjp([a.value if type(a) is Literal else env[a] for a in inputs],
-                                     env[outputs[0]], cts, **params)
+                ins = []    # (a loop: a comprehension makes a function object per equation)
+                for a in inputs:
+                    ins.append(a.value if type(a) is Literal else env[a])
+                # (no empty params unpacked: that call costs twice a plain one)
+                cts_in = (reverse.vjp(ins, env[outputs[0]], cts, **params) if params
+                          else reverse.vjp(ins, env[outputs[0]], cts))
             else:
                 cts_in = _cotangents_in(eqn, reverse, env, cts)
         finally:
             leave_source_scope(token)
+        # Each input's cotangent added to its total (inline: a call per input costs more
+        # than most of these steps)
         for atom, ct in zip(inputs, cts_in):
-            if ct is not None:
-                accumulate(atom, ct, eqn)
+            kind = type(ct)
+            if ct is None or kind is Zero or type(atom) is Literal:
+                continue
+            atom_aval = atom.aval
+            if kind is ndarray or kind is float64 or kind is Tracer:  # (most: no aval)
+                ct_shape, ct_dtype = ct.shape, ct.dtype
+            else:
+                ct_aval = aval(ct)
+                ct_shape, ct_dtype = ct_aval.shape, ct_aval.dtype
+            if ct_shape != atom_aval.shape:
+                raise _cotangent_shape_error(eqn, atom, ct)
+            atom_dtype = atom_aval.dtype
+            if atom_dtype.kind not in "fc" or (active is not None and atom not in active):
+                continue
+            if ct_dtype is not atom_dtype and ct_dtype != atom_dtype:
+                ct = fit_tangent(ct, atom_aval)
+            previous = ct_env.get(atom)
+            if previous is None:
+                ct_env[atom] = ct
+            elif type(previous) is Tracer or type(ct) is Tracer:   # staged: at eqn's line
+                with source_scope(eqn.source):
+                    ct_env[atom] = add_tangents(previous, ct)
+            elif atom in summed:
+                # A sum this pass made, which no rule has read yet (an atom's cotangent is
+                # read once, after its last sum): added into, the bits a new sum would have
+                np.add(previous, ct, out=previous)
+            else:
+                ct_env[atom] = total = previous + ct
+                if type(total) is ndarray and total.ndim:
+                    summed.add(atom)
+    return ct_env
 
-    cts_in = [ct_env.get(v) for v in graph.inputs]
-    cts_in = [Zero(tangent_aval(v.aval)) if ct is None else ct
-              for v, ct in zip(graph.inputs, cts_in)]
-    return [a.value if type(a) is Literal else env[a] for a in graph.outputs], cts_in
 
-
+# id(aval) -> its Undefined, which keeps the aval alive (so the id names no other meanwhile):
+# by id, since an aval's hash is a Python call and avals are mostly the memo's same objects
 _UNDEFINED: dict = {}
 
 
 def _undefined(aval_) -> Undefined:
     """The Undefined of `aval_` (immutable: one per aval serves every transpose)."""
-    found = _UNDEFINED.get(aval_)
+    found = _UNDEFINED.get(id(aval_))
     if found is None:
         if len(_UNDEFINED) >= 4096:
             _UNDEFINED.clear()
-        found = _UNDEFINED[aval_] = Undefined(aval_)
+        found = _UNDEFINED[id(aval_)] = Undefined(aval_)
     return found
 
 
