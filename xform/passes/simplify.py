@@ -705,7 +705,7 @@ def simplify(graph: Graph, exact: bool = False, rewrites=REWRITES,
             emit(rewriter.substituted(eqn))
     finally:
         # the two closures hold each other: unbound, they leave no cycle for the collector
-        emit = stands_for = None
+        del emit, stands_for
     return rewriter.build()
 
 
