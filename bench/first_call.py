@@ -237,7 +237,10 @@ def examples(samples, only=()):
     """{example: (xform's first call, autograd's)}: CPU medians over `samples` first calls
     of the gallery's examples at their real sizes (each xform call on a fresh function of the
     loss's code, so nothing is cached for it; autograd runs the same source through its own
-    numpy), after WARM_UP throwaway calls each, alternating call by call."""
+    numpy), after WARM_UP throwaway calls each, alternating call by call. Each call starts
+    after a collection (untimed): a previous call's garbage still alive would hold graphs
+    that this call's, equal in structure, would find memoized (compiled regions)."""
+    import gc
     import importlib
     import types
 
@@ -261,6 +264,7 @@ def examples(samples, only=()):
                                        loss.__defaults__, loss.__closure__)
             for label, call in (("xform", lambda: xform.grad(fresh)(*args)),
                                 ("autograd", lambda: autograd.grad(twin_loss)(*twin_args))):
+                gc.collect()
                 start = time.process_time()
                 call()
                 if sample >= WARM_UP:
