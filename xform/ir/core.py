@@ -5,7 +5,6 @@ identity and carry no names: the printer names them.
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -302,10 +301,18 @@ class Graph:
     equations: tuple[Equation, ...] = attrs.field(converter=tuple)
     outputs: tuple[Atom, ...] = attrs.field(converter=tuple)
 
-    @functools.cached_property
+    # (set on first use, not a functools.cached_property: on a slotted attrs class that makes
+    # attrs define __getattr__, which keeps CPython from specializing every read of a field)
+    _type: GraphType | None = attrs.field(default=None, init=False)
+
+    @property
     def type(self) -> GraphType:
-        return GraphType(tuple(v.aval for v in self.inputs),
-                         tuple(v.aval for v in self.outputs))
+        found = self._type
+        if found is None:
+            found = GraphType(tuple(v.aval for v in self.inputs),
+                              tuple(v.aval for v in self.outputs))
+            object.__setattr__(self, "_type", found)
+        return found
 
     @property
     def in_avals(self):
