@@ -282,3 +282,24 @@ def test_a_regions_first_run_is_interpreted_up_to_a_size_with_the_compiled_bits(
         np.testing.assert_allclose(first, -np.sum(x * x * np.sin(0.7 * x) * np.cos(x)),
                                    rtol=1e-12)
     assert compiled[1 << 20] < compiled[0]
+
+
+@pytest.mark.parametrize("transform", ["grad", "jit"])
+def test_a_branch_on_a_draw_takes_eager_numpys_side_on_every_call(transform):
+    # One transformed object, called until both sides of the branch were taken: each call's
+    # draw decides (a first run redraws what staging drew; a later path is staged anew)
+    rng, reference = np.random.default_rng(5), np.random.default_rng(5)
+
+    def f(w):
+        u = rng.random()
+        return w * 3.0 if u > 0.5 else w * 2.0 + u * w
+    fun = getattr(xform, transform)(f)
+    sides = set()
+    for _ in range(10):
+        u = reference.random()
+        sides.add(u > 0.5)
+        want = (3.0 if u > 0.5 else 2.0 + u) if transform == "grad" else \
+            (0.7 * 3.0 if u > 0.5 else 0.7 * 2.0 + u * 0.7)
+        assert fun(0.7) == want
+        assert rng.bit_generator.state == reference.bit_generator.state
+    assert sides == {True, False}
