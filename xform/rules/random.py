@@ -97,18 +97,33 @@ def _draw_speculative_impl(copies, *operands, method, generator, args, kwargs, a
 
 def _copy(generator):
     """A generator that draws what `generator` draws next: a spare copy given its state where
-    there is one (numpy's generators), else a deep copy."""
+    there is one, else a deep copy."""
     spare = spare_copy(generator_kind(generator))
-    try:
-        if type(spare) is np.random.RandomState:
-            spare.set_state(generator.get_state(legacy=False))
+    if spare is not None:
+        try:
+            set_raw_state(spare, raw_state(generator))
             return spare
-        if type(spare) is np.random.Generator:
-            spare.bit_generator.state = generator.bit_generator.state
-            return spare
-    except (TypeError, ValueError):     # a bit generator of the user's own that refuses
-        pass
+        except (TypeError, ValueError):     # a bit generator of the user's own that refuses
+            pass
     return copy.deepcopy(generator)
+
+
+def raw_state(generator):
+    """Where `generator` is in its stream, in the form its setter takes back."""
+    if hasattr(generator, "get_state"):                 # numpy's RandomState
+        return generator.get_state(legacy=False)
+    if hasattr(generator, "getstate"):                  # Python's random.Random
+        return generator.getstate()
+    return getattr(generator, "bit_generator", generator).state
+
+
+def set_raw_state(generator, state) -> None:
+    if hasattr(generator, "set_state"):
+        generator.set_state(state)
+    elif hasattr(generator, "setstate"):
+        generator.setstate(state)
+    else:
+        getattr(generator, "bit_generator", generator).state = state
 
 
 def _draw_abstract_eval(*avals, method, generator, args, kwargs, aval):
@@ -194,4 +209,5 @@ register(nondifferentiable_p, impl=_raise_nondifferentiable,
          transpose=_nondiff_transpose, batch=_nondiff_batch, symbolic_zeros=True,
          linear_in=(0,), construct="a derivative of a random draw")
 
-__all__ = ["GeneratorRef", "Operand", "call_method", "draw_p", "nondifferentiable_p"]
+__all__ = ["GeneratorRef", "Operand", "call_method", "draw_p", "nondifferentiable_p",
+           "raw_state", "set_raw_state"]

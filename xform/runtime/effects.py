@@ -52,6 +52,7 @@ from xform.runtime.reads import MAX_OBJECTS, Reach, compared_by_identity, held_f
 from xform.numpy.random import (DRAWS, PROXY_TYPES, BoundDraw, note_unstaged, proxy_for,
                                  reset_unstaged, unproxied, unstaged_effects)
 from xform.numpy.stand_ins import groups_unreached, without_group
+from xform.rules.random import raw_state, set_raw_state
 from xform.source_info import user_frame_info
 
 # Names whose call makes a fresh generator: its draws cannot be seen through a state we hold.
@@ -210,24 +211,6 @@ class _Effects(Reach):
 # object's hash is computed anew on every lookup (bounded: a function redefined in a loop
 # makes new code objects)
 _clean_walks: dict = {}
-
-
-def raw_state(generator):
-    """Where `generator` is in its stream, in the form its setter takes back."""
-    if hasattr(generator, "get_state"):                 # numpy's RandomState
-        return generator.get_state(legacy=False)
-    if hasattr(generator, "getstate"):                  # Python's random.Random
-        return generator.getstate()
-    return getattr(generator, "bit_generator", generator).state
-
-
-def set_raw_state(generator, state) -> None:
-    if hasattr(generator, "set_state"):
-        generator.set_state(state)
-    elif hasattr(generator, "setstate"):
-        generator.setstate(state)
-    else:
-        getattr(generator, "bit_generator", generator).state = state
 
 
 def _state(generator):

@@ -21,7 +21,7 @@ import weakref
 from xform.errors import PathLimitError, PathLimitWarning, XformError
 from xform.ir.values import GuardFailure
 from xform.runtime.config import config
-from xform.runtime.effects import raw_state, set_raw_state
+from xform.rules.random import raw_state, set_raw_state
 
 _log = logging.getLogger("xform.paths")
 _all_paths: "weakref.WeakSet[Paths]" = weakref.WeakSet()
