@@ -447,6 +447,20 @@ def graph_has_effects(graph) -> bool:
 _effects_of: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def top_level_effects(graph) -> list | None:
+    """The equations of `graph` whose primitive is effectful (its draws), or None when an
+    effect is in a sub-graph (a loop body, a branch, a call): what a first call may run in
+    place, and what it may not."""
+    effectful = effectful_primitives()
+    found = []
+    for eqn in graph.equations:
+        if eqn.primitive in effectful:
+            found.append(eqn)
+        elif eqn.params and has_effects(eqn):
+            return None
+    return found
+
+
 @derived(reads=("scalar_math",))
 def scalar_math_rules() -> dict:
     """primitive -> (its impl, its ScalarMath) for the primitives with a scalar_math trait."""

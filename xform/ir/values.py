@@ -24,7 +24,7 @@ import numpy as np
 from xform.errors import XformError
 from xform.ir.ad import NOT_MAPPED, Zero
 from xform.ir.core import Literal, Primitive, holds_subgraphs
-from xform.ir.registry import effectful_primitives, graph_has_effects, has_effects, register
+from xform.ir.registry import graph_has_effects, has_effects, register, top_level_effects
 
 
 class _NoValue:
@@ -255,15 +255,11 @@ def staged_values(graph):
         return None
     if not graph_has_effects(graph):
         return record.values
+    draws = top_level_effects(graph)
+    if draws is None:
+        return None
     values, staged = record.values
-    draws = set()
-    effectful = effectful_primitives()
-    for eqn in graph.equations:
-        if eqn.primitive in effectful:
-            draws.add(id(eqn))
-        elif eqn.params and has_effects(eqn):
-            return None
-    return values, staged.redrawing(draws)
+    return values, staged.redrawing(set(map(id, draws)))
 
 
 def _numpy_warned(kind, flag) -> None:

@@ -20,7 +20,7 @@ from xform.ir.interpret import concrete_env, emit_equations
 from xform.ir.ad import (Undefined, Zero, add_tangents, aval, check_rule_outputs, fit_tangent,
                          instantiate, zero_tangent, zeros)
 from xform.ir.registry import (RULES, derived, effectful_primitives, graph_has_effects,
-                               has_effects, rule_for)
+                               has_effects, rule_for, top_level_effects)
 from xform.ir.tracer import Tracer
 from xform.transforms.transpose import backward_pass
 
@@ -125,13 +125,12 @@ def computable_at_once(graph, wanted=None) -> bool:
 
 def _draws_computable_at_once(graph, wanted) -> bool:
     """computable_at_once's answer for a graph with effects at its top level."""
-    effectful = effectful_primitives()
+    draws = top_level_effects(graph)
+    if draws is None:
+        return False
     active = _depending_on(graph, wanted)
-    for eqn in graph.equations:
-        if eqn.primitive in effectful:
-            if RULES[eqn.primitive].impl is None or not active.isdisjoint(eqn.inputs):
-                return False
-        elif eqn.params and has_effects(eqn):
+    for eqn in draws:
+        if RULES[eqn.primitive].impl is None or not active.isdisjoint(eqn.inputs):
             return False
     return True
 
