@@ -138,7 +138,8 @@ def _node(x) -> tuple[Any, Any, list] | None:
 def _is_plain_class(kind) -> bool:
     """Whether instances of `kind` are plain objects whose attributes are a pytree: a class
     the user's own code defines (not a library's), whose instances keep their attributes in
-    a `__dict__` and that is no container, array or callable (memoized per class)."""
+    a `__dict__` and that is no container or array (memoized per class). A callable one is
+    plain too: a model whose `__call__` runs it holds its parameters as any other does."""
     plain = _PLAIN.get(kind)
     if plain is None:
         module = sys.modules.get(getattr(kind, "__module__", ""), None)
@@ -148,8 +149,7 @@ def _is_plain_class(kind) -> bool:
         plain = (users and isinstance(kind, type) and kind.__init__ is not object.__init__
                  and "__slots__" not in vars(kind) and not issubclass(
                      kind, (tuple, list, dict, set, np.ndarray, np.generic, BaseException))
-                 and not any("__call__" in vars(c) or "__array__" in vars(c)
-                             for c in kind.__mro__[:-1]))
+                 and not any("__array__" in vars(c) for c in kind.__mro__[:-1]))
         if len(_PLAIN) >= 4096:
             _PLAIN.clear()
         _PLAIN[kind] = plain

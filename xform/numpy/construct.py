@@ -127,15 +127,22 @@ def _leaf_ndims(x):
         yield np.ndim(x)
 
 
+# Arrays made fresh by numpy's constructors in the user's own code, while staging, are
+# traced constants: writes of traced values into them stage (`u = np.zeros((T, n))`, then
+# `u[t + 1] = u[t] + dt * f(u[t])`), as numpy's own write into a concrete array cannot. A
+# library's calls (numpy's, SciPy's) get numpy's arrays, as ever. A traced size or count
+# (`np.zeros(n)`) is read as `int(n)`: from the staging's values, guarded, where there are.
+_FRESH = ("zeros", "ones", "empty", "full", "eye", "identity", "arange", "tri", "linspace",
+          "logspace", "geomspace", "zeros_like", "ones_like", "empty_like", "full_like", "array",
+          "asarray")
 # The stand-ins below, a group a staging does without when its code cannot reach them
 # (xform.runtime.effects.Watch): code that spells none of their names, nor the name of a numpy
 # callable that runs numpy's own Python on its arguments (np.polynomial's functions call
 # np.array; np.vectorize, np.ma, ...).
 CONSTRUCTORS_GROUP = "numpy constructors"
 _CONSTRUCTOR_NAMES = frozenset({
-    "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "full", "append",
-    "r_", "c_", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack", "zeros",
-    "ones", "empty", "arange", "eye", "identity", "tri"})
+    "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "append", "r_", "c_",
+    "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack", *_FRESH})
 
 
 def _passes_to_xform(value) -> bool:
@@ -173,8 +180,7 @@ def _reaches_constructors(names) -> bool:
 
 define_group(CONSTRUCTORS_GROUP, _reaches_constructors)
 
-for _name, _replacement in [("asarray", _asarray),
-                            ("asanyarray", _asarray), ("ascontiguousarray", _ascontiguousarray),
+for _name, _replacement in [("asanyarray", _asarray), ("ascontiguousarray", _ascontiguousarray),
                             ("asfortranarray", _ascontiguousarray)]:
     stand_in((np, _name), _replacement, group=CONSTRUCTORS_GROUP)
 stand_in(np.append, lambda arr, values, axis=None: np.append(staged_array(arr),
@@ -185,18 +191,12 @@ for _function in (np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
     stand_in(_function, _staged_items(_function), group=CONSTRUCTORS_GROUP)
 
 
-# Arrays made fresh by numpy's constructors in the user's own code, while staging, are
-# traced constants: writes of traced values into them stage (`u = np.zeros((T, n))`, then
-# `u[t + 1] = u[t] + dt * f(u[t])`), as numpy's own write into a concrete array cannot. A
-# library's calls (numpy's, SciPy's) get numpy's arrays, as ever. A traced size or count
-# (`np.zeros(n)`) is read as `int(n)`: from the staging's values, guarded, where there are.
-_FRESH = ("zeros", "ones", "empty", "full", "eye", "identity", "arange", "tri", "linspace",
-          "zeros_like", "ones_like", "empty_like", "full_like", "array")
 
 
 # Given a tracer, these reach xform through numpy's own dispatch (their traced argument is an
 # array, not a size).
-_DISPATCHED = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "linspace"})
+_DISPATCHED = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "linspace",
+                         "logspace", "geomspace"})
 
 
 def _traced_or_users(name):
@@ -310,10 +310,14 @@ def _sizes(args):
 
 def _fresh_or_staged(name):
     original = getattr(np, name)
-    staged = {"array": _array, "full": _full}.get(name)
+    staged = {"array": _array, "asarray": _asarray, "full": _full}.get(name)
 
     def route(*args, **kwargs):
         traced = contains_tracer(args) or contains_tracer(kwargs)
+        if not traced and name == "asarray" and type(
+                args[0] if args else kwargs.get("a")) not in (list, tuple):
+            # np.asarray(A) is A itself (writes into it reach A): fresh only from a sequence
+            return original(*args, **kwargs)
         if traced and staged is not None:
             made = staged(*args, **kwargs)
             if type(made) is Tracer:
