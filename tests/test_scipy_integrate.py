@@ -209,3 +209,16 @@ def _assert_matches_central_differences(f, arrays, grads, h=1e-6):
             minus = [a - step if j == k else a for j, a in enumerate(arrays)]
             np.testing.assert_allclose(grad[index], (f(plus) - f(minus)) / (2 * h),
                                        rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("y0", [1.0, np.array([1.0, 2.0])], ids=["number", "vector"])
+def test_odeint_of_a_number_gives_one_column_as_scipy_does(y0):
+    # SciPy's odeint works on y0 as a vector: a number gives rows of one element, and func
+    # is called on such a vector
+    t = np.linspace(0.0, 1.0, 4)
+
+    def solve(k):
+        return odeint(lambda y, s: -k * y * (y.ndim == 1), y0, t, **TOL)
+    np.testing.assert_allclose(xform.jit(solve)(0.7), solve(0.7), rtol=1e-10, atol=1e-12)
+    assert xform.grad(lambda k: solve(k)[-1, 0])(0.7) == pytest.approx(
+        -np.ravel(y0)[0] * np.exp(-0.7), rel=1e-6)

@@ -71,7 +71,8 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     options = {k: v for k, v in numbers.items() if v is not None}
     args = args if isinstance(args, tuple) else (args,)
     rhs = (lambda y, s, *a: func(s, y, *a)) if tfirst else func
-    return _solve(rhs, y0, t, args, "odeint", options)
+    # SciPy's odeint works on y0 as a vector: a number gives rows of one element
+    return _solve(rhs, np.ravel(y0), t, args, "odeint", options)
 
 
 def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, events=None,
