@@ -16,6 +16,7 @@ from xform.ir.builder import current_builder
 from xform.ir.bytecode import instruction_argument, per_code
 from xform.ir.tracer import Tracer
 from xform.source_info import is_users_code, user_frame_info
+from xform.numpy.captured import CapturedArray
 from xform.numpy.join import concatenate, stack
 from xform.numpy.stand_ins import contains_tracer, define_group, stand_in
 from xform.numpy.protocol import function_for, implements
@@ -288,6 +289,8 @@ def _fresh(original):
             made = original(*_sizes(args), **_sizes(kwargs))
         else:
             made = original(*args, **kwargs)
+        if type(made) is CapturedArray:   # np.empty_like(GRID) of a captured GRID: new memory
+            made = made.view(np.ndarray)
         if type(made) is np.ndarray and made.ndim:
             builder = current_builder()
             return Tracer(builder, builder.atom(made))
