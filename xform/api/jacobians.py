@@ -111,7 +111,8 @@ def _check_outputs(name, out_leaves, holomorphic):
 
 def _stacked(fun, basis, total):
     """`vmap(fun)(*basis)`, the lanes sharing the function's draws; a one-row basis (a scalar
-    output or input) is one call of `fun` given a leading axis, so that nothing is batched over a single lane."""
+    output or input) is one call of `fun` given a leading axis, so that nothing is batched
+    over a single lane."""
     if total == 1:
         return [np.expand_dims(r, 0) for r in fun(*[b[0] for b in basis])]
     return vmap_directions(fun)(*basis)
