@@ -232,3 +232,54 @@ def _max_drawdown_autograd(log_returns):
         peaks.append(anp.maximum(peaks[-1], wealth[k]))
         lows.append(anp.minimum(lows[-1], log_returns[k]))
     return anp.max(1 - wealth / anp.stack(peaks)) + anp.sum(anp.stack(lows) ** 2)
+
+
+# -- np.random.seed inside the function: in program order among the draws ---------------------
+
+def noisy_line_loss(w):
+    """A synthetic regression set made with the legacy global generator, reseeded per use."""
+    np.random.seed(0)
+    x = np.random.randn(50)
+    np.random.seed(0)
+    noise = 0.1 * np.random.randn(50)      # the same numbers as x: eager numpy reseeded
+    y = 2 * x + 1 + noise
+    return np.mean((w[0] * x + w[1] - y) ** 2)
+
+
+def _noisy_line_loss_grad(w):
+    x = np.random.RandomState(0).randn(50)
+    residual = w[0] * x + w[1] - (2.1 * x + 1)
+    return np.array([np.mean(2 * residual * x), np.mean(2 * residual)])
+
+
+def test_seeding_the_global_generator_between_draws():
+    ws = [np.array([0.5, 1.0]), np.array([1.5, -0.3])]
+    grad, jit = xform.grad(noisy_line_loss), xform.jit(noisy_line_loss)
+    for w in ws * 2:
+        assert jit(w) == noisy_line_loss(w)
+        np.testing.assert_allclose(grad(w), _noisy_line_loss_grad(w), rtol=1e-12)
+        after_call = np.random.rand()
+        noisy_line_loss(w)
+        assert after_call == np.random.rand()     # the global generator where eager leaves it
+    lanes = xform.vmap(noisy_line_loss)(np.stack(ws))
+    np.testing.assert_allclose(lanes, [noisy_line_loss(w) for w in ws], rtol=1e-14)
+    np.testing.assert_allclose(xform.hessian(noisy_line_loss)(ws[0]),
+                               xform.jacfwd(_noisy_line_loss_grad)(ws[0]), rtol=1e-12)
+
+
+def test_seeding_a_random_state_between_draws_of_a_hessian():
+    rs = np.random.RandomState(1)
+
+    def energy(w):
+        a = rs.normal(size=2)
+        rs.seed(7)
+        b = rs.normal(size=2)
+        return np.sum(w * a + w ** 3 * b)
+
+    hessian = xform.hessian(energy)
+    for w in [1.5, -0.5]:
+        rs.seed(1)
+        got = hessian(w)
+        reference = np.random.RandomState(7)
+        np.testing.assert_allclose(got, np.sum(6 * w * reference.normal(size=2)), rtol=1e-14)
+        assert rs.rand() == reference.rand()    # the generator where one call leaves it
