@@ -283,3 +283,27 @@ def test_seeding_a_random_state_between_draws_of_a_hessian():
         reference = np.random.RandomState(7)
         np.testing.assert_allclose(got, np.sum(6 * w * reference.normal(size=2)), rtol=1e-14)
         assert rs.rand() == reference.rand()    # the generator where one call leaves it
+
+
+# -- scipy.integrate.odeint of a scalar state: SciPy's shapes ---------------------------------
+
+def decay_at_end(k):
+    import scipy.integrate
+
+    t = np.linspace(0, 2, 11)
+    seen = []
+
+    def rhs(y, t):
+        seen.append(np.shape(y))
+        return -k * y + np.sin(t)
+    solution = scipy.integrate.odeint(rhs, 1.0, t)
+    assert set(seen) == {(1,)}          # SciPy's func sees the state as a vector
+    return solution[-1, 0]              # one column per state
+
+
+def test_odeint_of_a_scalar_initial_state_has_scipys_shapes():
+    grad, jit = xform.grad(decay_at_end), xform.jit(decay_at_end)
+    for k in [0.5, 1.5] * 2:
+        np.testing.assert_allclose(jit(k), decay_at_end(k), rtol=1e-6)
+        np.testing.assert_allclose(grad(k), central_difference(decay_at_end, k, eps=1e-4),
+                                   rtol=1e-4)
