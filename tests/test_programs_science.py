@@ -2,6 +2,8 @@
 trees, fits, Monte Carlo), run unmodified through xform's transforms: each one a wall or a
 wrong value found by trying such programs, checked against eager numpy, finite differences
 and autograd where autograd runs the program."""
+import math
+
 import autograd
 import autograd.numpy as anp
 import numpy as np
@@ -307,3 +309,130 @@ def test_odeint_of_a_scalar_initial_state_has_scipys_shapes():
         np.testing.assert_allclose(jit(k), decay_at_end(k), rtol=1e-6)
         np.testing.assert_allclose(grad(k), central_difference(decay_at_end, k, eps=1e-4),
                                    rtol=1e-4)
+
+
+# -- Python's number protocols on traced scalars, as np.float64 answers them ----------------
+
+PROGRESS = []
+
+
+def newton_with_progress(a):
+    """Newton's square root, logging its progress with format specs."""
+    x = a
+    err = abs(x * x - a)
+    while err > 1e-12:
+        x = x - (x * x - a) / (2 * x)
+        err = abs(x * x - a)
+        PROGRESS.append(f"x={x:.6f} err={err:.2e}")
+    return x
+
+
+def test_progress_lines_format_the_values_of_the_call_being_staged():
+    for a in [2.0, 7.0, 2.0]:
+        PROGRESS.clear()
+        newton_with_progress(a)
+        eager_log = list(PROGRESS)
+        PROGRESS.clear()
+        np.testing.assert_allclose(xform.grad(newton_with_progress)(a), 0.5 / np.sqrt(a),
+                                   rtol=1e-12)
+        assert PROGRESS in ([], eager_log)      # logged while staged: the eager lines, or none
+    PROGRESS.clear()
+    assert xform.jit(newton_with_progress)(3.0) == newton_with_progress(3.0)
+    assert PROGRESS[0] == "x=2.000000 err=1.00e+00"
+
+
+def cell_interpolation(x):
+    """A periodic table looked up with math.floor, rounded coordinates with round()."""
+    n = 10
+    cell = math.floor(x * n) % n
+    frac = x * n - math.floor(x * n)
+    table = np.linspace(0, 1, n + 1) ** 2
+    nearest = round(x * n) + math.ceil(x) + math.trunc(-x)
+    return (1 - frac) * table[cell] + frac * table[cell + 1] + nearest * round(x, 1)
+
+
+def test_math_floor_ceil_trunc_and_round_of_differentiated_scalars():
+    grad, hessian, jit = (xform.grad(cell_interpolation), xform.hessian(cell_interpolation),
+                          xform.jit(cell_interpolation))
+    for x in [0.37, 2.61, 0.37, -1.23]:
+        assert jit(x) == cell_interpolation(x)
+        np.testing.assert_allclose(grad(x), central_difference(cell_interpolation, x),
+                                   rtol=1e-6)
+        assert hessian(x) == 0.0      # piecewise linear
+    with pytest.raises(xform.TypeCheckError, match="round"):
+        xform.jit(lambda v: round(v))(np.ones(2))
+
+
+def sum_of_squares_by_list(x):
+    total = 0.0
+    for v in x.tolist():
+        total += v * v
+    return total + np.sum(x)
+
+
+def test_tolist_of_a_differentiated_array_keeps_its_derivatives():
+    for x in [np.array([0.5, 1.0, 2.0]), np.array([1.5, -0.3, 0.1])]:
+        np.testing.assert_allclose(xform.grad(sum_of_squares_by_list)(x), 2 * x + 1,
+                                   rtol=1e-15)
+        assert xform.jit(sum_of_squares_by_list)(x) == sum_of_squares_by_list(x)
+        np.testing.assert_allclose(xform.vmap(sum_of_squares_by_list)(np.stack([x, 2 * x])),
+                                   [sum_of_squares_by_list(x), sum_of_squares_by_list(2 * x)])
+    rows = xform.grad(lambda m: sum(sum(v * v for v in row) for row in m.tolist()))
+    np.testing.assert_allclose(rows(np.array([[1.5, -0.3], [0.1, 4.0]])),
+                               [[3.0, -0.6], [0.2, 8.0]], rtol=1e-15)
+
+
+def skip_the_pole(x):
+    """Sum of 1/(v - 1) over the entries, skipping those at the pole (math.isclose)."""
+    total = 0.0
+    for v in x:
+        if math.isclose(v, 1.0, rel_tol=1e-9, abs_tol=1e-12):
+            continue
+        total += 1.0 / (v - 1.0)
+    return total
+
+
+def test_math_isclose_of_differentiated_values():
+    grad = xform.grad(skip_the_pole)
+    for x in [np.array([0.5, 1.0, 2.0]), np.array([1.5, -0.3, 0.1]), np.array([1.0, 3.0, 1.0])]:
+        pole = np.isclose(x, 1.0, rtol=0, atol=1e-12)
+        want = np.where(pole, 0.0, -1.0 / np.where(pole, 2.0, x - 1.0) ** 2)
+        np.testing.assert_allclose(grad(x), want, rtol=1e-14)
+        np.testing.assert_allclose(grad(x), autograd.grad(_skip_the_pole_autograd)(x),
+                                   rtol=1e-14)
+
+
+def _skip_the_pole_autograd(x):
+    total = 0.0
+    for v in x:
+        if abs(v - 1.0) <= 1e-12:
+            continue
+        total = total + 1.0 / (v - 1.0)
+    return total
+
+
+# -- np.vectorize of a Python function with branches ------------------------------------------
+
+@np.vectorize
+def _soft_threshold(v, level):
+    if v > level:
+        return v - level
+    if v < -level:
+        return v + level
+    return 0.0
+
+
+def lasso_penalty(x):
+    return np.sum(_soft_threshold(x, 0.5) ** 2) + np.sum(np.vectorize(abs)(x) * x)
+
+
+def test_vectorize_of_a_branching_python_function():
+    grad, jit = xform.grad(lasso_penalty), xform.jit(lasso_penalty)
+    for x in [np.array([[0.3, 1.2], [-0.9, 0.7]]), np.array([[2.0, -0.2], [0.1, -1.5]])] * 2:
+        assert jit(x) == lasso_penalty(x)
+        np.testing.assert_allclose(grad(x), central_difference(lasso_penalty, x), rtol=1e-7)
+    typed = np.vectorize(lambda a, b: a * b + 1, otypes=[np.float32])
+    x = np.array([[0.3, 1.2], [-0.9, 0.7]])
+    got = xform.jit(lambda x: typed(x, np.arange(2)))(x)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, typed(x, np.arange(2)))
