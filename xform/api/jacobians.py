@@ -11,7 +11,7 @@ import numpy as np
 
 from xform.api.dispatch import normalize_argnums, transformed
 from xform.api.forward import jvp
-from xform.api.mapping import vmap
+from xform.api.mapping import vmap_directions
 from xform.api.pipeline import finish_graph
 from xform.api.reverse import (check_input_dtypes, check_output_dtype,
                                differentiated_static, vjp)
@@ -110,11 +110,12 @@ def _check_outputs(name, out_leaves, holomorphic):
 
 
 def _stacked(fun, basis, total):
-    """`vmap(fun)(*basis)`; a one-row basis (a scalar output or input) is one call of `fun`
-    given a leading axis, so that nothing is batched over a single lane."""
+    """`vmap(fun)(*basis)`, the lanes sharing the function's draws; a one-row basis (a scalar
+    output or input) is one call of `fun` given a leading axis, so that nothing is batched
+    over a single lane."""
     if total == 1:
         return [np.expand_dims(r, 0) for r in fun(*[b[0] for b in basis])]
-    return vmap(fun)(*basis)
+    return vmap_directions(fun)(*basis)
 
 
 def _jacfwd_body(fun, args, nums, argnums, has_aux, holomorphic):

@@ -33,6 +33,17 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, *, backend=None):
     """
     if not callable(fun):
         raise not_callable_error(fun, "vmap")
+    return _vmap(fun, in_axes, out_axes, axis_name, backend, directions=False)
+
+
+def vmap_directions(fun):
+    """`vmap(fun)` whose lanes are directions of one evaluation (a Jacobian's basis), not
+    separate calls: they share `fun`'s random draws, made once as the unmapped function
+    makes them (`vmap` draws per lane, as a loop of calls would)."""
+    return _vmap(fun, 0, 0, None, None, directions=True)
+
+
+def _vmap(fun, in_axes, out_axes, axis_name, backend, directions):
     def build(fun, in_tree, avals, known=None):
         args_tree = in_tree
         axes = _in_axes_leaves(in_axes, args_tree)
@@ -75,7 +86,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, *, backend=None):
                                                        _lane(known, dims, 0))
         out_axes_leaves = _out_axes_leaves(out_axes, out_tree)
         drew = watch.drew()
-        if drew or graph_has_effects(graph):
+        if not directions and (drew or graph_has_effects(graph)):
             # Draws per element, as a Python loop over the elements would make them.
             if drew:
                 watch.rewind()
@@ -98,7 +109,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, *, backend=None):
             return (), tuple(i for i, axis in enumerate(in_axes) if axis is None)
         return (), ()
 
-    return transformed(fun, "vmap", build, (_freeze(in_axes), _freeze(out_axes), axis_name),
+    return transformed(fun, "vmap", build,
+                       (_freeze(in_axes), _freeze(out_axes), axis_name, directions),
                        static=static, keywords_automatic=False, backend=backend)
 
 

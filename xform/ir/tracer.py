@@ -214,10 +214,42 @@ class Tracer:
         return self.builder.decide(element.reshape(()), kind)
 
     def tolist(self):
+        """numpy's nested lists, of traced elements where the value depends on the inputs
+        (so `for v in x.tolist()` keeps their derivatives)."""
         value = self.builder.constant_value(self)
+        if value is not None:
+            return value.tolist()
+        return [element.tolist() for element in self] if self.shape else self
+
+    # As np.float64's: round(x) and math.floor(x) are integers (a step function: guarded,
+    # zero derivative), round(x, n) a traced value.
+    def __round__(self, ndigits=None):
+        if self.shape:
+            raise TypeCheckError("round() of a traced array", user_frame_info(),
+                                 "np.round(x, decimals) rounds every element")
+        if ndigits is not None:
+            return np.round(self, ndigits)
+        return self.builder.decide(np.round(self), "int")
+
+    def __floor__(self):
+        return self.builder.decide(np.floor(self), "int")
+
+    def __ceil__(self):
+        return self.builder.decide(np.ceil(self), "int")
+
+    def __trunc__(self):
+        return self.builder.decide(self, "int")
+
+    def __format__(self, spec):
+        if not spec:
+            return str(self)
+        # A number formatted for reading (a progress line): the staging's value, unguarded,
+        # as a print shows it while staging; no derivative flows through a string.
+        values = self.builder.values
+        value = None if values is None else values.get(self.graph_var)
         if value is None:
-            raise concretization("array")
-        return value.tolist()
+            raise concretization("float")
+        return format(value[()] if np.ndim(value) == 0 else value, spec)
 
     # -- writes: staged as functional updates, with numpy's view semantics --------------
     def __setitem__(self, index, value):

@@ -361,7 +361,9 @@ def _guard_abstract_eval(x, **params):
 
 
 def _guard_jvp(primals, tangents, **params):
-    if type(tangents[0]) is not Zero:
+    # An integer or truth value is a step function of its input: its derivative is zero
+    # wherever it is defined, as reverse mode (which never asks a guard) computes it.
+    if type(tangents[0]) is not Zero and params["kind"] in ("float", "complex"):
         # staging refuses float() of a value a derivative flows through; a guard meeting a
         # tangent would cut that derivative silently
         raise XformError(f"a derivative flows through {params['kind']}() of a traced value",

@@ -16,6 +16,7 @@ from xform.ir.builder import current_builder
 from xform.ir.bytecode import instruction_argument, per_code
 from xform.ir.tracer import Tracer
 from xform.source_info import is_users_code, user_frame_info
+from xform.numpy.captured import CapturedArray
 from xform.numpy.join import concatenate, stack
 from xform.numpy.stand_ins import contains_tracer, define_group, stand_in
 from xform.numpy.protocol import function_for, implements
@@ -92,6 +93,26 @@ def _axis_concatenate(self, key):
             part = part.transpose(axes[:k1] + axes[k2:] + axes[k1:k2])
         parts.append(part)
     return concatenate(parts, axis=self.axis)
+
+
+def _vectorized_call(self, *args, **kwargs):
+    """`np.vectorize(f)(x, ...)` with traced arguments: `f` called on each element of their
+    broadcast, in numpy's order, and the results stacked in the type of the first (or of
+    `otypes`), as numpy's loop computes them; each call staged."""
+    if kwargs or self.excluded or self.signature is not None:
+        raise UnsupportedError("numpy.vectorize with keyword arguments, excluded or a "
+                               "signature is not supported on traced values",
+                               user_frame_info(), "loop over the elements in Python, or write "
+                               "the function with numpy's array operations (np.where)")
+    arrays = np.broadcast_arrays(*[staged_array(a) for a in args])
+    shape = arrays[0].shape
+    columns = [np.ravel(a) for a in arrays]
+    results = [self.pyfunc(*[column[i] for column in columns])
+               for i in range(int(np.prod(shape, dtype=np.int64)))]
+    if not results:
+        raise UnsupportedError("numpy.vectorize of empty traced arrays", user_frame_info())
+    dtype = np.dtype(self.otypes[0]) if self.otypes else staged_array(results[0]).dtype
+    return staged_array(results).astype(dtype).reshape(shape)
 
 
 def _staged_items(fn):
@@ -189,6 +210,7 @@ stand_in(np.append, lambda arr, values, axis=None: np.append(staged_array(arr),
 stand_in(type(np.r_).__mro__[1].__getitem__, _axis_concatenate, group=CONSTRUCTORS_GROUP)
 for _function in (np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
     stand_in(_function, _staged_items(_function), group=CONSTRUCTORS_GROUP)
+stand_in(np.vectorize.__call__, _vectorized_call, group=CONSTRUCTORS_GROUP)
 
 
 
@@ -288,6 +310,8 @@ def _fresh(original):
             made = original(*_sizes(args), **_sizes(kwargs))
         else:
             made = original(*args, **kwargs)
+        if type(made) is CapturedArray:   # np.empty_like(GRID) of a captured GRID: new memory
+            made = made.view(np.ndarray)
         if type(made) is np.ndarray and made.ndim:
             builder = current_builder()
             return Tracer(builder, builder.atom(made))

@@ -3,7 +3,9 @@ numpy writes it (so values agree with numpy's): sinc, round, fix, nan_to_num, th
 heaviside/ldexp/divmod/vecdot/matvec/vecmat, differences (diff, ediff1d, gradient, trapezoid,
 unwrap, cumulative_sum/prod), cross, interp, convolve/correlate, select, piecewise, and the
 boolean tests (isclose, allclose, array_equal, array_equiv, isin, isposinf, isneginf,
-isreal, iscomplex)."""
+isreal, iscomplex); Python's math.isclose of traced values."""
+import math
+
 import numpy as np
 
 from xform.errors import TypeCheckError, shape_error, unsupported_error
@@ -14,6 +16,7 @@ from xform.numpy.axes import normalize_axes, normalize_axis
 from xform.numpy.index import take
 from xform.numpy.protocol import implements
 from xform.numpy.shape import as_array, moveaxis, ravel, reshape
+from xform.numpy.stand_ins import define_group, stand_in
 from xform.rules.search import searchsorted_p
 from xform.rules.signal import correlate_p
 from xform.source_info import user_frame_info
@@ -654,3 +657,22 @@ def isreal(x):
 def iscomplex(x):
     """`np.iscomplex`: a nonzero imaginary part."""
     return scalar_result(np.imag(as_array(x)) != 0)
+
+
+def _math_isclose(a, b, *, rel_tol=1e-09, abs_tol=0.0):
+    """`math.isclose` of traced values: Python's test, asked of them (each comparison a
+    guarded truth value), where Python's float() of a differentiated value would raise."""
+    if rel_tol < 0.0 or abs_tol < 0.0:
+        raise ValueError("tolerances must be non-negative")
+    if a == b:
+        return True
+    if np.isinf(a) or np.isinf(b):
+        return False
+    difference = np.abs(b - a)
+    return bool(difference <= np.abs(rel_tol * b) or difference <= np.abs(rel_tol * a)
+                or difference <= abs_tol)
+
+
+PYTHON_MATH_GROUP = "Python's math of traced values"
+define_group(PYTHON_MATH_GROUP)
+stand_in((math, "isclose"), _math_isclose, group=PYTHON_MATH_GROUP)

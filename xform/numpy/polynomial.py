@@ -1,8 +1,9 @@
 """numpy's polynomial functions on tracers (coefficients highest power first, as np.polyval):
-polyval, polyadd, polysub, polymul, polyder, polyint and vander, computed as numpy does."""
+polyval, polyadd, polysub, polymul, polyder, polyint, vander and polyfit, computed as numpy
+does."""
 import numpy as np
 
-from xform.errors import shape_error
+from xform.errors import shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
 from xform.numpy.protocol import implements
 from xform.numpy.shape import as_array, atleast_1d
@@ -98,3 +99,31 @@ def vander(x, N=None, increasing=False):
                                   axis=1))
     powers = np.concatenate(columns, axis=1)
     return powers if increasing else np.flip(powers, 1)
+
+
+@implements(np.polyfit)
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """`np.polyfit` as numpy computes it: least squares on the column-scaled Vandermonde
+    matrix (weighted rows with `w`). Without numpy's RankWarning: the rank is a traced
+    value (`full=True` returns it)."""
+    if cov:
+        raise unsupported_error("numpy.polyfit(..., cov=True)",
+                                "fit with full=True and form the covariance from its residuals")
+    order = int(deg) + 1
+    x, y = as_array(x) + 0.0, as_array(y) + 0.0
+    if order < 1:
+        raise shape_error("expected deg >= 0")
+    if ndim(x) != 1 or ndim(y) not in (1, 2) or aval(x).shape[0] != aval(y).shape[0]:
+        raise shape_error(f"polyfit: x must be 1-dimensional and y 1- or 2-dimensional with "
+                          f"as many rows, got {aval(x).shape} and {aval(y).shape}")
+    if rcond is None:
+        rcond = aval(x).shape[0] * np.finfo(aval(x).dtype).eps
+    lhs, rhs = vander(x, order), y
+    if w is not None:
+        w = as_array(w) + 0.0
+        lhs = lhs * w[:, None]
+        rhs = rhs * (w if ndim(y) == 1 else w[:, None])
+    scale = np.sqrt(np.sum(lhs * lhs, axis=0))
+    c, residuals, rank, s = np.linalg.lstsq(lhs / scale, rhs, rcond)
+    c = c / (scale if ndim(y) == 1 else scale[:, None])
+    return (c, residuals, rank, s, rcond) if full else c

@@ -4,8 +4,9 @@ C types that cannot be patched, so draws are seen through stand-ins: the legacy 
 functions (`np.random.randn`), and `proxy_for(generator)`, an object of a subclass of the
 generator's type that xform.runtime.effects puts where the staged function finds the
 generator (a closure cell, a global, an attribute, a dict) while it is staged. Outside staging
-(another thread, no builder) a stand-in calls the real generator. What staging cannot stage
-(seeding, reading the state, shuffling a concrete array) is noted (`note_unstaged`): the
+(another thread, no builder) a stand-in calls the real generator. A RandomState's `seed`
+is staged too, in program order. What staging cannot stage
+(reading or setting the state, shuffling a concrete array) is noted (`note_unstaged`): the
 function then falls back to being staged on every call.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer
 from xform.numpy.stand_ins import define_group, stand_in
 from xform.numpy.views import assign
-from xform.rules.random import GeneratorRef, Operand, call_method, draw_p
+from xform.rules.random import GeneratorRef, Operand, call_method, draw_p, reseed_p
 from xform.source_info import user_frame_info
 
 # The methods staged as draws (numpy's distributions and samplers, both generator kinds).
@@ -147,6 +148,20 @@ def _shuffle(generator, args, kwargs):
     return None
 
 
+def _seed(generator):
+    """`generator.seed` (a RandomState's) while staging: staged in program order among the
+    draws; a seed that is traced, an array or given by keyword is noted as unstaged."""
+    def seed(*args, **kwargs):
+        if current_builder() is None:
+            return generator.seed(*args, **kwargs)
+        if kwargs or not all(value is None or type(value) is int for value in args):
+            note_unstaged()
+            return generator.seed(*args, **kwargs)
+        reseed_p.bind(generator=GeneratorRef(generator), args=args)
+        return None
+    return seed
+
+
 # -- proxies: the generator's type, every draw staged -------------------------------------------
 
 def _draw_method(generator, name):
@@ -171,6 +186,8 @@ class _Proxy:
             return _draw_method(real, name)
         if name == "_xform_real":
             return real
+        if name == "seed" and isinstance(real, np.random.RandomState):
+            return _seed(real)
         if (name[0] != "_" or name in _STATE_DUNDERS) and current_builder() is not None:
             note_unstaged()     # seeding, reading the state, spawning: not staged
         return getattr(real, name)
@@ -275,7 +292,8 @@ for _name in sorted(DRAWS):
             getattr(getattr(np.random, _name), "__self__", None) is np.random.mtrand._rand:
         stand_in((np.random, _name), _legacy_draw(_name), when=_staging, group=LEGACY_GROUP)
 for _name in _STATEFUL:
-    stand_in((np.random, _name), _legacy_stateful(_name), when=_staging, group=LEGACY_GROUP)
+    stand_in((np.random, _name), _seed(np.random.mtrand._rand) if _name == "seed"
+             else _legacy_stateful(_name), when=_staging, group=LEGACY_GROUP)
 
 __all__ = ["DRAWS", "LEGACY_GROUP", "PROXY_TYPES", "BoundDraw", "note_unstaged", "proxy_for",
            "stand_in_for_static", "unproxied",

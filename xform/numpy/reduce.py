@@ -333,6 +333,27 @@ def _ufunc_accumulate(numpy_function, name):
     return accumulate
 
 
+def _running(extremum, name):
+    """`np.maximum.accumulate` (`minimum`): the running extremum, by doubling steps (after
+    the step of shift k, each element holds the extremum of the 2k elements ending there).
+    Exact: an extremum does not round."""
+    def accumulate(a, axis=0, dtype=None, out=None):
+        _no_options(f"{name}.accumulate", out=out)
+        if not aval(a).shape:
+            raise TypeError("cannot accumulate on a scalar")
+        if axis is None:
+            raise ValueError("accumulate does not allow multiple axes")
+        axis = single_axis(axis, aval(a).ndim)
+        x = np.moveaxis(a if dtype is None else a.astype(dtype), axis, 0)
+        n, shift = aval(x).shape[0], 1
+        while shift < n:
+            x = np.concatenate([x[:shift], extremum(x[shift:], x[:-shift])])
+            shift *= 2
+        return np.moveaxis(x, 0, axis)
+    accumulate.__name__ = f"{name}_accumulate"
+    return accumulate
+
+
 def _cast_after(extremum):
     """max/min take no dtype: the ufunc's reduce with a dtype casts the result."""
     def reduce(a, axis, keepdims, dtype=None, **options):
@@ -347,3 +368,5 @@ implements((np.maximum, "reduce"))(_ufunc_reduce(_cast_after(amax), "maximum"))
 implements((np.minimum, "reduce"))(_ufunc_reduce(_cast_after(amin), "minimum"))
 implements((np.add, "accumulate"))(_ufunc_accumulate(cumsum, "add"))
 implements((np.multiply, "accumulate"))(_ufunc_accumulate(cumprod, "multiply"))
+implements((np.maximum, "accumulate"))(_running(np.maximum, "maximum"))
+implements((np.minimum, "accumulate"))(_running(np.minimum, "minimum"))

@@ -173,6 +173,33 @@ register(draw_p, impl=_draw_impl, abstract_eval=_draw_abstract_eval, jvp=_draw_j
          hooks=Hooks(speculative_impl=_draw_speculative_impl), construct="numpy.random draw")
 
 
+# `rs.seed(0)` / `np.random.seed(0)` while staging: an effect in program order among the draws
+# (seeded while staging, it would come before every staged draw, those before it too).
+reseed_p = Primitive("random_seed", multiple_results=True)
+
+
+def _reseed_impl(*, generator, args):
+    generator.generator.seed(*args)
+    return []
+
+
+def _reseed_speculative_impl(copies, *, generator, args):
+    original = generator.generator
+    entry = copies.get(id(original))
+    if entry is None:
+        entry = copies[id(original)] = (original, _copy(original))
+    entry[1].seed(*args)
+    return []
+
+
+register(reseed_p, impl=_reseed_impl, abstract_eval=lambda **params: [],
+         jvp=lambda primals, tangents, **params: (reseed_p.bind(**params), []),
+         vjp=lambda primals, outs, cts, **params: [],
+         batch=lambda size, operands, dims, **params: (reseed_p.bind(**params), []),
+         effectful=True, hooks=Hooks(speculative_impl=_reseed_speculative_impl),
+         construct="numpy.random seed")
+
+
 def _raise_nondifferentiable(x, *, shape, dtype, method, what, source):
     raise UnsupportedError(
         f"{what} of a random draw ({method}) with respect to its parameters was asked for: "
@@ -210,4 +237,4 @@ register(nondifferentiable_p, impl=_raise_nondifferentiable,
          linear_in=(0,), construct="a derivative of a random draw")
 
 __all__ = ["GeneratorRef", "Operand", "call_method", "draw_p", "nondifferentiable_p",
-           "raw_state", "set_raw_state"]
+           "raw_state", "reseed_p", "set_raw_state"]

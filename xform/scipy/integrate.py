@@ -71,8 +71,12 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     options = {k: v for k, v in numbers.items() if v is not None}
     args = args if isinstance(args, tuple) else (args,)
     rhs = (lambda y, s, *a: func(s, y, *a)) if tfirst else func
-    # SciPy's odeint works on y0 as a vector: a number gives rows of one element
-    return _solve(rhs, np.ravel(y0), t, args, "odeint", options)
+    y0 = as_float(y0)
+    if aval(y0).ndim > 1:
+        raise shape_error("Initial condition y0 must be one-dimensional.")
+    # SciPy's state is a vector: a scalar y0 is one of length 1 (func sees shape (1,)), and
+    # the result has a column per state
+    return _solve(rhs, np.reshape(y0, (-1,)), t, args, "odeint", options)
 
 
 def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, events=None,

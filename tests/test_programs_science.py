@@ -1,0 +1,438 @@
+"""Scientific programs as a newcomer writes them (ODE steppers, PDE grids, tables, option
+trees, fits, Monte Carlo), run unmodified through xform's transforms: each one a wall or a
+wrong value found by trying such programs, checked against eager numpy, finite differences
+and autograd where autograd runs the program."""
+import math
+
+import autograd
+import autograd.numpy as anp
+import numpy as np
+import pytest
+
+import xform
+from xform.testing import check_grads
+from tests.test_values import central_difference
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    xform.clear_cache()
+    yield
+    xform.clear_cache()
+
+
+# -- Monte Carlo: a Jacobian's directions are one evaluation, drawing once -------------------
+
+def exponential_mean(theta, rng):
+    """The mean of shifted exponential samples, drawn from the generator passed in."""
+    u = rng.uniform(size=500)
+    samples = theta[0] - np.log(u) / theta[1] ** 2
+    return samples.mean()
+
+
+def _exponential_mean_hessian(theta, u):
+    d22 = -6 * np.mean(np.log(u)) / theta[1] ** 4
+    return np.array([[0.0, 0.0], [0.0, d22]])
+
+
+@pytest.mark.parametrize("transform", [
+    xform.hessian,
+    lambda f: xform.jacfwd(xform.grad(f)),
+    lambda f: xform.jacfwd(xform.jacrev(f)),
+])
+def test_hessian_of_a_monte_carlo_estimate_draws_once(transform):
+    hessian = transform(exponential_mean)
+    for theta in [np.array([0.2, 1.5]), np.array([1.0, 0.7])] * 2:
+        rng, reference = np.random.default_rng(3), np.random.default_rng(3)
+        got = hessian(theta, rng)
+        u = reference.uniform(size=500)
+        np.testing.assert_allclose(got, _exponential_mean_hessian(theta, u), rtol=1e-12)
+        # the generator is where one call of the function leaves it
+        assert rng.uniform() == reference.uniform()
+
+
+def test_jacfwd_of_a_function_drawing_from_a_global_generator():
+    state = {"rng": np.random.default_rng(5)}
+
+    def noisy_readout(gains):
+        noise = state["rng"].standard_normal(4)
+        return gains[0] * noise + gains[1] ** 2 * noise
+
+    jacobian = xform.jacfwd(noisy_readout)
+    for gains in [np.array([1.0, 2.0]), np.array([-0.5, 0.3])] * 2:
+        state["rng"] = np.random.default_rng(5)
+        got = jacobian(gains)
+        noise = np.random.default_rng(5).standard_normal(4)
+        np.testing.assert_array_equal(got, np.stack([noise, 2 * gains[1] * noise], axis=1))
+    # vmap's lanes are calls: each draws its own
+    state["rng"] = np.random.default_rng(5)
+    lanes = xform.vmap(noisy_readout)(np.ones((2, 2)))
+    assert not np.array_equal(lanes[0], lanes[1])
+
+
+# -- int() of a differentiated value: a step function, zero derivative at every order --------
+
+XS = np.linspace(0, 1, 11)
+YS = np.sin(2 * np.pi * XS)
+
+
+def table_interpolation(xq):
+    """Linear interpolation in a table, the cell found with int()."""
+    out = 0.0
+    for x in xq:
+        i = int(x * 10)
+        t = (x - XS[i]) / (XS[i + 1] - XS[i])
+        out += ((1 - t) * YS[i] + t * YS[i + 1]) * x
+    return out
+
+
+def _table_interpolation_hessian(xq):
+    cells = (xq * 10).astype(int)
+    slopes = (YS[cells + 1] - YS[cells]) / 0.1
+    return np.diag(2 * slopes)
+
+
+def test_hessian_through_int_of_a_traced_value():
+    hessian, hvp = xform.hessian(table_interpolation), xform.grad(table_interpolation)
+    for xq in [np.array([0.15, 0.62, 0.87]), np.array([0.05, 0.33, 0.71])] * 2:
+        np.testing.assert_allclose(hessian(xq), _table_interpolation_hessian(xq), rtol=1e-12,
+                                   atol=1e-12)
+        _, tangent = xform.jvp(hvp, (xq,), (np.ones(3),))
+        np.testing.assert_allclose(tangent, _table_interpolation_hessian(xq).sum(1),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(hvp(xq), central_difference(table_interpolation, xq),
+                                   rtol=1e-6)
+
+
+def test_float_of_a_value_a_second_derivative_flows_through_is_still_refused():
+    def scaled(x, c):
+        return x ** 2 * float(c)    # c is not differentiated by grad: float() is fine there
+
+    assert xform.grad(scaled)(1.5, 2.0) == 6.0
+    with pytest.raises(xform.XformError, match=r"float\(\)") as info:
+        xform.jvp(lambda c: xform.grad(scaled)(1.5, c), (2.0,), (1.0,))
+    assert "float(c)" in str(info.value)
+
+
+# -- arrays the function makes with np.*_like of a global table, then fills -----------------
+
+SIGNAL = np.sin(np.linspace(0, 6, 32)) + 0.1 * np.cos(np.linspace(0, 40, 32))
+
+
+def first_order_filter(ab):
+    """y[n] = a x[n] + b y[n-1], the output preallocated like the input signal."""
+    a, b = ab
+    y = np.empty_like(SIGNAL)
+    previous = 0.0
+    for n, xn in enumerate(SIGNAL):
+        previous = a * xn + b * previous
+        y[n] = previous
+    return np.mean(y ** 2)
+
+
+def test_preallocated_like_a_global_array_takes_traced_writes():
+    grad, jit = xform.grad(first_order_filter), xform.jit(first_order_filter)
+    for ab in [np.array([1.0, 0.5]), np.array([0.3, -0.2])] * 2:
+        assert jit(ab) == first_order_filter(ab)
+        np.testing.assert_allclose(grad(ab), central_difference(first_order_filter, ab),
+                                   rtol=1e-7)
+    check_grads(first_order_filter, (np.array([0.7, 0.4]),), order=2)
+    assert type(SIGNAL) is np.ndarray and SIGNAL[0] == np.sin(0.0) + 0.1   # untouched
+
+
+def test_zeros_like_and_full_like_of_a_global_array_fill_under_vmap():
+    def running_energy(scale):
+        energy = np.zeros_like(SIGNAL)
+        offset = np.full_like(SIGNAL, 0.5)
+        for n in range(1, len(SIGNAL)):
+            energy[n] = energy[n - 1] + (scale * SIGNAL[n]) ** 2 + offset[n]
+        return energy[-1]
+
+    scales = np.array([0.5, 2.0, -1.0])
+    np.testing.assert_allclose(xform.vmap(running_energy)(scales),
+                               [running_energy(s) for s in scales], rtol=1e-14)
+    np.testing.assert_allclose(xform.vmap(xform.grad(running_energy))(scales),
+                               2 * scales * np.sum(SIGNAL[1:] ** 2), rtol=1e-12)
+
+
+# -- np.polyfit -------------------------------------------------------------------------------
+
+X6 = np.linspace(0, 1, 6)
+
+
+def quadratic_fit_at_half(y):
+    coefficients = np.polyfit(X6, y, 2)
+    return np.polyval(coefficients, 0.5) + coefficients[0]
+
+
+@pytest.mark.parametrize("y", [np.array([0.1, 0.4, 0.9, 1.6, 2.5, 3.6]),
+                               np.array([1.0, 0.8, 1.1, 1.9, 3.2, 5.0])])
+def test_polyfit_of_traced_data(y):
+    np.testing.assert_array_equal(xform.jit(quadratic_fit_at_half)(y), quadratic_fit_at_half(y))
+    np.testing.assert_allclose(xform.grad(quadratic_fit_at_half)(y),
+                               central_difference(quadratic_fit_at_half, y), rtol=1e-7)
+    # linear in y: the fit's gradient is a row of the scaled pseudo-inverse, at every y
+    np.testing.assert_allclose(xform.grad(quadratic_fit_at_half)(y),
+                               xform.grad(quadratic_fit_at_half)(2 * y + 1), rtol=1e-12)
+
+
+def test_polyfit_in_the_abscissae_weights_and_full_output():
+    y = np.cos(3 * X6)
+    weights = np.linspace(1.0, 2.0, 6)
+
+    def fit_residual(x):
+        coefficients, residuals, rank, singular, rcond = np.polyfit(x, y, 2, w=weights,
+                                                                     full=True)
+        return residuals[0] + np.sum(coefficients ** 2)
+
+    x = X6 + 0.01 * np.sin(7 * X6)
+    got = xform.jit(lambda x: np.polyfit(x, np.stack([y, y ** 2], 1), 3, w=weights,
+                                         full=True))(x)
+    want = np.polyfit(x, np.stack([y, y ** 2], 1), 3, w=weights, full=True)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(xform.grad(fit_residual)(x), central_difference(fit_residual, x),
+                               rtol=1e-6, atol=1e-9)
+    with pytest.raises(xform.UnsupportedError, match="cov"):
+        xform.jit(lambda y: np.polyfit(X6, y, 1, cov=True))(y)
+
+
+# -- np.maximum.accumulate (a running maximum: drawdowns, envelopes) ---------------------------
+
+def max_drawdown(log_returns):
+    wealth = np.exp(np.cumsum(log_returns))
+    peak = np.maximum.accumulate(wealth)
+    return np.max(1 - wealth / peak) + np.sum(np.minimum.accumulate(log_returns) ** 2)
+
+
+def test_running_maximum_and_minimum():
+    rng = np.random.default_rng(0)
+    grad, jit = xform.grad(max_drawdown), xform.jit(max_drawdown)
+    for _ in range(3):
+        r = 0.05 * rng.standard_normal(12)
+        assert jit(r) == max_drawdown(r)
+        np.testing.assert_allclose(grad(r), central_difference(max_drawdown, r), rtol=1e-6,
+                                   atol=1e-9)
+        np.testing.assert_allclose(grad(r), autograd.grad(_max_drawdown_autograd)(r),
+                                   rtol=1e-12, atol=1e-15)
+    for shape, axis in [((5, 9), 1), ((9, 4), 0), ((3, 6, 5), -1), ((1,), 0)]:
+        a = rng.standard_normal(shape)
+        for ufunc in (np.maximum, np.minimum):
+            np.testing.assert_array_equal(
+                xform.jit(lambda a: ufunc.accumulate(a, axis=axis))(a),
+                ufunc.accumulate(a, axis=axis))
+    with_nan = np.array([1.0, np.nan, 0.5, 3.0])
+    np.testing.assert_array_equal(xform.jit(np.maximum.accumulate)(with_nan),
+                                  np.maximum.accumulate(with_nan))
+
+
+def _max_drawdown_autograd(log_returns):
+    # autograd has no maximum.accumulate: the same running extrema by a loop
+    wealth = anp.exp(anp.cumsum(log_returns))
+    peaks, lows = [wealth[0]], [log_returns[0]]
+    for k in range(1, len(wealth)):
+        peaks.append(anp.maximum(peaks[-1], wealth[k]))
+        lows.append(anp.minimum(lows[-1], log_returns[k]))
+    return anp.max(1 - wealth / anp.stack(peaks)) + anp.sum(anp.stack(lows) ** 2)
+
+
+# -- np.random.seed inside the function: in program order among the draws ---------------------
+
+def noisy_line_loss(w):
+    """A synthetic regression set made with the legacy global generator, reseeded per use."""
+    np.random.seed(0)
+    x = np.random.randn(50)
+    np.random.seed(0)
+    noise = 0.1 * np.random.randn(50)      # the same numbers as x: eager numpy reseeded
+    y = 2 * x + 1 + noise
+    return np.mean((w[0] * x + w[1] - y) ** 2)
+
+
+def _noisy_line_loss_grad(w):
+    x = np.random.RandomState(0).randn(50)
+    residual = w[0] * x + w[1] - (2.1 * x + 1)
+    return np.array([np.mean(2 * residual * x), np.mean(2 * residual)])
+
+
+def test_seeding_the_global_generator_between_draws():
+    ws = [np.array([0.5, 1.0]), np.array([1.5, -0.3])]
+    grad, jit = xform.grad(noisy_line_loss), xform.jit(noisy_line_loss)
+    for w in ws * 2:
+        assert jit(w) == noisy_line_loss(w)
+        np.testing.assert_allclose(grad(w), _noisy_line_loss_grad(w), rtol=1e-12)
+        after_call = np.random.rand()
+        noisy_line_loss(w)
+        assert after_call == np.random.rand()     # the global generator where eager leaves it
+    lanes = xform.vmap(noisy_line_loss)(np.stack(ws))
+    np.testing.assert_allclose(lanes, [noisy_line_loss(w) for w in ws], rtol=1e-14)
+    np.testing.assert_allclose(xform.hessian(noisy_line_loss)(ws[0]),
+                               xform.jacfwd(_noisy_line_loss_grad)(ws[0]), rtol=1e-12)
+
+
+def test_seeding_a_random_state_between_draws_of_a_hessian():
+    rs = np.random.RandomState(1)
+
+    def energy(w):
+        a = rs.normal(size=2)
+        rs.seed(7)
+        b = rs.normal(size=2)
+        return np.sum(w * a + w ** 3 * b)
+
+    hessian = xform.hessian(energy)
+    for w in [1.5, -0.5]:
+        rs.seed(1)
+        got = hessian(w)
+        reference = np.random.RandomState(7)
+        np.testing.assert_allclose(got, np.sum(6 * w * reference.normal(size=2)), rtol=1e-14)
+        assert rs.rand() == reference.rand()    # the generator where one call leaves it
+
+
+# -- scipy.integrate.odeint of a scalar state: SciPy's shapes ---------------------------------
+
+def decay_at_end(k):
+    import scipy.integrate
+
+    t = np.linspace(0, 2, 11)
+    seen = []
+
+    def rhs(y, t):
+        seen.append(np.shape(y))
+        return -k * y + np.sin(t)
+    solution = scipy.integrate.odeint(rhs, 1.0, t)
+    assert set(seen) == {(1,)}          # SciPy's func sees the state as a vector
+    return solution[-1, 0]              # one column per state
+
+
+def test_odeint_of_a_scalar_initial_state_has_scipys_shapes():
+    grad, jit = xform.grad(decay_at_end), xform.jit(decay_at_end)
+    for k in [0.5, 1.5] * 2:
+        np.testing.assert_allclose(jit(k), decay_at_end(k), rtol=1e-6)
+        np.testing.assert_allclose(grad(k), central_difference(decay_at_end, k, eps=1e-4),
+                                   rtol=1e-4)
+
+
+# -- Python's number protocols on traced scalars, as np.float64 answers them ----------------
+
+PROGRESS = []
+
+
+def newton_with_progress(a):
+    """Newton's square root, logging its progress with format specs."""
+    x = a
+    err = abs(x * x - a)
+    while err > 1e-12:
+        x = x - (x * x - a) / (2 * x)
+        err = abs(x * x - a)
+        PROGRESS.append(f"x={x:.6f} err={err:.2e}")
+    return x
+
+
+def test_progress_lines_format_the_values_of_the_call_being_staged():
+    for a in [2.0, 7.0, 2.0]:
+        PROGRESS.clear()
+        newton_with_progress(a)
+        eager_log = list(PROGRESS)
+        PROGRESS.clear()
+        np.testing.assert_allclose(xform.grad(newton_with_progress)(a), 0.5 / np.sqrt(a),
+                                   rtol=1e-12)
+        assert PROGRESS in ([], eager_log)      # logged while staged: the eager lines, or none
+    PROGRESS.clear()
+    assert xform.jit(newton_with_progress)(3.0) == newton_with_progress(3.0)
+    assert PROGRESS[0] == "x=2.000000 err=1.00e+00"
+
+
+def cell_interpolation(x):
+    """A periodic table looked up with math.floor, rounded coordinates with round()."""
+    n = 10
+    cell = math.floor(x * n) % n
+    frac = x * n - math.floor(x * n)
+    table = np.linspace(0, 1, n + 1) ** 2
+    nearest = round(x * n) + math.ceil(x) + math.trunc(-x)
+    return (1 - frac) * table[cell] + frac * table[cell + 1] + nearest * round(x, 1)
+
+
+def test_math_floor_ceil_trunc_and_round_of_differentiated_scalars():
+    grad, hessian, jit = (xform.grad(cell_interpolation), xform.hessian(cell_interpolation),
+                          xform.jit(cell_interpolation))
+    for x in [0.37, 2.61, 0.37, -1.23]:
+        assert jit(x) == cell_interpolation(x)
+        np.testing.assert_allclose(grad(x), central_difference(cell_interpolation, x),
+                                   rtol=1e-6)
+        assert hessian(x) == 0.0      # piecewise linear
+    with pytest.raises(xform.TypeCheckError, match="round"):
+        xform.jit(lambda v: round(v))(np.ones(2))
+
+
+def sum_of_squares_by_list(x):
+    total = 0.0
+    for v in x.tolist():
+        total += v * v
+    return total + np.sum(x)
+
+
+def test_tolist_of_a_differentiated_array_keeps_its_derivatives():
+    for x in [np.array([0.5, 1.0, 2.0]), np.array([1.5, -0.3, 0.1])]:
+        np.testing.assert_allclose(xform.grad(sum_of_squares_by_list)(x), 2 * x + 1,
+                                   rtol=1e-15)
+        assert xform.jit(sum_of_squares_by_list)(x) == sum_of_squares_by_list(x)
+        np.testing.assert_allclose(xform.vmap(sum_of_squares_by_list)(np.stack([x, 2 * x])),
+                                   [sum_of_squares_by_list(x), sum_of_squares_by_list(2 * x)])
+    rows = xform.grad(lambda m: sum(sum(v * v for v in row) for row in m.tolist()))
+    np.testing.assert_allclose(rows(np.array([[1.5, -0.3], [0.1, 4.0]])),
+                               [[3.0, -0.6], [0.2, 8.0]], rtol=1e-15)
+
+
+def skip_the_pole(x):
+    """Sum of 1/(v - 1) over the entries, skipping those at the pole (math.isclose)."""
+    total = 0.0
+    for v in x:
+        if math.isclose(v, 1.0, rel_tol=1e-9, abs_tol=1e-12):
+            continue
+        total += 1.0 / (v - 1.0)
+    return total
+
+
+def test_math_isclose_of_differentiated_values():
+    grad = xform.grad(skip_the_pole)
+    for x in [np.array([0.5, 1.0, 2.0]), np.array([1.5, -0.3, 0.1]), np.array([1.0, 3.0, 1.0])]:
+        pole = np.isclose(x, 1.0, rtol=0, atol=1e-12)
+        want = np.where(pole, 0.0, -1.0 / np.where(pole, 2.0, x - 1.0) ** 2)
+        np.testing.assert_allclose(grad(x), want, rtol=1e-14)
+        np.testing.assert_allclose(grad(x), autograd.grad(_skip_the_pole_autograd)(x),
+                                   rtol=1e-14)
+
+
+def _skip_the_pole_autograd(x):
+    total = 0.0
+    for v in x:
+        if abs(v - 1.0) <= 1e-12:
+            continue
+        total = total + 1.0 / (v - 1.0)
+    return total
+
+
+# -- np.vectorize of a Python function with branches ------------------------------------------
+
+@np.vectorize
+def _soft_threshold(v, level):
+    if v > level:
+        return v - level
+    if v < -level:
+        return v + level
+    return 0.0
+
+
+def lasso_penalty(x):
+    return np.sum(_soft_threshold(x, 0.5) ** 2) + np.sum(np.vectorize(abs)(x) * x)
+
+
+def test_vectorize_of_a_branching_python_function():
+    grad, jit = xform.grad(lasso_penalty), xform.jit(lasso_penalty)
+    for x in [np.array([[0.3, 1.2], [-0.9, 0.7]]), np.array([[2.0, -0.2], [0.1, -1.5]])] * 2:
+        assert jit(x) == lasso_penalty(x)
+        np.testing.assert_allclose(grad(x), central_difference(lasso_penalty, x), rtol=1e-7)
+    typed = np.vectorize(lambda a, b: a * b + 1, otypes=[np.float32])
+    x = np.array([[0.3, 1.2], [-0.9, 0.7]])
+    got = xform.jit(lambda x: typed(x, np.arange(2)))(x)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, typed(x, np.arange(2)))
