@@ -361,9 +361,10 @@ def _guard_abstract_eval(x, **params):
 
 
 def _guard_jvp(primals, tangents, **params):
-    if type(tangents[0]) is not Zero:
+    if type(tangents[0]) is not Zero and params["kind"] in ("float", "complex"):
         # staging refuses float() of a value a derivative flows through; a guard meeting a
-        # tangent would cut that derivative silently
+        # tangent would cut that derivative silently. A truth value or an integer is
+        # piecewise constant: its derivative is zero, as in eager numpy under autograd.
         raise XformError(f"a derivative flows through {params['kind']}() of a traced value",
                          params["key"].site, "keep the value an array (np.sin instead of "
                          "math.sin, no float()) so that its derivative is not cut")

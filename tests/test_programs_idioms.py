@@ -1,0 +1,101 @@
+"""A newcomer's programs in Python's idioms (builtins, comprehensions, `int()` loop counts,
+`and`/`or`, f-strings, checkpointed helpers with `if` inside), run through every transform
+as written, on one transformed object called alternately on both sides of each decision, and
+checked against eager numpy, autograd and finite differences."""
+import autograd
+import autograd.numpy as anp
+import numpy as np
+import pytest
+
+import xform
+from xform.errors import ConcretizationError
+from tests.source_lines import assert_points_at
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    xform.clear_cache()
+    yield
+    xform.clear_cache()
+
+
+def central_difference(f, x, eps=1e-6):
+    x = np.asarray(x, dtype=float)
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = eps
+        grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
+    return grad if grad.shape else grad[()]
+
+
+def second_difference(f, x, eps=1e-4):
+    return (f(x + eps) - 2 * f(x) + f(x - eps)) / eps ** 2
+
+
+# -- int() and truth values of differentiated floats: piecewise constant, zero derivative --
+
+def exp_series(a):
+    """exp(a) summed to int(a) + 1 terms: the loop count read from the data."""
+    n = int(a) + 1
+    total = 0.0
+    term = 1.0
+    for k in range(n):
+        total += term
+        term = term * a / (k + 1)
+    return total
+
+
+def exp_series_autograd(a, n):
+    total, term = 0.0, 1.0
+    for k in range(n):
+        total = total + term
+        term = term * a / (k + 1)
+    return total
+
+
+def or_default(a):
+    """`y or default`: Python's `or` asks the float itself for its truth value."""
+    scale = (a > 0) and a * 2.0 or a * -3.0
+    return scale * a
+
+
+@pytest.mark.parametrize("transform", ["jvp", "jacfwd", "hessian", "jvp_of_grad",
+                                       "linearize"])
+def test_forward_mode_through_int_and_truth_of_a_differentiated_float(transform):
+    points = [0.8, 2.7, 4.2, 1.3, 0.8, 2.7]      # 1, 3, 5, 2, 1, 3 terms: paths switch
+    if transform == "jvp":
+        run = lambda f, a: xform.jvp(f, (a,), (1.0,))[1]
+        expected = lambda f, a: central_difference(f, a)
+    elif transform == "jacfwd":
+        run = lambda f, a: xform.jacfwd(f)(a)
+        expected = lambda f, a: central_difference(f, a)
+    elif transform == "linearize":
+        run = lambda f, a: xform.linearize(f, a)[1](1.0)
+        expected = lambda f, a: central_difference(f, a)
+    elif transform == "hessian":
+        run = lambda f, a: xform.hessian(f)(a)
+        expected = second_difference
+    else:
+        run = lambda f, a: xform.jvp(xform.grad(f), (a,), (1.0,))[1]
+        expected = second_difference
+    for f in (exp_series, or_default):
+        for a in points + [-p for p in points[:3]]:
+            assert run(f, a) == pytest.approx(expected(f, a), rel=1e-5, abs=1e-6), (f, a)
+
+
+@pytest.mark.filterwarnings("ignore:Output seems independent")
+def test_int_loop_count_gradients_match_autograd_with_the_count_given():
+    hess = xform.hessian(exp_series)
+    for a in [0.8, 2.7, 4.2, 2.7, 0.8]:
+        n = int(a) + 1
+        second = autograd.grad(autograd.grad(exp_series_autograd))(a, n)
+        assert hess(a) == pytest.approx(second, rel=1e-12)
+
+
+def test_float_of_a_differentiated_value_is_still_refused_in_forward_mode():
+    def cut(x):
+        return x * float(x)  # line: float-cut
+    with pytest.raises(ConcretizationError, match="float") as info:
+        xform.jvp(cut, (1.5,), (1.0,))
+    assert_points_at(info.value, __file__, "float-cut", "cut")
