@@ -296,6 +296,13 @@ class KnownValues:
                            frozenset(index[p] for p in self.perturbed if p in index))
 
 
+def known_values(leaves):
+    """The KnownValues of a call's leaves inside an enclosing staging, or None when that
+    staging knows none of them (it stages abstract values)."""
+    known = KnownValues.of(leaves)
+    return known if any(v is not NO_VALUE for v in known.values) else None
+
+
 class source_scope:
     """Equations emitted inside carry `source` (the user line of the equation being rewritten)
     and `origin` (the rule emitting them, e.g. "jvp of sin").

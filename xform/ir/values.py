@@ -23,7 +23,7 @@ import numpy as np
 
 from xform.errors import XformError
 from xform.ir.ad import NOT_MAPPED, Zero
-from xform.ir.core import Literal, Primitive, holds_subgraphs
+from xform.ir.core import Literal, Primitive, holds_subgraphs, subgraphs
 from xform.ir.registry import graph_has_effects, has_effects, register, top_level_effects
 
 
@@ -325,8 +325,12 @@ def forget_after(mark) -> None:
 
 
 def has_guards(graph) -> bool:
-    """Whether `graph` asks questions about its inputs' values (guard equations)."""
-    return any(eqn.primitive is guard_p for eqn in graph.equations)
+    """Whether `graph` asks questions about its inputs' values (guard equations), in its
+    sub-graphs too (a checkpointed function's `if`)."""
+    return any(eqn.primitive is guard_p
+               or eqn.params and holds_subgraphs(eqn.params)
+               and any(map(has_guards, subgraphs(eqn.params)))
+               for eqn in graph.equations)
 
 
 def speculative_generators(builder) -> dict:
