@@ -161,3 +161,33 @@ def test_checkpoint_of_a_while_loop_on_data_matches_autograd():
         assert grad(a) == pytest.approx(1.5 * np.sqrt(a), rel=1e-10)
         assert grad(a) == pytest.approx(autograd.grad(lambda v: newton_sqrt(v) * v)(a),
                                         rel=1e-12)
+
+
+# -- print and f-strings of traced values -------------------------------------------------
+
+def logged_loss(w):
+    loss = np.sum(np.tanh(w) ** 2)
+    message = f"loss={loss:.4f} w0={w[0]:+.2f}"
+    print(message, loss)
+    return loss
+
+
+def test_fstring_and_print_show_the_call_values_while_staging(capsys):
+    w = np.array([0.3, -1.2, 2.0])
+    grad = xform.grad(logged_loss)(w)
+    assert grad == pytest.approx(autograd.grad(
+        lambda v: anp.sum(anp.tanh(v) ** 2))(w), rel=1e-14)
+    loss = np.sum(np.tanh(w) ** 2)
+    assert capsys.readouterr().out == f"loss={loss:.4f} w0=+0.30 {loss}\n"
+    assert xform.jit(logged_loss)(2 * w) == logged_loss(2 * w)
+
+
+def test_a_format_spec_without_values_names_the_line():
+    def shown_in_a_branch(x):
+        def positive(v):
+            label = f"{v:.2f}"  # line: format-spec
+            return v * len(label)
+        return xform.cond(x > 0, positive, lambda v: v, x)
+    with pytest.raises(ConcretizationError, match="formatting a traced value") as info:
+        xform.grad(shown_in_a_branch)(1.0)
+    assert_points_at(info.value, __file__, "format-spec", "positive")

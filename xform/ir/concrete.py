@@ -80,6 +80,11 @@ def _construct(kind: str, instruction, line: str, expression: str):
                 "imported with `from numpy import ...` before staging, or a library's "
                 "internal conversion, cannot: call it through np., or use operations xform "
                 "stages")
+    if kind == "format":
+        return ("formatting a traced value (a format spec in an f-string or format())",
+                _ABSTRACT + "format the value outside the transformed function (return it, "
+                "or with has_aux=True), or call the transform on arrays, whose values are "
+                "shown")
     if expression.startswith("math."):
         return (f"{expression.partition('(')[0]} of a traced value (Python's math module "
                 "needs a float)", "use numpy's function instead (np.sin, np.exp, ...), "

@@ -143,6 +143,20 @@ class Tracer:
     def __repr__(self):
         return f"Tracer<{self.aval.str_short()}>"
 
+    # `print(loss)` and `f"{loss:.3f}"` while staging with values show this call's value, as
+    # eager numpy prints it
+    def __str__(self):
+        value = self.builder.shown_value(self)
+        return repr(self) if value is None else str(value)
+
+    def __format__(self, spec):
+        value = self.builder.shown_value(self)
+        if value is not None:
+            return format(value, spec)
+        if not spec:
+            return repr(self)
+        raise concretization("format")
+
     __hash__ = object.__hash__
 
     # -- numpy protocols --------------------------------------------------------------
