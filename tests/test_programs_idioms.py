@@ -191,3 +191,39 @@ def test_a_format_spec_without_values_names_the_line():
     with pytest.raises(ConcretizationError, match="formatting a traced value") as info:
         xform.grad(shown_in_a_branch)(1.0)
     assert_points_at(info.value, __file__, "format-spec", "positive")
+
+
+# -- Python's round() and divmod() of traced scalars ----------------------------------------
+
+def bucketed(a):
+    """round() to an int for a count, round(x, 1) and divmod as numpy's scalars answer."""
+    n = round(a)
+    q, r = divmod(a, 1.5)
+    total = 0.0
+    for k in range(n):
+        total += a / (k + 1)
+    return total + round(a * a, 1) + r * q + 2.0 * r
+
+
+def bucketed_autograd(a, n, q):
+    total = 0.0
+    for k in range(n):
+        total = total + a / (k + 1)
+    return total + (a - 1.5 * q) * q + 2.0 * (a - 1.5 * q)
+
+
+def test_round_and_divmod_of_traced_scalars_match_numpy_and_autograd():
+    grad, jit = xform.grad(bucketed), xform.jit(bucketed)
+    for a in [2.3, 3.7, -2.2, 2.3, 4.9]:
+        x = np.float64(a)
+        assert jit(x) == bucketed(x)
+        n, q = round(x), divmod(x, 1.5)[0]
+        assert grad(x) == pytest.approx(autograd.grad(bucketed_autograd)(a, n, q), rel=1e-14)
+
+
+def test_round_of_a_traced_array_points_to_np_round():
+    def rounded(x):
+        return np.sum(round(x))  # line: round-array
+    with pytest.raises(TypeError, match="round") as info:
+        xform.grad(rounded)(np.ones(3))
+    assert_points_at(info.value, __file__, "round-array", "rounded")

@@ -271,6 +271,8 @@ class Tracer:
     def __floordiv__(self, other): return _operate(self, np.floor_divide, self, other)
     def __rfloordiv__(self, other): return _operate(self, np.floor_divide, other, self)
     def __mod__(self, other): return _operate(self, np.remainder, self, other)
+    def __divmod__(self, other): return _operate(self, np.divmod, self, other)
+    def __rdivmod__(self, other): return _operate(self, np.divmod, other, self)
     def __rmod__(self, other): return _operate(self, np.remainder, other, self)
     def __pow__(self, other): return _operate(self, np.power, self, other)
     def __rpow__(self, other): return _operate(self, np.power, other, self)
@@ -296,6 +298,15 @@ class Tracer:
     def __ge__(self, other): return _operate(self, np.greater_equal, self, other)
     def __eq__(self, other): return _operate(self, np.equal, self, other)
     def __ne__(self, other): return _operate(self, np.not_equal, self, other)
+
+    def __round__(self, ndigits=None):
+        # as numpy's scalars round (an ndarray does not): an integer without `ndigits`
+        if self.shape:
+            raise TypeCheckError("round() of a traced array", user_frame_info(),
+                                 "use np.round(x, decimals), which rounds each element")
+        if ndigits is None:
+            return _fn(np.round)(self).astype(np.int64)
+        return _fn(np.round)(self, ndigits)
 
     def __getitem__(self, index):
         if sys.getprofile() is not None:
