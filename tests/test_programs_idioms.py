@@ -243,3 +243,43 @@ def test_python_if_inside_a_custom_vjp_function_names_it_in_the_hint():
         xform.grad(lambda x: safe_norm(x) ** 2)(np.array([3.0, 4.0]))
     assert_points_at(info.value, __file__, "if-in-custom-vjp", "safe_norm")
     assert "custom_vjp function" in info.value.hint
+
+
+# -- np.unique with its counts and inverse --------------------------------------------------
+
+def binned_mean_loss(x):
+    """Group values by their rounded level, as a histogram-minded newcomer writes it."""
+    levels, inverse, counts = np.unique(np.round(x), return_inverse=True, return_counts=True)
+    sums = np.zeros(len(levels))
+    np.add.at(sums, inverse, x)
+    means = sums / counts
+    return np.sum((x - means[inverse]) ** 2) + np.sum(levels * counts)
+
+
+def binned_mean_loss_eager(x):
+    total = 0.0
+    levels = sorted(set(np.round(x).tolist()))
+    for level in levels:
+        members = x[np.round(x) == level]
+        total = total + np.sum((members - np.mean(members)) ** 2) + level * len(members)
+    return total
+
+
+def test_unique_with_counts_and_inverse_on_one_transformed_object():
+    grad, jit = xform.grad(binned_mean_loss), xform.jit(binned_mean_loss)
+    points = [np.array([0.6, 0.7, 2.2, 1.9]), np.array([1.1, 3.2, 0.9, 2.7]),
+              np.array([0.2, 0.3, 0.1, 0.4])]      # 2, 3 and 1 distinct levels
+    for x in points + points:
+        assert jit(x) == pytest.approx(binned_mean_loss_eager(x), rel=1e-13)
+        assert grad(x) == pytest.approx(central_difference(binned_mean_loss_eager, x),
+                                        rel=1e-6, abs=1e-8)
+    lanes = xform.vmap(binned_mean_loss)(np.stack(points))
+    assert lanes == pytest.approx([binned_mean_loss_eager(x) for x in points], rel=1e-13)
+
+
+def test_unique_of_nans_is_numpy_s_one_nan():
+    x = np.array([[np.nan, 1.0], [np.nan, 3.0]])
+    both = lambda v: np.unique(2.0 * v, return_index=True, return_inverse=True,
+                               return_counts=True)
+    for got, expected in zip(xform.jit(both)(x), both(x)):
+        np.testing.assert_array_equal(got, expected)
