@@ -2,6 +2,8 @@
 `and`/`or`, f-strings, checkpointed helpers with `if` inside), run through every transform
 as written, on one transformed object called alternately on both sides of each decision, and
 checked against eager numpy, autograd and finite differences."""
+import copy
+
 import autograd
 import autograd.numpy as anp
 import numpy as np
@@ -283,3 +285,41 @@ def test_unique_of_nans_is_numpy_s_one_nan():
                                return_counts=True)
     for got, expected in zip(xform.jit(both)(x), both(x)):
         np.testing.assert_array_equal(got, expected)
+
+
+# -- ndarray methods, copies and lists, as numpy code calls them ----------------------------
+
+def ranked_loss(x):
+    """argsort, round, take, put, nonzero and copies, spelled as methods."""
+    order = x.argsort()
+    y = x.copy()
+    y.put([0], 3.0 * x[order[-1]])
+    kept = x.take(x.nonzero()[0])
+    snapshot = copy.deepcopy({"w": y})["w"]
+    snapshot[1] = 0.0               # a copy: y stays as it is
+    z = copy.copy(x)
+    z[2] = x[0] * x[1]              # a copy: the argument stays as it is
+    return np.sum(y ** 2) + np.sum(kept * x.round(1)) + np.sum(snapshot) + np.sum(z ** 2)
+
+
+def test_ndarray_methods_and_copies_match_numpy_and_finite_differences():
+    grad, jit = xform.grad(ranked_loss), xform.jit(ranked_loss)
+    points = [np.array([0.57, -1.33, 2.21]), np.array([-0.78, 1.66, 0.32]),
+              np.array([1.22, 0.43, -2.44])]
+    for x in points + points:
+        before = x.copy()
+        assert jit(x) == pytest.approx(ranked_loss(x), rel=1e-14)
+        assert grad(x) == pytest.approx(central_difference(ranked_loss, x), rel=1e-6)
+        np.testing.assert_array_equal(x, before)
+
+
+def test_tolist_under_jit_answers_from_the_values_and_refuses_a_derivative():
+    def norm_of_list(x):
+        values = x.tolist()  # line: tolist
+        return np.sqrt(sum(v * v for v in values))
+    jit = xform.jit(norm_of_list)
+    for x in [np.array([3.0, 4.0]), np.array([5.0, 12.0]), np.array([3.0, 4.0])]:
+        assert jit(x) == norm_of_list(x)
+    with pytest.raises(ConcretizationError, match="derivative would be cut") as info:
+        xform.grad(norm_of_list)(np.array([3.0, 4.0]))
+    assert_points_at(info.value, __file__, "tolist", "norm_of_list")

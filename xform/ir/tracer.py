@@ -229,9 +229,19 @@ class Tracer:
 
     def tolist(self):
         value = self.builder.constant_value(self)
-        if value is None:
-            raise concretization("array")
-        return value.tolist()
+        if value is not None:
+            return value.tolist()
+        # each element as float()/int()/bool() answers it: from this call's values, guarded
+        if not self.shape:
+            return self.item()
+        return [self[i].tolist() for i in range(self.shape[0])]
+
+    # copy.copy and copy.deepcopy of an array give a new array, as numpy's do
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
 
     # -- writes: staged as functional updates, with numpy's view semantics --------------
     def __setitem__(self, index, value):
@@ -356,6 +366,21 @@ class Tracer:
     def diagonal(self, offset=0, axis1=0, axis2=1):
         return _fn(np.diagonal)(self, offset, axis1, axis2)
     def trace(self, offset=0, axis1=0, axis2=1): return _fn(np.trace)(self, offset, axis1, axis2)
+
+    def round(self, decimals=0): return _fn(np.round)(self, decimals)
+    def take(self, indices, axis=None, mode="raise"):
+        return _fn(np.take)(self, indices, axis=axis, mode=mode)
+    def put(self, indices, values, mode="raise"): _fn(np.put)(self, indices, values, mode)
+    def nonzero(self): return _fn(np.nonzero)(self)
+    def compress(self, condition, axis=None): return _fn(np.compress)(condition, self, axis)
+    def choose(self, choices, mode="raise"): return _fn(np.choose)(self, choices, mode=mode)
+    def searchsorted(self, v, side="left", sorter=None):
+        return _fn(np.searchsorted)(self, v, side=side, sorter=sorter)
+    def argsort(self, axis=-1, kind=None, order=None):
+        return _fn(np.argsort)(self, axis=axis, kind=kind, order=order)
+    def argpartition(self, kth, axis=-1): return _fn(np.argpartition)(self, kth, axis=axis)
+    def partition(self, kth, axis=-1):
+        _fn("assign")(self, _fn(np.partition)(self, kth, axis=axis))
 
     def sum(self, axis=None, dtype=None, keepdims=False):
         return _fn(np.sum)(self, axis=axis, dtype=dtype, keepdims=keepdims)
