@@ -323,3 +323,13 @@ def test_tolist_under_jit_answers_from_the_values_and_refuses_a_derivative():
     with pytest.raises(ConcretizationError, match="derivative would be cut") as info:
         xform.grad(norm_of_list)(np.array([3.0, 4.0]))
     assert_points_at(info.value, __file__, "tolist", "norm_of_list")
+
+
+def test_one_argument_where_is_nonzero():
+    def positive_part(x):
+        return np.sum(x[np.where(x > 0)] ** 2) + np.sum(np.where(x < 0)[0] * x[0])
+    grad = xform.grad(positive_part)
+    for x in [np.array([0.5, -1.2, 2.0]), np.array([-0.7, 1.5, 0.3]),
+              np.array([0.5, -1.2, 2.0])]:
+        assert xform.jit(positive_part)(x) == positive_part(x)
+        assert grad(x) == pytest.approx(central_difference(positive_part, x), rel=1e-6)
