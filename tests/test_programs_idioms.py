@@ -333,3 +333,37 @@ def test_one_argument_where_is_nonzero():
               np.array([0.5, -1.2, 2.0])]:
         assert xform.jit(positive_part)(x) == positive_part(x)
         assert grad(x) == pytest.approx(central_difference(positive_part, x), rel=1e-6)
+
+
+# -- np.vectorize of a Python function that branches --------------------------------------
+
+def hinge(v):
+    if v > 0:
+        return v ** 2
+    return -0.5 * v
+
+
+def test_vectorize_of_a_branchy_function_on_every_transform():
+    def loss(x):
+        return np.sum(np.vectorize(hinge)(x) * np.arange(1.0, 4.0))
+    def loss_eager(x):
+        return np.sum(np.where(x > 0, x ** 2, -0.5 * x) * np.arange(1.0, 4.0))
+    points = [np.array([0.5, -1.2, 2.0]), np.array([-0.7, 1.5, -0.3])]
+    grad, hess = xform.grad(loss), xform.hessian(loss)
+    for x in points + points:
+        assert xform.jit(loss)(x) == loss(x)
+        assert grad(x) == pytest.approx(autograd.grad(loss_eager)(x), rel=1e-14)
+        assert hess(x) == pytest.approx(np.diag(2.0 * (x > 0) * np.arange(1.0, 4.0)))
+    assert np.allclose(xform.vmap(loss)(np.stack(points)), [loss(x) for x in points])
+
+
+def test_vectorize_keeps_numpy_s_output_types():
+    clipped = np.vectorize(lambda a: 0 if a < 0 else a)     # first result an int: ints
+    pair = np.vectorize(lambda a, b: (a * b, a + b), otypes=[float, float])
+    def f(x):
+        products, sums = pair(x, 2.0)
+        return clipped(x), products, sums
+    x = np.array([-1.0, 2.5, 0.7])
+    for got, expected in zip(xform.jit(f)(x), f(x)):
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
