@@ -367,3 +367,22 @@ def test_vectorize_keeps_numpy_s_output_types():
     for got, expected in zip(xform.jit(f)(x), f(x)):
         assert got.dtype == expected.dtype
         np.testing.assert_array_equal(got, expected)
+
+
+# -- ufunc.outer and np.fromiter of traced values -----------------------------------------
+
+def pairwise_energy(x):
+    """Pairwise distances by np.subtract.outer, weights from a generator by np.fromiter."""
+    gaps = np.subtract.outer(x, x)
+    weights = np.fromiter((1.0 / (k + 1) for k in range(len(x))), dtype=float)
+    squares = np.fromiter((v * v for v in x), dtype=float)
+    return np.sum(np.multiply.outer(weights, squares)) + np.sum(np.exp(-gaps ** 2))
+
+
+def test_ufunc_outer_and_fromiter_of_traced_values():
+    grad, jit = xform.grad(pairwise_energy), xform.jit(pairwise_energy)
+    for x in [np.array([0.5, -1.2, 2.0]), np.array([1.5, 0.2, -0.4]), np.array([0.5, -1.2, 2.0])]:
+        assert jit(x) == pytest.approx(pairwise_energy(x), rel=1e-14)
+        assert grad(x) == pytest.approx(central_difference(pairwise_energy, x), rel=1e-6)
+    # the generator's values are staged, not asked for as floats: one path for every x
+    assert xform.cache_info()["paths"] == {}

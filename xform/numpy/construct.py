@@ -141,7 +141,8 @@ _FRESH = ("zeros", "ones", "empty", "full", "eye", "identity", "arange", "tri", 
 # np.array; np.vectorize, np.ma, ...).
 CONSTRUCTORS_GROUP = "numpy constructors"
 _CONSTRUCTOR_NAMES = frozenset({
-    "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "append", "r_", "c_",
+    "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "append", "fromiter", "r_",
+    "c_",
     "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack", *_FRESH})
 
 
@@ -187,6 +188,23 @@ stand_in(np.append, lambda arr, values, axis=None: np.append(staged_array(arr),
                                                             staged_array(values), axis),
          group=CONSTRUCTORS_GROUP)
 stand_in(type(np.r_).__mro__[1].__getitem__, _axis_concatenate, group=CONSTRUCTORS_GROUP)
+
+_numpy_fromiter = np.fromiter
+
+
+def _fromiter(iterable, dtype, count=-1, **kwargs):
+    """`np.fromiter` while staging: an iterable yielding traced values (`v * v for v in x`)
+    is their stack; numpy's own array otherwise (numpy would ask each value for a float)."""
+    items = list(iterable) if count < 0 else [item for _, item in zip(range(count), iterable)]
+    if not contains_tracer(items):
+        return _numpy_fromiter(items, dtype, count, **kwargs)
+    if count > len(items):
+        raise ValueError(f"iterator too short: Expected {count} but iterator had only "
+                         f"{len(items)} items.")
+    return _with_dtype(staged_array(items), dtype)
+
+
+stand_in((np, "fromiter"), _fromiter, when=lambda args, kwargs: True, group=CONSTRUCTORS_GROUP)
 for _function in (np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
     stand_in(_function, _staged_items(_function), group=CONSTRUCTORS_GROUP)
 
