@@ -22,7 +22,7 @@ from xform.api.pipeline import (arguments_for_backend, backend_in_use, backend_u
 from xform.codegen.xla import DEVICE_ARRAY, is_device_array
 from xform.errors import RestagingWarning, TypeCheckError, XformError, out_of_memory_error
 from xform.ir.avals import ShapedArray, shaped_array
-from xform.ir.builder import KnownValues, current_builder
+from xform.ir.builder import KnownValues, current_builder, known_values
 from xform.ir.values import NO_VALUE, recording_decisions, staged_constants, staged_values
 from xform.ir.interpret import eval_graph, run_concrete
 from xform.ir.tracer import Tracer
@@ -768,13 +768,6 @@ def _results(results):
 
 def unflatten_call(fun, leaves, in_tree):
     return fun(*tree_unflatten(in_tree, leaves))
-
-
-def known_values(leaves):
-    """The KnownValues of a call's leaves inside an enclosing staging, or None when that
-    staging knows none of them (it stages abstract values)."""
-    known = KnownValues.of(leaves)
-    return known if any(v is not NO_VALUE for v in known.values) else None
 
 
 def weak_holder(fun):

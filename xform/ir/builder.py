@@ -213,6 +213,12 @@ class GraphBuilder:
         note_decision(key, outcome)
         return outcome
 
+    def shown_value(self, tracer: Tracer):
+        """This call's value of `tracer`, for `print` and f-strings, or None. Showing a
+        value decides nothing, so it is not guarded (a print runs while staging only)."""
+        value = NO_VALUE if self.values is None else self.values.get(tracer.graph_var, NO_VALUE)
+        return None if value is NO_VALUE else value
+
     def constant_value(self, tracer: Tracer):
         """The value of `tracer` when it depends on no input (an array made from constants
         while staging), else None."""
@@ -294,6 +300,13 @@ class KnownValues:
         index = {p: i for i, p in enumerate(positions)}
         return KnownValues([self.values[p] for p in positions],
                            frozenset(index[p] for p in self.perturbed if p in index))
+
+
+def known_values(leaves):
+    """The KnownValues of a call's leaves inside an enclosing staging, or None when that
+    staging knows none of them (it stages abstract values)."""
+    known = KnownValues.of(leaves)
+    return known if any(v is not NO_VALUE for v in known.values) else None
 
 
 class source_scope:

@@ -17,8 +17,8 @@ from xform.source_info import SourceInfo, scipy_callee, user_frame, user_frame_i
 # Transforms called on arrays answer these questions from the values; a staging without
 # values (abstract shapes, a body of a staged cond or loop, an @xform.function) cannot.
 _ABSTRACT = ("this staging has no values (make_graph or eval_shape of shapes, a body of "
-             "xform.cond, while_loop or scan, an @xform.function, the function of "
-             "xform.threaded_map): ")
+             "xform.cond, while_loop or scan, an @xform.function, a custom_jvp or custom_vjp "
+             "function, the function of xform.threaded_map): ")
 _CONTROL_FLOW = _ABSTRACT + "stage the choice: np.where(c, a, b), xform.cond(pred, " \
     "true_fn, false_fn, x) or xform.switch; or call the transform on arrays, whose values " \
     "decide"
@@ -80,6 +80,11 @@ def _construct(kind: str, instruction, line: str, expression: str):
                 "imported with `from numpy import ...` before staging, or a library's "
                 "internal conversion, cannot: call it through np., or use operations xform "
                 "stages")
+    if kind == "format":
+        return ("formatting a traced value (a format spec in an f-string or format())",
+                _ABSTRACT + "format the value outside the transformed function (return it, "
+                "or with has_aux=True), or call the transform on arrays, whose values are "
+                "shown")
     if expression.startswith("math."):
         return (f"{expression.partition('(')[0]} of a traced value (Python's math module "
                 "needs a float)", "use numpy's function instead (np.sin, np.exp, ...), "

@@ -143,6 +143,20 @@ class Tracer:
     def __repr__(self):
         return f"Tracer<{self.aval.str_short()}>"
 
+    # `print(loss)` and `f"{loss:.3f}"` while staging with values show this call's value, as
+    # eager numpy prints it
+    def __str__(self):
+        value = self.builder.shown_value(self)
+        return repr(self) if value is None else str(value)
+
+    def __format__(self, spec):
+        value = self.builder.shown_value(self)
+        if value is not None:
+            return format(value, spec)
+        if not spec:
+            return repr(self)
+        raise concretization("format")
+
     __hash__ = object.__hash__
 
     # -- numpy protocols --------------------------------------------------------------
@@ -215,41 +229,18 @@ class Tracer:
 
     def tolist(self):
         """numpy's nested lists, of traced elements where the value depends on the inputs
-        (so `for v in x.tolist()` keeps their derivatives)."""
+        (so `for v in x.tolist()` keeps their derivatives, and no value is guarded)."""
         value = self.builder.constant_value(self)
         if value is not None:
             return value.tolist()
         return [element.tolist() for element in self] if self.shape else self
 
-    # As np.float64's: round(x) and math.floor(x) are integers (a step function: guarded,
-    # zero derivative), round(x, n) a traced value.
-    def __round__(self, ndigits=None):
-        if self.shape:
-            raise TypeCheckError("round() of a traced array", user_frame_info(),
-                                 "np.round(x, decimals) rounds every element")
-        if ndigits is not None:
-            return np.round(self, ndigits)
-        return self.builder.decide(np.round(self), "int")
+    # copy.copy and copy.deepcopy of an array give a new array, as numpy's do
+    def __copy__(self):
+        return self.copy()
 
-    def __floor__(self):
-        return self.builder.decide(np.floor(self), "int")
-
-    def __ceil__(self):
-        return self.builder.decide(np.ceil(self), "int")
-
-    def __trunc__(self):
-        return self.builder.decide(self, "int")
-
-    def __format__(self, spec):
-        if not spec:
-            return str(self)
-        # A number formatted for reading (a progress line): the staging's value, unguarded,
-        # as a print shows it while staging; no derivative flows through a string.
-        values = self.builder.values
-        value = None if values is None else values.get(self.graph_var)
-        if value is None:
-            raise concretization("float")
-        return format(value[()] if np.ndim(value) == 0 else value, spec)
+    def __deepcopy__(self, memo):
+        return self.copy()
 
     # -- writes: staged as functional updates, with numpy's view semantics --------------
     def __setitem__(self, index, value):
@@ -289,6 +280,8 @@ class Tracer:
     def __floordiv__(self, other): return _operate(self, np.floor_divide, self, other)
     def __rfloordiv__(self, other): return _operate(self, np.floor_divide, other, self)
     def __mod__(self, other): return _operate(self, np.remainder, self, other)
+    def __divmod__(self, other): return _operate(self, np.divmod, self, other)
+    def __rdivmod__(self, other): return _operate(self, np.divmod, other, self)
     def __rmod__(self, other): return _operate(self, np.remainder, other, self)
     def __pow__(self, other): return _operate(self, np.power, self, other)
     def __rpow__(self, other): return _operate(self, np.power, other, self)
@@ -314,6 +307,29 @@ class Tracer:
     def __ge__(self, other): return _operate(self, np.greater_equal, self, other)
     def __eq__(self, other): return _operate(self, np.equal, self, other)
     def __ne__(self, other): return _operate(self, np.not_equal, self, other)
+
+    # As numpy's scalars answer them (an ndarray does not): round(x), math.floor(x),
+    # math.ceil(x) and math.trunc(x) are integers, traced (a step function: zero derivative;
+    # guarded only where Python asks for the int), round(x, n) a traced float.
+    def __round__(self, ndigits=None):
+        if ndigits is None:
+            return self._integer(np.round, "round")
+        self._scalar_only("round")
+        return _fn(np.round)(self, ndigits)
+
+    def __floor__(self): return self._integer(np.floor, "math.floor")
+    def __ceil__(self): return self._integer(np.ceil, "math.ceil")
+    def __trunc__(self): return self._integer(np.trunc, "math.trunc")
+
+    def _integer(self, rounding, name):
+        self._scalar_only(name)
+        return rounding(self).astype(np.int64)
+
+    def _scalar_only(self, name):
+        if self.shape:
+            raise TypeCheckError(f"{name}() of a traced array", user_frame_info(),
+                                 "use np.round(x, decimals), np.floor, np.ceil or np.trunc, "
+                                 "which round each element")
 
     def __getitem__(self, index):
         if sys.getprofile() is not None:
@@ -363,6 +379,21 @@ class Tracer:
     def diagonal(self, offset=0, axis1=0, axis2=1):
         return _fn(np.diagonal)(self, offset, axis1, axis2)
     def trace(self, offset=0, axis1=0, axis2=1): return _fn(np.trace)(self, offset, axis1, axis2)
+
+    def round(self, decimals=0): return _fn(np.round)(self, decimals)
+    def take(self, indices, axis=None, mode="raise"):
+        return _fn(np.take)(self, indices, axis=axis, mode=mode)
+    def put(self, indices, values, mode="raise"): _fn(np.put)(self, indices, values, mode)
+    def nonzero(self): return _fn(np.nonzero)(self)
+    def compress(self, condition, axis=None): return _fn(np.compress)(condition, self, axis)
+    def choose(self, choices, mode="raise"): return _fn(np.choose)(self, choices, mode=mode)
+    def searchsorted(self, v, side="left", sorter=None):
+        return _fn(np.searchsorted)(self, v, side=side, sorter=sorter)
+    def argsort(self, axis=-1, kind=None, order=None):
+        return _fn(np.argsort)(self, axis=axis, kind=kind, order=order)
+    def argpartition(self, kth, axis=-1): return _fn(np.argpartition)(self, kth, axis=axis)
+    def partition(self, kth, axis=-1):
+        _fn("assign")(self, _fn(np.partition)(self, kth, axis=axis))
 
     def sum(self, axis=None, dtype=None, keepdims=False):
         return _fn(np.sum)(self, axis=axis, dtype=dtype, keepdims=keepdims)

@@ -23,7 +23,7 @@ import numpy as np
 
 from xform.errors import XformError
 from xform.ir.ad import NOT_MAPPED, Zero
-from xform.ir.core import Literal, Primitive, holds_subgraphs
+from xform.ir.core import Literal, Primitive, holds_subgraphs, subgraphs
 from xform.ir.registry import graph_has_effects, has_effects, register, top_level_effects
 
 
@@ -325,8 +325,12 @@ def forget_after(mark) -> None:
 
 
 def has_guards(graph) -> bool:
-    """Whether `graph` asks questions about its inputs' values (guard equations)."""
-    return any(eqn.primitive is guard_p for eqn in graph.equations)
+    """Whether `graph` asks questions about its inputs' values (guard equations), in its
+    sub-graphs too (a checkpointed function's `if`)."""
+    return any(eqn.primitive is guard_p
+               or eqn.params and holds_subgraphs(eqn.params)
+               and any(map(has_guards, subgraphs(eqn.params)))
+               for eqn in graph.equations)
 
 
 def speculative_generators(builder) -> dict:
@@ -361,11 +365,10 @@ def _guard_abstract_eval(x, **params):
 
 
 def _guard_jvp(primals, tangents, **params):
-    # An integer or truth value is a step function of its input: its derivative is zero
-    # wherever it is defined, as reverse mode (which never asks a guard) computes it.
     if type(tangents[0]) is not Zero and params["kind"] in ("float", "complex"):
         # staging refuses float() of a value a derivative flows through; a guard meeting a
-        # tangent would cut that derivative silently
+        # tangent would cut that derivative silently. A truth value or an integer is
+        # piecewise constant: its derivative is zero, as in eager numpy under autograd.
         raise XformError(f"a derivative flows through {params['kind']}() of a traced value",
                          params["key"].site, "keep the value an array (np.sin instead of "
                          "math.sin, no float()) so that its derivative is not cut")

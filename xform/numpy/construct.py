@@ -95,26 +95,6 @@ def _axis_concatenate(self, key):
     return concatenate(parts, axis=self.axis)
 
 
-def _vectorized_call(self, *args, **kwargs):
-    """`np.vectorize(f)(x, ...)` with traced arguments: `f` called on each element of their
-    broadcast, in numpy's order, and the results stacked in the type of the first (or of
-    `otypes`), as numpy's loop computes them; each call staged."""
-    if kwargs or self.excluded or self.signature is not None:
-        raise UnsupportedError("numpy.vectorize with keyword arguments, excluded or a "
-                               "signature is not supported on traced values",
-                               user_frame_info(), "loop over the elements in Python, or write "
-                               "the function with numpy's array operations (np.where)")
-    arrays = np.broadcast_arrays(*[staged_array(a) for a in args])
-    shape = arrays[0].shape
-    columns = [np.ravel(a) for a in arrays]
-    results = [self.pyfunc(*[column[i] for column in columns])
-               for i in range(int(np.prod(shape, dtype=np.int64)))]
-    if not results:
-        raise UnsupportedError("numpy.vectorize of empty traced arrays", user_frame_info())
-    dtype = np.dtype(self.otypes[0]) if self.otypes else staged_array(results[0]).dtype
-    return staged_array(results).astype(dtype).reshape(shape)
-
-
 def _staged_items(fn):
     """numpy function `fn(arrays, ...)` over a list whose nested lists hold tracers."""
     def with_items_staged(arrays, *args, **kwargs):
@@ -162,7 +142,8 @@ _FRESH = ("zeros", "ones", "empty", "full", "eye", "identity", "arange", "tri", 
 # np.array; np.vectorize, np.ma, ...).
 CONSTRUCTORS_GROUP = "numpy constructors"
 _CONSTRUCTOR_NAMES = frozenset({
-    "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "append", "r_", "c_",
+    "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "append", "fromiter", "r_",
+    "c_",
     "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack", *_FRESH})
 
 
@@ -208,9 +189,25 @@ stand_in(np.append, lambda arr, values, axis=None: np.append(staged_array(arr),
                                                             staged_array(values), axis),
          group=CONSTRUCTORS_GROUP)
 stand_in(type(np.r_).__mro__[1].__getitem__, _axis_concatenate, group=CONSTRUCTORS_GROUP)
+
+_numpy_fromiter = np.fromiter
+
+
+def _fromiter(iterable, dtype, count=-1, **kwargs):
+    """`np.fromiter` while staging: an iterable yielding traced values (`v * v for v in x`)
+    is their stack; numpy's own array otherwise (numpy would ask each value for a float)."""
+    items = list(iterable) if count < 0 else [item for _, item in zip(range(count), iterable)]
+    if not contains_tracer(items):
+        return _numpy_fromiter(items, dtype, count, **kwargs)
+    if count > len(items):
+        raise ValueError(f"iterator too short: Expected {count} but iterator had only "
+                         f"{len(items)} items.")
+    return _with_dtype(staged_array(items), dtype)
+
+
+stand_in((np, "fromiter"), _fromiter, when=lambda args, kwargs: True, group=CONSTRUCTORS_GROUP)
 for _function in (np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
     stand_in(_function, _staged_items(_function), group=CONSTRUCTORS_GROUP)
-stand_in(np.vectorize.__call__, _vectorized_call, group=CONSTRUCTORS_GROUP)
 
 
 

@@ -107,6 +107,11 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method != "__call__":
         # numpy passes a ufunc method's arguments (axis, dtype, keepdims) as keywords.
         handler = FUNCTIONS.get((ufunc, method))
+        if handler is None and method == "outer" and len(inputs) == 2:
+            # any binary ufunc's outer: the first input's axes, then the second's
+            first, second = inputs
+            first = np.expand_dims(first, tuple(range(-np.ndim(second), 0)))
+            return array_ufunc(ufunc, "__call__", (first, second), kwargs)
         if handler is None:
             raise unsupported_error(f"{numpy_name(ufunc)}.{method}")
         return handler(*inputs, **kwargs)

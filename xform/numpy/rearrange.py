@@ -12,6 +12,7 @@ from xform.numpy.axes import normalize_axis
 from xform.numpy.index import index_add, nonzero_positions, take, take_along_axis
 from xform.numpy.protocol import implements, with_constants_read
 from xform.numpy.shape import as_array, broadcast_to, flip, ravel, reshape, transpose
+from xform.numpy.stand_ins import stand_in
 from xform.rules.linalg import sort_gather_p
 from xform.rules.search import argpartition_p
 from xform.source_info import user_frame_info
@@ -232,6 +233,40 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     order = list(range(len(outer)))
     return transpose(stacked, order[:axis] + [len(outer) + i for i in range(len(inner))]
                      + order[axis:])
+
+
+def _vectorized_call(vectorized, *args, **kwargs):
+    """`np.vectorize(pyfunc)(*args)` on traced values: `pyfunc` on each element of the
+    broadcast arguments, as numpy runs it (an element is a 0-d traced value, so a Python `if`
+    in `pyfunc` is answered from the call's values), the results stacked; their dtype is
+    `otypes` or, as numpy's, the first result's."""
+    if vectorized.signature is not None:
+        raise unsupported_error("numpy.vectorize(..., signature=...) of traced values")
+    names = list(kwargs)
+    values = list(args) + [kwargs[name] for name in names]
+    keys = list(range(len(args))) + names
+    mapped = [i for i, key in enumerate(keys) if key not in vectorized.excluded]
+    arrays = np.broadcast_arrays(*[as_array(values[i]) for i in mapped])
+    shape = aval(arrays[0]).shape if arrays else ()
+    if 0 in shape:
+        raise shape_error("cannot call `vectorize` on size 0 inputs unless `otypes` is set")
+    results = []
+    for index in np.ndindex(shape):
+        for i, array in zip(mapped, arrays):
+            values[i] = array[index]
+        results.append(call_back(vectorized.pyfunc, *values[:len(args)],
+                                 **dict(zip(names, values[len(args):]))))
+    single = not isinstance(results[0], tuple)
+    columns = [results] if single else list(zip(*results))
+    outs = []
+    for k, column in enumerate(columns):
+        column = [as_array(value) for value in column]
+        dtype = vectorized.otypes[k] if vectorized.otypes else aval(column[0]).dtype
+        outs.append(reshape(np.stack(column), shape).astype(dtype))
+    return outs[0] if single else tuple(outs)
+
+
+stand_in(np.vectorize.__call__, _vectorized_call)
 
 
 @implements(np.apply_over_axes)

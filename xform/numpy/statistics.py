@@ -544,19 +544,32 @@ for _name in ("unique_counts", "unique_inverse", "unique_all"):
 @implements(np.unique)
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
            equal_nan=True, sorted=True):
-    """`np.unique` of traced values (flattened; `return_index` too): the number of distinct
-    values is decided from the staging's values and guarded, so each path has fixed shapes;
-    each value is gathered from its first position, so derivatives flow to it."""
-    if return_inverse or return_counts or axis is not None:
-        raise unsupported_error("numpy.unique(..., return_inverse / return_counts / axis) of "
-                                "a traced array")
-    flat = ravel(as_array(ar))
+    """`np.unique` of traced values (flattened; `return_index`, `return_inverse`,
+    `return_counts` too): the number of distinct values is decided from the staging's values
+    and guarded, so each path has fixed shapes; each value is gathered from its first
+    position, so derivatives flow to it; the inverse and the counts are integers."""
+    if axis is not None or not equal_nan:
+        raise unsupported_error("numpy.unique(..., axis= / equal_nan=False) of a traced array")
+    ar = as_array(ar)
+    flat = ravel(ar)
     ordered = np.sort(flat)
-    distinct = np.sum(ordered[1:] != ordered[:-1], dtype=np.intp) + (aval(flat).size > 0)
+    differs = ordered[1:] != ordered[:-1]
+    if aval(flat).dtype.kind in "fc":
+        # equal_nan: numpy's NaNs, sorted last, are one value
+        differs = differs & ~(np.isnan(ordered[1:]) & np.isnan(ordered[:-1]))
+    distinct = np.sum(differs, dtype=np.intp) + (aval(flat).size > 0)
     count = distinct.builder.decide(distinct, "index", "size of numpy.unique")
     first = unique_index_p.bind(flat, count=count)
     values = take(flat, first)
-    return (values, first) if return_index else values
+    results = [values] + [first] * return_index
+    if return_inverse or return_counts:
+        inverse = searchsorted(values, flat)    # (a NaN finds the one NaN, sorted last)
+        if return_inverse:
+            results.append(reshape(inverse, aval(ar).shape))
+        if return_counts:
+            results.append(index_add(np.zeros(count, np.intp), inverse,
+                                     np.ones(aval(flat).size, np.intp)))
+    return tuple(results) if len(results) > 1 else values
 
 
 @implements(np.unique_values)

@@ -15,7 +15,8 @@ import attrs
 from xform.errors import XformError
 from xform.ir.ad import Zero, aval, instantiate
 from xform.ir.avals import is_differentiable
-from xform.ir.builder import GraphBuilder, current_builder, stage_function, using_builder
+from xform.ir.builder import (GraphBuilder, current_builder, known_values, stage_function,
+                               using_builder)
 from xform.ir.core import Graph, Params, Primitive, Var
 from xform.ir.execute import runtime
 from xform.ir.interpret import eval_graph
@@ -232,7 +233,10 @@ def checkpoint_call(fun, args, policy=None):
     if current_builder() is None:
         return fun(*args)
     leaves, in_tree = tree_flatten(tuple(args))
-    graph, captured, out_tree = stage_function(fun, in_tree, [aval(x) for x in leaves])
+    # with this call's values where the enclosing staging has them: Python's `if` on them
+    # inside is answered and guarded, as outside the checkpoint
+    graph, captured, out_tree = stage_function(fun, in_tree, [aval(x) for x in leaves],
+                                               known_values(leaves))
     if not captured and not any(type(x) is Tracer for x in leaves):
         return tree_unflatten(out_tree, runtime().compiled(graph)(*leaves))
     parts, saved, forward = None, (), graph
