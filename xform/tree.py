@@ -1,6 +1,7 @@
-"""Pytrees: nested tuples, lists, dicts, None, namedtuples, dataclasses, attrs classes and
-registered types, flattened to a list of leaves and a hashable structure; JAX's tree_util
-names (`xform.tree_util` is this module): key paths, register_pytree_node, register_dataclass.
+"""Pytrees: nested tuples, lists, dicts (OrderedDict, defaultdict), None, namedtuples,
+dataclasses, attrs classes and registered types, flattened to a list of leaves and a hashable
+structure; JAX's tree_util names (`xform.tree_util` is this module): key paths,
+register_pytree_node, register_dataclass.
 
 >>> from xform.tree import tree_flatten, tree_unflatten
 >>> leaves, tree = tree_flatten({"w": 1.0, "b": (2.0, None)})
@@ -9,6 +10,7 @@ names (`xform.tree_util` is this module): key paths, register_pytree_node, regis
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import sys
 from typing import Any, Callable
@@ -432,6 +434,10 @@ def _child_keys(x, node) -> list:
         return []
     if kind in _FIELD_NAMES:
         return [GetAttrKey(name) for name in _FIELD_NAMES[kind]]
+    if kind is collections.OrderedDict:
+        return [DictKey(k) for k in aux]
+    if kind is collections.defaultdict:
+        return [DictKey(k) for k in aux[1]]
     if kind in _REGISTRY:
         return [FlattenedIndexKey(i) for i in range(len(children))]
     if isinstance(x, tuple) and hasattr(kind, "_fields"):
@@ -581,3 +587,12 @@ def broadcast_prefix(prefix, tree, is_leaf=lambda x: x is None) -> list:
 
     walk(prefix, tree, ())
     return result
+
+
+# Built-in nodes beside dict, as in JAX: an OrderedDict keeps its keys' order (part of its
+# structure), a defaultdict its factory.
+register(collections.OrderedDict, lambda d: (list(d.values()), tuple(d)),
+         lambda keys, values: collections.OrderedDict(zip(keys, values)))
+register(collections.defaultdict,
+         lambda d: ([d[k] for k in _dict_keys(d)], (d.default_factory, _dict_keys(d))),
+         lambda aux, values: collections.defaultdict(aux[0], zip(aux[1], values)))

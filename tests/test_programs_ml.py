@@ -1,0 +1,66 @@
+"""Machine-learning programs as a newcomer writes them in plain numpy (losses, models in
+dicts, data shuffled inside the loss, logging), each the wall one of them hit: every
+transformed object is called at points on both sides of its decisions, alternately, and
+agrees with eager numpy, central differences and autograd where autograd runs it."""
+import collections
+import copy
+import math
+
+import autograd
+import autograd.numpy as anp
+import numpy as np
+import pytest
+
+import xform
+from tests.source_lines import assert_points_at
+from tests.test_values import central_difference
+
+RS = np.random.RandomState(0)
+X = RS.randn(8, 3)
+Y = (RS.rand(8) > 0.5).astype(float)
+W_POINTS = [RS.randn(3), 3 * RS.randn(3), -RS.randn(3)]
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    xform.clear_cache()
+    yield
+    xform.clear_cache()
+
+
+def _check_loss(loss, points, autograd_loss=None):
+    """jit bit for bit against eager numpy, grad against central differences (and autograd),
+    on one transformed object each, called at every point twice in turn."""
+    jitted, grad = xform.jit(loss), xform.grad(loss)
+    for w in points * 2:
+        assert jitted(w) == loss(w)
+        np.testing.assert_allclose(grad(w), central_difference(loss, w), rtol=1e-6,
+                                   atol=1e-8)
+        if autograd_loss is not None:
+            np.testing.assert_allclose(grad(w), autograd.grad(autograd_loss)(w),
+                                       rtol=1e-12, atol=1e-14)
+
+
+def test_parameters_in_an_ordered_dict_and_a_defaultdict():
+    def loss(params):
+        w, b = params.values()             # an OrderedDict's order is its structure
+        return np.mean(np.log1p(np.exp(-(2 * Y - 1) * (X @ w + b))))
+
+    def autograd_loss(w, b):
+        return anp.mean(anp.log1p(anp.exp(-(2 * Y - 1) * (anp.dot(X, w) + b))))
+
+    for w, b in [(W_POINTS[0], 0.3), (W_POINTS[1], -0.2)]:
+        params = collections.OrderedDict(w=w, b=b)
+        value, grads = xform.value_and_grad(loss)(params)
+        assert type(grads) is collections.OrderedDict and list(grads) == ["w", "b"]
+        assert value == loss(params)
+        np.testing.assert_allclose(grads["w"], autograd.grad(autograd_loss, 0)(w, b),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(grads["b"], autograd.grad(autograd_loss, 1)(w, b),
+                                   rtol=1e-12)
+
+    per_class = collections.defaultdict(float, {0: W_POINTS[0], 1: 2.0})
+    grads = xform.grad(lambda d: np.sum(d[0] ** 2) * d[1])(per_class)
+    assert type(grads) is collections.defaultdict and grads.default_factory is float
+    np.testing.assert_allclose(grads[0], 4.0 * W_POINTS[0])
+    np.testing.assert_allclose(grads[1], np.sum(W_POINTS[0] ** 2))
