@@ -64,3 +64,34 @@ def test_parameters_in_an_ordered_dict_and_a_defaultdict():
     assert type(grads) is collections.defaultdict and grads.default_factory is float
     np.testing.assert_allclose(grads[0], 4.0 * W_POINTS[0])
     np.testing.assert_allclose(grads[1], np.sum(W_POINTS[0] ** 2))
+
+
+def test_in_batch_negatives_drawn_by_permutation_of_traced_embeddings():
+    generator = np.random.default_rng(3)
+    legacy = np.random.RandomState(3)
+
+    def contrastive(W):
+        emb = np.tanh(X @ W)
+        negatives = generator.permutation(emb)             # rows of a traced array
+        shuffled = legacy.permutation(emb[:, 0])
+        return (np.sum(np.maximum(0, 1 - np.sum(emb * emb, 1) + np.sum(emb * negatives, 1)))
+                + np.sum(shuffled * np.arange(8)))
+
+    def with_orders(W, rows, column):      # the same loss with the drawn orders fixed
+        emb = np.tanh(X @ W)
+        return (np.sum(np.maximum(0, 1 - np.sum(emb * emb, 1) + np.sum(emb * emb[rows], 1)))
+                + np.sum(emb[column, 0] * np.arange(8)))
+
+    grad = xform.value_and_grad(contrastive)
+    for W in [RS.randn(3, 2), RS.randn(3, 2)] * 2:
+        before = generator.bit_generator.state, legacy.get_state()
+        rows, column = generator.permutation(8), legacy.permutation(8)
+        after = generator.bit_generator.state, legacy.get_state()[1]
+        generator.bit_generator.state = before[0]
+        legacy.set_state(before[1])
+        value, got = grad(W)
+        assert value == with_orders(W, rows, column)
+        np.testing.assert_allclose(got, central_difference(
+            lambda v: with_orders(v, rows, column), W), rtol=1e-6, atol=1e-8)
+        assert generator.bit_generator.state == after[0]     # left as eager numpy leaves it
+        np.testing.assert_array_equal(legacy.get_state()[1], after[1])
