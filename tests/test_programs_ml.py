@@ -41,6 +41,42 @@ def _check_loss(loss, points, autograd_loss=None):
                                        rtol=1e-12, atol=1e-14)
 
 
+def test_where_of_one_argument_selects_the_positive_scores():
+    def loss(w):
+        z = X @ w
+        active = np.where(z > 0)[0]        # np.nonzero spelled as np.where
+        return np.sum(z[active] ** 2) / max(len(active), 1)
+
+    counts = {len(np.where(X @ w > 0)[0]) for w in W_POINTS}
+    assert len(counts) > 1                 # the points select different numbers of rows
+    _check_loss(loss, W_POINTS)
+    got = xform.vmap(xform.grad(loss))(np.stack(W_POINTS))
+    np.testing.assert_allclose(got, [central_difference(loss, w) for w in W_POINTS],
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_convolution_by_sliding_windows():
+    signal = np.sin(np.linspace(0.0, 3.0, 12))
+    image = np.outer(np.cos(np.arange(5.0)), np.sin(np.arange(6.0)))
+
+    def loss(kernel):
+        windows = np.lib.stride_tricks.sliding_window_view(signal, 3)
+        patches = np.lib.stride_tricks.sliding_window_view(image, (2, 2))
+        rows = np.lib.stride_tricks.sliding_window_view(image, 2, axis=0)
+        return (np.sum(np.maximum(windows @ kernel, 0) ** 2)
+                + np.sum(np.tanh(patches * kernel[:2, None])) + np.sum(rows * kernel[2]))
+
+    def of_signal(x):
+        return np.sum(np.lib.stride_tricks.sliding_window_view(x, 4).max(axis=1) ** 2)
+
+    _check_loss(loss, [np.array([0.2, -0.5, 0.3]), np.array([1.0, 0.5, -1.0])])
+    _check_loss(of_signal, [signal, -2 * signal])        # the windows of a traced array
+    batch = np.stack([signal, -signal, 0.5 * signal])
+    np.testing.assert_array_equal(
+        xform.vmap(lambda x: np.lib.stride_tricks.sliding_window_view(x, 3))(batch),
+        np.stack([np.lib.stride_tricks.sliding_window_view(x, 3) for x in batch]))
+
+
 def test_parameters_in_an_ordered_dict_and_a_defaultdict():
     def loss(params):
         w, b = params.values()             # an OrderedDict's order is its structure
