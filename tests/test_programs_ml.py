@@ -131,3 +131,52 @@ def test_in_batch_negatives_drawn_by_permutation_of_traced_embeddings():
             lambda v: with_orders(v, rows, column), W), rtol=1e-6, atol=1e-8)
         assert generator.bit_generator.state == after[0]     # left as eager numpy leaves it
         np.testing.assert_array_equal(legacy.get_state()[1], after[1])
+
+
+class Module:
+    def parameters(self):
+        return [v for v in vars(self).values() if isinstance(v, np.ndarray)]
+
+
+class Linear(Module):
+    def __init__(self, W, b):
+        self.W, self.b, self.name = W, b, "linear"
+
+    def __call__(self, x):
+        return x @ self.W + self.b
+
+
+def test_parameters_found_by_isinstance_ndarray_are_regularised():
+    def loss(model, lam=0.1):
+        reg = sum(np.sum(p ** 2) for p in model.parameters())    # found by isinstance
+        return np.mean(model(X) ** 2) + lam * reg
+
+    def flat_loss(flat):
+        return loss(Linear(flat[:6].reshape(3, 2), flat[6:]))
+
+    value_and_grad = xform.value_and_grad(loss)
+    for W, b in [(RS.randn(3, 2), np.zeros(2)), (RS.randn(3, 2), np.ones(2))] * 2:
+        model = Linear(W, b)
+        value, grads = value_and_grad(model)
+        assert value == loss(model)
+        flat = np.concatenate([W.ravel(), b])
+        np.testing.assert_allclose(np.concatenate([grads.W.ravel(), grads.b]),
+                                   central_difference(flat_loss, flat), rtol=1e-6, atol=1e-8)
+
+
+def test_isinstance_takes_eager_numpys_branch():
+    def scale(w, lr):
+        if not isinstance(w, np.ndarray):       # a scalar weight: broadcast it
+            w = w * np.ones(3)
+        if isinstance(lr, float) and not isinstance(lr, np.ndarray):
+            w = w * lr
+        return np.sum((X @ w) ** 2)
+
+    for w, lr in [(W_POINTS[0], 0.5), (W_POINTS[1], 2.0)]:
+        assert xform.jit(scale)(w, lr) == scale(w, lr)
+        np.testing.assert_allclose(xform.grad(scale)(w, lr),
+                                   central_difference(lambda v: scale(v, lr), w), rtol=1e-6)
+        np.testing.assert_allclose(xform.grad(scale, argnums=1)(w, lr),
+                                   central_difference(lambda a: scale(w, a), lr), rtol=1e-6)
+    np.testing.assert_allclose(xform.grad(scale)(0.7, 0.5),
+                               central_difference(lambda v: scale(v, 0.5), 0.7), rtol=1e-6)

@@ -14,7 +14,7 @@ from xform.ir.avals import SCALAR_AVALS
 from xform.ir.execute import unwatched
 from xform.errors import TypeCheckError, unsupported_error
 from xform.ir.concrete import concretization
-from xform.source_info import user_frame_info
+from xform.source_info import is_users_code, user_frame_info
 
 # The numpy protocol (the tables mapping numpy callables to xform functions) sits above the
 # rule families, in xform.numpy, which installs these two hooks when it is imported.
@@ -144,6 +144,15 @@ class Tracer:
         return f"Tracer<{self.aval.str_short()}>"
 
     __hash__ = object.__hash__
+
+    # `isinstance(x, np.ndarray)` in your code answers as for the value eager numpy would
+    # hold (an ndarray; numpy's scalar type where 0-d, as np.sum returns), so your code takes
+    # eager numpy's branch. xform's and the libraries' code see the Tracer.
+    @property
+    def __class__(self):
+        if is_users_code(sys._getframe(1).f_code.co_filename):
+            return np.ndarray if self.shape else self.dtype.type
+        return Tracer
 
     # -- numpy protocols --------------------------------------------------------------
     # The entries from numpy's C code name their caller to their builder, as `_entered` does,
