@@ -55,6 +55,29 @@ def test_where_of_one_argument_selects_the_positive_scores():
                                rtol=1e-6, atol=1e-8)
 
 
+def test_tolist_of_traced_scores_keeps_their_derivative():
+    def loss(w):
+        scores = np.tanh(X @ w).tolist()   # Python numbers, to use Python's builtins
+        return sum(s * s for s in scores) + max(scores) - min(scores)
+
+    _check_loss(loss, W_POINTS)
+    hessian = xform.hessian(loss)(W_POINTS[0])
+    step = 1e-5 * np.eye(3)
+    grad = xform.grad(loss)
+    numeric = np.stack([(grad(W_POINTS[0] + s) - grad(W_POINTS[0] - s)) / 2e-5 for s in step])
+    np.testing.assert_allclose(hessian, numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_tolist_of_a_matrix_nests_like_numpys():
+    def f(w):
+        rows = np.outer(w, w).tolist()
+        return rows[0][1] + rows[2][2] + np.sum(w).tolist()
+
+    w = W_POINTS[0]
+    np.testing.assert_allclose(xform.grad(f)(w), central_difference(f, w), rtol=1e-6)
+    assert xform.jit(f)(w) == f(w)
+
+
 def test_convolution_by_sliding_windows():
     signal = np.sin(np.linspace(0.0, 3.0, 12))
     image = np.outer(np.cos(np.arange(5.0)), np.sin(np.arange(6.0)))
@@ -180,3 +203,40 @@ def test_isinstance_takes_eager_numpys_branch():
                                    central_difference(lambda a: scale(w, a), lr), rtol=1e-6)
     np.testing.assert_allclose(xform.grad(scale)(0.7, 0.5),
                                central_difference(lambda v: scale(v, 0.5), 0.7), rtol=1e-6)
+
+
+def test_ndarray_methods_in_a_classifier_loss():
+    def loss(w, keep=0.4):
+        p = 1 / (1 + np.exp(-(X @ w)))
+        accuracy = np.mean(p.round() == Y)                  # the method, as on an ndarray
+        k = math.ceil(keep * len(p))                        # how many hardest examples
+        hardest = np.abs(p - Y).argsort()[-k:]
+        return np.sum((p.take(hardest) - Y.take(hardest)) ** 2) * (2 - accuracy)
+
+    accuracies = {np.mean((1 / (1 + np.exp(-(X @ w)))).round() == Y) for w in W_POINTS}
+    assert len(accuracies) > 1
+    _check_loss(loss, W_POINTS)
+
+
+def test_inner_step_on_a_deep_copy_of_the_parameters():
+    def inner_loss(params):
+        return np.mean((np.tanh(X @ params["w"]) + params["b"] - Y) ** 2)
+
+    def meta_loss(params, lr=0.5):
+        adapted = copy.deepcopy(params)                     # the caller's dict untouched
+        grads = {"w": X.T @ (X @ params["w"] - Y) / len(Y), "b": np.mean(params["b"] - Y)}
+        for name in adapted:
+            adapted[name] -= lr * grads[name]
+        return inner_loss(adapted)
+
+    def flat_loss(flat):
+        return meta_loss({"w": flat[:3], "b": flat[3]})
+
+    for w, b in [(W_POINTS[0], 0.1), (W_POINTS[1], -0.4)] * 2:
+        params = {"w": w.copy(), "b": b}
+        value, grads = xform.value_and_grad(meta_loss)(params)
+        assert value == meta_loss(params)
+        np.testing.assert_array_equal(params["w"], w)
+        np.testing.assert_allclose(np.append(grads["w"], grads["b"]),
+                                   central_difference(flat_loss, np.append(w, b)), rtol=1e-6,
+                                   atol=1e-8)

@@ -223,10 +223,13 @@ class Tracer:
         return self.builder.decide(element.reshape(()), kind)
 
     def tolist(self):
+        # numpy's nested lists, their numbers traced 0-d values that carry the derivative
         value = self.builder.constant_value(self)
-        if value is None:
-            raise concretization("array")
-        return value.tolist()
+        if value is not None:
+            return value.tolist()
+        if not self.shape:
+            return self[()]
+        return [element.tolist() for element in self]
 
     # -- writes: staged as functional updates, with numpy's view semantics --------------
     def __setitem__(self, index, value):
@@ -337,6 +340,38 @@ class Tracer:
     def dot(self, other): return _fn(np.dot)(self, other)
     def clip(self, min=None, max=None): return _fn(np.clip)(self, min, max)
     def repeat(self, repeats, axis=None): return _fn(np.repeat)(self, repeats, axis)
+    def round(self, decimals=0): return _fn(np.round)(self, decimals)
+    def take(self, indices, axis=None, mode="raise"):
+        return _fn(np.take)(self, indices, axis, mode=mode)
+    def argsort(self, axis=-1, kind=None, order=None):
+        return _fn(np.argsort)(self, axis, kind, order)
+    def argpartition(self, kth, axis=-1, kind="introselect", order=None):
+        return _fn(np.argpartition)(self, kth, axis, kind, order)
+    def searchsorted(self, v, side="left", sorter=None):
+        return _fn(np.searchsorted)(self, v, side, sorter)
+    def nonzero(self): return _fn(np.nonzero)(self)
+    def compress(self, condition, axis=None): return _fn(np.compress)(condition, self, axis)
+    def put(self, indices, values, mode="raise"): _fn(np.put)(self, indices, values, mode)
+
+    # copy.copy / copy.deepcopy of an array is a copy of its values (a model or a dict of
+    # parameters deep-copied in the function stays in this staging)
+    def __copy__(self): return self.copy()
+    def __deepcopy__(self, memo): return self.copy()
+
+    @property
+    def itemsize(self): return self.dtype.itemsize
+
+    @property
+    def nbytes(self): return self.size * self.dtype.itemsize
+
+    # Python's round(x), math.floor/ceil/trunc of a 0-d value, as numpy's scalar answers them
+    def __round__(self, ndigits=None):
+        if ndigits is not None:
+            return _fn(np.round)(self, ndigits)
+        return int(_fn(np.round)(self))
+    def __floor__(self): return int(np.floor(self))
+    def __ceil__(self): return int(np.ceil(self))
+    def __trunc__(self): return int(np.trunc(self))
     def diagonal(self, offset=0, axis1=0, axis2=1):
         return _fn(np.diagonal)(self, offset, axis1, axis2)
     def trace(self, offset=0, axis1=0, axis2=1): return _fn(np.trace)(self, offset, axis1, axis2)
