@@ -240,3 +240,33 @@ def test_inner_step_on_a_deep_copy_of_the_parameters():
         np.testing.assert_allclose(np.append(grads["w"], grads["b"]),
                                    central_difference(flat_loss, np.append(w, b)), rtol=1e-6,
                                    atol=1e-8)
+
+
+def test_logging_the_loss_inside_it(capsys):
+    def loss(w):
+        value = np.mean((X @ w - Y) ** 2)
+        print("loss", value)
+        print(f"loss {value:.4f}")                               # line: format
+        return value
+
+    jitted = xform.jit(loss)
+    for w in W_POINTS[:2]:
+        assert jitted(w) == loss(w)
+        printed = capsys.readouterr().out
+        assert f"loss {loss(w):.4f}" in printed
+    capsys.readouterr()
+    with pytest.raises(xform.ConcretizationError, match="has_aux=True") as info:
+        xform.grad(loss)(W_POINTS[0])
+    printed = capsys.readouterr().out
+    assert_points_at(info.value, __file__, "format", "loss")
+    assert printed == f"loss Tracer<f64[]: {np.asarray(loss(W_POINTS[0]))}>\n"   # its value
+
+
+def test_format_of_a_traced_vector_names_the_line():
+    def loss(w):
+        text = f"{w:.3f}"                                        # line: vector
+        return np.sum(w) + len(text)
+
+    with pytest.raises(xform.TypeCheckError, match="index it first") as info:
+        xform.jit(loss)(W_POINTS[0])
+    assert_points_at(info.value, __file__, "vector", "loss")

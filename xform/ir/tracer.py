@@ -141,7 +141,22 @@ class Tracer:
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self):
-        return f"Tracer<{self.aval.str_short()}>"
+        # `print(loss)` in a staged function shows this call's value, as autograd's boxes do
+        value = self.builder.known_value(self)
+        if value is None:
+            return f"Tracer<{self.aval.str_short()}>"
+        return f"Tracer<{self.aval.str_short()}: {np.asarray(value)}>"
+
+    def __format__(self, spec):
+        # f"{loss:.4f}": numpy formats a 0-d array as its number, this call's, read as
+        # item() reads it (refused where the derivative would be cut)
+        if not spec:
+            return repr(self)
+        if self.shape:
+            raise TypeCheckError(f"format spec {spec!r} of a traced array of shape "
+                                 f"{self.shape}", user_frame_info(),
+                                 "numpy formats only 0-d arrays with a spec: index it first")
+        return format(self.item(), spec)
 
     __hash__ = object.__hash__
 
