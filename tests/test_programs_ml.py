@@ -270,3 +270,25 @@ def test_format_of_a_traced_vector_names_the_line():
     with pytest.raises(xform.TypeCheckError, match="index it first") as info:
         xform.jit(loss)(W_POINTS[0])
     assert_points_at(info.value, __file__, "vector", "loss")
+
+
+def test_cross_entropy_by_logaddexp_reduce():
+    labels = np.array([0, 2, 1, 1, 0, 2, 2, 1])
+
+    def loss(W):
+        logits = X @ W
+        log_normaliser = np.logaddexp.reduce(logits, axis=1)    # a hand-written logsumexp
+        running = np.logaddexp.accumulate(logits, axis=0)[-1]
+        return np.mean(log_normaliser - logits[np.arange(8), labels]) + np.sum(running)
+
+    def autograd_loss(W):
+        logits = anp.dot(X, W)
+        log_normaliser = anp.log(anp.sum(anp.exp(logits), axis=1))
+        running = anp.log(anp.sum(anp.exp(logits), axis=0))
+        return anp.mean(log_normaliser - logits[np.arange(8), labels]) + anp.sum(running)
+
+    jitted, grad = xform.jit(loss), xform.grad(loss)
+    for W in [RS.randn(3, 3), 4 * RS.randn(3, 3)] * 2:
+        assert jitted(W) == loss(W)
+        np.testing.assert_allclose(grad(W), autograd.grad(autograd_loss)(W), rtol=1e-10)
+        np.testing.assert_allclose(grad(W), central_difference(loss, W), rtol=1e-6, atol=1e-8)

@@ -108,6 +108,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         # numpy passes a ufunc method's arguments (axis, dtype, keepdims) as keywords.
         handler = FUNCTIONS.get((ufunc, method))
         if handler is None:
+            if method in ("reduce", "accumulate") and ufunc.nin == 2 and ufunc in UFUNCS:
+                return FUNCTIONS["ufunc fold"](ufunc, method, *inputs, **kwargs)
             raise unsupported_error(f"{numpy_name(ufunc)}.{method}")
         return handler(*inputs, **kwargs)
     dtype = kwargs.pop("dtype", None)
