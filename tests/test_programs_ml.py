@@ -292,3 +292,19 @@ def test_cross_entropy_by_logaddexp_reduce():
         assert jitted(W) == loss(W)
         np.testing.assert_allclose(grad(W), autograd.grad(autograd_loss)(W), rtol=1e-10)
         np.testing.assert_allclose(grad(W), central_difference(loss, W), rtol=1e-6, atol=1e-8)
+
+
+def test_prototype_classifier_by_scipy_distances():
+    from scipy.spatial.distance import cdist, pdist
+
+    def loss(prototypes):
+        logits = -cdist(X, prototypes, "sqeuclidean")            # prototypical networks
+        log_normaliser = np.log(np.sum(np.exp(logits), axis=1))
+        spread = np.sum(np.exp(-pdist(prototypes)))              # keep the prototypes apart
+        return np.mean(log_normaliser - logits[np.arange(8), Y.astype(int)]) + spread
+
+    jitted, grad = xform.jit(loss), xform.grad(loss)
+    for prototypes in [RS.randn(2, 3), RS.randn(2, 3)] * 2:
+        np.testing.assert_allclose(jitted(prototypes), loss(prototypes), rtol=1e-14)
+        np.testing.assert_allclose(grad(prototypes), central_difference(loss, prototypes),
+                                   rtol=1e-6, atol=1e-8)
