@@ -308,3 +308,27 @@ def test_prototype_classifier_by_scipy_distances():
         np.testing.assert_allclose(jitted(prototypes), loss(prototypes), rtol=1e-14)
         np.testing.assert_allclose(grad(prototypes), central_difference(loss, prototypes),
                                    rtol=1e-6, atol=1e-8)
+
+
+class SlottedLogistic:
+    __slots__ = ("w", "b", "name")
+
+    def __init__(self, w, b):
+        self.w, self.b, self.name = w, b, "logistic"
+
+    def loss(self, x, y):
+        z = x @ self.w + self.b
+        return np.mean(np.log1p(np.exp(-(2 * y - 1) * z)))
+
+
+def test_a_model_class_with_slots():
+    def flat_loss(flat):
+        return SlottedLogistic(flat[:3], flat[3]).loss(X, Y)
+
+    grad = xform.grad(lambda model: model.loss(X, Y))
+    for w, b in [(W_POINTS[0], 0.2), (W_POINTS[1], -0.7)] * 2:
+        grads = grad(SlottedLogistic(w, b))
+        assert type(grads) is SlottedLogistic and grads.name == "logistic"
+        np.testing.assert_allclose(np.append(grads.w, grads.b),
+                                   central_difference(flat_loss, np.append(w, b)), rtol=1e-6,
+                                   atol=1e-8)

@@ -140,7 +140,7 @@ def _node(x) -> tuple[Any, Any, list] | None:
 def _is_plain_class(kind) -> bool:
     """Whether instances of `kind` are plain objects whose attributes are a pytree: a class
     the user's own code defines (not a library's), whose instances keep their attributes in
-    a `__dict__` and that is no container or array (memoized per class). A callable one is
+    a `__dict__` or `__slots__` and that is no container or array (memoized per class). A callable one is
     plain too: a model whose `__call__` runs it holds its parameters as any other does."""
     plain = _PLAIN.get(kind)
     if plain is None:
@@ -149,7 +149,7 @@ def _is_plain_class(kind) -> bool:
         users = (kind.__module__ not in ("builtins", "__builtin__") if filename is None
                  else is_users_file(filename))
         plain = (users and isinstance(kind, type) and kind.__init__ is not object.__init__
-                 and "__slots__" not in vars(kind) and not issubclass(
+                 and not issubclass(
                      kind, (tuple, list, dict, set, np.ndarray, np.generic, BaseException))
                  and not any("__array__" in vars(c) for c in kind.__mro__[:-1]))
         if len(_PLAIN) >= 4096:
@@ -210,8 +210,19 @@ class _PlainAux(tuple):
     """A plain object's structure: (child attribute names, ((name, _Static), ...))."""
 
 
+def _attributes(x) -> dict:
+    """A plain object's attributes: its `__dict__`'s, and its slots' that are set."""
+    attributes = dict(getattr(x, "__dict__", ()))
+    for kind in type(x).__mro__[:-1]:
+        slots = vars(kind).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(x, name):
+                attributes[name] = getattr(x, name)
+    return attributes
+
+
 def _plain_node(x):
-    attributes = vars(x)
+    attributes = _attributes(x)
     names = tuple(sorted(n for n, v in attributes.items() if not _is_static_attribute(v)))
     statics = tuple(sorted((n, _Static(v)) for n, v in attributes.items()
                            if n not in names))
@@ -223,8 +234,10 @@ def _build_plain(kind, aux, children):
     a staged function assigns to it never reaches the caller's object."""
     names, statics = aux
     obj = object.__new__(kind)
-    obj.__dict__.update((n, s.value) for n, s in statics)
-    obj.__dict__.update(zip(names, children))
+    for name, static in statics:
+        object.__setattr__(obj, name, static.value)
+    for name, child in zip(names, children):
+        object.__setattr__(obj, name, child)
     return obj
 
 
