@@ -332,3 +332,15 @@ def test_a_model_class_with_slots():
         np.testing.assert_allclose(np.append(grads.w, grads.b),
                                    central_difference(flat_loss, np.append(w, b)), rtol=1e-6,
                                    atol=1e-8)
+
+
+def test_an_activation_written_for_one_number_and_vectorized():
+    def leaky(v):
+        return v if v > 0 else 0.1 * v
+
+    def loss(w):
+        hidden = np.vectorize(leaky)(X @ w)
+        grow, shift = np.vectorize(lambda a, b: (a * b, a + b))(hidden, 0.5)
+        return np.sum(hidden ** 2) + np.sum(grow * shift)
+
+    _check_loss(loss, W_POINTS)
