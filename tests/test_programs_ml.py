@@ -344,3 +344,31 @@ def test_an_activation_written_for_one_number_and_vectorized():
         return np.sum(hidden ** 2) + np.sum(grow * shift)
 
     _check_loss(loss, W_POINTS)
+
+
+def test_sgd_zipping_parameters_with_their_gradients():
+    def init():
+        rs = np.random.RandomState(1)        # inserted W1, b1, W2, b2: not sorted
+        return {"W1": 0.5 * rs.randn(3, 4), "b1": np.zeros(4), "W2": 0.5 * rs.randn(4),
+                "b2": 0.0}
+
+    def loss(params):
+        hidden = np.tanh(X @ params["W1"] + params["b1"])
+        return np.mean((hidden @ params["W2"] + params["b2"] - Y) ** 2)
+
+    def autograd_loss(params):
+        hidden = anp.tanh(anp.dot(X, params["W1"]) + params["b1"])
+        return anp.mean((anp.dot(hidden, params["W2"]) + params["b2"] - Y) ** 2)
+
+    def step(params, grads):                 # as autograd's users write it
+        return {name: value - 0.3 * grad
+                for (name, value), grad in zip(params.items(), grads.values())}
+
+    ours, theirs = init(), init()
+    for _ in range(10):
+        grads = xform.grad(loss)(ours)
+        assert list(grads) == list(ours)
+        ours, theirs = step(ours, grads), step(theirs, autograd.grad(autograd_loss)(theirs))
+    for name in ours:
+        np.testing.assert_allclose(ours[name], theirs[name], rtol=1e-10)
+    assert loss(ours) < loss(init())

@@ -83,9 +83,22 @@ def _dict_keys(x: dict) -> tuple:
     # Sorted so that the structure does not depend on insertion order (as in JAX); keys that
     # do not sort (mixed types) keep their insertion order.
     try:
-        return tuple(sorted(x))
+        keys = tuple(sorted(x))
     except TypeError:
         return tuple(x)
+    inserted = tuple(x)
+    return keys if keys == inserted else _SortedKeys(keys, inserted)
+
+
+class _SortedKeys(tuple):
+    """A dict's keys sorted (its structure: equal and hashed as the plain tuple), remembering
+    the order they were inserted in, so that a dict rebuilt (a gradient) iterates as the
+    caller's does, as autograd's and torch's do: `zip(params.items(), grads.values())`."""
+
+    def __new__(cls, keys, inserted):
+        self = super().__new__(cls, keys)
+        self.inserted = inserted
+        return self
 
 
 def _fields(kind) -> tuple[str, ...] | None:
@@ -301,7 +314,10 @@ def _build(kind, aux, children):
     if kind is list:
         return list(children)
     if kind is dict:
-        return dict(zip(aux, children))
+        built = dict(zip(aux, children))
+        if type(aux) is _SortedKeys:
+            return {key: built[key] for key in aux.inserted}
+        return built
     if kind is type(None):
         return None
     if kind in _REGISTRY:
