@@ -372,3 +372,41 @@ def test_sgd_zipping_parameters_with_their_gradients():
     for name in ours:
         np.testing.assert_allclose(ours[name], theirs[name], rtol=1e-10)
     assert loss(ours) < loss(init())
+
+
+class TwoLayer:
+    def __init__(self, seed):
+        rs = np.random.RandomState(seed)
+        self.W1, self.b1 = 0.5 * rs.randn(3, 4), np.zeros(4)   # not in sorted order
+        self.W2, self.b2 = 0.5 * rs.randn(4), 0.0
+
+    def __call__(self, x):
+        return np.tanh(x @ self.W1 + self.b1) @ self.W2 + self.b2
+
+
+def test_sgd_zipping_a_models_attributes_with_its_gradients():
+    def loss(model):
+        return np.mean((model(X) - Y) ** 2)
+
+    model = TwoLayer(2)
+    before = loss(model)
+    for _ in range(10):
+        grads = xform.grad(loss)(model)
+        assert list(vars(grads)) == list(vars(model))
+        for (name, value), grad in zip(list(vars(model).items()), vars(grads).values()):
+            setattr(model, name, value - 0.3 * grad)
+    reference = TwoLayer(2)
+    for _ in range(10):
+        flat = np.concatenate([reference.W1.ravel(), reference.b1, reference.W2,
+                               [reference.b2]])
+        step = central_difference(lambda v: loss(_two_layer_of(v)), flat)
+        reference = _two_layer_of(flat - 0.3 * step)
+    np.testing.assert_allclose(loss(model), loss(reference), rtol=1e-6)
+    assert loss(model) < before
+
+
+def _two_layer_of(flat):
+    model = TwoLayer(0)
+    model.W1, model.b1 = flat[:12].reshape(3, 4), flat[12:16]
+    model.W2, model.b2 = flat[16:20], flat[20]
+    return model

@@ -220,7 +220,9 @@ class _Static:
 
 
 class _PlainAux(tuple):
-    """A plain object's structure: (child attribute names, ((name, _Static), ...))."""
+    """A plain object's structure: (child attribute names, ((name, _Static), ...)), sorted;
+    `order`, the object's own order of its attributes (not part of the structure), is the
+    order a rebuilt object sets them in, so that `vars(grads)` iterates as `vars(model)`."""
 
 
 def _attributes(x) -> dict:
@@ -239,18 +241,20 @@ def _plain_node(x):
     names = tuple(sorted(n for n, v in attributes.items() if not _is_static_attribute(v)))
     statics = tuple(sorted((n, _Static(v)) for n, v in attributes.items()
                            if n not in names))
-    return type(x), _PlainAux((names, statics)), [attributes[n] for n in names]
+    aux = _PlainAux((names, statics))
+    aux.order = tuple(attributes)
+    return type(x), aux, [attributes[n] for n in names]
 
 
 def _build_plain(kind, aux, children):
     """A plain object from its children: a new instance (its __init__ not run), so that what
     a staged function assigns to it never reaches the caller's object."""
     names, statics = aux
+    values = {name: static.value for name, static in statics}
+    values.update(zip(names, children))
     obj = object.__new__(kind)
-    for name, static in statics:
-        object.__setattr__(obj, name, static.value)
-    for name, child in zip(names, children):
-        object.__setattr__(obj, name, child)
+    for name in aux.order:
+        object.__setattr__(obj, name, values[name])
     return obj
 
 
