@@ -5,6 +5,7 @@ agrees with eager numpy, central differences and autograd where autograd runs it
 import collections
 import copy
 import math
+import numbers
 
 import autograd
 import autograd.numpy as anp
@@ -203,6 +204,16 @@ def test_isinstance_takes_eager_numpys_branch():
                                    central_difference(lambda a: scale(w, a), lr), rtol=1e-6)
     np.testing.assert_allclose(xform.grad(scale)(0.7, 0.5),
                                central_difference(lambda v: scale(v, 0.5), 0.7), rtol=1e-6)
+
+
+def test_scalar_checks_on_a_reduced_loss_take_eager_numpys_branch():
+    def loss(w):
+        value = np.sum((X @ w - Y) ** 2)
+        if np.isscalar(value) and isinstance(value, numbers.Real):   # a number: normalise
+            value = value / len(Y)
+        return value
+
+    _check_loss(loss, W_POINTS)
 
 
 def test_ndarray_methods_in_a_classifier_loss():

@@ -6,6 +6,7 @@ the hooks xform.numpy installs (`install_numpy_protocol`).
 """
 from __future__ import annotations
 
+import abc
 import sys
 
 import numpy as np
@@ -27,6 +28,7 @@ def _no_function(numpy_function):
     raise unsupported_error(getattr(numpy_function, "__name__", repr(numpy_function)))
 
 
+_ABC_INSTANCECHECK = abc.ABCMeta.__instancecheck__.__code__
 _array_ufunc = _no_ufunc  # (ufunc, method, inputs, kwargs) -> the staged result
 _fn = _no_function        # numpy function, "getitem", "setitem", ... -> the xform function
 _ufunc_ops: dict = {}     # ufunc -> the op staging its plain call (read before _array_ufunc)
@@ -165,7 +167,10 @@ class Tracer:
     # eager numpy's branch. xform's and the libraries' code see the Tracer.
     @property
     def __class__(self):
-        if is_users_code(sys._getframe(1).f_code.co_filename):
+        caller = sys._getframe(1)
+        if caller.f_code is _ABC_INSTANCECHECK:     # isinstance(x, numbers.Real): abc's frame
+            caller = caller.f_back
+        if is_users_code(caller.f_code.co_filename):
             return np.ndarray if self.shape else self.dtype.type
         return Tracer
 

@@ -391,3 +391,6 @@ def _with_lists_staged(numpy_function):
 define_group(CONTAINERS_GROUP)     # each reached by its name: code spelling `sum` reaches np.sum
 for _function in dict.fromkeys(_OF_LISTS):
     stand_in(_function, _with_lists_staged(_function), group=CONTAINERS_GROUP)
+# np.isscalar, numpy's Python, sees the Tracer: it answers as isinstance does in the user's code,
+# for eager numpy's value (a 0-d result is numpy's scalar)
+stand_in(np.isscalar, lambda element: element.ndim == 0, group=CONTAINERS_GROUP)
