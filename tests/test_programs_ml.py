@@ -421,3 +421,21 @@ def _two_layer_of(flat):
     model.W1, model.b1 = flat[:12].reshape(3, 4), flat[12:16]
     model.W2, model.b2 = flat[16:20], flat[20]
     return model
+
+
+def test_a_loss_returning_metrics_without_has_aux_is_told_so():
+    def loss(w):
+        value = np.mean((X @ w - Y) ** 2)
+        return value, {"accuracy": np.mean((X @ w > 0.5) == Y)}
+
+    def forgot_return(w):
+        np.mean((X @ w - Y) ** 2)
+
+    with pytest.raises(xform.TypeCheckError, match="needs has_aux=True"):
+        xform.grad(loss)(W_POINTS[0])
+    with pytest.raises(xform.TypeCheckError, match="returned None: return the loss"):
+        xform.value_and_grad(forgot_return)(W_POINTS[0])
+    (value, metrics), grad = xform.value_and_grad(loss, has_aux=True)(W_POINTS[0])
+    assert value == loss(W_POINTS[0])[0] and metrics["accuracy"] == loss(W_POINTS[0])[1]["accuracy"]
+    np.testing.assert_allclose(grad, central_difference(lambda w: loss(w)[0], W_POINTS[0]),
+                               rtol=1e-6)
