@@ -100,6 +100,9 @@ class _SortedKeys(tuple):
         self.inserted = inserted
         return self
 
+    def __getnewargs__(self):      # copies and pickles keep the order
+        return tuple(self), self.inserted
+
 
 def _fields(kind) -> tuple[str, ...] | None:
     """The attribute names of a dataclass or attrs class `kind`, None for other types
