@@ -123,7 +123,17 @@ def test_attrs_private_field_is_passed_by_alias():
 def test_unregistered_objects_are_leaves():
     obj = object()
     assert tree_leaves([obj]) == [obj]
-    assert tree_leaves(OrderedDict(a=1)) == [OrderedDict(a=1)]   # only exact dicts are nodes
+    assert tree_leaves(OrderedDict(b=1, a=2)) == [1, 2]   # a node as in JAX, in its order
+
+
+def test_a_rebuilt_dict_keeps_its_key_order_through_copies_and_pickles():
+    import copy
+    import pickle
+    treedef = tree_structure({"b": 1.0, "a": 2.0})
+    assert treedef == tree_structure({"a": 2.0, "b": 1.0})        # the order is no structure
+    for copied in (copy.deepcopy(treedef), pickle.loads(pickle.dumps(treedef))):
+        assert copied == treedef
+        assert list(tree_unflatten(copied, [20.0, 10.0])) == ["b", "a"]
 
 
 def test_dict_with_unsortable_keys_keeps_insertion_order():

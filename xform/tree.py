@@ -1,6 +1,7 @@
-"""Pytrees: nested tuples, lists, dicts, None, namedtuples, dataclasses, attrs classes and
-registered types, flattened to a list of leaves and a hashable structure; JAX's tree_util
-names (`xform.tree_util` is this module): key paths, register_pytree_node, register_dataclass.
+"""Pytrees: nested tuples, lists, dicts (OrderedDict, defaultdict), None, namedtuples,
+dataclasses, attrs classes and registered types, flattened to a list of leaves and a hashable
+structure; JAX's tree_util names (`xform.tree_util` is this module): key paths,
+register_pytree_node, register_dataclass.
 
 >>> from xform.tree import tree_flatten, tree_unflatten
 >>> leaves, tree = tree_flatten({"w": 1.0, "b": (2.0, None)})
@@ -9,6 +10,7 @@ names (`xform.tree_util` is this module): key paths, register_pytree_node, regis
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import sys
 from typing import Any, Callable
@@ -81,9 +83,25 @@ def _dict_keys(x: dict) -> tuple:
     # Sorted so that the structure does not depend on insertion order (as in JAX); keys that
     # do not sort (mixed types) keep their insertion order.
     try:
-        return tuple(sorted(x))
+        keys = tuple(sorted(x))
     except TypeError:
         return tuple(x)
+    inserted = tuple(x)
+    return keys if keys == inserted else _SortedKeys(keys, inserted)
+
+
+class _SortedKeys(tuple):
+    """A dict's keys sorted (its structure: equal and hashed as the plain tuple), remembering
+    the order they were inserted in, so that a dict rebuilt (a gradient) iterates as the
+    caller's does, as autograd's and torch's do: `zip(params.items(), grads.values())`."""
+
+    def __new__(cls, keys, inserted):
+        self = super().__new__(cls, keys)
+        self.inserted = inserted
+        return self
+
+    def __getnewargs__(self):      # copies and pickles keep the order
+        return tuple(self), self.inserted
 
 
 def _fields(kind) -> tuple[str, ...] | None:
@@ -138,7 +156,7 @@ def _node(x) -> tuple[Any, Any, list] | None:
 def _is_plain_class(kind) -> bool:
     """Whether instances of `kind` are plain objects whose attributes are a pytree: a class
     the user's own code defines (not a library's), whose instances keep their attributes in
-    a `__dict__` and that is no container or array (memoized per class). A callable one is
+    a `__dict__` or `__slots__` and that is no container or array (memoized per class). A callable one is
     plain too: a model whose `__call__` runs it holds its parameters as any other does."""
     plain = _PLAIN.get(kind)
     if plain is None:
@@ -147,7 +165,7 @@ def _is_plain_class(kind) -> bool:
         users = (kind.__module__ not in ("builtins", "__builtin__") if filename is None
                  else is_users_file(filename))
         plain = (users and isinstance(kind, type) and kind.__init__ is not object.__init__
-                 and "__slots__" not in vars(kind) and not issubclass(
+                 and not issubclass(
                      kind, (tuple, list, dict, set, np.ndarray, np.generic, BaseException))
                  and not any("__array__" in vars(c) for c in kind.__mro__[:-1]))
         if len(_PLAIN) >= 4096:
@@ -205,24 +223,41 @@ class _Static:
 
 
 class _PlainAux(tuple):
-    """A plain object's structure: (child attribute names, ((name, _Static), ...))."""
+    """A plain object's structure: (child attribute names, ((name, _Static), ...)), sorted;
+    `order`, the object's own order of its attributes (not part of the structure), is the
+    order a rebuilt object sets them in, so that `vars(grads)` iterates as `vars(model)`."""
+
+
+def _attributes(x) -> dict:
+    """A plain object's attributes: its `__dict__`'s, and its slots' that are set."""
+    attributes = dict(getattr(x, "__dict__", ()))
+    for kind in type(x).__mro__[:-1]:
+        slots = vars(kind).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(x, name):
+                attributes[name] = getattr(x, name)
+    return attributes
 
 
 def _plain_node(x):
-    attributes = vars(x)
+    attributes = _attributes(x)
     names = tuple(sorted(n for n, v in attributes.items() if not _is_static_attribute(v)))
     statics = tuple(sorted((n, _Static(v)) for n, v in attributes.items()
                            if n not in names))
-    return type(x), _PlainAux((names, statics)), [attributes[n] for n in names]
+    aux = _PlainAux((names, statics))
+    aux.order = tuple(attributes)
+    return type(x), aux, [attributes[n] for n in names]
 
 
 def _build_plain(kind, aux, children):
     """A plain object from its children: a new instance (its __init__ not run), so that what
     a staged function assigns to it never reaches the caller's object."""
     names, statics = aux
+    values = {name: static.value for name, static in statics}
+    values.update(zip(names, children))
     obj = object.__new__(kind)
-    obj.__dict__.update((n, s.value) for n, s in statics)
-    obj.__dict__.update(zip(names, children))
+    for name in aux.order:
+        object.__setattr__(obj, name, values[name])
     return obj
 
 
@@ -286,7 +321,10 @@ def _build(kind, aux, children):
     if kind is list:
         return list(children)
     if kind is dict:
-        return dict(zip(aux, children))
+        built = dict(zip(aux, children))
+        if type(aux) is _SortedKeys:
+            return {key: built[key] for key in aux.inserted}
+        return built
     if kind is type(None):
         return None
     if kind in _REGISTRY:
@@ -432,6 +470,10 @@ def _child_keys(x, node) -> list:
         return []
     if kind in _FIELD_NAMES:
         return [GetAttrKey(name) for name in _FIELD_NAMES[kind]]
+    if kind is collections.OrderedDict:
+        return [DictKey(k) for k in aux]
+    if kind is collections.defaultdict:
+        return [DictKey(k) for k in aux[1]]
     if kind in _REGISTRY:
         return [FlattenedIndexKey(i) for i in range(len(children))]
     if isinstance(x, tuple) and hasattr(kind, "_fields"):
@@ -581,3 +623,12 @@ def broadcast_prefix(prefix, tree, is_leaf=lambda x: x is None) -> list:
 
     walk(prefix, tree, ())
     return result
+
+
+# Built-in nodes beside dict, as in JAX: an OrderedDict keeps its keys' order (part of its
+# structure), a defaultdict its factory.
+register(collections.OrderedDict, lambda d: (list(d.values()), tuple(d)),
+         lambda keys, values: collections.OrderedDict(zip(keys, values)))
+register(collections.defaultdict,
+         lambda d: ([d[k] for k in _dict_keys(d)], (d.default_factory, _dict_keys(d))),
+         lambda aux, values: collections.defaultdict(aux[0], zip(aux[1], values)))

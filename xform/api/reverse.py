@@ -42,7 +42,7 @@ def _check_scalar_output(graph, has_aux, out_tree, fun_name, holomorphic):
                                  "scalar", user_frame_info())
     elif out_tree.num_leaves != 1:
         raise TypeCheckError(f"{fun_name} needs a function with one scalar output, got a "
-                             f"pytree {out_tree}", user_frame_info())
+                             f"pytree {out_tree}", user_frame_info(), _one_output_hint(out_tree))
     out_aval = graph.outputs[0].aval
     if out_aval.size != 1 or not is_differentiable(out_aval):
         raise TypeCheckError(
@@ -50,6 +50,14 @@ def _check_scalar_output(graph, has_aux, out_tree, fun_name, holomorphic):
             user_frame_info(), "use xform.vjp or xform.jacrev for non-scalar outputs, or "
             "reduce the output (e.g. np.sum)")
     check_output_dtype(fun_name, out_aval, holomorphic)
+
+
+def _one_output_hint(out_tree) -> str:
+    if out_tree.kind is type(None):
+        return "the function returned None: return the loss"
+    if out_tree.kind is tuple and out_tree.children and out_tree.children[0].num_leaves == 1:
+        return "a function returning (loss, aux) needs has_aux=True"
+    return "return one scalar; xform.jacrev or xform.vjp differentiate several outputs"
 
 
 def check_output_dtype(fun_name, aval, holomorphic):

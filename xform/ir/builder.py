@@ -213,20 +213,20 @@ class GraphBuilder:
         note_decision(key, outcome)
         return outcome
 
-    def shown_value(self, tracer: Tracer):
-        """This call's value of `tracer`, for `print` and f-strings, or None. Showing a
-        value decides nothing, so it is not guarded (a print runs while staging only)."""
-        value = NO_VALUE if self.values is None else self.values.get(tracer.graph_var, NO_VALUE)
-        return None if value is NO_VALUE else value
-
     def constant_value(self, tracer: Tracer):
         """The value of `tracer` when it depends on no input (an array made from constants
         while staging), else None."""
-        var = tracer.graph_var
-        if self.values is None or var in self.dependent:
+        if tracer.graph_var in self.dependent:
             return None
-        value = self.values.get(var, NO_VALUE)
-        return None if value is NO_VALUE else np.asarray(value)
+        value = self.known_value(tracer)
+        return None if value is None else np.asarray(value)
+
+    def known_value(self, tracer: Tracer):
+        """This call's value of `tracer` where the staging computed it, else None."""
+        if self.values is None:
+            return None
+        value = self.values.get(tracer.graph_var, NO_VALUE)
+        return None if value is NO_VALUE else value
 
     @property
     def captured_values(self) -> list[Tracer]:

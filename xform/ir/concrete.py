@@ -127,8 +127,9 @@ def derivative_cut(kind: str) -> ConcretizationError:
         f"{kind}() of a value that is being differentiated: {what} carries no derivative, "
         "so the derivative would be cut here", source,
         "keep it an array: use numpy's functions (np.sin, np.exp, ...) instead of Python's "
-        "math module, and drop the float(); to cut the derivative on purpose, use "
-        "xform.stop_gradient(x)")
+        "math module, and drop the float(); to log it, print(x) (its value while staging) "
+        "or return it as an auxiliary output (has_aux=True); to cut the derivative on "
+        "purpose, use xform.stop_gradient(x)")
 
 
 def _numpy_scalar_call(expression: str):

@@ -6,6 +6,7 @@ the hooks xform.numpy installs (`install_numpy_protocol`).
 """
 from __future__ import annotations
 
+import abc
 import sys
 
 import numpy as np
@@ -14,7 +15,7 @@ from xform.ir.avals import SCALAR_AVALS
 from xform.ir.execute import unwatched
 from xform.errors import TypeCheckError, unsupported_error
 from xform.ir.concrete import concretization
-from xform.source_info import user_frame_info
+from xform.source_info import is_users_code, user_frame_info
 
 # The numpy protocol (the tables mapping numpy callables to xform functions) sits above the
 # rule families, in xform.numpy, which installs these two hooks when it is imported.
@@ -27,6 +28,7 @@ def _no_function(numpy_function):
     raise unsupported_error(getattr(numpy_function, "__name__", repr(numpy_function)))
 
 
+_ABC_INSTANCECHECK = abc.ABCMeta.__instancecheck__.__code__
 _array_ufunc = _no_ufunc  # (ufunc, method, inputs, kwargs) -> the staged result
 _fn = _no_function        # numpy function, "getitem", "setitem", ... -> the xform function
 _ufunc_ops: dict = {}     # ufunc -> the op staging its plain call (read before _array_ufunc)
@@ -141,23 +143,43 @@ class Tracer:
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self):
-        return f"Tracer<{self.aval.str_short()}>"
+        # with this call's value where the staging has it, as autograd's boxes show theirs
+        value = self.builder.known_value(self)
+        if value is None:
+            return f"Tracer<{self.aval.str_short()}>"
+        return f"Tracer<{self.aval.str_short()}: {np.asarray(value)}>"
 
     # `print(loss)` and `f"{loss:.3f}"` while staging with values show this call's value, as
     # eager numpy prints it
     def __str__(self):
-        value = self.builder.shown_value(self)
+        value = self.builder.known_value(self)
         return repr(self) if value is None else str(value)
 
     def __format__(self, spec):
-        value = self.builder.shown_value(self)
-        if value is not None:
-            return format(value, spec)
-        if not spec:
-            return repr(self)
-        raise concretization("format")
+        value = self.builder.known_value(self)
+        if value is None:
+            if not spec:
+                return repr(self)
+            raise concretization("format")
+        if spec and np.ndim(value):
+            raise TypeCheckError(f"format spec {spec!r} of a traced array of shape "
+                                 f"{self.shape}", user_frame_info(),
+                                 "numpy formats only 0-d arrays with a spec: index it first")
+        return format(value, spec)
 
     __hash__ = object.__hash__
+
+    # `isinstance(x, np.ndarray)` in your code answers as for the value eager numpy would
+    # hold (an ndarray; numpy's scalar type where 0-d, as np.sum returns), so your code takes
+    # eager numpy's branch. xform's and the libraries' code see the Tracer.
+    @property
+    def __class__(self):
+        caller = sys._getframe(1)
+        if caller.f_code is _ABC_INSTANCECHECK:     # isinstance(x, numbers.Real): abc's frame
+            caller = caller.f_back
+        if is_users_code(caller.f_code.co_filename):
+            return np.ndarray if self.shape else self.dtype.type
+        return Tracer
 
     # -- numpy protocols --------------------------------------------------------------
     # The entries from numpy's C code name their caller to their builder, as `_entered` does,
@@ -376,6 +398,11 @@ class Tracer:
     def dot(self, other): return _fn(np.dot)(self, other)
     def clip(self, min=None, max=None): return _fn(np.clip)(self, min, max)
     def repeat(self, repeats, axis=None): return _fn(np.repeat)(self, repeats, axis)
+    @property
+    def itemsize(self): return self.dtype.itemsize
+
+    @property
+    def nbytes(self): return self.size * self.dtype.itemsize
     def diagonal(self, offset=0, axis1=0, axis2=1):
         return _fn(np.diagonal)(self, offset, axis1, axis2)
     def trace(self, offset=0, axis1=0, axis2=1): return _fn(np.trace)(self, offset, axis1, axis2)
@@ -391,7 +418,8 @@ class Tracer:
         return _fn(np.searchsorted)(self, v, side=side, sorter=sorter)
     def argsort(self, axis=-1, kind=None, order=None):
         return _fn(np.argsort)(self, axis=axis, kind=kind, order=order)
-    def argpartition(self, kth, axis=-1): return _fn(np.argpartition)(self, kth, axis=axis)
+    def argpartition(self, kth, axis=-1, kind="introselect", order=None):
+        return _fn(np.argpartition)(self, kth, axis=axis, kind=kind, order=order)
     def partition(self, kth, axis=-1):
         _fn("assign")(self, _fn(np.partition)(self, kth, axis=axis))
 

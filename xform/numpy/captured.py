@@ -45,6 +45,20 @@ class CapturedArray(np.ndarray):
                 return Tracer(builder, builder.atom(self.staged_constant))[index]
         return super().__getitem__(index)
 
+    # numpy's methods that read at traced positions, as indexing does (np.take, np.searchsorted
+    # of them dispatch to xform by themselves)
+    def take(self, indices, axis=None, out=None, mode="raise"):
+        builder = current_builder()
+        if out is None and builder is not None and contains_tracer(indices):
+            return Tracer(builder, builder.atom(self.staged_constant)).take(indices, axis, mode)
+        return super().take(indices, axis, out, mode)
+
+    def searchsorted(self, v, side="left", sorter=None):
+        builder = current_builder()
+        if builder is not None and contains_tracer(v):
+            return np.searchsorted(self.staged_constant, v, side, sorter)
+        return super().searchsorted(v, side, sorter)
+
     def __setitem__(self, index, value):
         if current_builder() is None:
             return super().__setitem__(index, value)

@@ -113,6 +113,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             first = np.expand_dims(first, tuple(range(-np.ndim(second), 0)))
             return array_ufunc(ufunc, "__call__", (first, second), kwargs)
         if handler is None:
+            if method in ("reduce", "accumulate") and ufunc.nin == 2 and ufunc in UFUNCS:
+                return FUNCTIONS["ufunc fold"](ufunc, method, *inputs, **kwargs)
             raise unsupported_error(f"{numpy_name(ufunc)}.{method}")
         return handler(*inputs, **kwargs)
     dtype = kwargs.pop("dtype", None)

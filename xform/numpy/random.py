@@ -20,6 +20,7 @@ from xform.errors import UnsupportedError
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer
+from xform.numpy.index import take
 from xform.numpy.stand_ins import define_group, stand_in
 from xform.numpy.views import assign
 from xform.rules.random import GeneratorRef, Operand, call_method, draw_p, reseed_p
@@ -116,6 +117,10 @@ def stage_draw(generator, method, args, kwargs):
         return getattr(generator, method)(*args, **kwargs)
     if method == "shuffle":
         return _shuffle(generator, args, kwargs)
+    if method == "permutation":
+        x = args[0] if args else kwargs.get("x")
+        if type(x) is Tracer and x.ndim:
+            return _permutation(generator, x, kwargs.get("axis", 0))
     operands = []
 
     def placed(value):
@@ -130,6 +135,14 @@ def stage_draw(generator, method, args, kwargs):
     aval = _out_aval(generator, method, template, keywords, operands)
     return draw_p.bind(*operands, method=method, generator=GeneratorRef(generator),
                        args=template, kwargs=keywords, aval=aval)
+
+
+def _permutation(generator, x, axis):
+    """`permutation(x)` of a traced array: `x` gathered at a drawn permutation of its
+    positions along `axis` (numpy draws the same numbers, and leaves the generator in the same
+    state, either way), so the derivative flows to `x`."""
+    order = stage_draw(generator, "permutation", (x.shape[axis],), {})
+    return take(x, order, axis=axis)
 
 
 def _shuffle(generator, args, kwargs):

@@ -182,6 +182,17 @@ def argwhere(a):
     return np.stack(nonzero(a), axis=1)
 
 
+@implements(np.lib.stride_tricks.sliding_window_view)
+def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    """`sliding_window_view`: a gather of `x` at its windows' positions, which numpy's own
+    view of an array of positions gives (a read of every window, not a view to write)."""
+    if writeable:
+        raise unsupported_error("sliding_window_view(..., writeable=True) of a traced array")
+    x = as_array(x)
+    positions = np.arange(aval(x).size).reshape(aval(x).shape)
+    return take(x, np.lib.stride_tricks.sliding_window_view(positions, window_shape, axis))
+
+
 @implements(np.choose)
 def choose(a, choices, out=None, mode="raise"):
     """`np.choose`: `choices[a[i]][i]`, all broadcast together (modes raise, wrap, clip;

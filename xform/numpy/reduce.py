@@ -370,3 +370,35 @@ implements((np.add, "accumulate"))(_ufunc_accumulate(cumsum, "add"))
 implements((np.multiply, "accumulate"))(_ufunc_accumulate(cumprod, "multiply"))
 implements((np.maximum, "accumulate"))(_running(np.maximum, "maximum"))
 implements((np.minimum, "accumulate"))(_running(np.minimum, "minimum"))
+
+
+# numpy's own reductions of these are not the left fold of their calls (or not of its dtype)
+_NOT_A_LEFT_FOLD = frozenset({np.arctan2, np.power, np.logical_and, np.logical_or,
+                              np.logical_xor})
+
+
+@implements("ufunc fold")
+def ufunc_fold(ufunc, method, a, axis=0, dtype=None, out=None, keepdims=False, initial=None):
+    """`reduce` / `accumulate` of a binary ufunc that has no reduction of its own
+    (`np.logaddexp.reduce(z, axis=1)`): numpy's left fold along one axis, unrolled, so the same
+    operations in numpy's order give numpy's bits."""
+    if ufunc.signature is not None or ufunc in _NOT_A_LEFT_FOLD:
+        raise unsupported_error(f"numpy.{ufunc.__name__}.{method}")
+    _no_options(f"{ufunc.__name__}.{method}", out=out)
+    a = a.astype(dtype) if dtype is not None else a
+    shape = aval(a).shape
+    if axis is None and len(shape) == 1 or isinstance(axis, tuple) and len(axis) == 1:
+        axis = 0 if axis is None else axis[0]
+    if not isinstance(axis, (int, np.integer)):
+        raise unsupported_error(f"numpy.{ufunc.__name__}.{method} over several axes")
+    axis = single_axis(axis, len(shape))
+    rows = np.moveaxis(a, axis, 0)
+    if shape[axis] == 0 or method == "accumulate" and initial is not None:
+        raise unsupported_error(f"numpy.{ufunc.__name__}.{method} of an empty axis or with "
+                                "initial=")
+    folded = [rows[0] if initial is None else ufunc(initial, rows[0])]
+    for row in rows[1:]:
+        folded.append(ufunc(folded[-1], row))
+    if method == "accumulate":
+        return np.moveaxis(np.stack(folded), 0, axis)
+    return np.expand_dims(folded[-1], axis) if keepdims else folded[-1]

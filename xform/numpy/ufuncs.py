@@ -6,7 +6,9 @@ import numpy as np
 from xform.errors import ConcretizationError, TypeCheckError, unsupported_error
 from xform.ir.ad import aval, zeros
 from xform.ir.avals import ShapedArray
+from xform.numpy.index import nonzero_positions
 from xform.numpy.protocol import implements
+from xform.numpy.shape import as_array
 from xform.rules.binary import BINARY_PRIMITIVES
 from xform.rules.compare import COMPARE_PRIMITIVES, clip_p, where_p
 from xform.rules.unary import UNARY_PRIMITIVES, astype, imag_p, real_p
@@ -24,13 +26,12 @@ implements("astype")(astype)
 
 @implements(np.where)
 def where(condition, x=None, y=None):
-    """`np.where(c, x, y)`; the one-argument form is `np.nonzero(c)`, as in numpy (its count
-    guarded)."""
+    """`np.where(c, x, y)`; `np.where(c)` is numpy's `np.nonzero(c)` (its count guarded)."""
     if (x is None) != (y is None):
         raise TypeCheckError("np.where: either both or neither of x and y should be given",
                              user_frame_info())
     if x is None:
-        return np.nonzero(condition)
+        return nonzero_positions(as_array(condition), "np.where(condition)")
     return where_p.bind(condition, x, y)
 
 

@@ -20,4 +20,5 @@ stand_in_when_imported("scipy.special", _installer("xform.scipy.special"))
 stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"))
 
 # These register their own installers (stand_in_when_imported) when imported here.
-from xform.scipy import fft, integrate, interpolate, linalg, optimize, signal  # noqa: F401,E402
+from xform.scipy import (fft, integrate, interpolate, linalg, optimize, signal,  # noqa: F401,E402
+                         spatial)
