@@ -414,4 +414,5 @@ for _function in dict.fromkeys(_OF_LISTS):
     stand_in(_function, _with_lists_staged(_function), group=CONTAINERS_GROUP)
 # np.isscalar, numpy's Python, sees the Tracer: it answers as isinstance does in the user's code,
 # for eager numpy's value (a 0-d result is numpy's scalar)
-stand_in(np.isscalar, lambda element: element.ndim == 0, group=CONTAINERS_GROUP)
+define_group("numpy.isscalar")    # reached by its name
+stand_in(np.isscalar, lambda element: element.ndim == 0, group="numpy.isscalar")
