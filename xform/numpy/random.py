@@ -116,6 +116,9 @@ def stage_draw(generator, method, args, kwargs):
         return getattr(generator, method)(*args, **kwargs)
     if method == "shuffle":
         return _shuffle(generator, args, kwargs)
+    selected = _selection(generator, method, args, kwargs)
+    if selected is not None:
+        return selected
     operands = []
 
     def placed(value):
@@ -130,6 +133,24 @@ def stage_draw(generator, method, args, kwargs):
     aval = _out_aval(generator, method, template, keywords, operands)
     return draw_p.bind(*operands, method=method, generator=GeneratorRef(generator),
                        args=template, kwargs=keywords, aval=aval)
+
+
+def _selection(generator, method, args, kwargs):
+    """`choice(a, ...)` and `permutation(x)` of a traced array: the draw of the indices,
+    then the selection along `axis`, which is what numpy computes (it draws for an array
+    what it draws for its length, then takes): differentiable in the array, as indexing is.
+    None for other draws."""
+    name = {"choice": "a", "permutation": "x"}.get(method)
+    if name is None:
+        return None
+    x = args[0] if args else kwargs.get(name)
+    if type(x) is not Tracer or not x.shape:
+        return None
+    args, kwargs = args[1:], {k: v for k, v in kwargs.items() if k != name}
+    axis_position = 3 if method == "choice" else 0     # after size, replace, p
+    axis = args[axis_position] if len(args) > axis_position else kwargs.get("axis", 0)
+    indices = stage_draw(generator, method, (x.shape[axis],) + args, kwargs)
+    return np.take(x, indices, axis=axis)
 
 
 def _shuffle(generator, args, kwargs):
