@@ -330,6 +330,10 @@ class Tracer:
         return _fn(np.swapaxes)(self, -1, -2)
 
     @property
+    def device(self):
+        return "cpu"    # numpy's: SciPy's array-API code asks before it converts
+
+    @property
     def real(self):
         return _fn(np.real)(self)
 
@@ -384,6 +388,18 @@ class Tracer:
     def argmax(self, axis=None): return _fn(np.argmax)(self, axis=axis)
     def argmin(self, axis=None): return _fn(np.argmin)(self, axis=axis)
     def cumsum(self, axis=None): return _fn(np.cumsum)(self, axis=axis)
+    # ndarray's methods of the numpy functions xform implements (numpy's own Python calls
+    # them too: Generator.choice(a) takes `a.take(indices)`)
+    def take(self, indices, axis=None, out=None, mode="raise"):
+        return _fn(np.take)(self, indices, axis=axis, out=out, mode=mode)
+    def argsort(self, axis=-1, kind=None, order=None):
+        return _fn(np.argsort)(self, axis=axis, kind=kind, order=order)
+    def searchsorted(self, v, side="left", sorter=None):
+        return _fn(np.searchsorted)(self, v, side=side, sorter=sorter)
+    def round(self, decimals=0, out=None): return _fn(np.round)(self, decimals, out)
+    def nonzero(self): return _fn(np.nonzero)(self)
+    def compress(self, condition, axis=None, out=None):
+        return _fn(np.compress)(condition, self, axis=axis, out=out)
     def cumprod(self, axis=None): return _fn(np.cumprod)(self, axis=axis)
     def any(self, axis=None, keepdims=False): return _fn(np.any)(self, axis=axis, keepdims=keepdims)
     def all(self, axis=None, keepdims=False): return _fn(np.all)(self, axis=axis, keepdims=keepdims)
