@@ -436,3 +436,122 @@ def test_vectorize_of_a_branching_python_function():
     got = xform.jit(lambda x: typed(x, np.arange(2)))(x)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, typed(x, np.arange(2)))
+
+
+# -- bootstrap resampling: choice and permutation of the data, differentiable in it ----------
+
+def bootstrap_spread(data, rng):
+    """The spread of bootstrap means, resampled from the generator passed in."""
+    means = []
+    for _ in range(20):
+        sample = rng.choice(data, size=len(data), replace=True)
+        means.append(sample.mean())
+    means = np.sort(means)
+    shuffled = rng.permutation(data)
+    return means[-2] - means[1] + shuffled[0] * 0.1
+
+
+def test_bootstrap_with_a_generator_passed_in_or_made_inside():
+    data = np.array([0.2, 1.1, -0.4, 0.8, 2.0, 0.3])
+    grad = xform.grad(bootstrap_spread)
+    jit = xform.jit(bootstrap_spread, static_argnums=1)
+    for seed in [4, 5, 4]:
+        want = bootstrap_spread(data, np.random.default_rng(seed))
+        assert jit(data, np.random.default_rng(seed)) == want
+        rng = np.random.default_rng(seed)
+        got = grad(data, rng)
+        step = lambda d: bootstrap_spread(d, np.random.default_rng(seed))
+        np.testing.assert_allclose(got, central_difference(step, data), rtol=1e-7, atol=1e-9)
+        reference = np.random.default_rng(seed)
+        bootstrap_spread(data, reference)
+        assert rng.random() == reference.random()      # drawn once, as eager numpy draws
+    made_inside = xform.grad(lambda d: bootstrap_spread(d, np.random.default_rng(4)))
+    np.testing.assert_array_equal(made_inside(data), grad(data, np.random.default_rng(4)))
+
+
+def test_choice_and_permutation_along_an_axis_draw_what_numpy_draws():
+    table = np.arange(12.0).reshape(3, 4)
+    state = {}
+
+    def picks(a):
+        r = state["rng"]
+        return [r.choice(a, 5, axis=1), r.choice(a, 2, replace=False, shuffle=False),
+                r.permutation(a, axis=1), r.permutation(a[0]),
+                r.choice(a[1], 4, p=np.full(4, 0.25)), r.choice(a, size=(2, 2))]
+
+    jit = xform.jit(picks)
+    for seed in [3, 8]:
+        state["rng"] = np.random.default_rng(seed)
+        got = jit(table)
+        after = state["rng"].random()
+        state["rng"] = np.random.default_rng(seed)
+        for g, w in zip(got, picks(table)):
+            np.testing.assert_array_equal(g, w)
+        assert after == state["rng"].random()
+    legacy = np.random.RandomState(2)
+    weights = xform.grad(lambda x: np.sum(legacy.choice(x, 3) * legacy.permutation(x)[:3]))
+    legacy.seed(2)
+    got = weights(np.arange(1.0, 6.0))
+    legacy.seed(2)
+    chosen, order = legacy.choice(5, 3), legacy.permutation(5)
+    want = np.zeros(5)
+    np.add.at(want, chosen, np.arange(1.0, 6.0)[order[:3]])
+    np.add.at(want, order[:3], np.arange(1.0, 6.0)[chosen])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_ndarray_methods_of_traced_arrays():
+    x = np.array([3.0, 1.0, 2.5, 0.2])
+    methods = [lambda x: x.take([2, 0]), lambda x: x.argsort(), lambda x: x.round(1) * x,
+               lambda x: x.nonzero()[0], lambda x: np.sort(x).searchsorted(1.5),
+               lambda x: x.compress(x > 1), lambda x: x.take(1)]
+    for method in methods:
+        got, want = xform.jit(method)(x), method(x)
+        np.testing.assert_array_equal(got, want)
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(xform.grad(lambda x: np.sum(x.take([2, 0, 2])))(x),
+                                  [0.0, 0.0, 2.0, 0.0] + np.array([1.0, 0, 0, 0]))
+
+
+# -- SciPy's interpolators on grids the function makes -----------------------------------------
+
+def spline_energy(y):
+    import scipy.interpolate
+
+    x = np.linspace(0, 1, 6)        # knots made in the function: constants
+    spline = scipy.interpolate.CubicSpline(x, y)
+    return np.sum(spline(np.linspace(0, 1, 17)) ** 2) + spline(0.33, 1)
+
+
+def test_cubic_spline_with_knots_made_by_linspace_in_the_function():
+    for y in [np.array([0.0, 0.8, 0.9, 0.1, -0.5, 0.3]), np.array([1.0, 0.2, -0.4, 0.6, 0, 0.9])]:
+        np.testing.assert_allclose(xform.jit(spline_energy)(y), spline_energy(y), rtol=1e-13)
+        np.testing.assert_allclose(xform.grad(spline_energy)(y),
+                                   central_difference(spline_energy, y), rtol=1e-6)
+
+
+def test_regular_grid_interpolator_points_made_in_the_function_and_vector_queries():
+    import scipy.interpolate
+
+    def lookup(values, query):
+        grid = (np.linspace(0, 1, 3), np.linspace(0, 2, 4))
+        return scipy.interpolate.RegularGridInterpolator(grid, values)(query)
+
+    values = np.arange(12.0).reshape(3, 4) ** 1.5
+    for query in ([0.3, 0.5], np.array([[0.3, 0.5], [0.1, 1.2]]), np.array([[[0.3, 0.5]]])):
+        want = lookup(values, query)
+        by_values = xform.jit(lambda v: lookup(v, query))(values)
+        by_points = xform.jit(lambda q: lookup(values, q))(np.asarray(query))
+        assert by_values.shape == by_points.shape == want.shape
+        np.testing.assert_allclose(by_values, want, rtol=1e-14)
+        np.testing.assert_allclose(by_points, want, rtol=1e-14)
+    line = xform.jit(lambda y: scipy.interpolate.RegularGridInterpolator(
+        (np.linspace(0, 1, 5),), y)([0.3]))
+    assert line(np.arange(5.0)).shape == (1,)
+
+
+def test_a_scipy_function_without_an_xform_version_names_itself():
+    import scipy.signal
+
+    with pytest.raises(xform.ConcretizationError, match="savgol_filter"):
+        xform.grad(lambda y: scipy.signal.savgol_filter(y, 3, 1).sum())(np.linspace(0, 1, 6))
