@@ -555,3 +555,30 @@ def test_a_scipy_function_without_an_xform_version_names_itself():
 
     with pytest.raises(xform.ConcretizationError, match="savgol_filter"):
         xform.grad(lambda y: scipy.signal.savgol_filter(y, 3, 1).sum())(np.linspace(0, 1, 6))
+
+
+# -- image filters: scipy.signal.convolve2d / correlate2d with every boundary ------------------
+
+def test_convolve2d_and_correlate2d_match_scipy_and_differentiate():
+    import itertools
+
+    import scipy.signal
+
+    rng = np.random.default_rng(0)
+    for (h, w), (kh, kw) in [((9, 8), (3, 3)), ((7, 10), (2, 4)), ((6, 6), (6, 6))]:
+        image, kernel = rng.standard_normal((h, w)), rng.standard_normal((kh, kw))
+        for filter2d, mode, boundary, fill in itertools.product(
+                (scipy.signal.convolve2d, scipy.signal.correlate2d), ("full", "same", "valid"),
+                ("fill", "symm", "wrap"), (0, 1.5)):
+            def apply(a, b):
+                return filter2d(a, b, mode=mode, boundary=boundary, fillvalue=fill)
+            want = apply(image, kernel)
+            got = xform.jit(apply)(image, kernel)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+    def blur_energy(kernel):
+        blurred = scipy.signal.convolve2d(image, kernel, mode="same", boundary="symm")
+        return np.sum(blurred ** 2)
+
+    check_grads(blur_energy, (kernel,), order=2)
