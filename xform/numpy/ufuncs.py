@@ -3,8 +3,7 @@
 `np.real_if_close`, `np.iscomplex`, `np.isreal`)."""
 import numpy as np
 
-from xform.errors import (ConcretizationError, TypeCheckError, concretization_error,
-                          unsupported_error)
+from xform.errors import ConcretizationError, TypeCheckError, unsupported_error
 from xform.ir.ad import aval, zeros
 from xform.ir.avals import ShapedArray
 from xform.numpy.protocol import implements
@@ -25,13 +24,13 @@ implements("astype")(astype)
 
 @implements(np.where)
 def where(condition, x=None, y=None):
-    """`np.where(c, x, y)`; the one-argument form needs concrete values."""
+    """`np.where(c, x, y)`; the one-argument form is `np.nonzero(c)`, as numpy's (its size
+    read from the call's values, guarded)."""
     if (x is None) != (y is None):
         raise TypeCheckError("np.where: either both or neither of x and y should be given",
                              user_frame_info())
     if x is None:
-        raise concretization_error(
-            "np.where(condition) with one argument (its size depends on data)")
+        return np.nonzero(condition)
     return where_p.bind(condition, x, y)
 
 
