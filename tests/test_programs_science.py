@@ -582,3 +582,33 @@ def test_convolve2d_and_correlate2d_match_scipy_and_differentiate():
         return np.sum(blurred ** 2)
 
     check_grads(blur_energy, (kernel,), order=2)
+
+
+# -- np.where(condition) and np.polynomial's classes -------------------------------------------
+
+def positive_energy(x):
+    total = 0.0
+    for i in np.where(x > 0)[0]:
+        total += x[i] ** 2
+    rows, cols = np.where(np.outer(x, x) < 0)
+    return total + np.sum(x[rows] * x[cols])
+
+
+def test_where_with_one_argument_is_nonzero():
+    grad, jit = xform.grad(positive_energy), xform.jit(positive_energy)
+    for x in [np.array([2.0, -1.0, 0.5, 3.0, -0.2]), np.array([-1.0, 0.3, 0.7, -2.0, 1.1])] * 2:
+        assert jit(x) == positive_energy(x)
+        np.testing.assert_allclose(grad(x), central_difference(positive_energy, x), rtol=1e-8)
+        np.testing.assert_allclose(grad(x), autograd.grad(positive_energy)(x), rtol=1e-14)
+
+
+def fitted_at_half(y):
+    x = np.linspace(0, 1, 6)
+    return np.polynomial.Polynomial.fit(x, y, 2)(0.5)
+
+
+def test_polynomial_fit_class_of_traced_data():
+    for y in [np.arange(6.0) ** 1.5, np.array([1.0, 0.8, 1.1, 1.9, 3.2, 5.0])]:
+        np.testing.assert_allclose(xform.jit(fitted_at_half)(y), fitted_at_half(y), rtol=1e-14)
+        np.testing.assert_allclose(xform.grad(fitted_at_half)(y),
+                                   central_difference(fitted_at_half, y), rtol=1e-7)

@@ -130,6 +130,12 @@ def may_share_memory(a, b, max_work=None):
     return True
 
 
+@implements(np.common_type)
+def common_type(*arrays):
+    """numpy's answer for arrays of these dtypes (np.polynomial's functions ask it)."""
+    return np.common_type(*[np.empty(0, aval(a).dtype) for a in arrays])
+
+
 def as_array(x):
     """`x` itself when traced, else `np.asarray(x)`: numpy's array coercion of an operand."""
     return x if type(x) is Tracer else np.asarray(x)
