@@ -612,3 +612,16 @@ def test_polynomial_fit_class_of_traced_data():
         np.testing.assert_allclose(xform.jit(fitted_at_half)(y), fitted_at_half(y), rtol=1e-14)
         np.testing.assert_allclose(xform.grad(fitted_at_half)(y),
                                    central_difference(fitted_at_half, y), rtol=1e-7)
+
+
+def test_flat_reads_and_writes_of_a_grid_reach_the_grid():
+    def scatter(values):
+        grid = np.zeros((3, 4))
+        grid.T.flat[[0, 5, 11]] = values        # through a transposed view, as numpy's
+        grid.flat[2:4] = values[:2] * 2
+        return np.sum(grid ** 2) + grid.flat[7] + sum(list(grid.flat)[:3])
+
+    for values in [np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0, 0.25])]:
+        assert xform.jit(scatter)(values) == scatter(values)
+        np.testing.assert_allclose(xform.grad(scatter)(values),
+                                   central_difference(scatter, values), rtol=1e-7)

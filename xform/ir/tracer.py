@@ -406,3 +406,33 @@ class Tracer:
     def sort(self, axis=-1, kind=None, order=None):
         _fn("assign")(self, _fn(np.sort)(self, axis=axis, kind=kind, order=order))
 
+    @property
+    def flat(self):
+        return _FlatIndexer(self)
+
+
+class _FlatIndexer:
+    """`x.flat` of a traced array: flat (C-order) positions read and written as the
+    multi-indices they stand for, so writes reach `x` as numpy's flatiter's do."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def _at(self, index):
+        shape = self.array.shape
+        return np.unravel_index(np.arange(int(np.prod(shape, dtype=np.int64)))[index], shape)
+
+    def __getitem__(self, index):
+        return self.array[self._at(index)]
+
+    def __setitem__(self, index, value):
+        self.array[self._at(index)] = value
+
+    def __len__(self):
+        return self.array.size
+
+    def __iter__(self):
+        return iter(self.array.reshape(-1))
+
