@@ -625,3 +625,22 @@ def test_flat_reads_and_writes_of_a_grid_reach_the_grid():
         assert xform.jit(scatter)(values) == scatter(values)
         np.testing.assert_allclose(xform.grad(scatter)(values),
                                    central_difference(scatter, values), rtol=1e-7)
+
+
+def test_periodic_interpolation_of_angles():
+    rng = np.random.default_rng(0)
+    xp, fp = rng.uniform(0, 360, 7), rng.standard_normal(7)
+    x = rng.uniform(-400, 800, 20)
+    for period in (360, -360.0, 90):
+        def wrapped(x, xp, fp):
+            return np.interp(x, xp, fp, period=period)
+        np.testing.assert_array_equal(xform.jit(wrapped)(x, xp, fp), wrapped(x, xp, fp))
+
+    def energy(fp):
+        return np.sum(np.interp(x, xp, fp, period=360) ** 2)
+    check_grads(energy, (fp,), order=2)
+    heading = xform.grad(lambda q: np.sum(np.interp(q, xp, fp, period=360.0)))
+    np.testing.assert_allclose(heading(np.array([10.0, 200.0])),
+                               central_difference(lambda q: np.sum(np.interp(
+                                   q, xp, fp, period=360.0)), np.array([10.0, 200.0])),
+                               rtol=1e-6)
