@@ -644,3 +644,18 @@ def test_periodic_interpolation_of_angles():
                                central_difference(lambda q: np.sum(np.interp(
                                    q, xp, fp, period=360.0)), np.array([10.0, 200.0])),
                                rtol=1e-6)
+
+
+def slope_of_fit(y):
+    """The fitted quadratic's slope and area, with numpy.polynomial's classes."""
+    x = np.linspace(0, 1, 6)
+    fit = np.polynomial.Polynomial.fit(x, y, 2)
+    area = np.polynomial.Chebyshev.fit(x, y, 3).integ(lbnd=0.0)(1.0)
+    return fit.deriv()(0.3) + area + np.polynomial.legendre.legder(y, 2).sum()
+
+
+def test_numpy_polynomial_derivatives_and_integrals_of_traced_coefficients():
+    for y in [np.array([1.0, 0.5, -0.3, 0.2, 0.8, 1.1]), np.arange(6.0) ** 1.5]:
+        np.testing.assert_allclose(xform.jit(slope_of_fit)(y), slope_of_fit(y), rtol=1e-12)
+        np.testing.assert_allclose(xform.grad(slope_of_fit)(y),
+                                   central_difference(slope_of_fit, y), rtol=1e-6, atol=1e-8)
