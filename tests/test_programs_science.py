@@ -436,3 +436,226 @@ def test_vectorize_of_a_branching_python_function():
     got = xform.jit(lambda x: typed(x, np.arange(2)))(x)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, typed(x, np.arange(2)))
+
+
+# -- bootstrap resampling: choice and permutation of the data, differentiable in it ----------
+
+def bootstrap_spread(data, rng):
+    """The spread of bootstrap means, resampled from the generator passed in."""
+    means = []
+    for _ in range(20):
+        sample = rng.choice(data, size=len(data), replace=True)
+        means.append(sample.mean())
+    means = np.sort(means)
+    shuffled = rng.permutation(data)
+    return means[-2] - means[1] + shuffled[0] * 0.1
+
+
+def test_bootstrap_with_a_generator_passed_in_or_made_inside():
+    data = np.array([0.2, 1.1, -0.4, 0.8, 2.0, 0.3])
+    grad = xform.grad(bootstrap_spread)
+    jit = xform.jit(bootstrap_spread, static_argnums=1)
+    for seed in [4, 5, 4]:
+        want = bootstrap_spread(data, np.random.default_rng(seed))
+        assert jit(data, np.random.default_rng(seed)) == want
+        rng = np.random.default_rng(seed)
+        got = grad(data, rng)
+        step = lambda d: bootstrap_spread(d, np.random.default_rng(seed))
+        np.testing.assert_allclose(got, central_difference(step, data), rtol=1e-7, atol=1e-9)
+        reference = np.random.default_rng(seed)
+        bootstrap_spread(data, reference)
+        assert rng.random() == reference.random()      # drawn once, as eager numpy draws
+    made_inside = xform.grad(lambda d: bootstrap_spread(d, np.random.default_rng(4)))
+    np.testing.assert_array_equal(made_inside(data), grad(data, np.random.default_rng(4)))
+
+
+def test_choice_and_permutation_along_an_axis_draw_what_numpy_draws():
+    table = np.arange(12.0).reshape(3, 4)
+    state = {}
+
+    def picks(a):
+        r = state["rng"]
+        return [r.choice(a, 5, axis=1), r.choice(a, 2, replace=False, shuffle=False),
+                r.permutation(a, axis=1), r.permutation(a[0]),
+                r.choice(a[1], 4, p=np.full(4, 0.25)), r.choice(a, size=(2, 2))]
+
+    jit = xform.jit(picks)
+    for seed in [3, 8]:
+        state["rng"] = np.random.default_rng(seed)
+        got = jit(table)
+        after = state["rng"].random()
+        state["rng"] = np.random.default_rng(seed)
+        for g, w in zip(got, picks(table)):
+            np.testing.assert_array_equal(g, w)
+        assert after == state["rng"].random()
+    legacy = np.random.RandomState(2)
+    weights = xform.grad(lambda x: np.sum(legacy.choice(x, 3) * legacy.permutation(x)[:3]))
+    legacy.seed(2)
+    got = weights(np.arange(1.0, 6.0))
+    legacy.seed(2)
+    chosen, order = legacy.choice(5, 3), legacy.permutation(5)
+    want = np.zeros(5)
+    np.add.at(want, chosen, np.arange(1.0, 6.0)[order[:3]])
+    np.add.at(want, order[:3], np.arange(1.0, 6.0)[chosen])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_ndarray_methods_of_traced_arrays():
+    x = np.array([3.0, 1.0, 2.5, 0.2])
+    methods = [lambda x: x.take([2, 0]), lambda x: x.argsort(), lambda x: x.round(1) * x,
+               lambda x: x.nonzero()[0], lambda x: np.sort(x).searchsorted(1.5),
+               lambda x: x.compress(x > 1), lambda x: x.take(1)]
+    for method in methods:
+        got, want = xform.jit(method)(x), method(x)
+        np.testing.assert_array_equal(got, want)
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(xform.grad(lambda x: np.sum(x.take([2, 0, 2])))(x),
+                                  [0.0, 0.0, 2.0, 0.0] + np.array([1.0, 0, 0, 0]))
+
+
+# -- SciPy's interpolators on grids the function makes -----------------------------------------
+
+def spline_energy(y):
+    import scipy.interpolate
+
+    x = np.linspace(0, 1, 6)        # knots made in the function: constants
+    spline = scipy.interpolate.CubicSpline(x, y)
+    return np.sum(spline(np.linspace(0, 1, 17)) ** 2) + spline(0.33, 1)
+
+
+def test_cubic_spline_with_knots_made_by_linspace_in_the_function():
+    for y in [np.array([0.0, 0.8, 0.9, 0.1, -0.5, 0.3]), np.array([1.0, 0.2, -0.4, 0.6, 0, 0.9])]:
+        np.testing.assert_allclose(xform.jit(spline_energy)(y), spline_energy(y), rtol=1e-13)
+        np.testing.assert_allclose(xform.grad(spline_energy)(y),
+                                   central_difference(spline_energy, y), rtol=1e-6)
+
+
+def test_regular_grid_interpolator_points_made_in_the_function_and_vector_queries():
+    import scipy.interpolate
+
+    def lookup(values, query):
+        grid = (np.linspace(0, 1, 3), np.linspace(0, 2, 4))
+        return scipy.interpolate.RegularGridInterpolator(grid, values)(query)
+
+    values = np.arange(12.0).reshape(3, 4) ** 1.5
+    for query in ([0.3, 0.5], np.array([[0.3, 0.5], [0.1, 1.2]]), np.array([[[0.3, 0.5]]])):
+        want = lookup(values, query)
+        by_values = xform.jit(lambda v: lookup(v, query))(values)
+        by_points = xform.jit(lambda q: lookup(values, q))(np.asarray(query))
+        assert by_values.shape == by_points.shape == want.shape
+        np.testing.assert_allclose(by_values, want, rtol=1e-14)
+        np.testing.assert_allclose(by_points, want, rtol=1e-14)
+    line = xform.jit(lambda y: scipy.interpolate.RegularGridInterpolator(
+        (np.linspace(0, 1, 5),), y)([0.3]))
+    assert line(np.arange(5.0)).shape == (1,)
+
+
+def test_a_scipy_function_without_an_xform_version_names_itself():
+    import scipy.signal
+
+    with pytest.raises(xform.ConcretizationError, match="savgol_filter"):
+        xform.grad(lambda y: scipy.signal.savgol_filter(y, 3, 1).sum())(np.linspace(0, 1, 6))
+
+
+# -- image filters: scipy.signal.convolve2d / correlate2d with every boundary ------------------
+
+def test_convolve2d_and_correlate2d_match_scipy_and_differentiate():
+    import itertools
+
+    import scipy.signal
+
+    rng = np.random.default_rng(0)
+    for (h, w), (kh, kw) in [((9, 8), (3, 3)), ((7, 10), (2, 4)), ((6, 6), (6, 6))]:
+        image, kernel = rng.standard_normal((h, w)), rng.standard_normal((kh, kw))
+        for filter2d, mode, boundary, fill in itertools.product(
+                (scipy.signal.convolve2d, scipy.signal.correlate2d), ("full", "same", "valid"),
+                ("fill", "symm", "wrap"), (0, 1.5)):
+            def apply(a, b):
+                return filter2d(a, b, mode=mode, boundary=boundary, fillvalue=fill)
+            want = apply(image, kernel)
+            got = xform.jit(apply)(image, kernel)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+    def blur_energy(kernel):
+        blurred = scipy.signal.convolve2d(image, kernel, mode="same", boundary="symm")
+        return np.sum(blurred ** 2)
+
+    check_grads(blur_energy, (kernel,), order=2)
+
+
+# -- np.where(condition) and np.polynomial's classes -------------------------------------------
+
+def positive_energy(x):
+    total = 0.0
+    for i in np.where(x > 0)[0]:
+        total += x[i] ** 2
+    rows, cols = np.where(np.outer(x, x) < 0)
+    return total + np.sum(x[rows] * x[cols])
+
+
+def test_where_with_one_argument_is_nonzero():
+    grad, jit = xform.grad(positive_energy), xform.jit(positive_energy)
+    for x in [np.array([2.0, -1.0, 0.5, 3.0, -0.2]), np.array([-1.0, 0.3, 0.7, -2.0, 1.1])] * 2:
+        assert jit(x) == positive_energy(x)
+        np.testing.assert_allclose(grad(x), central_difference(positive_energy, x), rtol=1e-8)
+        np.testing.assert_allclose(grad(x), autograd.grad(positive_energy)(x), rtol=1e-14)
+
+
+def fitted_at_half(y):
+    x = np.linspace(0, 1, 6)
+    return np.polynomial.Polynomial.fit(x, y, 2)(0.5)
+
+
+def test_polynomial_fit_class_of_traced_data():
+    for y in [np.arange(6.0) ** 1.5, np.array([1.0, 0.8, 1.1, 1.9, 3.2, 5.0])]:
+        np.testing.assert_allclose(xform.jit(fitted_at_half)(y), fitted_at_half(y), rtol=1e-14)
+        np.testing.assert_allclose(xform.grad(fitted_at_half)(y),
+                                   central_difference(fitted_at_half, y), rtol=1e-7)
+
+
+def test_flat_reads_and_writes_of_a_grid_reach_the_grid():
+    def scatter(values):
+        grid = np.zeros((3, 4))
+        grid.T.flat[[0, 5, 11]] = values        # through a transposed view, as numpy's
+        grid.flat[2:4] = values[:2] * 2
+        return np.sum(grid ** 2) + grid.flat[7] + sum(list(grid.flat)[:3])
+
+    for values in [np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0, 0.25])]:
+        assert xform.jit(scatter)(values) == scatter(values)
+        np.testing.assert_allclose(xform.grad(scatter)(values),
+                                   central_difference(scatter, values), rtol=1e-7)
+
+
+def test_periodic_interpolation_of_angles():
+    rng = np.random.default_rng(0)
+    xp, fp = rng.uniform(0, 360, 7), rng.standard_normal(7)
+    x = rng.uniform(-400, 800, 20)
+    for period in (360, -360.0, 90):
+        def wrapped(x, xp, fp):
+            return np.interp(x, xp, fp, period=period)
+        np.testing.assert_array_equal(xform.jit(wrapped)(x, xp, fp), wrapped(x, xp, fp))
+
+    def energy(fp):
+        return np.sum(np.interp(x, xp, fp, period=360) ** 2)
+    check_grads(energy, (fp,), order=2)
+    heading = xform.grad(lambda q: np.sum(np.interp(q, xp, fp, period=360.0)))
+    np.testing.assert_allclose(heading(np.array([10.0, 200.0])),
+                               central_difference(lambda q: np.sum(np.interp(
+                                   q, xp, fp, period=360.0)), np.array([10.0, 200.0])),
+                               rtol=1e-6)
+
+
+def slope_of_fit(y):
+    """The fitted quadratic's slope and area, with numpy.polynomial's classes."""
+    x = np.linspace(0, 1, 6)
+    fit = np.polynomial.Polynomial.fit(x, y, 2)
+    area = np.polynomial.Chebyshev.fit(x, y, 3).integ(lbnd=0.0)(1.0)
+    return fit.deriv()(0.3) + area + np.polynomial.legendre.legder(y, 2).sum()
+
+
+def test_numpy_polynomial_derivatives_and_integrals_of_traced_coefficients():
+    for y in [np.array([1.0, 0.5, -0.3, 0.2, 0.8, 1.1]), np.arange(6.0) ** 1.5]:
+        np.testing.assert_allclose(xform.jit(slope_of_fit)(y), slope_of_fit(y), rtol=1e-12)
+        np.testing.assert_allclose(xform.grad(slope_of_fit)(y),
+                                   central_difference(slope_of_fit, y), rtol=1e-6, atol=1e-8)

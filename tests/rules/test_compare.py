@@ -208,8 +208,8 @@ def test_comparison_of_mismatched_shapes_raises_naming_this_file():
 
 
 def test_where_argument_errors_name_this_file():
+    # np.where(c) is np.nonzero(c): its size is read from values, which shapes do not have
     with pytest.raises(xform.ConcretizationError, match=THIS_FILE):
-        # one argument is np.nonzero, whose size a staging of shapes cannot know
         xform.make_graph(lambda c: np.where(c))(xform.ShapedArray(B.shape, B.dtype))
     with pytest.raises(xform.TypeCheckError, match=f"both or neither(.|\\n)*{THIS_FILE}"):
         xform.make_graph(lambda c, a: np.where(c, a))(B, X)

@@ -368,6 +368,10 @@ class Tracer:
         return _fn(np.swapaxes)(self, -1, -2)
 
     @property
+    def device(self):
+        return "cpu"    # numpy's: SciPy's array-API code asks before it converts
+
+    @property
     def real(self):
         return _fn(np.real)(self)
 
@@ -403,21 +407,13 @@ class Tracer:
 
     @property
     def nbytes(self): return self.size * self.dtype.itemsize
+
     def diagonal(self, offset=0, axis1=0, axis2=1):
         return _fn(np.diagonal)(self, offset, axis1, axis2)
     def trace(self, offset=0, axis1=0, axis2=1): return _fn(np.trace)(self, offset, axis1, axis2)
 
-    def round(self, decimals=0): return _fn(np.round)(self, decimals)
-    def take(self, indices, axis=None, mode="raise"):
-        return _fn(np.take)(self, indices, axis=axis, mode=mode)
     def put(self, indices, values, mode="raise"): _fn(np.put)(self, indices, values, mode)
-    def nonzero(self): return _fn(np.nonzero)(self)
-    def compress(self, condition, axis=None): return _fn(np.compress)(condition, self, axis)
     def choose(self, choices, mode="raise"): return _fn(np.choose)(self, choices, mode=mode)
-    def searchsorted(self, v, side="left", sorter=None):
-        return _fn(np.searchsorted)(self, v, side=side, sorter=sorter)
-    def argsort(self, axis=-1, kind=None, order=None):
-        return _fn(np.argsort)(self, axis=axis, kind=kind, order=order)
     def argpartition(self, kth, axis=-1, kind="introselect", order=None):
         return _fn(np.argpartition)(self, kth, axis=axis, kind=kind, order=order)
     def partition(self, kth, axis=-1):
@@ -443,9 +439,51 @@ class Tracer:
     def argmax(self, axis=None): return _fn(np.argmax)(self, axis=axis)
     def argmin(self, axis=None): return _fn(np.argmin)(self, axis=axis)
     def cumsum(self, axis=None): return _fn(np.cumsum)(self, axis=axis)
+    # ndarray's methods of the numpy functions xform implements (numpy's own Python calls
+    # them too: Generator.choice(a) takes `a.take(indices)`)
+    def take(self, indices, axis=None, out=None, mode="raise"):
+        return _fn(np.take)(self, indices, axis=axis, out=out, mode=mode)
+    def argsort(self, axis=-1, kind=None, order=None):
+        return _fn(np.argsort)(self, axis=axis, kind=kind, order=order)
+    def searchsorted(self, v, side="left", sorter=None):
+        return _fn(np.searchsorted)(self, v, side=side, sorter=sorter)
+    def round(self, decimals=0, out=None): return _fn(np.round)(self, decimals, out)
+    def nonzero(self): return _fn(np.nonzero)(self)
+    def compress(self, condition, axis=None, out=None):
+        return _fn(np.compress)(condition, self, axis=axis, out=out)
     def cumprod(self, axis=None): return _fn(np.cumprod)(self, axis=axis)
     def any(self, axis=None, keepdims=False): return _fn(np.any)(self, axis=axis, keepdims=keepdims)
     def all(self, axis=None, keepdims=False): return _fn(np.all)(self, axis=axis, keepdims=keepdims)
     def sort(self, axis=-1, kind=None, order=None):
         _fn("assign")(self, _fn(np.sort)(self, axis=axis, kind=kind, order=order))
+
+    @property
+    def flat(self):
+        return _FlatIndexer(self)
+
+
+class _FlatIndexer:
+    """`x.flat` of a traced array: flat (C-order) positions read and written as the
+    multi-indices they stand for, so writes reach `x` as numpy's flatiter's do."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def _at(self, index):
+        shape = self.array.shape
+        return np.unravel_index(np.arange(int(np.prod(shape, dtype=np.int64)))[index], shape)
+
+    def __getitem__(self, index):
+        return self.array[self._at(index)]
+
+    def __setitem__(self, index, value):
+        self.array[self._at(index)] = value
+
+    def __len__(self):
+        return self.array.size
+
+    def __iter__(self):
+        return iter(self.array.reshape(-1))
 

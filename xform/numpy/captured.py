@@ -50,7 +50,8 @@ class CapturedArray(np.ndarray):
     def take(self, indices, axis=None, out=None, mode="raise"):
         builder = current_builder()
         if out is None and builder is not None and contains_tracer(indices):
-            return Tracer(builder, builder.atom(self.staged_constant)).take(indices, axis, mode)
+            return Tracer(builder, builder.atom(self.staged_constant)).take(indices, axis,
+                                                                             mode=mode)
         return super().take(indices, axis, out, mode)
 
     def searchsorted(self, v, side="left", sorter=None):

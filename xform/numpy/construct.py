@@ -7,6 +7,7 @@ them instead, as stacks, concatenations and broadcasts.
 from __future__ import annotations
 
 import dis
+import os
 import sys
 
 import numpy as np
@@ -244,6 +245,11 @@ _DISPATCHED = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "
                          "logspace", "geomspace"})
 
 
+# numpy.polynomial's functions fill arrays they make (polyder's der[j - 1] = j * c[j]) as a
+# user's code does: theirs are traced too, so traced coefficients differentiate
+_POLYNOMIAL_CODE = os.path.dirname(np.polynomial.__file__) + os.sep
+
+
 def _traced_or_users(name):
     """Whether a call of the constructor `name` is staged: on tracers, or from the user's
     own code. (A library's compiled code, SciPy's or numpy's Cython, has no frame: the
@@ -256,7 +262,8 @@ def _traced_or_users(name):
             return False
         frame = sys._getframe(3)  # (the frames: this test, the route, the stand-in)
         code = frame.f_code
-        return (name in code.co_names and is_users_code(code.co_filename)
+        return (name in code.co_names and (is_users_code(code.co_filename)
+                                           or code.co_filename.startswith(_POLYNOMIAL_CODE))
                 and _called_name(code, frame.f_lasti) in (name, None))
     return when
 

@@ -351,10 +351,9 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 @implements(np.interp)
 def interp(x, xp, fp, left=None, right=None, period=None):
-    """`np.interp` (real, no `period`): piecewise linear through (xp, fp), as numpy computes
-    each value: slope * (x - xp[j]) + fp[j]; differentiable in x, xp and fp."""
-    if period is not None:
-        raise unsupported_error("numpy.interp(..., period=...)")
+    """`np.interp` (real): piecewise linear through (xp, fp), as numpy computes each value:
+    slope * (x - xp[j]) + fp[j]; differentiable in x, xp and fp. With `period`, numpy's
+    reduction of x and xp modulo the period, xp sorted and one point wrapped to each end."""
     x, xp, fp = (as_array(v) for v in (x, xp, fp))
     if any(aval(v).dtype.kind == "c" for v in (x, xp, fp)):
         raise unsupported_error("numpy.interp of complex values")
@@ -366,6 +365,16 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise shape_error("fp and xp are not of the same length.")
     if n == 0:
         raise shape_error("array of sample points is empty")
+    if period is not None:
+        if period == 0:
+            raise shape_error("period must be a non-zero value")
+        period, left, right = abs(period), None, None
+        x, xp = x % period, xp % period
+        order = np.argsort(xp)
+        xp, fp = take(xp, order), take(fp, order)
+        xp = np.concatenate((xp[-1:] - period, xp, xp[0:1] + period))
+        fp = np.concatenate((fp[-1:], fp, fp[0:1]))
+        n += 2
     # j with xp[j] <= x < xp[j + 1]; j + 1 clamped, since x == xp[-1] gives fp[-1] exactly
     below = np.clip(searchsorted_p.bind(xp, x, side="right", batch_ndim=0) - 1, 0, n - 1)
     above = np.minimum(below + 1, n - 1)

@@ -20,7 +20,6 @@ from xform.errors import UnsupportedError
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer
-from xform.numpy.index import take
 from xform.numpy.stand_ins import define_group, stand_in
 from xform.numpy.views import assign
 from xform.rules.random import GeneratorRef, Operand, call_method, draw_p, reseed_p
@@ -117,10 +116,9 @@ def stage_draw(generator, method, args, kwargs):
         return getattr(generator, method)(*args, **kwargs)
     if method == "shuffle":
         return _shuffle(generator, args, kwargs)
-    if method == "permutation":
-        x = args[0] if args else kwargs.get("x")
-        if type(x) is Tracer and x.ndim:
-            return _permutation(generator, x, kwargs.get("axis", 0))
+    selected = _selection(generator, method, args, kwargs)
+    if selected is not None:
+        return selected
     operands = []
 
     def placed(value):
@@ -137,12 +135,22 @@ def stage_draw(generator, method, args, kwargs):
                        args=template, kwargs=keywords, aval=aval)
 
 
-def _permutation(generator, x, axis):
-    """`permutation(x)` of a traced array: `x` gathered at a drawn permutation of its
-    positions along `axis` (numpy draws the same numbers, and leaves the generator in the same
-    state, either way), so the derivative flows to `x`."""
-    order = stage_draw(generator, "permutation", (x.shape[axis],), {})
-    return take(x, order, axis=axis)
+def _selection(generator, method, args, kwargs):
+    """`choice(a, ...)` and `permutation(x)` of a traced array: the draw of the indices,
+    then the selection along `axis`, which is what numpy computes (it draws for an array
+    what it draws for its length, then takes): differentiable in the array, as indexing is.
+    None for other draws."""
+    name = {"choice": "a", "permutation": "x"}.get(method)
+    if name is None:
+        return None
+    x = args[0] if args else kwargs.get(name)
+    if type(x) is not Tracer or not x.shape:
+        return None
+    args, kwargs = args[1:], {k: v for k, v in kwargs.items() if k != name}
+    axis_position = 3 if method == "choice" else 0     # after size, replace, p
+    axis = args[axis_position] if len(args) > axis_position else kwargs.get("axis", 0)
+    indices = stage_draw(generator, method, (x.shape[axis],) + args, kwargs)
+    return np.take(x, indices, axis=axis)
 
 
 def _shuffle(generator, args, kwargs):

@@ -10,7 +10,7 @@ from xform.numpy.axes import normalize_axes, normalize_axis
 from xform.numpy.protocol import implements
 from xform.rules.shape import (broadcast_to_p, concatenate_p, copy_p, diag_embed, diagonal_p,
                                flip_p, pad_p, repeat_p, reshape_p, split_p, transpose_p)
-from xform.source_info import user_frame_info
+from xform.source_info import scipy_callee, user_frame, user_frame_info
 
 
 def _resolve_shape(size, shape):
@@ -118,6 +118,22 @@ def swapaxes(a, axis1, axis2):
 @implements(np.copy)
 def copy(a, order="K", subok=False):
     return copy_p.bind(a) if order == "K" else copy_p.bind(a, order=order)
+
+
+@implements(np.may_share_memory)
+def may_share_memory(a, b, max_work=None):
+    """True for traced values, numpy's conservative answer, to the user's code and numpy's
+    (Generator.permutation(x) copies before it shuffles); inside a SciPy function, the
+    error naming that function, which has no xform version."""
+    if scipy_callee(user_frame()) is not None:
+        raise unsupported_error("numpy.may_share_memory")
+    return True
+
+
+@implements(np.common_type)
+def common_type(*arrays):
+    """numpy's answer for arrays of these dtypes (np.polynomial's functions ask it)."""
+    return np.common_type(*[np.empty(0, aval(a).dtype) for a in arrays])
 
 
 def as_array(x):

@@ -25,6 +25,7 @@ import numpy as np
 from xform.errors import unsupported_error
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
+from xform.numpy.protocol import with_constants_read
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 from xform.ir.avals import ShapedArray
 from xform.ir.interpret import eval_graph
@@ -41,6 +42,7 @@ def _interpolate():
 
 
 def _concrete(x, what, name):
+    x = with_constants_read(x)      # knots the function made: np.linspace(0, 1, 6)
     if type(x) is Tracer:
         raise unsupported_error(f"{name} with traced {what}")
     return np.asarray(x, np.float64)
@@ -394,6 +396,8 @@ def _grid_call(self, xi, method=None, *, nu=None):
     method = method or self.method
     d = len(self.grid)
     xi = as_float(xi)
+    if aval(xi).ndim == 1:      # SciPy's reading of a vector: points of d coordinates
+        xi = np.reshape(xi, (-1, d))
     max_nu = None if method in _GRID_POINT_DERIVATIVES else 0
     if type(self.values) is not Tracer:
         interpolant = Interpolant(_grid_evaluator(self, method),
@@ -422,12 +426,17 @@ def _grid_init(self, points, values, method="linear", bounds_error=True, fill_va
                **solver):
     """RegularGridInterpolator of traced values with a method that precomputes a spline from
     them: SciPy's checks on zeros of the values' shape, then the traced values kept (calls
-    go through `_grid_call`: the identity's interpolant times the values)."""
+    go through `_grid_call`: the identity's interpolant times the values). Grid points the
+    function made (np.linspace) are read as the constants they are."""
     name = "scipy.interpolate.RegularGridInterpolator"
+    original = _interpolate().RegularGridInterpolator.__init__
+    points = tuple(_concrete(p, "grid points", name) for p in points)
+    if not _precomputes_from_traced_values((self, points, values, method), {}):
+        return original(self, points, values, method=method, bounds_error=bounds_error,
+                        fill_value=fill_value, **solver)
     if solver:
         raise unsupported_error(f"{name}(..., solver=...) on traced values")
     values = as_float(values)
-    original = _interpolate().RegularGridInterpolator.__init__
     original(self, points, np.zeros(aval(values).shape), method=method,
              bounds_error=bounds_error, fill_value=fill_value)
     if self._descending_dimensions:
@@ -442,6 +451,13 @@ def _precomputes_from_traced_values(args, kwargs) -> bool:
     method = args[3] if len(args) > 3 else kwargs.get("method", "linear")
     methods = _interpolate().RegularGridInterpolator._SPLINE_METHODS
     return type(values) is Tracer and method in methods
+
+
+def _grid_init_needed(args, kwargs) -> bool:
+    """`_precomputes_from_traced_values`, or grid points among which a traced one."""
+    points = args[1] if len(args) > 1 else kwargs.get("points", ())
+    return (_precomputes_from_traced_values(args, kwargs)
+            or any(type(p) is Tracer for p in points))
 
 
 def _grid_call_needed(args, kwargs) -> bool:
@@ -467,7 +483,7 @@ def _install():
     stand_in(scipy_interpolate.RegularGridInterpolator.__call__, _grid_call,
              when=_grid_call_needed)
     stand_in(scipy_interpolate.RegularGridInterpolator.__init__, _grid_init,
-             when=_precomputes_from_traced_values)
+             when=_grid_init_needed)
 
 
 stand_in_when_imported("scipy.interpolate", _install)

@@ -1,5 +1,6 @@
 """scipy.signal on tracers: convolve and correlate (modes full/same/valid, n-d, any method),
-fftconvolve and oaconvolve, over xform's convolution primitive (xform/rules/signal.py)."""
+fftconvolve and oaconvolve, convolve2d and correlate2d (every boundary), over xform's
+convolution primitive (xform/rules/signal.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,7 +64,51 @@ def oaconvolve(in1, in2, mode="full", axes=None):
     return convolve(in1, in2, mode, "fft")
 
 
-STAND_INS = ("convolve", "correlate", "fftconvolve", "oaconvolve")
+# SciPy's boundary names -> np.pad's modes
+_BOUNDARIES = {"fill": "constant", "pad": "constant", "symm": "symmetric",
+               "symmetric": "symmetric", "wrap": "wrap", "circular": "wrap"}
+
+
+def _extended(in1, in2, mode, boundary, fillvalue, name, centre):
+    """SciPy's 2-d convolution of in1 extended past its edges as `boundary` says (padded by
+    the kernel's extent less one: the "valid" part is SciPy's "full"); "same" is the window
+    of in1's shape whose start `centre` gives from the spare length."""
+    x, k = staged_array(in1), staged_array(in2)
+    if aval(x).ndim != 2 or aval(k).ndim != 2:
+        raise shape_error(f"scipy.signal.{name}: in1 and in2 should both be 2-D arrays")
+    if boundary not in _BOUNDARIES:
+        raise shape_error(f"scipy.signal.{name}: acceptable boundary flags are 'fill', "
+                          f"'wrap' and 'symm', got {boundary!r}")
+    if mode == "valid":
+        return convolve(x, k, mode)
+    if mode not in ("full", "same"):
+        raise shape_error(f"scipy.signal.{name}: acceptable mode flags are 'valid', "
+                          f"'same', or 'full', got {mode!r}")
+    widths = [(n - 1, n - 1) for n in aval(k).shape]
+    options = {"constant_values": fillvalue} if _BOUNDARIES[boundary] == "constant" else {}
+    full = convolve(np.pad(x, widths, mode=_BOUNDARIES[boundary], **options), k, "valid")
+    if mode == "full":
+        return full
+    starts = [centre(f - n) for f, n in zip(aval(full).shape, aval(x).shape)]
+    return full[tuple(slice(s, s + n) for s, n in zip(starts, aval(x).shape))]
+
+
+def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
+    """scipy.signal.convolve2d, every mode and boundary."""
+    return _extended(in1, in2, mode, boundary, fillvalue, "convolve2d", lambda n: n // 2)
+
+
+def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
+    """scipy.signal.correlate2d: convolve2d with the second input reversed (and conjugated),
+    its "same" window starting half a sample later where the spare length is odd."""
+    k = staged_array(in2)
+    flipped = np.conj(np.flip(k)) if aval(k).dtype.kind == "c" else np.flip(k)
+    return _extended(in1, flipped, mode, boundary, fillvalue, "correlate2d",
+                     lambda n: (n + 1) // 2)
+
+
+STAND_INS = ("convolve", "correlate", "fftconvolve", "oaconvolve", "convolve2d",
+             "correlate2d")
 
 
 def _install():
