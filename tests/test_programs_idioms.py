@@ -12,6 +12,7 @@ import pytest
 import xform
 from xform.errors import ConcretizationError
 from tests.source_lines import assert_points_at
+from tests.test_values import central_difference
 
 
 @pytest.fixture(autouse=True)
@@ -19,16 +20,6 @@ def fresh_cache():
     xform.clear_cache()
     yield
     xform.clear_cache()
-
-
-def central_difference(f, x, eps=1e-6):
-    x = np.asarray(x, dtype=float)
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        step = np.zeros_like(x)
-        step[i] = eps
-        grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
-    return grad if grad.shape else grad[()]
 
 
 def second_difference(f, x, eps=1e-4):
@@ -386,3 +377,30 @@ def test_ufunc_outer_and_fromiter_of_traced_values():
         assert grad(x) == pytest.approx(central_difference(pairwise_energy, x), rel=1e-6)
     # the generator's values are staged, not asked for as floats: one path for every x
     assert xform.cache_info()["paths"] == {}
+
+
+# -- isinstance checks in the user's code take eager numpy's side --------------------------
+
+def as_vector_loss(x):
+    """Library-style argument handling: a scalar becomes a vector, an array stays one."""
+    if not isinstance(x, np.ndarray):
+        x = np.array([x])
+    return np.sum(x ** 2) * len(x)
+
+
+def doubled_if_scalar(x):
+    def scale(v):
+        if isinstance(v, (float, np.floating)):
+            return 2.0 * v
+        return np.sum(v)
+    return scale(x[0]) + scale(x)
+
+
+def test_isinstance_in_user_code_answers_as_for_eager_numpy():
+    for f in (as_vector_loss, doubled_if_scalar):
+        grad, jit = xform.grad(f), xform.jit(f)
+        for x in [np.array([0.5, -1.2, 2.0]), np.array([1.5, 0.2, -0.4])]:
+            assert jit(x) == pytest.approx(f(x), rel=1e-14)
+            assert grad(x) == pytest.approx(central_difference(f, x), rel=1e-6)
+        lanes = xform.vmap(f)(np.ones((2, 3)))
+        assert lanes == pytest.approx([f(np.ones(3))] * 2)

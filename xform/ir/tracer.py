@@ -14,7 +14,7 @@ from xform.ir.avals import SCALAR_AVALS
 from xform.ir.execute import unwatched
 from xform.errors import TypeCheckError, unsupported_error
 from xform.ir.concrete import concretization
-from xform.source_info import user_frame_info
+from xform.source_info import is_users_code, user_frame_info
 
 # The numpy protocol (the tables mapping numpy callables to xform functions) sits above the
 # rule families, in xform.numpy, which installs these two hooks when it is imported.
@@ -142,6 +142,16 @@ class Tracer:
 
     def __repr__(self):
         return f"Tracer<{self.aval.str_short()}>"
+
+    # `isinstance(x, np.ndarray)` (or `float`, `np.floating`) in your code answers as for the
+    # value eager numpy would hold: an ndarray, or a 0-d value's numpy scalar (np.float64 is
+    # a float too), so such checks take eager numpy's side; xform's and libraries' code see a
+    # Tracer
+    @property
+    def __class__(self):
+        if is_users_code(sys._getframe(1).f_code.co_filename):
+            return np.ndarray if self.aval.shape else self.aval.dtype.type
+        return Tracer
 
     # `print(loss)` and `f"{loss:.3f}"` while staging with values show this call's value, as
     # eager numpy prints it
