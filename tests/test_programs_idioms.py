@@ -175,6 +175,25 @@ def test_fstring_and_print_show_the_call_values_while_staging(capsys):
     assert xform.jit(logged_loss)(2 * w) == logged_loss(2 * w)
 
 
+def percent_logged_loss(w):
+    loss = np.sum(np.tanh(w) ** 2)
+    print("loss %.4f, %d positive" % (loss, np.sum(w > 0)))
+    return loss
+
+
+def test_percent_formatting_shows_values_without_a_path_per_value(capsys, recwarn):
+    jit = xform.jit(percent_logged_loss)
+    points = [np.array([0.3, -1.2, 2.0]) + k for k in range(10)]
+    for w in points:
+        assert jit(w) == percent_logged_loss(w)
+    assert xform.cache_info()["paths"] == {}        # staged once, not once per loss
+    assert not [w for w in recwarn if issubclass(w.category, xform.PathLimitWarning)]
+    grad = xform.grad(percent_logged_loss)(points[0])
+    assert grad == pytest.approx(central_difference(percent_logged_loss, points[0]), rel=1e-6)
+    loss = np.sum(np.tanh(points[0]) ** 2)
+    assert capsys.readouterr().out.splitlines()[-1] == f"loss {loss:.4f}, 2 positive"
+
+
 def test_a_format_spec_without_values_names_the_line():
     def shown_in_a_branch(x):
         def positive(v):

@@ -204,6 +204,8 @@ class GraphBuilder:
         outcome = outcome_of(kind, value)
         if var not in self.dependent:
             return outcome      # a constant's answer never changes
+        if kind != "bool" and _formats_it(sys._getframe(2)):
+            return outcome      # `"%.3f" % loss`: shown, not decided on (as print shows it)
         if kind in ("float", "complex") and var in self.perturbed:
             raise derivative_cut(kind)
         site = user_frame_info()
@@ -257,6 +259,17 @@ def _numpy_writes_it(caller) -> bool:
 
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+def _formats_it(caller) -> bool:
+    """Whether the line asking (`caller`) runs `text % values`, printf-style formatting (a
+    `%` of numbers would stage, not ask): `print("loss %.3f" % loss)`, or logging's."""
+    code = caller.f_code.co_code
+    return code[caller.f_lasti] == _BINARY_OP and code[caller.f_lasti + 1] in _REMAINDERS
+
+
+_BINARY_OP = dis.opmap["BINARY_OP"]
+_REMAINDERS = frozenset(i for i, (_, symbol) in enumerate(dis._nb_ops) if symbol in ("%", "%="))
 
 
 class KnownValues:
