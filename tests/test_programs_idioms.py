@@ -2,6 +2,7 @@
 `and`/`or`, f-strings, checkpointed helpers with `if` inside), run through every transform
 as written, on one transformed object called alternately on both sides of each decision, and
 checked against eager numpy, autograd and finite differences."""
+import collections
 import copy
 
 import autograd
@@ -423,3 +424,40 @@ def test_isinstance_in_user_code_answers_as_for_eager_numpy():
             assert grad(x) == pytest.approx(central_difference(f, x), rel=1e-6)
         lanes = xform.vmap(f)(np.ones((2, 3)))
         assert lanes == pytest.approx([f(np.ones(3))] * 2)
+
+
+# -- 0-d traced values as dict keys and set members hash by value, as numpy's scalars -------
+
+def weighted_label_counts(labels, w):
+    """Group weights by integer label with a Counter and a dict, as written for numpy."""
+    counts = collections.Counter()
+    totals = {}
+    for label, v in zip(labels, w):
+        counts[label] += 1
+        totals[label] = totals.get(label, 0.0) + v
+    return sum(totals[k] * counts[k] for k in sorted(counts))
+
+
+def grouped_by_sign(x):
+    groups = collections.defaultdict(list)
+    for v in x:
+        groups[v > 0].append(v)
+    seen = set()
+    for v in np.round(x):
+        seen.add(v)
+    return sum(np.sum(np.array(g) ** 2) * (1 + len(g)) for g in groups.values()) + len(seen)
+
+
+def test_dict_keys_and_set_members_of_traced_scalars_group_by_value():
+    jit = xform.jit(weighted_label_counts)
+    w = np.array([0.5, 1.0, 2.0, -1.0])
+    for labels in [np.array([0, 1, 1, 2]), np.array([2, 2, 0, 1]), np.array([3, 3, 3, 3]),
+                   np.array([0, 1, 1, 2])]:
+        assert jit(labels, w) == weighted_label_counts(labels, w)
+        assert xform.grad(weighted_label_counts, argnums=1)(labels, w) == pytest.approx(
+            central_difference(lambda v: weighted_label_counts(labels, v), w), rel=1e-6)
+    grad = xform.grad(grouped_by_sign)
+    for x in [np.array([0.5, -1.2, 2.0]), np.array([-0.7, -1.4, 0.3]),
+              np.array([0.5, -1.2, 2.0])]:
+        assert xform.jit(grouped_by_sign)(x) == grouped_by_sign(x)
+        assert grad(x) == pytest.approx(central_difference(grouped_by_sign, x), rel=1e-6)

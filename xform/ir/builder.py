@@ -193,13 +193,14 @@ class GraphBuilder:
 
     def decide(self, tracer: Tracer, kind: str, what: str | None = None):
         """`bool(tracer)` (kind "bool"), `int`, `operator.index` ("index"), `float`,
-        `complex`: what eager numpy answers for this call's value, guarded when the value
+        `complex`, `hash`: what eager numpy answers for this call's value, guarded when the value
         depends on the inputs (xform.ir.values). Raises the ConcretizationError of `what`
         (default: `kind`) when there is no value, or when float() or complex() would cut a
         derivative."""
         var = tracer.graph_var
         value = NO_VALUE if self.values is None else self.values.get(var, NO_VALUE)
-        if value is NO_VALUE or kind != "bool" and _numpy_writes_it(sys._getframe(2)):
+        if value is NO_VALUE or kind not in ("bool", "hash") and \
+                _numpy_writes_it(sys._getframe(2)):
             raise concretization(what or kind)
         outcome = outcome_of(kind, value)
         if var not in self.dependent:

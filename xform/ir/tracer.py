@@ -167,7 +167,14 @@ class Tracer:
             return repr(self)
         raise concretization("format")
 
-    __hash__ = object.__hash__
+    def __hash__(self):
+        # `groups[v > 0]`, `counts[label]`, `v in seen` in your code: a 0-d value hashes as
+        # eager numpy's scalar does, by its value (answered and guarded; the key is the
+        # value itself, so no derivative is cut); an array, and xform's and libraries' code,
+        # by identity
+        if self.aval.shape or not is_users_code(sys._getframe(1).f_code.co_filename):
+            return object.__hash__(self)
+        return self.builder.decide(self, "hash")
 
     # -- numpy protocols --------------------------------------------------------------
     # The entries from numpy's C code name their caller to their builder, as `_entered` does,
