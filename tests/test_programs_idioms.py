@@ -4,6 +4,7 @@ as written, on one transformed object called alternately on both sides of each d
 checked against eager numpy, autograd and finite differences."""
 import collections
 import copy
+import math
 
 import autograd
 import autograd.numpy as anp
@@ -232,6 +233,23 @@ def test_round_and_divmod_of_traced_scalars_match_numpy_and_autograd():
         assert jit(x) == bucketed(x)
         n, q = round(x), divmod(x, 1.5)[0]
         assert grad(x) == pytest.approx(autograd.grad(bucketed_autograd)(a, n, q), rel=1e-14)
+
+
+def cell_weight(a):
+    """Interpolation-style cell indices by Python's math module."""
+    i = math.floor(a * 4)
+    j = math.ceil(a)
+    k = math.trunc(-a)
+    return a ** 2 * (i + j + k)
+
+
+def test_math_floor_ceil_trunc_of_a_differentiated_scalar():
+    grad, hess = xform.grad(cell_weight), xform.hessian(cell_weight)
+    for a in [1.3, -0.7, 2.6, 1.3]:
+        count = math.floor(a * 4) + math.ceil(a) + math.trunc(-a)
+        assert xform.jit(cell_weight)(a) == cell_weight(a)
+        assert grad(a) == pytest.approx(2 * a * count, rel=1e-14)
+        assert hess(a) == pytest.approx(2 * count, rel=1e-14)
 
 
 def test_round_of_a_traced_array_points_to_np_round():

@@ -326,6 +326,12 @@ class Tracer:
     def __eq__(self, other): return _operate(self, np.equal, self, other)
     def __ne__(self, other): return _operate(self, np.not_equal, self, other)
 
+    # math.floor/ceil/trunc of a scalar: Python's int, piecewise constant (zero derivative),
+    # answered from this call's values and guarded as int() is
+    def __floor__(self): return self.builder.decide(np.floor(self), "int")
+    def __ceil__(self): return self.builder.decide(np.ceil(self), "int")
+    def __trunc__(self): return self.builder.decide(self, "int")
+
     def __round__(self, ndigits=None):
         # as numpy's scalars round (an ndarray does not): an integer without `ndigits`
         if self.shape:
