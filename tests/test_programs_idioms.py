@@ -4,6 +4,7 @@ as written, on one transformed object called alternately on both sides of each d
 checked against eager numpy, autograd and finite differences."""
 import collections
 import copy
+import functools
 import math
 
 import autograd
@@ -461,9 +462,27 @@ def grouped_by_sign(x):
     for v in x:
         groups[v > 0].append(v)
     seen = set()
-    for v in np.round(x):
+    for v in np.round(x).astype(int):
         seen.add(v)
     return sum(np.sum(np.array(g) ** 2) * (1 + len(g)) for g in groups.values()) + len(seen)
+
+
+def test_an_lru_cache_keyed_by_traced_values_never_hands_back_another_staging_s():
+    @functools.lru_cache(maxsize=None)
+    def scaled(v):
+        return 2.0 * v
+
+    @functools.lru_cache(maxsize=None)
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    def f(x):
+        return np.sum(x) * scaled(x[0]) + fib(np.sum(x > 0)) * x[1]
+    x = np.array([1.0, 2.0])
+    for w in [x, x + 1, x, -x]:
+        expected = central_difference(f, w)
+        assert xform.jit(f)(w) == f(w)
+        assert xform.grad(f)(w) == pytest.approx(expected, rel=1e-6)
 
 
 def test_dict_keys_and_set_members_of_traced_scalars_group_by_value():
@@ -479,3 +498,17 @@ def test_dict_keys_and_set_members_of_traced_scalars_group_by_value():
               np.array([0.5, -1.2, 2.0])]:
         assert xform.jit(grouped_by_sign)(x) == grouped_by_sign(x)
         assert grad(x) == pytest.approx(central_difference(grouped_by_sign, x), rel=1e-6)
+
+
+def test_an_lru_cache_of_a_traced_count_serves_later_calls_and_eager_numpy():
+    @functools.lru_cache(maxsize=None)
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    def f(x):
+        return fib(np.sum(x > 0)) * x[1]
+    for w in [np.array([1.0, 2.0, 3.0]), np.array([-1.0, 2.0, 3.0]),
+              np.array([1.0, 2.0, 3.0])]:
+        assert xform.jit(f)(w) == f(w)      # the cache holds keys of a finished staging
+        assert xform.grad(f)(w) == pytest.approx(central_difference(f, w), rel=1e-6)
+        assert f(w) == fib(int(np.sum(w > 0))) * w[1]

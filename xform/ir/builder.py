@@ -216,6 +216,15 @@ class GraphBuilder:
         note_decision(key, outcome)
         return outcome
 
+    def is_live(self) -> bool:
+        """Whether this staging is in progress: the current builder, or one enclosing it."""
+        builder = _current_builder.get()
+        while builder is not None:
+            if builder is self:
+                return True
+            builder = builder.parent
+        return False
+
     def shown_value(self, tracer: Tracer):
         """This call's value of `tracer`, for `print` and f-strings, or None. Showing a
         value decides nothing, so it is not guarded (a print runs while staging only)."""

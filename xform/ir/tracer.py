@@ -168,11 +168,12 @@ class Tracer:
         raise concretization("format")
 
     def __hash__(self):
-        # `groups[v > 0]`, `counts[label]`, `v in seen` in your code: a 0-d value hashes as
-        # eager numpy's scalar does, by its value (answered and guarded; the key is the
-        # value itself, so no derivative is cut); an array, and xform's and libraries' code,
-        # by identity
-        if self.aval.shape or not is_users_code(sys._getframe(1).f_code.co_filename):
+        # `groups[v > 0]`, `counts[label]` in your code: a 0-d bool or integer hashes as eager
+        # numpy's scalar does, by its value (answered and guarded); a float by identity (a
+        # cache keyed by it, an lru_cache's, would hand back a value without its derivative),
+        # and so does an array, and any value in xform's and libraries' code
+        if (self.aval.shape or self.aval.dtype.kind not in "biu"
+                or not is_users_code(sys._getframe(1).f_code.co_filename)):
             return object.__hash__(self)
         return self.builder.decide(self, "hash")
 
@@ -323,7 +324,12 @@ class Tracer:
     def __le__(self, other): return _operate(self, np.less_equal, self, other)
     def __gt__(self, other): return _operate(self, np.greater, self, other)
     def __ge__(self, other): return _operate(self, np.greater_equal, self, other)
-    def __eq__(self, other): return _operate(self, np.equal, self, other)
+    def __eq__(self, other):
+        # a 0-d integer hashes by its value, so a dict or an lru_cache may keep a Tracer of a
+        # finished staging as a key: it stands for no value of a later call, never equal
+        if not self.builder.is_live() or type(other) is Tracer and not other.builder.is_live():
+            return False
+        return _operate(self, np.equal, self, other)
     def __ne__(self, other): return _operate(self, np.not_equal, self, other)
 
     # math.floor/ceil/trunc of a scalar: Python's int, piecewise constant (zero derivative),
