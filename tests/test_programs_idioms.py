@@ -2,7 +2,10 @@
 `and`/`or`, f-strings, checkpointed helpers with `if` inside), run through every transform
 as written, on one transformed object called alternately on both sides of each decision, and
 checked against eager numpy, autograd and finite differences."""
+import collections
 import copy
+import functools
+import math
 
 import autograd
 import autograd.numpy as anp
@@ -12,6 +15,7 @@ import pytest
 import xform
 from xform.errors import ConcretizationError
 from tests.source_lines import assert_points_at
+from tests.test_values import central_difference
 
 
 @pytest.fixture(autouse=True)
@@ -19,16 +23,6 @@ def fresh_cache():
     xform.clear_cache()
     yield
     xform.clear_cache()
-
-
-def central_difference(f, x, eps=1e-6):
-    x = np.asarray(x, dtype=float)
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        step = np.zeros_like(x)
-        step[i] = eps
-        grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
-    return grad if grad.shape else grad[()]
 
 
 def second_difference(f, x, eps=1e-4):
@@ -184,6 +178,25 @@ def test_fstring_and_print_show_the_call_values_while_staging(capsys):
     assert xform.jit(logged_loss)(2 * w) == logged_loss(2 * w)
 
 
+def percent_logged_loss(w):
+    loss = np.sum(np.tanh(w) ** 2)
+    print("loss %.4f, %d positive" % (loss, np.sum(w > 0)))
+    return loss
+
+
+def test_percent_formatting_shows_values_without_a_path_per_value(capsys, recwarn):
+    jit = xform.jit(percent_logged_loss)
+    points = [np.array([0.3, -1.2, 2.0]) + k for k in range(10)]
+    for w in points:
+        assert jit(w) == percent_logged_loss(w)
+    assert xform.cache_info()["paths"] == {}        # staged once, not once per loss
+    assert not [w for w in recwarn if issubclass(w.category, xform.PathLimitWarning)]
+    grad = xform.grad(percent_logged_loss)(points[0])
+    assert grad == pytest.approx(central_difference(percent_logged_loss, points[0]), rel=1e-6)
+    loss = np.sum(np.tanh(points[0]) ** 2)
+    assert capsys.readouterr().out.splitlines()[-1] == f"loss {loss:.4f}, 2 positive"
+
+
 def test_a_format_spec_without_values_names_the_line():
     def shown_in_a_branch(x):
         def positive(v):
@@ -221,6 +234,23 @@ def test_round_and_divmod_of_traced_scalars_match_numpy_and_autograd():
         assert jit(x) == bucketed(x)
         n, q = round(x), divmod(x, 1.5)[0]
         assert grad(x) == pytest.approx(autograd.grad(bucketed_autograd)(a, n, q), rel=1e-14)
+
+
+def cell_weight(a):
+    """Interpolation-style cell indices by Python's math module."""
+    i = math.floor(a * 4)
+    j = math.ceil(a)
+    k = math.trunc(-a)
+    return a ** 2 * (i + j + k)
+
+
+def test_math_floor_ceil_trunc_of_a_differentiated_scalar():
+    grad, hess = xform.grad(cell_weight), xform.hessian(cell_weight)
+    for a in [1.3, -0.7, 2.6, 1.3]:
+        count = math.floor(a * 4) + math.ceil(a) + math.trunc(-a)
+        assert xform.jit(cell_weight)(a) == cell_weight(a)
+        assert grad(a) == pytest.approx(2 * a * count, rel=1e-14)
+        assert hess(a) == pytest.approx(2 * count, rel=1e-14)
 
 
 def test_round_of_a_traced_array_points_to_np_round():
@@ -386,3 +416,99 @@ def test_ufunc_outer_and_fromiter_of_traced_values():
         assert grad(x) == pytest.approx(central_difference(pairwise_energy, x), rel=1e-6)
     # the generator's values are staged, not asked for as floats: one path for every x
     assert xform.cache_info()["paths"] == {}
+
+
+# -- isinstance checks in the user's code take eager numpy's side --------------------------
+
+def as_vector_loss(x):
+    """Library-style argument handling: a scalar becomes a vector, an array stays one."""
+    if not isinstance(x, np.ndarray):
+        x = np.array([x])
+    return np.sum(x ** 2) * len(x)
+
+
+def doubled_if_scalar(x):
+    def scale(v):
+        if isinstance(v, (float, np.floating)):
+            return 2.0 * v
+        return np.sum(v)
+    return scale(x[0]) + scale(x)
+
+
+def test_isinstance_in_user_code_answers_as_for_eager_numpy():
+    for f in (as_vector_loss, doubled_if_scalar):
+        grad, jit = xform.grad(f), xform.jit(f)
+        for x in [np.array([0.5, -1.2, 2.0]), np.array([1.5, 0.2, -0.4])]:
+            assert jit(x) == pytest.approx(f(x), rel=1e-14)
+            assert grad(x) == pytest.approx(central_difference(f, x), rel=1e-6)
+        lanes = xform.vmap(f)(np.ones((2, 3)))
+        assert lanes == pytest.approx([f(np.ones(3))] * 2)
+
+
+# -- 0-d traced values as dict keys and set members hash by value, as numpy's scalars -------
+
+def weighted_label_counts(labels, w):
+    """Group weights by integer label with a Counter and a dict, as written for numpy."""
+    counts = collections.Counter()
+    totals = {}
+    for label, v in zip(labels, w):
+        counts[label] += 1
+        totals[label] = totals.get(label, 0.0) + v
+    return sum(totals[k] * counts[k] for k in sorted(counts))
+
+
+def grouped_by_sign(x):
+    groups = collections.defaultdict(list)
+    for v in x:
+        groups[v > 0].append(v)
+    seen = set()
+    for v in np.round(x).astype(int):
+        seen.add(v)
+    return sum(np.sum(np.array(g) ** 2) * (1 + len(g)) for g in groups.values()) + len(seen)
+
+
+def test_an_lru_cache_keyed_by_traced_values_never_hands_back_another_staging_s():
+    @functools.lru_cache(maxsize=None)
+    def scaled(v):
+        return 2.0 * v
+
+    @functools.lru_cache(maxsize=None)
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    def f(x):
+        return np.sum(x) * scaled(x[0]) + fib(np.sum(x > 0)) * x[1]
+    x = np.array([1.0, 2.0])
+    for w in [x, x + 1, x, -x]:
+        expected = central_difference(f, w)
+        assert xform.jit(f)(w) == f(w)
+        assert xform.grad(f)(w) == pytest.approx(expected, rel=1e-6)
+
+
+def test_dict_keys_and_set_members_of_traced_scalars_group_by_value():
+    jit = xform.jit(weighted_label_counts)
+    w = np.array([0.5, 1.0, 2.0, -1.0])
+    for labels in [np.array([0, 1, 1, 2]), np.array([2, 2, 0, 1]), np.array([3, 3, 3, 3]),
+                   np.array([0, 1, 1, 2])]:
+        assert jit(labels, w) == weighted_label_counts(labels, w)
+        assert xform.grad(weighted_label_counts, argnums=1)(labels, w) == pytest.approx(
+            central_difference(lambda v: weighted_label_counts(labels, v), w), rel=1e-6)
+    grad = xform.grad(grouped_by_sign)
+    for x in [np.array([0.5, -1.2, 2.0]), np.array([-0.7, -1.4, 0.3]),
+              np.array([0.5, -1.2, 2.0])]:
+        assert xform.jit(grouped_by_sign)(x) == grouped_by_sign(x)
+        assert grad(x) == pytest.approx(central_difference(grouped_by_sign, x), rel=1e-6)
+
+
+def test_an_lru_cache_of_a_traced_count_serves_later_calls_and_eager_numpy():
+    @functools.lru_cache(maxsize=None)
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    def f(x):
+        return fib(np.sum(x > 0)) * x[1]
+    for w in [np.array([1.0, 2.0, 3.0]), np.array([-1.0, 2.0, 3.0]),
+              np.array([1.0, 2.0, 3.0])]:
+        assert xform.jit(f)(w) == f(w)      # the cache holds keys of a finished staging
+        assert xform.grad(f)(w) == pytest.approx(central_difference(f, w), rel=1e-6)
+        assert f(w) == fib(int(np.sum(w > 0))) * w[1]

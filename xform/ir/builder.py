@@ -193,17 +193,20 @@ class GraphBuilder:
 
     def decide(self, tracer: Tracer, kind: str, what: str | None = None):
         """`bool(tracer)` (kind "bool"), `int`, `operator.index` ("index"), `float`,
-        `complex`: what eager numpy answers for this call's value, guarded when the value
+        `complex`, `hash`: what eager numpy answers for this call's value, guarded when the value
         depends on the inputs (xform.ir.values). Raises the ConcretizationError of `what`
         (default: `kind`) when there is no value, or when float() or complex() would cut a
         derivative."""
         var = tracer.graph_var
         value = NO_VALUE if self.values is None else self.values.get(var, NO_VALUE)
-        if value is NO_VALUE or kind != "bool" and _numpy_writes_it(sys._getframe(2)):
+        if value is NO_VALUE or kind not in ("bool", "hash") and \
+                _numpy_writes_it(sys._getframe(2)):
             raise concretization(what or kind)
         outcome = outcome_of(kind, value)
         if var not in self.dependent:
             return outcome      # a constant's answer never changes
+        if kind != "bool" and _formats_it(sys._getframe(2)):
+            return outcome      # `"%.3f" % loss`: shown, not decided on (as print shows it)
         if kind in ("float", "complex") and var in self.perturbed:
             raise derivative_cut(kind)
         site = user_frame_info()
@@ -212,6 +215,15 @@ class GraphBuilder:
         bind(guard_p, tracer, key=key, kind=kind, expected=outcome)
         note_decision(key, outcome)
         return outcome
+
+    def is_live(self) -> bool:
+        """Whether this staging is in progress: the current builder, or one enclosing it."""
+        builder = _current_builder.get()
+        while builder is not None:
+            if builder is self:
+                return True
+            builder = builder.parent
+        return False
 
     def constant_value(self, tracer: Tracer):
         """The value of `tracer` when it depends on no input (an array made from constants
@@ -257,6 +269,17 @@ def _numpy_writes_it(caller) -> bool:
 
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+def _formats_it(caller) -> bool:
+    """Whether the line asking (`caller`) runs `text % values`, printf-style formatting (a
+    `%` of numbers would stage, not ask): `print("loss %.3f" % loss)`, or logging's."""
+    code = caller.f_code.co_code
+    return code[caller.f_lasti] == _BINARY_OP and code[caller.f_lasti + 1] in _REMAINDERS
+
+
+_BINARY_OP = dis.opmap["BINARY_OP"]
+_REMAINDERS = frozenset(i for i, (_, symbol) in enumerate(dis._nb_ops) if symbol in ("%", "%="))
 
 
 class KnownValues:

@@ -80,6 +80,10 @@ def _construct(kind: str, instruction, line: str, expression: str):
                 "imported with `from numpy import ...` before staging, or a library's "
                 "internal conversion, cannot: call it through np., or use operations xform "
                 "stages")
+    if kind == "hash":
+        return ("a traced value used as a dict key or set member (hash())", _ABSTRACT +
+                "key by a Python value known outside the transformed function, or call the "
+                "transform on arrays, whose values are hashed")
     if kind == "format":
         return ("formatting a traced value (a format spec in an f-string or format())",
                 _ABSTRACT + "format the value outside the transformed function (return it, "

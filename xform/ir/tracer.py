@@ -167,7 +167,15 @@ class Tracer:
                                  "numpy formats only 0-d arrays with a spec: index it first")
         return format(value, spec)
 
-    __hash__ = object.__hash__
+    def __hash__(self):
+        # `groups[v > 0]`, `counts[label]` in your code: a 0-d bool or integer hashes as eager
+        # numpy's scalar does, by its value (answered and guarded); a float by identity (a
+        # cache keyed by it, an lru_cache's, would hand back a value without its derivative),
+        # and so does an array, and any value in xform's and libraries' code
+        if (self.aval.shape or self.aval.dtype.kind not in "biu"
+                or not is_users_code(sys._getframe(1).f_code.co_filename)):
+            return object.__hash__(self)
+        return self.builder.decide(self, "hash")
 
     # `isinstance(x, np.ndarray)` in your code answers as for the value eager numpy would
     # hold (an ndarray; numpy's scalar type where 0-d, as np.sum returns), so your code takes
@@ -327,7 +335,12 @@ class Tracer:
     def __le__(self, other): return _operate(self, np.less_equal, self, other)
     def __gt__(self, other): return _operate(self, np.greater, self, other)
     def __ge__(self, other): return _operate(self, np.greater_equal, self, other)
-    def __eq__(self, other): return _operate(self, np.equal, self, other)
+    def __eq__(self, other):
+        # a 0-d integer hashes by its value, so a dict or an lru_cache may keep a Tracer of a
+        # finished staging as a key: it stands for no value of a later call, never equal
+        if not self.builder.is_live() or type(other) is Tracer and not other.builder.is_live():
+            return False
+        return _operate(self, np.equal, self, other)
     def __ne__(self, other): return _operate(self, np.not_equal, self, other)
 
     # As numpy's scalars answer them (an ndarray does not): round(x), math.floor(x),

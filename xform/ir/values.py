@@ -80,7 +80,7 @@ class GuardFailure(Exception):
 
 
 _OUTCOMES = {"bool": bool, "int": int, "index": operator.index, "float": float,
-             "complex": complex}
+             "complex": complex, "hash": lambda value: hash(np.asarray(value).item())}
 
 
 def _same(expected, outcome) -> bool:
@@ -101,6 +101,8 @@ def _lane_outcomes(kind, lanes):
         return column.astype(bool)
     if kind == "int" and column.dtype.kind in "fc":
         return np.trunc(column.real)
+    if kind == "hash":
+        return np.array([hash(value) for value in column.tolist()])
     return column
 
 
