@@ -1,0 +1,69 @@
+"""A first call's reverse pass over a fused region does not compute the region's values again
+(issue 30, part 5: "nothing is evaluated twice"): its NDual partials start from the outputs
+the forward pass computed, and its gradient has the bits of the compiled calls that follow."""
+import attrs
+import numpy as np
+import pytest
+
+import xform
+import xform.rules.elementwise as elementwise
+from xform.ir.builder import current_builder
+from xform.ir.registry import RULES
+from xform.rules.unary import tanh_p
+
+BIAS = np.linspace(-0.5, 0.5, 16)
+
+
+def layer(x):
+    return np.sum(np.tanh(x + BIAS))
+
+
+@pytest.fixture
+def tanh_runs(monkeypatch):
+    """The arrays tanh's impl runs on outside staging (staging's own runs are not counted)."""
+    ran = []
+    rules = RULES[tanh_p]
+
+    def impl(x):
+        if current_builder() is None:
+            ran.append(np.shape(x))
+        return rules.impl(x)
+    monkeypatch.setitem(RULES, tanh_p, attrs.evolve(rules, impl=impl))
+    return ran
+
+
+def test_a_small_regions_first_gradient_takes_its_outputs_as_computed(tanh_runs):
+    x = np.linspace(-1.0, 1.0, 64 * 16).reshape(64, 16)     # (fused: fusion pays)
+    grad = xform.grad(layer)
+    first = grad(x)
+    assert tanh_runs == []
+    compiled = grad(x)
+    np.testing.assert_array_equal(first, compiled)
+    np.testing.assert_allclose(first, 1 - np.tanh(x + BIAS) ** 2, rtol=1e-14)
+
+
+@pytest.fixture
+def first_call_regions(monkeypatch):
+    """The NDual graphs a gradient on values (a first call's) builds for large regions."""
+    built = []
+    ndual_region = elementwise._ndual_region
+
+    def recording(region, live, directions, outputs_given=False):
+        graph, partials = ndual_region(region, live, directions, outputs_given)
+        if outputs_given:
+            built.append(graph)
+        return graph, partials
+    monkeypatch.setattr(elementwise, "_ndual_region", recording)
+    return built
+
+
+def test_a_large_regions_first_gradient_compiles_no_output_again(first_call_regions):
+    rows = elementwise.INTERPRETED_FIRST_RUN // 16 + 1
+    x = np.linspace(-1.0, 1.0, rows * 16).reshape(rows, 16)
+    grad = xform.grad(layer)
+    first = grad(x)
+    [graph] = first_call_regions
+    assert "tanh" not in {eqn.primitive.name for eqn in graph.equations}
+    compiled = grad(x)
+    np.testing.assert_array_equal(first, compiled)
+    np.testing.assert_allclose(first, 1 - np.tanh(x + BIAS) ** 2, rtol=1e-14)
