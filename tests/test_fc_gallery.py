@@ -1,6 +1,7 @@
 """A first call's reverse pass over a fused region does not compute the region's values again
-(issue 30, part 5: "nothing is evaluated twice"): its NDual partials start from the outputs
-the forward pass computed, and its gradient has the bits of the compiled calls that follow."""
+(issue 30, part 5: "nothing is evaluated twice"): its NDual partials start from the values
+the forward pass computed (the region's outputs, and the values inside it that staging
+computed), and its gradient has the bits of the compiled calls that follow."""
 import attrs
 import numpy as np
 import pytest
@@ -18,6 +19,13 @@ def layer(x):
     return np.sum(np.tanh(x + BIAS))
 
 
+def scaled_layer(x):    # tanh's value is inside the region, not one of its outputs
+    return np.sum(np.tanh(x + BIAS) * 0.5)
+
+
+LOSSES = [(layer, 1.0), (scaled_layer, 0.5)]
+
+
 @pytest.fixture
 def tanh_runs(monkeypatch):
     """The arrays tanh's impl runs on outside staging (staging's own runs are not counted)."""
@@ -32,14 +40,15 @@ def tanh_runs(monkeypatch):
     return ran
 
 
-def test_a_small_regions_first_gradient_takes_its_outputs_as_computed(tanh_runs):
+@pytest.mark.parametrize("loss, scale", LOSSES)
+def test_a_small_regions_first_gradient_takes_its_values_as_computed(tanh_runs, loss, scale):
     x = np.linspace(-1.0, 1.0, 64 * 16).reshape(64, 16)     # (fused: fusion pays)
-    grad = xform.grad(layer)
+    grad = xform.grad(loss)
     first = grad(x)
     assert tanh_runs == []
     compiled = grad(x)
     np.testing.assert_array_equal(first, compiled)
-    np.testing.assert_allclose(first, 1 - np.tanh(x + BIAS) ** 2, rtol=1e-14)
+    np.testing.assert_allclose(first, scale * (1 - np.tanh(x + BIAS) ** 2), rtol=1e-14)
 
 
 @pytest.fixture
@@ -48,22 +57,24 @@ def first_call_regions(monkeypatch):
     built = []
     ndual_region = elementwise._ndual_region
 
-    def recording(region, live, directions, outputs_given=False):
-        graph, partials = ndual_region(region, live, directions, outputs_given)
-        if outputs_given:
+    def recording(region, live, directions, given=()):
+        graph, partials = ndual_region(region, live, directions, given)
+        if given:
             built.append(graph)
         return graph, partials
     monkeypatch.setattr(elementwise, "_ndual_region", recording)
     return built
 
 
-def test_a_large_regions_first_gradient_compiles_no_output_again(first_call_regions):
+@pytest.mark.parametrize("loss, scale", LOSSES)
+def test_a_large_regions_first_gradient_compiles_no_value_again(first_call_regions, loss,
+                                                                scale):
     rows = elementwise.INTERPRETED_FIRST_RUN // 16 + 1
     x = np.linspace(-1.0, 1.0, rows * 16).reshape(rows, 16)
-    grad = xform.grad(layer)
+    grad = xform.grad(loss)
     first = grad(x)
     [graph] = first_call_regions
     assert "tanh" not in {eqn.primitive.name for eqn in graph.equations}
     compiled = grad(x)
     np.testing.assert_array_equal(first, compiled)
-    np.testing.assert_allclose(first, 1 - np.tanh(x + BIAS) ** 2, rtol=1e-14)
+    np.testing.assert_allclose(first, scale * (1 - np.tanh(x + BIAS) ** 2), rtol=1e-14)

@@ -13,7 +13,7 @@ from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.execute import compiled_memo, runtime
-from xform.ir.interpret import eval_graph, run_concrete
+from xform.ir.interpret import eval_graph, first_call_regions, run_concrete
 from xform.ir.tracer import Tracer
 from xform.ir.ad import NOT_MAPPED, Zero, aval, fit_tangent, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
@@ -201,15 +201,16 @@ def _elementwise_jvp(primals, tangents, *, region, **params):
 
 # -- vjp: NDual below the width threshold, the per-equation rules above it -------------------
 
-def _ndual_region(region, live, directions, outputs_given=False):
+def _ndual_region(region, live, directions, given=()):
     """(graph, partials) for the NDual vjp of `region`: derivatives of its outputs at indices
     `live` w.r.t. its inputs at indices `directions`.
 
     graph: the region's inputs -> its outputs, then traced partial derivatives. It evaluates
     the region once, every equation followed by its tangents in each direction (input i's
     tangent seeded with a scalar one), so intermediates die as early as in the primal.
-    With `outputs_given` (a first call, whose outputs are computed): the region's inputs, then
-    its outputs -> the partial derivatives only, the equations computing an output not run.
+    With `given` (a first call's, positions in `_values_of(region)` of values it computed
+    already): the region's inputs, then those values -> the partial derivatives only, the
+    equations computing a given value not run.
     partials[(k, i)]: d output k / d input i, as ("out", index into graph.outputs) or
     ("value", a constant); absent where the output does not depend on the input.
     """
@@ -217,10 +218,10 @@ def _ndual_region(region, live, directions, outputs_given=False):
         builder = GraphBuilder()
         with using_builder(builder):
             ins = [builder.new_input(v.aval) for v in region.inputs]
-            given = ([builder.new_input(a.aval) for a in region.outputs] if outputs_given
-                     else None)
-            outs, tangents = _ndual_run(region, ins, live, directions, given)
-            outs = [] if outputs_given else outs
+            values = _values_of(region)
+            computed = {values[i]: builder.new_input(values[i].aval) for i in given}
+            outs, tangents = _ndual_run(region, ins, live, directions, computed)
+            outs = [] if given else outs
             traced, partials = [], {}
             for key, t in tangents.items():
                 if type(t) is Tracer:
@@ -229,23 +230,37 @@ def _ndual_region(region, live, directions, outputs_given=False):
                 else:
                     partials[key] = ("value", t)
         return clean_region(builder.build(outs + traced)), partials
-    return memo(region, ("elementwise_ndual", live, directions, outputs_given), build)
+    return memo(region, ("elementwise_ndual", live, directions, given), build)
 
 
-def _ndual_run(region, ins, live, directions, outs=None):
+def _values_of(region) -> list:
+    """The vars `region`'s equations compute, in order."""
+    return [var for eqn in region.equations for var in eqn.outputs]
+
+
+def _computed(region, outs) -> dict:
+    """var -> value of what a first call computed of `region` already: its outputs `outs`
+    (when given), and the values inside it that staging computed (StagedRegions)."""
+    regions = first_call_regions.get()
+    computed = {} if regions is None else regions.values_in(region)
+    for atom, value in zip(region.outputs, outs or ()):
+        if type(atom) is not Literal:
+            computed[atom] = value
+    return computed
+
+
+def _ndual_run(region, ins, live, directions, computed=None):
     """(outs, {(k, i): d output k / d input i}): `region` run on `ins` (tracers, or values
     for a gradient computed at once), every equation followed by its tangents in each
     direction (input i's tangent seeded with a scalar one), in _ndual_region's order.
-    `outs`, when given, are the region's outputs computed already: an equation computing
-    outputs only is not evaluated again (its outputs' bits are the same), its tangents are."""
+    `computed`: var -> value of the region's values computed already (a first call's): an
+    equation computing one is not evaluated again (its bits are the same), its tangents are."""
     env = dict(region.consts)
     env.update(zip(region.inputs, ins))
-    given = set()
-    if outs is not None:
-        for atom, value in zip(region.outputs, outs):
-            if type(atom) is not Literal and atom not in env:
-                env[atom] = value
-                given.add(atom)
+    given = ()
+    if computed:
+        given = {var for var in computed if var not in env}
+        env.update((var, computed[var]) for var in given)
     # A scalar seed broadcasts like ones of the input's shape, without the array.
     tangent_envs = [{region.inputs[i]: np.ones((), region.inputs[i].aval.dtype)[()]}
                     for i in directions]
@@ -360,12 +375,17 @@ def _elementwise_vjp(primals, outs, cts, *, region, **params):
     live = tuple(k for k, (ct, a) in enumerate(zip(cts, region.outputs))
                  if type(ct) is not Zero and is_differentiable(a.aval))
     if staging or _largest_size(region) > INTERPRETED_FIRST_RUN:
-        # (on values, a first call's: from the outputs computed already, whose equations
+        # (on values, a first call's: from the values computed already, whose equations
         # then do not run again)
-        graph, partials = _ndual_region(region, live, directions, outputs_given=not staging)
+        given, args = (), primals
+        if not staging:
+            computed = _computed(region, outs)
+            values = _values_of(region)
+            given = tuple(i for i, var in enumerate(values) if var in computed)
+            args = (*primals, *(computed[values[i]] for i in given))
+        graph, partials = _ndual_region(region, live, directions, given)
         results = []
         if any(kind == "out" for kind, _ in partials.values()):
-            args = primals if staging else (*primals, *outs)
             results = elementwise_p.bind(*args, region=graph, **params)
         partials = {key: results[value] if kind == "out" else value
                     for key, (kind, value) in partials.items()}
@@ -373,7 +393,7 @@ def _elementwise_vjp(primals, outs, cts, *, region, **params):
         # Values of a small region (a first call's gradient): the partials at once, as the
         # graph's code computes them (its passes, fold, CSE and DCE, change no bits), with
         # no graph built (interpreted, as a first run of its region would be)
-        _, partials = _ndual_run(region, primals, live, directions, outs)
+        _, partials = _ndual_run(region, primals, live, directions, _computed(region, outs))
     grads = [None] * len(primals)
     for (k, i), partial in partials.items():
         term = unbroadcast(cts[k] * partial, aval(primals[i]))
