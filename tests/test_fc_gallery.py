@@ -40,17 +40,6 @@ def tanh_runs(monkeypatch):
     return ran
 
 
-@pytest.mark.parametrize("loss, scale", LOSSES)
-def test_a_small_regions_first_gradient_takes_its_values_as_computed(tanh_runs, loss, scale):
-    x = np.linspace(-1.0, 1.0, 64 * 16).reshape(64, 16)     # (fused: fusion pays)
-    grad = xform.grad(loss)
-    first = grad(x)
-    assert tanh_runs == []
-    compiled = grad(x)
-    np.testing.assert_array_equal(first, compiled)
-    np.testing.assert_allclose(first, scale * (1 - np.tanh(x + BIAS) ** 2), rtol=1e-14)
-
-
 @pytest.fixture
 def first_call_regions(monkeypatch):
     """The NDual graphs a gradient on values (a first call's) builds for large regions."""
@@ -66,10 +55,28 @@ def first_call_regions(monkeypatch):
     return built
 
 
+# Rows of 16: fused (fusion pays); past INTERPRETED_FIRST_RUN elements, but its two
+# equations' tangents alone are computed at once all the same
+SMALL_ROWS = [64, elementwise.INTERPRETED_FIRST_RUN // 16 + 1]
+
+
+@pytest.mark.parametrize("rows", SMALL_ROWS)
+@pytest.mark.parametrize("loss, scale", LOSSES)
+def test_a_small_regions_first_gradient_takes_its_values_as_computed(
+        tanh_runs, first_call_regions, loss, scale, rows):
+    x = np.linspace(-1.0, 1.0, rows * 16).reshape(rows, 16)
+    grad = xform.grad(loss)
+    first = grad(x)
+    assert tanh_runs == [] and first_call_regions == []
+    compiled = grad(x)
+    np.testing.assert_array_equal(first, compiled)
+    np.testing.assert_allclose(first, scale * (1 - np.tanh(x + BIAS) ** 2), rtol=1e-14)
+
+
 @pytest.mark.parametrize("loss, scale", LOSSES)
 def test_a_large_regions_first_gradient_compiles_no_value_again(first_call_regions, loss,
                                                                 scale):
-    rows = elementwise.INTERPRETED_FIRST_RUN // 16 + 1
+    rows = elementwise.INTERPRETED_FIRST_PARTIALS // 16 + 1
     x = np.linspace(-1.0, 1.0, rows * 16).reshape(rows, 16)
     grad = xform.grad(loss)
     first = grad(x)

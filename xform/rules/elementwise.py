@@ -36,6 +36,10 @@ _RAN_ONCE = object()    # in _RUNNERS: the region ran once, interpreted; the nex
 # ms, more than such a region's run; larger temporaries cost more than the compiled code's
 # reused buffers (bench/FIRSTCALL.md, "Session 15").
 INTERPRETED_FIRST_RUN = 1 << 14
+# A first call's NDual partials on values, which computes no value of the region again (only
+# tangents), are computed at once also past that while elements times equations stay under
+# this (bench/FIRSTCALL.md, "Session 16").
+INTERPRETED_FIRST_PARTIALS = 1 << 17
 
 
 def _elementwise_impl(*args, max_width, region, constants=()):
@@ -48,6 +52,14 @@ def _elementwise_impl(*args, max_width, region, constants=()):
     elif runner is _RAN_ONCE:
         runner = _RUNNERS[region] = _runner(region)
     return runner(*args)
+
+
+def _partials_at_once(region) -> bool:
+    """Whether a first call computes `region`'s NDual partials at once on values (interpreted)
+    rather than by its compiled graph."""
+    size = _largest_size(region)
+    return size <= INTERPRETED_FIRST_RUN or \
+        size * len(region.equations) <= INTERPRETED_FIRST_PARTIALS
 
 
 def _largest_size(region) -> int:
@@ -374,7 +386,7 @@ def _elementwise_vjp(primals, outs, cts, *, region, **params):
         return tuple(None if type(ct) is Zero else ct for ct in cts_in)
     live = tuple(k for k, (ct, a) in enumerate(zip(cts, region.outputs))
                  if type(ct) is not Zero and is_differentiable(a.aval))
-    if staging or _largest_size(region) > INTERPRETED_FIRST_RUN:
+    if staging or not _partials_at_once(region):
         # (on values, a first call's: from the values computed already, whose equations
         # then do not run again)
         given, args = (), primals
