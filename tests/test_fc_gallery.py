@@ -10,6 +10,7 @@ import xform
 import xform.rules.elementwise as elementwise
 from xform.ir.builder import current_builder
 from xform.ir.registry import RULES
+from xform.rules import binary
 from xform.rules.unary import tanh_p
 
 BIAS = np.linspace(-0.5, 0.5, 16)
@@ -65,7 +66,7 @@ SMALL_ROWS = [64, elementwise.INTERPRETED_FIRST_RUN // 16 + 1]
 def test_a_small_regions_first_gradient_takes_its_values_as_computed(
         tanh_runs, first_call_regions, loss, scale, rows):
     x = np.linspace(-1.0, 1.0, rows * 16).reshape(rows, 16)
-    grad = xform.grad(loss)
+    grad = xform.grad(lambda x: loss(x))   # (a function of its own: nothing cached)
     first = grad(x)
     assert tanh_runs == [] and first_call_regions == []
     compiled = grad(x)
@@ -78,10 +79,42 @@ def test_a_large_regions_first_gradient_compiles_no_value_again(first_call_regio
                                                                 scale):
     rows = elementwise.INTERPRETED_FIRST_PARTIALS // 16 + 1
     x = np.linspace(-1.0, 1.0, rows * 16).reshape(rows, 16)
-    grad = xform.grad(loss)
+    grad = xform.grad(lambda x: loss(x))   # (a function of its own: nothing cached)
     first = grad(x)
     [graph] = first_call_regions
     assert "tanh" not in {eqn.primitive.name for eqn in graph.equations}
     compiled = grad(x)
     np.testing.assert_array_equal(first, compiled)
     np.testing.assert_allclose(first, scale * (1 - np.tanh(x + BIAS) ** 2), rtol=1e-14)
+
+
+@pytest.fixture
+def masks_on_values(monkeypatch):
+    """The calls of logaddexp's mask for infinite sums on values (not while staging)."""
+    calls = []
+    select_mask = binary._select_mask
+
+    def recording(x, y, ans):
+        if current_builder() is None:
+            calls.append(np.shape(ans))
+        return select_mask(x, y, ans)
+    monkeypatch.setattr(binary, "_select_mask", recording)
+    return calls
+
+
+def log_space_loss(z, w):
+    return np.sum(np.exp(np.logaddexp(z, w)))
+
+
+@pytest.mark.parametrize("infinite", [False, True])
+def test_logaddexps_first_gradient_masks_only_infinite_sums(masks_on_values, infinite):
+    z = np.linspace(-3.0, 3.0, 64 * 16).reshape(64, 16)
+    w = np.linspace(-1.0, 2.0, 16)[::-1] * np.ones((64, 1))
+    if infinite:    # log-space padding: an infinite sum, where the mask gives the shares
+        z[3, 5] = w[3, 5] = -np.inf
+    grad = xform.grad(lambda z, w: log_space_loss(z, w))
+    first = grad(z, w)
+    assert bool(masks_on_values) == infinite   # (one call per direction)
+    compiled = grad(z, w)
+    np.testing.assert_array_equal(first, compiled)
+    np.testing.assert_allclose(first, np.exp(z), rtol=1e-13)
