@@ -168,7 +168,7 @@ class StagedRegions:
             atoms = [a if type(a) is Literal else outer.get(a) for a in inner.inputs]
             candidates = self._readers.get((inner.primitive, tuple(map(id, atoms))), ())
             staged = next((c for c in candidates if c.params == inner.params), None)
-            if staged is None:
+            if staged is None or not _all_known(staged.outputs, known_values):
                 break
             for var, staged_var in zip(inner.outputs, staged.outputs):
                 outer[var] = staged_var

@@ -289,8 +289,8 @@ def _ndual_run(region, ins, live, directions, computed=None):
 
 
 def _ndual_step(eqn, env, tangent_envs, given=()):
-    """Emit `eqn` and, for each direction with a nonzero input tangent, its tangent; only the
-    tangents where its output is among the outputs `given` (in `env` already)."""
+    """Emit `eqn` and, for each direction with a nonzero input tangent, its tangent (only the
+    tangent where its output is among the values `given`, in `env` already)."""
     values = [a.value if type(a) is Literal else env[a] for a in eqn.inputs]
     outs = None
     tangent_of = _tangent_of_given(eqn, given) if given else None
