@@ -153,26 +153,34 @@ class StagedRegions:
             self._fused = {id(eqn.params["region"]): eqn for eqn in self._graph.equations
                            if eqn.primitive is fusion_p}
         eqn = self._fused.get(id(region))
-        known_values = self._known[0]
-        if eqn is None or any(self._env.get(var) is not known_values.get(var)
-                              for var in eqn.outputs):
-            return {}   # (not the values staging computed: the call ran the region)
-        if self._readers is None:
-            self._readers = {}
-            for staged in self._known[1]:
-                key = (staged.primitive, tuple(map(id, staged.inputs)))
-                self._readers.setdefault(key, []).append(staged)
+        if eqn is None:
+            return {}
+        env, (known_values, staged_equations) = self._env, self._known
+        for var in eqn.outputs:
+            if env.get(var) is not known_values.get(var):
+                return {}   # (not the values staging computed: the call ran the region)
+        readers = self._readers
+        if readers is None:
+            readers = self._readers = {}
+            for staged in staged_equations:
+                key = (staged.primitive, tuple([id(a) for a in staged.inputs]))
+                readers.setdefault(key, []).append(staged)
         outer = dict(zip(region.inputs, eqn.inputs))
         values = {}
         for inner in region.equations:
-            atoms = [a if type(a) is Literal else outer.get(a) for a in inner.inputs]
-            candidates = self._readers.get((inner.primitive, tuple(map(id, atoms))), ())
-            staged = next((c for c in candidates if c.params == inner.params), None)
-            if staged is None or not _all_known(staged.outputs, known_values):
-                break
+            atoms = [id(a) if type(a) is Literal else id(outer.get(a)) for a in inner.inputs]
+            for staged in readers.get((inner.primitive, tuple(atoms)), ()):
+                # (fusion keeps an equation's params object: equality only for a twin)
+                if staged.params is inner.params or staged.params == inner.params:
+                    break
+            else:
+                return values
             for var, staged_var in zip(inner.outputs, staged.outputs):
+                value = known_values.get(staged_var)
+                if value is None:
+                    return values
                 outer[var] = staged_var
-                values[var] = known_values[staged_var]
+                values[var] = value
         return values
 
 
