@@ -42,9 +42,9 @@ def directions(monkeypatch):
     taken = []
     ndual = elementwise._ndual_run
 
-    def recording(region, ins, live, directions):
+    def recording(region, ins, live, directions, *outs):
         taken.append(directions)
-        return ndual(region, ins, live, directions)
+        return ndual(region, ins, live, directions, *outs)
     monkeypatch.setattr(elementwise, "_ndual_run", recording)
     return taken
 

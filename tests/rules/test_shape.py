@@ -13,7 +13,7 @@ import xform
 from xform.ir.core import Primitive
 from xform.rules import shape
 from xform.rules.shape import (broadcast_to_p, concatenate_p, copy_p, diagonal_p, flip_p,
-                               pad_p, repeat_p, reshape_p, slice_p, split_p, static_slice,
+                               pad_p, repeat_p, reshape_p, roll_p, slice_p, split_p, static_slice,
                                transpose_p)
 from xform.testing import check_grads, check_primitive
 from xform.testing import strategies as xst
@@ -106,6 +106,14 @@ def _flip_example(draw):
 
 
 @st.composite
+def _roll_example(draw):
+    x = draw(_array())
+    axes = tuple(sorted(draw(st.sets(st.integers(0, x.ndim - 1), min_size=1))))
+    shifts = tuple(draw(st.integers(1, max(1, x.shape[a] - 1))) for a in axes)
+    return (x,), {"shifts": shifts, "axes": axes}
+
+
+@st.composite
 def _repeat_example(draw):
     x = draw(_array())
     axis = draw(st.integers(0, x.ndim - 1))
@@ -133,6 +141,7 @@ CASES = [
     OpCase("pad", pad_p, _pad_example(), 2, None),
     OpCase("pad_value_only", pad_p, _pad_example(), 1, (1,)),
     OpCase("flip", flip_p, _flip_example(), 2, None),
+    OpCase("roll", roll_p, _roll_example(), 2, None),
     OpCase("repeat", repeat_p, _repeat_example(), 2, None),
     OpCase("diagonal", diagonal_p, _diagonal_example(), 2, None),
 ]
@@ -400,6 +409,18 @@ def test_copy_is_not_an_alias():
     out = xform.jit(np.copy)(x)
     out[0] = 5.0
     assert x[0] == 1.0
+
+
+def test_a_roll_is_one_equation_and_its_reverse_another():
+    # (as split and concatenate per axis it was two, and two more in its reverse pass: half
+    # a first call of a stencil written with np.roll, bench/FIRSTCALL.md "Session 16")
+    x = np.arange(12.0).reshape(3, 4)
+    graph = xform.make_graph(lambda x: np.roll(x, (1, -1), axis=(0, 1)))(x)
+    assert [eqn.primitive.name for eqn in graph.equations] == ["roll"]
+    reverse = xform.make_graph(xform.grad(lambda x: np.sum(np.roll(x, 1, 1) * x)))(x)
+    assert [eqn.primitive.name for eqn in reverse.equations].count("roll") == 2
+    np.testing.assert_array_equal(xform.grad(lambda x: np.sum(np.roll(x, 1, 1) * x))(x),
+                                  np.roll(x, -1, 1) + np.roll(x, 1, 1))
 
 
 def test_roll_by_a_multiple_of_the_length_stages_nothing():

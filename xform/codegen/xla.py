@@ -253,6 +253,7 @@ def _table() -> dict:
         "concatenate": lambda *xs, axis: jnp.concatenate(xs, axis),
         "diagonal": lambda x, *, offset, axis1, axis2: jnp.diagonal(x, offset, axis1, axis2),
         "flip": lambda x, *, axes: jnp.flip(x, axes),
+        "roll": lambda x, *, shifts, axes: jnp.roll(x, shifts, axes),
         "repeat": lambda x, *, repeats, axis: jnp.repeat(x, repeats, axis),
         "split": lambda x, *, sizes, axis: jnp.split(x, np.cumsum(sizes[:-1]), axis),
         "gather": lambda x, *arrays, index: jnp.asarray(x)[numpy_index(index, arrays)],

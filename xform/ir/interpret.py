@@ -3,12 +3,14 @@ which is how a transformed graph is inlined into an enclosing staging. run_concr
 on concrete values only, calling each primitive's impl directly (a first call's tier)."""
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import numpy as np
 
 from xform.ir.builder import (bind, current_builder, enter_source_scope, leave_source_scope,
                               source_scope)
 from xform.ir.core import Literal
-from xform.ir.registry import RULES
+from xform.ir.registry import RULES, primitive_for
 from xform.ir.tracer import Tracer
 
 
@@ -127,6 +129,63 @@ def concrete_env(graph, args, known=None) -> dict:
             # what staging computed from the draw's copy is what this run computes from it
             recomputed.difference_update(eqn.outputs)
     return env
+
+
+class StagedRegions:
+    """The values staging computed inside the fused regions of a first call's graph, whose
+    outputs the call took from staging (concrete_env): a region's vjp on values reads them
+    (`values_in`) rather than computing the region again. Found by following the region's
+    equations to the staged ones fusion took them from (the same primitive and params on the
+    same atoms): an element-wise equation gives the same bits in a region as alone."""
+
+    __slots__ = ("_graph", "_env", "_known", "_fused", "_readers")
+
+    def __init__(self, graph, env, known):
+        self._graph, self._env, self._known = graph, env, known
+        self._fused = None      # id(region) -> the graph's equation holding it
+        self._readers = None    # (primitive, ids of its input atoms) -> staged equations
+
+    def values_in(self, region) -> dict:
+        """region var -> value, for the vars of `region` (a param of the graph's `elementwise`
+        equation) whose values staging computed: empty where the call computed them."""
+        if self._fused is None:
+            fusion_p = primitive_for("fusion")
+            self._fused = {id(eqn.params["region"]): eqn for eqn in self._graph.equations
+                           if eqn.primitive is fusion_p}
+        eqn = self._fused.get(id(region))
+        if eqn is None:
+            return {}
+        env, (known_values, staged_equations) = self._env, self._known
+        for var in eqn.outputs:
+            if env.get(var) is not known_values.get(var):
+                return {}   # (not the values staging computed: the call ran the region)
+        readers = self._readers
+        if readers is None:
+            readers = self._readers = {}
+            for staged in staged_equations:
+                key = (staged.primitive, tuple([id(a) for a in staged.inputs]))
+                readers.setdefault(key, []).append(staged)
+        outer = dict(zip(region.inputs, eqn.inputs))
+        values = {}
+        for inner in region.equations:
+            atoms = [id(a) if type(a) is Literal else id(outer.get(a)) for a in inner.inputs]
+            for staged in readers.get((inner.primitive, tuple(atoms)), ()):
+                # (fusion keeps an equation's params object: equality only for a twin)
+                if staged.params is inner.params or staged.params == inner.params:
+                    break
+            else:
+                return values
+            for var, staged_var in zip(inner.outputs, staged.outputs):
+                value = known_values.get(staged_var)
+                if value is None:
+                    return values
+                outer[var] = staged_var
+                values[var] = value
+        return values
+
+
+# The StagedRegions of the first call whose reverse pass runs (xform.transforms.vjp)
+first_call_regions: ContextVar = ContextVar("xform_first_call_regions", default=None)
 
 
 def _drew_as_staged(outputs, env, known_values) -> bool:

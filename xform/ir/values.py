@@ -243,6 +243,11 @@ class _Staged:
         self._equations.append(equations)
         self.ids.update(map(id, equations))
 
+    def __iter__(self):
+        """The equations counted, staging's first, in the order it computed them."""
+        for equations in self._equations:
+            yield from equations
+
 
 def staged_values(graph):
     """`(values, equations)` staging computed for the call being recorded, for its first

@@ -9,7 +9,7 @@ from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes, normalize_axis
 from xform.numpy.protocol import implements
 from xform.rules.shape import (broadcast_to_p, concatenate_p, copy_p, diag_embed, diagonal_p,
-                               flip_p, pad_p, repeat_p, reshape_p, split_p, transpose_p)
+                               flip_p, pad_p, repeat_p, reshape_p, roll_p, transpose_p)
 from xform.source_info import scipy_callee, user_frame, user_frame_info
 
 
@@ -257,7 +257,7 @@ def flipud(m):
 
 @implements(np.roll)
 def roll(a, shift, axis=None):
-    """`np.roll` with static shifts: per axis, split in two and concatenate the other way."""
+    """`np.roll` with static shifts: one `roll` equation over the axes it moves."""
     shape = aval(a).shape
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), shape)
@@ -269,13 +269,11 @@ def roll(a, shift, axis=None):
     for s, ax in pairs:
         ax = normalize_axis(ax, len(shape))
         shifts[ax] = shifts.get(ax, 0) + int(s)
-    for ax, s in shifts.items():
-        n = shape[ax]
-        s %= n or 1
-        if s:
-            head, tail = split_p.bind(a, sizes=(n - s, s), axis=ax)
-            a = concatenate_p.bind(tail, head, axis=ax)
-    return a
+    moved = {ax: s % (shape[ax] or 1) for ax, s in shifts.items()}
+    moved = {ax: s for ax, s in moved.items() if s}
+    if not moved:
+        return a
+    return roll_p.bind(a, shifts=tuple(moved.values()), axes=tuple(moved))
 
 
 @implements(np.tile)

@@ -6,6 +6,7 @@ import numpy as np
 from xform.ir.core import Primitive
 from xform.ir.ad import Undefined, aval
 from xform.ir.registry import Hooks, ScalarMath, register
+from xform.ir.tracer import Tracer
 from xform.rules.helpers import (elementwise_abstract_eval, elementwise_batch, elementwise_rules,
                                  with_arithmetic_derivative, unbroadcast, zero_derivative)
 
@@ -86,6 +87,9 @@ def _logaddexp_share(x, y, ans, exp):
     # exp(inf - inf) = nan, which poisons log-space code padded with -inf: there the input
     # equal to ans takes the whole share, and a tie splits it (the limit along x == y).
     finite = np.isfinite(ans)
+    if type(finite) is not Tracer and finite.all():
+        # values with no infinity (a first call's): the same bits, without the masks
+        return exp(np.asarray(x) - ans)
     share = exp(np.where(finite, x, 0) - np.where(finite, ans, 0))
     return np.where(finite, share, _select_mask(x, y, ans))
 

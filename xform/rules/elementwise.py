@@ -13,11 +13,11 @@ from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Literal, Primitive, rewire
 from xform.ir.execute import compiled_memo, runtime
-from xform.ir.interpret import eval_graph, run_concrete
+from xform.ir.interpret import eval_graph, first_call_regions, run_concrete
 from xform.ir.tracer import Tracer
 from xform.ir.ad import NOT_MAPPED, Zero, aval, fit_tangent, move_to_front, zero_tangent
 from xform.rules.helpers import unbroadcast
-from xform.ir.registry import Hooks, is_elementwise, register, rule_for
+from xform.ir.registry import RULES, Hooks, is_elementwise, register, rule_for
 from xform.passes import clean_region, eliminate_dead_code
 from xform.transforms.derived import batch_of, memo
 from xform.transforms.jvp import jvp_eval
@@ -36,6 +36,10 @@ _RAN_ONCE = object()    # in _RUNNERS: the region ran once, interpreted; the nex
 # ms, more than such a region's run; larger temporaries cost more than the compiled code's
 # reused buffers (bench/FIRSTCALL.md, "Session 15").
 INTERPRETED_FIRST_RUN = 1 << 14
+# A first call's NDual partials on values, which computes no value of the region again (only
+# tangents), are computed at once also past that while elements times equations stay under
+# this (bench/FIRSTCALL.md, "Session 16").
+INTERPRETED_FIRST_PARTIALS = 1 << 17
 
 
 def _elementwise_impl(*args, max_width, region, constants=()):
@@ -48,6 +52,14 @@ def _elementwise_impl(*args, max_width, region, constants=()):
     elif runner is _RAN_ONCE:
         runner = _RUNNERS[region] = _runner(region)
     return runner(*args)
+
+
+def _partials_at_once(region) -> bool:
+    """Whether a first call computes `region`'s NDual partials at once on values (interpreted)
+    rather than by its compiled graph."""
+    size = _largest_size(region)
+    return size <= INTERPRETED_FIRST_RUN or \
+        size * len(region.equations) <= INTERPRETED_FIRST_PARTIALS
 
 
 def _largest_size(region) -> int:
@@ -201,13 +213,16 @@ def _elementwise_jvp(primals, tangents, *, region, **params):
 
 # -- vjp: NDual below the width threshold, the per-equation rules above it -------------------
 
-def _ndual_region(region, live, directions):
+def _ndual_region(region, live, directions, given=()):
     """(graph, partials) for the NDual vjp of `region`: derivatives of its outputs at indices
     `live` w.r.t. its inputs at indices `directions`.
 
     graph: the region's inputs -> its outputs, then traced partial derivatives. It evaluates
     the region once, every equation followed by its tangents in each direction (input i's
     tangent seeded with a scalar one), so intermediates die as early as in the primal.
+    With `given` (a first call's, positions in `_values_of(region)` of values it computed
+    already): the region's inputs, then those values -> the partial derivatives only, the
+    equations computing a given value not run.
     partials[(k, i)]: d output k / d input i, as ("out", index into graph.outputs) or
     ("value", a constant); absent where the output does not depend on the input.
     """
@@ -215,7 +230,10 @@ def _ndual_region(region, live, directions):
         builder = GraphBuilder()
         with using_builder(builder):
             ins = [builder.new_input(v.aval) for v in region.inputs]
-            outs, tangents = _ndual_run(region, ins, live, directions)
+            values = _values_of(region)
+            computed = {values[i]: builder.new_input(values[i].aval) for i in given}
+            outs, tangents = _ndual_run(region, ins, live, directions, computed)
+            outs = [] if given else outs
             traced, partials = [], {}
             for key, t in tangents.items():
                 if type(t) is Tracer:
@@ -224,20 +242,42 @@ def _ndual_region(region, live, directions):
                 else:
                     partials[key] = ("value", t)
         return clean_region(builder.build(outs + traced)), partials
-    return memo(region, ("elementwise_ndual", live, directions), build)
+    return memo(region, ("elementwise_ndual", live, directions, given), build)
 
 
-def _ndual_run(region, ins, live, directions):
+def _values_of(region) -> list:
+    """The vars `region`'s equations compute, in order."""
+    return [var for eqn in region.equations for var in eqn.outputs]
+
+
+def _computed(region, outs) -> dict:
+    """var -> value of what a first call computed of `region` already: its outputs `outs`
+    (when given), and the values inside it that staging computed (StagedRegions)."""
+    regions = first_call_regions.get()
+    computed = {} if regions is None else regions.values_in(region)
+    for atom, value in zip(region.outputs, outs or ()):
+        if type(atom) is not Literal:
+            computed[atom] = value
+    return computed
+
+
+def _ndual_run(region, ins, live, directions, computed=None):
     """(outs, {(k, i): d output k / d input i}): `region` run on `ins` (tracers, or values
     for a gradient computed at once), every equation followed by its tangents in each
-    direction (input i's tangent seeded with a scalar one), in _ndual_region's order."""
+    direction (input i's tangent seeded with a scalar one), in _ndual_region's order.
+    `computed`: var -> value of the region's values computed already (a first call's): an
+    equation computing one is not evaluated again (its bits are the same), its tangents are."""
     env = dict(region.consts)
     env.update(zip(region.inputs, ins))
+    given = ()
+    if computed:
+        given = {var for var in computed if var not in env}
+        env.update((var, computed[var]) for var in given)
     # A scalar seed broadcasts like ones of the input's shape, without the array.
     tangent_envs = [{region.inputs[i]: np.ones((), region.inputs[i].aval.dtype)[()]}
                     for i in directions]
     for eqn in region.equations:
-        _ndual_step(eqn, env, tangent_envs)
+        _ndual_step(eqn, env, tangent_envs, given)
     outs = [a.value if type(a) is Literal else env[a] for a in region.outputs]
     tangents = {}
     for k in live:
@@ -248,10 +288,12 @@ def _ndual_run(region, ins, live, directions):
     return outs, tangents
 
 
-def _ndual_step(eqn, env, tangent_envs):
-    """Emit `eqn` and, for each direction with a nonzero input tangent, its tangent."""
+def _ndual_step(eqn, env, tangent_envs, given=()):
+    """Emit `eqn` and, for each direction with a nonzero input tangent, its tangent (only the
+    tangent where its output is among the values `given`, in `env` already)."""
     values = [a.value if type(a) is Literal else env[a] for a in eqn.inputs]
     outs = None
+    tangent_of = _tangent_of_given(eqn, given) if given else None
     with source_scope(eqn.source, f"vjp of elementwise ({eqn.primitive})"):
         computed = []   # (tangents, their output tangents) of the directions so far
         for tangent_env in tangent_envs:
@@ -264,7 +306,10 @@ def _ndual_step(eqn, env, tangent_envs):
             # broadcast input's direction often carries the same seed as another's)
             t_outs = next((t_outs for earlier, t_outs in computed
                            if _same_tangents(earlier, tangents)), None)
-            if t_outs is None:
+            if t_outs is None and tangent_of is not None:
+                t_outs = [tangent_of(values, tangents, env[eqn.outputs[0]], eqn.params)]
+                computed.append((tangents, t_outs))
+            elif t_outs is None:
                 # The jvp rule emits the primal equation again for every direction; CSE
                 # keeps the first, so the region is evaluated once.
                 primal, t_outs = rule_for(eqn, "jvp")(values, tangents, **eqn.params)
@@ -275,10 +320,23 @@ def _ndual_step(eqn, env, tangent_envs):
             for var, t in zip(eqn.outputs, t_outs):
                 if type(t) is not Zero and is_differentiable(var.aval):
                     tangent_env[var] = t
+        if tangent_of is not None:
+            return
         if outs is None:
             outs = bind(eqn.primitive, *values, **eqn.params)
             outs = outs if eqn.primitive.multiple_results else [outs]
     env.update(zip(eqn.outputs, outs))
+
+
+def _tangent_of_given(eqn, given):
+    """The function giving `eqn`'s tangent from its output (its jvp rule's own, without the
+    primal), where that output is among those `given`; else None."""
+    if eqn.primitive.multiple_results or eqn.outputs[0] not in given:
+        return None
+    rules = RULES[eqn.primitive]
+    jvp = rules.calls["jvp"]
+    # (a rule behind the zeros convention is called as it is, not through its parts)
+    return getattr(jvp, "tangent", None) if jvp is rules.jvp else None
 
 
 def _same_tangents(a, b) -> bool:
@@ -328,18 +386,26 @@ def _elementwise_vjp(primals, outs, cts, *, region, **params):
         return tuple(None if type(ct) is Zero else ct for ct in cts_in)
     live = tuple(k for k, (ct, a) in enumerate(zip(cts, region.outputs))
                  if type(ct) is not Zero and is_differentiable(a.aval))
-    if staging or _largest_size(region) > INTERPRETED_FIRST_RUN:
-        graph, partials = _ndual_region(region, live, directions)
+    if staging or not _partials_at_once(region):
+        # (on values, a first call's: from the values computed already, whose equations
+        # then do not run again)
+        given, args = (), primals
+        if not staging:
+            computed = _computed(region, outs)
+            values = _values_of(region)
+            given = tuple(i for i, var in enumerate(values) if var in computed)
+            args = (*primals, *(computed[values[i]] for i in given))
+        graph, partials = _ndual_region(region, live, directions, given)
         results = []
-        if len(graph.outputs) > len(region.outputs):
-            results = elementwise_p.bind(*primals, region=graph, **params)
+        if any(kind == "out" for kind, _ in partials.values()):
+            results = elementwise_p.bind(*args, region=graph, **params)
         partials = {key: results[value] if kind == "out" else value
                     for key, (kind, value) in partials.items()}
     else:
         # Values of a small region (a first call's gradient): the partials at once, as the
         # graph's code computes them (its passes, fold, CSE and DCE, change no bits), with
         # no graph built (interpreted, as a first run of its region would be)
-        _, partials = _ndual_run(region, primals, live, directions)
+        _, partials = _ndual_run(region, primals, live, directions, _computed(region, outs))
     grads = [None] * len(primals)
     for (k, i), partial in partials.items():
         term = unbroadcast(cts[k] * partial, aval(primals[i]))

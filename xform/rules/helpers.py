@@ -47,14 +47,19 @@ def defjvp(prim, *derivatives):
     Each returns that input's contribution to the output tangent; None marks an input the
     output does not depend on differentiably (JAX's `defjvp`).
     """
-    def rule(primals, tangents, **params):
-        ans = prim.bind(*primals, **params)
+    def tangent(primals, tangents, ans, params):
         t_out = Zero(aval(ans))
         for derivative, t in zip(derivatives, tangents):
             if derivative is None or type(t) is Zero:
                 continue
             t_out = add_tangents(t_out, derivative(t, *primals, ans=ans, **params))
-        return ans, t_out
+        return t_out
+
+    def rule(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        return ans, tangent(primals, tangents, ans, params)
+    # the tangent alone, of an output computed already (NDual on a first call's values)
+    rule.tangent = tangent
     return rule
 
 

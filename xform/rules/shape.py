@@ -1,5 +1,5 @@
 """Shape primitives (reshape, broadcast_to, transpose, concatenate, split, slice, pad, flip,
-repeat, diagonal, copy) and the lax-like ops rule bodies build on them (static_slice,
+roll, repeat, diagonal, copy) and the lax-like ops rule bodies build on them (static_slice,
 diag_embed); numpy's shape functions over them are in xform.numpy."""
 import math
 
@@ -448,6 +448,44 @@ def _flip_batch(size, args, dims, *, axes):
 register(flip_p, impl=lambda x, *, axes: np.flip(x, axes), abstract_eval=_flip_abstract_eval,
          jvp=linear_jvp(flip_p), transpose=lambda ct, x, *, axes: (flip_p.bind(ct, axes=axes),),
          batch=_flip_batch, symbolic_zeros=True, linear_in=(0,))
+
+
+roll_p = Primitive("roll")
+"""np.roll(x, shifts, axes): one equation (as split and concatenate per axis it was two, and
+two more in its reverse pass); the shifts are in [1, length) and the axes distinct."""
+
+
+def _roll_abstract_eval(x, *, shifts, axes):
+    if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes) \
+            or len(shifts) != len(axes):
+        raise ValueError(f"axes {axes} and shifts {shifts} don't fit an array of dimension "
+                         f"{x.ndim}")
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+def _roll_impl(x, *, shifts, axes):
+    # the two pieces of each axis joined the other way: np.roll's bits, at a third of its
+    # Python overhead (compiled code calls this once per roll)
+    for shift, axis in zip(shifts, axes):
+        cut = x.shape[axis] - shift
+        lead = (slice(None),) * axis
+        x = np.concatenate((x[lead + (slice(cut, None),)], x[lead + (slice(None, cut),)]), axis)
+    return x
+
+
+def _roll_transpose(ct, x, *, shifts, axes):
+    back = tuple(x.aval.shape[a] - s for a, s in zip(axes, shifts))
+    return (roll_p.bind(ct, shifts=back, axes=axes),)
+
+
+def _roll_batch(size, args, dims, *, shifts, axes):
+    x = move_to_front(args[0], dims[0], size)
+    return roll_p.bind(x, shifts=shifts, axes=tuple(a + 1 for a in axes)), 0
+
+
+register(roll_p, impl=_roll_impl,
+         abstract_eval=_roll_abstract_eval, jvp=linear_jvp(roll_p), transpose=_roll_transpose,
+         batch=_roll_batch, symbolic_zeros=True, linear_in=(0,))
 
 
 repeat_p = Primitive("repeat")

@@ -16,7 +16,7 @@ from xform.ir.avals import is_differentiable, tangent_aval
 from xform.ir.builder import (GraphBuilder, bind, current_builder, enter_source_scope,
                               leave_source_scope, source_scope, using_builder)
 from xform.ir.core import Graph, Literal
-from xform.ir.interpret import concrete_env, emit_equations
+from xform.ir.interpret import StagedRegions, concrete_env, emit_equations, first_call_regions
 from xform.ir.ad import (Undefined, Zero, add_tangents, aval, check_rule_outputs, fit_tangent,
                          instantiate, zero_tangent, zeros)
 from xform.ir.registry import (RULES, derived, effectful_primitives, graph_has_effects,
@@ -66,9 +66,14 @@ def gradient_values(graph, args, live=None, wanted=None, kept=None, known=None) 
     already (xform.ir.interpret.concrete_env)."""
     live, wanted, kept = _options(graph, live, wanted, kept)
     env = concrete_env(graph, args, known)
-    # (no effect is differentiated, none is in a sub-graph: the graph is computable_at_once)
-    ct_env = _backward(graph, env, _seeds(graph, live), _depending_on(graph, wanted),
-                       effects=False)
+    token = None if known is None else first_call_regions.set(StagedRegions(graph, env, known))
+    try:
+        # (no effect is differentiated, none is in a sub-graph: the graph is computable_at_once)
+        ct_env = _backward(graph, env, _seeds(graph, live), _depending_on(graph, wanted),
+                           effects=False)
+    finally:
+        if token is not None:
+            first_call_regions.reset(token)
     results = []
     outputs, inputs = graph.outputs, graph.inputs
     for i in kept:
