@@ -439,3 +439,24 @@ def test_a_loss_returning_metrics_without_has_aux_is_told_so():
     assert value == loss(W_POINTS[0])[0] and metrics["accuracy"] == loss(W_POINTS[0])[1]["accuracy"]
     np.testing.assert_allclose(grad, central_difference(lambda w: loss(w)[0], W_POINTS[0]),
                                rtol=1e-6)
+
+
+def test_a_loss_that_detrends_predictions_with_polyfit():
+    t = np.linspace(0.0, 1.0, 8)
+
+    def loss(w):
+        prediction = np.tanh(X @ w)
+        trend = np.polyval(np.polyfit(t, prediction, 1), t)      # a fitted line, removed
+        return np.sum((prediction - trend - Y) ** 2)
+
+    def autograd_loss(w):
+        prediction = anp.tanh(anp.dot(X, w))
+        lhs = np.vander(t, 2)
+        scale = np.sqrt((lhs * lhs).sum(axis=0))
+        coefficients = anp.dot(np.linalg.pinv(lhs / scale), prediction) / scale
+        return anp.sum((prediction - anp.dot(lhs, coefficients) - Y) ** 2)
+
+    _check_loss(loss, W_POINTS)
+    for w in W_POINTS:
+        np.testing.assert_allclose(xform.grad(loss)(w), autograd.grad(autograd_loss)(w),
+                                   rtol=1e-8, atol=1e-12)

@@ -1,8 +1,8 @@
 """numpy's polynomial functions on tracers (coefficients highest power first, as np.polyval):
-polyval, polyadd, polysub, polymul, polyder, polyint and vander, computed as numpy does."""
+polyval, polyadd, polysub, polymul, polyder, polyint, vander and polyfit, computed as numpy does."""
 import numpy as np
 
-from xform.errors import shape_error
+from xform.errors import shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
 from xform.numpy.protocol import implements
 from xform.numpy.shape import as_array, atleast_1d
@@ -98,3 +98,27 @@ def vander(x, N=None, increasing=False):
                                   axis=1))
     powers = np.concatenate(columns, axis=1)
     return powers if increasing else np.flip(powers, 1)
+
+
+@implements(np.polyfit)
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """`np.polyfit` as numpy computes it: the least-squares solution of the column-scaled
+    Vandermonde system (weights applied to both sides), differentiable in x, y and w."""
+    if full or cov:
+        raise unsupported_error("numpy.polyfit(..., full=True or cov=True) of traced values")
+    order = int(deg) + 1
+    x, y = as_array(x) + 0.0, as_array(y) + 0.0
+    if deg < 0 or ndim(x) != 1 or aval(x).shape[0] == 0 or ndim(y) not in (1, 2) \
+            or aval(x).shape[0] != aval(y).shape[0]:
+        raise shape_error("numpy.polyfit: expected deg >= 0, a non-empty 1-d x and a 1-d or "
+                          "2-d y of x's length")
+    if rcond is None:
+        rcond = aval(x).shape[0] * np.finfo(aval(x).dtype).eps
+    lhs, rhs = vander(x, order), y
+    if w is not None:
+        w = as_array(w) + 0.0
+        lhs = lhs * w[:, None]
+        rhs = rhs * (w[:, None] if ndim(rhs) == 2 else w)
+    scale = np.sqrt((lhs * lhs).sum(axis=0))
+    coefficients = np.linalg.lstsq(lhs / scale, rhs, rcond)[0]
+    return (coefficients.T / scale).T
