@@ -460,3 +460,15 @@ def test_a_loss_that_detrends_predictions_with_polyfit():
     for w in W_POINTS:
         np.testing.assert_allclose(xform.grad(loss)(w), autograd.grad(autograd_loss)(w),
                                    rtol=1e-8, atol=1e-12)
+
+
+def test_a_pairwise_margin_loss_over_the_upper_triangle():
+    def loss(W):
+        embeddings = np.tanh(X @ W)
+        similarity = embeddings @ embeddings.T
+        pairs = similarity[np.triu_indices_from(similarity, k=1)]    # each pair once
+        own = similarity[np.diag_indices_from(similarity)]
+        below = similarity[np.tril_indices_from(similarity, k=-1)]
+        return np.sum(np.maximum(0.0, pairs - 0.2) ** 2) - np.sum(own) + np.sum(below ** 2)
+
+    _check_loss(loss, [RS.randn(3, 2), RS.randn(3, 2)])
