@@ -472,3 +472,31 @@ def test_a_pairwise_margin_loss_over_the_upper_triangle():
         return np.sum(np.maximum(0.0, pairs - 0.2) ** 2) - np.sum(own) + np.sum(below ** 2)
 
     _check_loss(loss, [RS.randn(3, 2), RS.randn(3, 2)])
+
+
+def test_settings_kept_with_the_parameters_are_named_as_such():
+    def loss(params):
+        hidden = X @ params["W"]
+        for _ in range(params["depth"]):
+            hidden = np.tanh(hidden) if params.get("activation", "tanh") == "tanh" else hidden
+        return np.sum(hidden ** 2)
+
+    with pytest.raises(xform.TypeCheckError, match="layer count in a dict of parameters"):
+        xform.grad(loss)({"W": W_POINTS[0], "depth": 2})
+    with pytest.raises(xform.TypeCheckError,
+                       match=r"(?s)args\[0\]\['activation'\].*a setting kept"):
+        xform.grad(loss)({"W": W_POINTS[0], "activation": "tanh"})
+
+    class Config:                          # the fix the hints give: ints and strings static
+        def __init__(self):
+            self.W, self.depth, self.activation = W_POINTS[0], 2, "tanh"
+
+        def __getitem__(self, name):
+            return getattr(self, name)
+
+        def get(self, name, default):
+            return getattr(self, name, default)
+
+    grads = xform.grad(loss)(Config())
+    np.testing.assert_allclose(grads.W, central_difference(
+        lambda w: loss({"W": w, "depth": 2}), W_POINTS[0]), rtol=1e-6)
