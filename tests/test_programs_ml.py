@@ -500,3 +500,19 @@ def test_settings_kept_with_the_parameters_are_named_as_such():
     grads = xform.grad(loss)(Config())
     np.testing.assert_allclose(grads.W, central_difference(
         lambda w: loss({"W": w, "depth": 2}), W_POINTS[0]), rtol=1e-6)
+
+
+def test_feature_permutation_by_a_generator_along_an_axis():
+    generator = np.random.default_rng(5)
+
+    def loss(W):                           # permuted features, the axis given either way
+        features = np.tanh(X @ W)
+        return (np.sum(generator.permutation(features, 1) * np.arange(2.0))
+                + np.sum(generator.permutation(features, axis=1)[:, 0] ** 2))
+
+    value_and_grad = xform.value_and_grad(loss)
+    for W in [RS.randn(3, 2), RS.randn(3, 2)] * 2:
+        state = generator.bit_generator.state
+        expected = loss(W)
+        generator.bit_generator.state = state
+        assert value_and_grad(W)[0] == expected

@@ -119,7 +119,7 @@ def stage_draw(generator, method, args, kwargs):
     if method == "permutation":
         x = args[0] if args else kwargs.get("x")
         if type(x) is Tracer and x.ndim:
-            return _permutation(generator, x, kwargs.get("axis", 0))
+            return _permutation(generator, x, args[1] if len(args) > 1 else kwargs.get("axis", 0))
     operands = []
 
     def placed(value):
