@@ -516,3 +516,23 @@ def test_feature_permutation_by_a_generator_along_an_axis():
         expected = loss(W)
         generator.bit_generator.state = state
         assert value_and_grad(W)[0] == expected
+
+
+class LinearRegression:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+    def predict(self, x):
+        return x @ self.w + self.b
+
+
+def test_per_example_gradients_of_a_model_object():
+    def example_loss(model, x, y):
+        return (model.predict(x) - y) ** 2 + abs(model.b)
+
+    model = LinearRegression(W_POINTS[0], 0.2)
+    per_example = xform.vmap(xform.grad(example_loss), in_axes=(None, 0, 0))(model, X, Y)
+    assert type(per_example) is LinearRegression and per_example.w.shape == (8, 3)
+    residual = X @ model.w + model.b - Y
+    np.testing.assert_allclose(per_example.w, 2 * residual[:, None] * X, rtol=1e-12)
+    np.testing.assert_allclose(per_example.b, 2 * residual + 1.0, rtol=1e-12)
