@@ -536,3 +536,27 @@ def test_per_example_gradients_of_a_model_object():
     residual = X @ model.w + model.b - Y
     np.testing.assert_allclose(per_example.w, 2 * residual[:, None] * X, rtol=1e-12)
     np.testing.assert_allclose(per_example.b, 2 * residual + 1.0, rtol=1e-12)
+
+
+class Classifier:
+    def __init__(self, w):
+        self.w = w
+
+    @xform.jit
+    def predict(self, x):
+        return 1 / (1 + np.exp(-(x @ self.w)))
+
+    @xform.grad
+    def loss_gradient(self, x, y):
+        return -np.mean(y * np.log(self.predict(x)) + (1 - y) * np.log(1 - self.predict(x)))
+
+
+def test_transforms_decorating_methods_bind_the_object():
+    model = Classifier(W_POINTS[0])
+    for w in W_POINTS * 2:
+        model.w = w                                              # the next call sees it
+        np.testing.assert_allclose(model.predict(X), 1 / (1 + np.exp(-(X @ w))), rtol=1e-14)
+        grads = model.loss_gradient(X, Y)
+        assert type(grads) is Classifier
+        np.testing.assert_allclose(grads.w, X.T @ (1 / (1 + np.exp(-(X @ w))) - Y) / 8,
+                                   rtol=1e-10)

@@ -503,6 +503,11 @@ class Transformed(CachedCall):
         self.keywords_automatic = keywords_automatic
         functools.update_wrapper(self, fun, updated=())
 
+    def __get__(self, instance, owner=None):
+        # `@xform.jit` on a method binds as a function does: the object (a pytree when of the
+        # user's class, its arrays traced) is the first argument
+        return self if instance is None else types.MethodType(self, instance)
+
     def _build_and_call(self, args, keywords=None):
         explicit, automatic = self._static_positions(len(args))
         static_keywords = ()
