@@ -560,3 +560,31 @@ def test_transforms_decorating_methods_bind_the_object():
         assert type(grads) is Classifier
         np.testing.assert_allclose(grads.w, X.T @ (1 / (1 + np.exp(-(X @ w))) - Y) / 8,
                                    rtol=1e-10)
+
+
+def test_negatives_sampled_by_choice_of_traced_embeddings():
+    generator = np.random.default_rng(8)
+    legacy = np.random.RandomState(8)
+    weights = np.linspace(1.0, 2.0, 8) / np.sum(np.linspace(1.0, 2.0, 8))
+
+    def loss(W):
+        emb = np.tanh(X @ W)
+        negatives = generator.choice(emb, size=3, replace=False)          # rows
+        weighted = legacy.choice(emb[:, 0], 4, p=weights)                 # numbers
+        return np.sum(negatives ** 2) + np.sum(weighted * np.arange(4.0))
+
+    def with_positions(W, rows, numbers):
+        emb = np.tanh(X @ W)
+        return np.sum(emb[rows] ** 2) + np.sum(emb[numbers, 0] * np.arange(4.0))
+
+    value_and_grad = xform.value_and_grad(loss)
+    for W in [RS.randn(3, 2), RS.randn(3, 2)] * 2:
+        before = generator.bit_generator.state, legacy.get_state()
+        rows = generator.choice(8, size=3, replace=False)
+        numbers = legacy.choice(8, 4, p=weights)
+        generator.bit_generator.state = before[0]
+        legacy.set_state(before[1])
+        value, grad = value_and_grad(W)
+        assert value == with_positions(W, rows, numbers)
+        np.testing.assert_allclose(grad, central_difference(
+            lambda v: with_positions(v, rows, numbers), W), rtol=1e-6, atol=1e-8)

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from xform.errors import UnsupportedError
+from xform.errors import UnsupportedError, shape_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer
@@ -120,6 +120,10 @@ def stage_draw(generator, method, args, kwargs):
         x = args[0] if args else kwargs.get("x")
         if type(x) is Tracer and x.ndim:
             return _permutation(generator, x, args[1] if len(args) > 1 else kwargs.get("axis", 0))
+    if method == "choice":
+        population = args[0] if args else kwargs.get("a")
+        if type(population) is Tracer and population.ndim:
+            return _choice(generator, population, args[1:], kwargs)
     operands = []
 
     def placed(value):
@@ -142,6 +146,17 @@ def _permutation(generator, x, axis):
     state, either way), so the derivative flows to `x`."""
     order = stage_draw(generator, "permutation", (x.shape[axis],), {})
     return take(x, order, axis=axis)
+
+
+def _choice(generator, population, args, kwargs):
+    """`choice(a, ...)` of a traced array: `a` gathered at drawn positions along `axis`, the
+    same draws numpy makes for `choice(len, ...)`, so the derivative flows to `a`."""
+    if isinstance(generator, np.random.RandomState) and population.ndim != 1:
+        raise shape_error("a must be 1-dimensional")
+    kwargs = {k: v for k, v in kwargs.items() if k != "a"}
+    axis = args[3] if len(args) > 3 else kwargs.pop("axis", 0)
+    positions = stage_draw(generator, "choice", (population.shape[axis], *args[:3]), kwargs)
+    return take(population, positions, axis=axis)
 
 
 def _shuffle(generator, args, kwargs):
