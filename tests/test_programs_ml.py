@@ -588,3 +588,15 @@ def test_negatives_sampled_by_choice_of_traced_embeddings():
         assert value == with_positions(W, rows, numbers)
         np.testing.assert_allclose(grad, central_difference(
             lambda v: with_positions(v, rows, numbers), W), rtol=1e-6, atol=1e-8)
+
+
+def test_a_name_in_the_metrics_of_has_aux_is_refused_with_a_fix():
+    def loss(w):
+        value = np.mean((X @ w - Y) ** 2)
+        return value, {"model": "linear", "examples": len(Y), "loss": value}
+
+    with pytest.raises(xform.TypeCheckError, match="keep names, strings and other objects"):
+        xform.value_and_grad(loss, has_aux=True)(W_POINTS[0])
+    (value, metrics), _ = xform.value_and_grad(
+        lambda w: (loss(w)[0], {"examples": len(Y)}), has_aux=True)(W_POINTS[0])
+    assert metrics["examples"] == 8 and value == loss(W_POINTS[0])[0]
