@@ -439,3 +439,164 @@ def test_a_loss_returning_metrics_without_has_aux_is_told_so():
     assert value == loss(W_POINTS[0])[0] and metrics["accuracy"] == loss(W_POINTS[0])[1]["accuracy"]
     np.testing.assert_allclose(grad, central_difference(lambda w: loss(w)[0], W_POINTS[0]),
                                rtol=1e-6)
+
+
+def test_a_loss_that_detrends_predictions_with_polyfit():
+    t = np.linspace(0.0, 1.0, 8)
+
+    def loss(w):
+        prediction = np.tanh(X @ w)
+        trend = np.polyval(np.polyfit(t, prediction, 1), t)      # a fitted line, removed
+        return np.sum((prediction - trend - Y) ** 2)
+
+    def autograd_loss(w):
+        prediction = anp.tanh(anp.dot(X, w))
+        lhs = np.vander(t, 2)
+        scale = np.sqrt((lhs * lhs).sum(axis=0))
+        coefficients = anp.dot(np.linalg.pinv(lhs / scale), prediction) / scale
+        return anp.sum((prediction - anp.dot(lhs, coefficients) - Y) ** 2)
+
+    _check_loss(loss, W_POINTS)
+    for w in W_POINTS:
+        np.testing.assert_allclose(xform.grad(loss)(w), autograd.grad(autograd_loss)(w),
+                                   rtol=1e-8, atol=1e-12)
+
+
+def test_a_pairwise_margin_loss_over_the_upper_triangle():
+    def loss(W):
+        embeddings = np.tanh(X @ W)
+        similarity = embeddings @ embeddings.T
+        pairs = similarity[np.triu_indices_from(similarity, k=1)]    # each pair once
+        own = similarity[np.diag_indices_from(similarity)]
+        below = similarity[np.tril_indices_from(similarity, k=-1)]
+        return np.sum(np.maximum(0.0, pairs - 0.2) ** 2) - np.sum(own) + np.sum(below ** 2)
+
+    _check_loss(loss, [RS.randn(3, 2), RS.randn(3, 2)])
+
+
+def test_settings_kept_with_the_parameters_are_named_as_such():
+    def loss(params):
+        hidden = X @ params["W"]
+        for _ in range(params["depth"]):
+            hidden = np.tanh(hidden) if params.get("activation", "tanh") == "tanh" else hidden
+        return np.sum(hidden ** 2)
+
+    with pytest.raises(xform.TypeCheckError, match="layer count in a dict of parameters"):
+        xform.grad(loss)({"W": W_POINTS[0], "depth": 2})
+    with pytest.raises(xform.TypeCheckError,
+                       match=r"(?s)args\[0\]\['activation'\].*a setting kept"):
+        xform.grad(loss)({"W": W_POINTS[0], "activation": "tanh"})
+
+    class Config:                          # the fix the hints give: ints and strings static
+        def __init__(self):
+            self.W, self.depth, self.activation = W_POINTS[0], 2, "tanh"
+
+        def __getitem__(self, name):
+            return getattr(self, name)
+
+        def get(self, name, default):
+            return getattr(self, name, default)
+
+    grads = xform.grad(loss)(Config())
+    np.testing.assert_allclose(grads.W, central_difference(
+        lambda w: loss({"W": w, "depth": 2}), W_POINTS[0]), rtol=1e-6)
+
+
+def test_feature_permutation_by_a_generator_along_an_axis():
+    generator = np.random.default_rng(5)
+
+    def loss(W):                           # permuted features, the axis given either way
+        features = np.tanh(X @ W)
+        return (np.sum(generator.permutation(features, 1) * np.arange(2.0))
+                + np.sum(generator.permutation(features, axis=1)[:, 0] ** 2))
+
+    value_and_grad = xform.value_and_grad(loss)
+    for W in [RS.randn(3, 2), RS.randn(3, 2)] * 2:
+        state = generator.bit_generator.state
+        expected = loss(W)
+        generator.bit_generator.state = state
+        assert value_and_grad(W)[0] == expected
+
+
+class LinearRegression:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+    def predict(self, x):
+        return x @ self.w + self.b
+
+
+def test_per_example_gradients_of_a_model_object():
+    def example_loss(model, x, y):
+        return (model.predict(x) - y) ** 2 + abs(model.b)
+
+    model = LinearRegression(W_POINTS[0], 0.2)
+    per_example = xform.vmap(xform.grad(example_loss), in_axes=(None, 0, 0))(model, X, Y)
+    assert type(per_example) is LinearRegression and per_example.w.shape == (8, 3)
+    residual = X @ model.w + model.b - Y
+    np.testing.assert_allclose(per_example.w, 2 * residual[:, None] * X, rtol=1e-12)
+    np.testing.assert_allclose(per_example.b, 2 * residual + 1.0, rtol=1e-12)
+
+
+class Classifier:
+    def __init__(self, w):
+        self.w = w
+
+    @xform.jit
+    def predict(self, x):
+        return 1 / (1 + np.exp(-(x @ self.w)))
+
+    @xform.grad
+    def loss_gradient(self, x, y):
+        return -np.mean(y * np.log(self.predict(x)) + (1 - y) * np.log(1 - self.predict(x)))
+
+
+def test_transforms_decorating_methods_bind_the_object():
+    model = Classifier(W_POINTS[0])
+    for w in W_POINTS * 2:
+        model.w = w                                              # the next call sees it
+        np.testing.assert_allclose(model.predict(X), 1 / (1 + np.exp(-(X @ w))), rtol=1e-14)
+        grads = model.loss_gradient(X, Y)
+        assert type(grads) is Classifier
+        np.testing.assert_allclose(grads.w, X.T @ (1 / (1 + np.exp(-(X @ w))) - Y) / 8,
+                                   rtol=1e-10)
+
+
+def test_negatives_sampled_by_choice_of_traced_embeddings():
+    generator = np.random.default_rng(8)
+    legacy = np.random.RandomState(8)
+    weights = np.linspace(1.0, 2.0, 8) / np.sum(np.linspace(1.0, 2.0, 8))
+
+    def loss(W):
+        emb = np.tanh(X @ W)
+        negatives = generator.choice(emb, size=3, replace=False)          # rows
+        weighted = legacy.choice(emb[:, 0], 4, p=weights)                 # numbers
+        return np.sum(negatives ** 2) + np.sum(weighted * np.arange(4.0))
+
+    def with_positions(W, rows, numbers):
+        emb = np.tanh(X @ W)
+        return np.sum(emb[rows] ** 2) + np.sum(emb[numbers, 0] * np.arange(4.0))
+
+    value_and_grad = xform.value_and_grad(loss)
+    for W in [RS.randn(3, 2), RS.randn(3, 2)] * 2:
+        before = generator.bit_generator.state, legacy.get_state()
+        rows = generator.choice(8, size=3, replace=False)
+        numbers = legacy.choice(8, 4, p=weights)
+        generator.bit_generator.state = before[0]
+        legacy.set_state(before[1])
+        value, grad = value_and_grad(W)
+        assert value == with_positions(W, rows, numbers)
+        np.testing.assert_allclose(grad, central_difference(
+            lambda v: with_positions(v, rows, numbers), W), rtol=1e-6, atol=1e-8)
+
+
+def test_a_name_in_the_metrics_of_has_aux_is_refused_with_a_fix():
+    def loss(w):
+        value = np.mean((X @ w - Y) ** 2)
+        return value, {"model": "linear", "examples": len(Y), "loss": value}
+
+    with pytest.raises(xform.TypeCheckError, match="keep names, strings and other objects"):
+        xform.value_and_grad(loss, has_aux=True)(W_POINTS[0])
+    (value, metrics), _ = xform.value_and_grad(
+        lambda w: (loss(w)[0], {"examples": len(Y)}), has_aux=True)(W_POINTS[0])
+    assert metrics["examples"] == 8 and value == loss(W_POINTS[0])[0]

@@ -111,13 +111,17 @@ def leaf_signature(leaf):
                          user_frame_info())
 
 
-def not_a_leaf_hint(leaf) -> str:
-    """How to pass `leaf`, which is not an array. Objects of the user's own classes are pytrees
-    already (xform.tree); what reaches here is a library's object, or a class with
-    `__slots__` or `__call__`: registered, its arrays are differentiated; else it is passed
-    as it is, static."""
+def not_a_leaf_hint(leaf, nested=False) -> str:
+    """How to pass `leaf`, which is not an array (`nested`: inside a list, tuple or dict).
+    Objects of the user's own classes are pytrees already (xform.tree); what reaches here is
+    a library's object: registered, its arrays are differentiated; else it is passed as it
+    is, static."""
     static = ("name it in static_argnums or static_argnames (jit, grad, jacobians); "
               "arguments grad does not differentiate may be any Python value")
+    if nested:
+        static = ("a setting kept with the parameters (a dict's 'activation': 'tanh') is not "
+                  "one: pass it as its own argument (" + static + "), or keep settings in an "
+                  "object of your class, whose strings and ints are static")
     if isinstance(leaf, collections.abc.Iterator):     # a generator's numbers, meant as data
         return ("make it an array first: np.fromiter(xs, dtype=float) or np.array(list(xs)) "
                 "(an iterator is used up by one reading)")
@@ -145,7 +149,7 @@ def leaf_signatures(leaves, args, statics=None) -> tuple:
                 raise TypeCheckError(
                     f"argument args{keystr(path)} of type {type(leaf).__name__} is not an "
                     "array or scalar; xform transforms take arrays, numbers and pytrees of "
-                    "them", user_frame_info(), not_a_leaf_hint(leaf)) from None
+                    "them", user_frame_info(), not_a_leaf_hint(leaf, len(path) > 1)) from None
         raise
 
 
@@ -498,6 +502,11 @@ class Transformed(CachedCall):
         self.static_keywords = static_keywords
         self.keywords_automatic = keywords_automatic
         functools.update_wrapper(self, fun, updated=())
+
+    def __get__(self, instance, owner=None):
+        # `@xform.jit` on a method binds as a function does: the object (a pytree when of the
+        # user's class, its arrays traced) is the first argument
+        return self if instance is None else types.MethodType(self, instance)
 
     def _build_and_call(self, args, keywords=None):
         explicit, automatic = self._static_positions(len(args))

@@ -196,7 +196,8 @@ def _in_axes_leaves(in_axes, args_tree):
                                 "arguments", user_frame_info())
     if not isinstance(in_axes, tuple):
         in_axes = (in_axes,) * n_args
-    dummy_args = tree_unflatten(args_tree, [0] * args_tree.num_leaves)
+    # floats as the leaves: an object of the user's class takes ints as static attributes
+    dummy_args = tree_unflatten(args_tree, [0.0] * args_tree.num_leaves)
     try:
         return broadcast_prefix(in_axes, dummy_args)
     except TreeMismatchError as err:
@@ -204,7 +205,7 @@ def _in_axes_leaves(in_axes, args_tree):
 
 
 def _out_axes_leaves(out_axes, out_tree):
-    dummy_out = tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+    dummy_out = tree_unflatten(out_tree, [0.0] * out_tree.num_leaves)
     try:
         return broadcast_prefix(out_axes, dummy_out)
     except TreeMismatchError as err:

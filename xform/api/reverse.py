@@ -80,11 +80,15 @@ def check_input_dtypes(fun_name, avals, holomorphic, allow_int):
             raise TypeCheckError(f"{fun_name} with holomorphic=True needs complex inputs, "
                                  f"got {aval.str_short()}", user_frame_info())
         if not is_differentiable(aval) and not allow_int:
+            setting = ("a Python int among the values differentiated is most often a setting "
+                       "(a layer count in a dict of parameters): pass it as its own argument, "
+                       "or keep settings in an object of your class, whose ints are static; "
+                       if aval.weak_type else "")
             raise TypeCheckError(
                 f"{fun_name} needs float or complex inputs to differentiate, got "
                 f"{aval.str_short()}", user_frame_info(),
-                "to differentiate, pass floats (x.astype(float), np.arange(3.0) for "
-                "np.arange(3)); allow_int=True gives float0 (empty) gradients of integer "
+                setting + "to differentiate, pass floats (x.astype(float), np.arange(3.0) "
+                "for np.arange(3)); allow_int=True gives float0 (empty) gradients of integer "
                 "inputs, or leave the argument out of argnums (it is then a static value)")
 
 

@@ -162,7 +162,10 @@ class GraphBuilder:
                 self._consts[id(value)] = entry
             return entry[0]
         raise TypeCheckError(f"cannot stage a value of type {type(value).__name__}; "
-                             "expected an array, a numpy or Python scalar", user_frame_info())
+                             "expected an array, a numpy or Python scalar", user_frame_info(),
+                             "a transformed function's results, has_aux's auxiliary output "
+                             "too, hold arrays and numbers: keep names, strings and other "
+                             "objects out of them")
 
     def _lift(self, tracer: Tracer) -> Var:
         entry = self._captures.get(id(tracer))

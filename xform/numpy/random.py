@@ -16,7 +16,7 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from xform.errors import UnsupportedError
+from xform.errors import UnsupportedError, shape_error
 from xform.ir.avals import ShapedArray
 from xform.ir.builder import current_builder
 from xform.ir.tracer import Tracer
@@ -146,6 +146,8 @@ def _selection(generator, method, args, kwargs):
     x = args[0] if args else kwargs.get(name)
     if type(x) is not Tracer or not x.shape:
         return None
+    if method == "choice" and isinstance(generator, np.random.RandomState) and x.ndim != 1:
+        raise shape_error("a must be 1-dimensional")     # (the legacy choice's own check)
     args, kwargs = args[1:], {k: v for k, v in kwargs.items() if k != name}
     axis_position = 3 if method == "choice" else 0     # after size, replace, p
     axis = args[axis_position] if len(args) > axis_position else kwargs.get("axis", 0)

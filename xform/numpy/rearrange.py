@@ -182,6 +182,32 @@ def argwhere(a):
     return np.stack(nonzero(a), axis=1)
 
 
+def _indices_from(numpy_function, name):
+    def indices_from(arr, k=0):
+        if ndim(arr) != 2:
+            raise shape_error("input array must be 2-d")
+        return numpy_function(*aval(arr).shape, k)
+    indices_from.__name__ = name
+    indices_from.__doc__ = f"`np.{name}`: the indices of a traced array's shape (concrete)."
+    return indices_from
+
+
+implements(np.triu_indices_from)(_indices_from(
+    lambda n, m, k: np.triu_indices(n, k, m), "triu_indices_from"))
+implements(np.tril_indices_from)(_indices_from(
+    lambda n, m, k: np.tril_indices(n, k, m), "tril_indices_from"))
+
+
+@implements(np.diag_indices_from)
+def diag_indices_from(arr):
+    """`np.diag_indices_from`: the diagonal's indices of a traced array's shape (concrete)."""
+    shape = aval(arr).shape
+    if len(shape) < 2 or len(set(shape)) != 1:
+        raise shape_error("input array must be at least 2-d and of equal length in every "
+                          "dimension")
+    return np.diag_indices(shape[0], len(shape))
+
+
 @implements(np.lib.stride_tricks.sliding_window_view)
 def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
     """`sliding_window_view`: a gather of `x` at its windows' positions, which numpy's own

@@ -378,13 +378,14 @@ _NOT_A_LEFT_FOLD = frozenset({np.arctan2, np.power, np.logical_and, np.logical_o
 
 
 @implements("ufunc fold")
-def ufunc_fold(ufunc, method, a, axis=0, dtype=None, out=None, keepdims=False, initial=None):
+def ufunc_fold(ufunc, method, a, axis=0, dtype=None, out=None, keepdims=False, initial=None,
+               where=None):
     """`reduce` / `accumulate` of a binary ufunc that has no reduction of its own
     (`np.logaddexp.reduce(z, axis=1)`): numpy's left fold along one axis, unrolled, so the same
     operations in numpy's order give numpy's bits."""
     if ufunc.signature is not None or ufunc in _NOT_A_LEFT_FOLD:
         raise unsupported_error(f"numpy.{ufunc.__name__}.{method}")
-    _no_options(f"{ufunc.__name__}.{method}", out=out)
+    _no_options(f"{ufunc.__name__}.{method}", out=out, where=where)
     a = a.astype(dtype) if dtype is not None else a
     shape = aval(a).shape
     if axis is None and len(shape) == 1 or isinstance(axis, tuple) and len(axis) == 1:
