@@ -6,7 +6,7 @@ register_pytree_node, register_dataclass.
 >>> from xform.tree import tree_flatten, tree_unflatten
 >>> leaves, tree = tree_flatten({"w": 1.0, "b": (2.0, None)})
 >>> leaves, tree_unflatten(tree, [10.0, 20.0])
-([2.0, 1.0], {'b': (10.0, None), 'w': 20.0})
+([2.0, 1.0], {'w': 20.0, 'b': (10.0, None)})
 """
 from __future__ import annotations
 
