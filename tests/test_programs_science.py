@@ -659,3 +659,21 @@ def test_numpy_polynomial_derivatives_and_integrals_of_traced_coefficients():
         np.testing.assert_allclose(xform.jit(slope_of_fit)(y), slope_of_fit(y), rtol=1e-12)
         np.testing.assert_allclose(xform.grad(slope_of_fit)(y),
                                    central_difference(slope_of_fit, y), rtol=1e-6, atol=1e-8)
+
+
+def test_divmod_of_traced_scalars_and_the_statistics_module():
+    def phase(x):
+        turns, angle = divmod(x[0], 0.3)
+        return angle * 2 + divmod(2.0, x[1])[0] * x[1] + turns
+
+    x = np.array([0.7, 0.9])
+    assert xform.jit(phase)(x) == phase(x)
+    np.testing.assert_allclose(xform.grad(phase)(x), central_difference(phase, x), rtol=1e-7)
+
+    def centre(x):
+        import statistics
+        return statistics.mean([x[0], x[1]]) * x[0]
+
+    with pytest.raises(xform.TypeCheckError, match="np.mean") as info:
+        xform.grad(centre)(x)
+    assert "test_programs_science.py" in str(info.value)

@@ -14,7 +14,7 @@ from xform.ir.avals import SCALAR_AVALS
 from xform.ir.execute import unwatched
 from xform.errors import TypeCheckError, unsupported_error
 from xform.ir.concrete import concretization
-from xform.source_info import user_frame_info
+from xform.source_info import is_users_code, user_frame_info
 
 # The numpy protocol (the tables mapping numpy callables to xform functions) sits above the
 # rule families, in xform.numpy, which installs these two hooks when it is imported.
@@ -240,6 +240,17 @@ class Tracer:
     def __trunc__(self):
         return self.builder.decide(self, "int")
 
+    def as_integer_ratio(self):
+        # Python's statistics module sums exact fractions of its data: name the line that
+        # called it, not the standard library's
+        caller = sys._getframe(1)
+        while caller is not None and not is_users_code(caller.f_code.co_filename):
+            caller = caller.f_back
+        raise TypeCheckError("exact fractions of a traced value (Python's statistics module "
+                             "computes with them)", user_frame_info(caller),
+                             "use numpy's statistics of an array: np.mean(np.array(values)), "
+                             "np.median, np.std, np.var")
+
     def __format__(self, spec):
         if not spec:
             return str(self)
@@ -290,6 +301,8 @@ class Tracer:
     def __rfloordiv__(self, other): return _operate(self, np.floor_divide, other, self)
     def __mod__(self, other): return _operate(self, np.remainder, self, other)
     def __rmod__(self, other): return _operate(self, np.remainder, other, self)
+    def __divmod__(self, other): return np.divmod(self, other)
+    def __rdivmod__(self, other): return np.divmod(other, self)
     def __pow__(self, other): return _operate(self, np.power, self, other)
     def __rpow__(self, other): return _operate(self, np.power, other, self)
     def __matmul__(self, other): return _operate(self, np.matmul, self, other)
