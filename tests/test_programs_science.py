@@ -677,3 +677,29 @@ def test_divmod_of_traced_scalars_and_the_statistics_module():
     with pytest.raises(xform.TypeCheckError, match="np.mean") as info:
         xform.grad(centre)(x)
     assert "test_programs_science.py" in str(info.value)
+
+
+def pairwise_energy(positions):
+    """Pairwise soft-core energy from np.subtract.outer differences, with np.ndenumerate."""
+    dx = np.subtract.outer(positions, positions)
+    energy = 0.0
+    for (i, j), d in np.ndenumerate(dx):
+        if i < j:
+            energy += 1.0 / (1.0 + d ** 2)
+    return energy + np.sum(np.multiply.outer(positions, positions[:2]))
+
+
+def test_ufunc_outer_and_ndenumerate_of_traced_arrays():
+    for x in [np.array([0.0, 0.8, 2.1]), np.array([1.5, -0.3, 0.2])]:
+        assert xform.jit(pairwise_energy)(x) == pairwise_energy(x)
+        np.testing.assert_allclose(xform.grad(pairwise_energy)(x),
+                                   central_difference(pairwise_energy, x), rtol=1e-7)
+        np.testing.assert_allclose(xform.grad(pairwise_energy)(x),
+                                   autograd.grad(_pairwise_energy_autograd)(x), rtol=1e-14)
+
+
+def _pairwise_energy_autograd(positions):
+    dx = positions[:, None] - positions[None, :]
+    n = len(positions)
+    energy = sum(1.0 / (1.0 + dx[i, j] ** 2) for i in range(n) for j in range(i + 1, n))
+    return energy + anp.sum(positions[:, None] * positions[None, :2])

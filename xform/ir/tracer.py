@@ -425,13 +425,14 @@ class Tracer:
 
 
 class _FlatIndexer:
-    """`x.flat` of a traced array: flat (C-order) positions read and written as the
-    multi-indices they stand for, so writes reach `x` as numpy's flatiter's do."""
+    """`x.flat` of a traced array, numpy's flatiter: flat (C-order) positions read and
+    written as the multi-indices they stand for, so writes reach `x` (through views too);
+    an iterator of the elements with its `coords` and `index` (np.ndenumerate reads them)."""
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "index")
 
     def __init__(self, array):
-        self.array = array
+        self.array, self.index = array, 0
 
     def _at(self, index):
         shape = self.array.shape
@@ -447,5 +448,19 @@ class _FlatIndexer:
         return self.array.size
 
     def __iter__(self):
-        return iter(self.array.reshape(-1))
+        return self
+
+    def __next__(self):
+        if self.index >= self.array.size:
+            raise StopIteration
+        element = self.array[self.coords]
+        self.index += 1
+        return element
+
+    @property
+    def coords(self):
+        shape = self.array.shape
+        if self.index >= self.array.size:      # past the end, as numpy's: (shape[0], 0, ...)
+            return (shape[0],) + (0,) * (len(shape) - 1)
+        return tuple(int(i) for i in np.unravel_index(self.index, shape))
 

@@ -108,6 +108,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         # numpy passes a ufunc method's arguments (axis, dtype, keepdims) as keywords.
         handler = FUNCTIONS.get((ufunc, method))
         if handler is None:
+            if method == "outer" and ufunc.nin == 2 and len(inputs) == 2:
+                return _ufunc_outer(ufunc, *inputs, **kwargs)
             raise unsupported_error(f"{numpy_name(ufunc)}.{method}")
         return handler(*inputs, **kwargs)
     dtype = kwargs.pop("dtype", None)
@@ -123,6 +125,12 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         inputs = [x.astype(dtype) if type(x) is Tracer else np.asarray(x).astype(dtype)
                   for x in inputs]
     return op(*inputs)
+
+
+def _ufunc_outer(ufunc, a, b, **kwargs):
+    """`ufunc.outer(a, b)` (np.subtract.outer(x, x): pairwise differences): the ufunc of `a`
+    given one axis of length 1 per axis of `b`, broadcast against `b`, as numpy computes it."""
+    return ufunc(np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b, **kwargs)
 
 
 install_numpy_protocol(array_ufunc, function_for, UFUNCS, FUNCTIONS)
