@@ -703,3 +703,33 @@ def _pairwise_energy_autograd(positions):
     n = len(positions)
     energy = sum(1.0 / (1.0 + dx[i, j] ** 2) for i in range(n) for j in range(i + 1, n))
     return energy + anp.sum(positions[:, None] * positions[None, :2])
+
+
+def ar_log_likelihood(autocovariance):
+    """A Gaussian AR log-likelihood from the Toeplitz covariance of a stationary series."""
+    import scipy.linalg
+
+    series = np.array([0.3, -0.1, 0.4, 0.2])
+    cov = scipy.linalg.toeplitz(autocovariance)
+    sign, logdet = np.linalg.slogdet(cov)
+    corner = scipy.linalg.hankel(autocovariance[:2], autocovariance[1:3])[0, 0]
+    mix = scipy.linalg.circulant(autocovariance[:3]) + corner
+    return -0.5 * (logdet + series @ np.linalg.solve(cov, series)) + np.trace(mix)
+
+
+def test_structured_matrices_of_scipy_linalg():
+    import scipy.linalg
+
+    for gamma in [np.array([1.0, 0.5, 0.2, 0.05]), np.array([2.0, -0.3, 0.1, 0.0])]:
+        np.testing.assert_allclose(xform.jit(ar_log_likelihood)(gamma), ar_log_likelihood(gamma),
+                                   rtol=1e-14)
+        np.testing.assert_allclose(xform.grad(ar_log_likelihood)(gamma),
+                                   central_difference(ar_log_likelihood, gamma), rtol=1e-7)
+    c, r, z = np.array([1.0, 2.0, 3.0]), np.array([1.0, 4.0, 5.0, 6.0]), np.array([1.0, 2 + 3j])
+    for build in (lambda c, r: scipy.linalg.toeplitz(c, r), lambda c, r: scipy.linalg.toeplitz(c),
+                  lambda c, r: scipy.linalg.hankel(c, r), lambda c, r: scipy.linalg.hankel(c),
+                  lambda c, r: scipy.linalg.circulant(c)):
+        got, want = xform.jit(build)(c, r), build(c, r)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(xform.jit(scipy.linalg.toeplitz)(z), scipy.linalg.toeplitz(z))
