@@ -733,3 +733,29 @@ def test_structured_matrices_of_scipy_linalg():
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(xform.jit(scipy.linalg.toeplitz)(z), scipy.linalg.toeplitz(z))
+
+
+def moving_average_residual(signal):
+    """A 5-point moving average by numpy's sliding windows, and a 2-D box filter."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    smooth = sliding_window_view(signal, 5).mean(axis=-1)
+    boxes = sliding_window_view(signal.reshape(4, 6), (2, 3)).sum(axis=(-2, -1))
+    return np.sum((signal[2:-2] - smooth) ** 2) + np.sum(boxes ** 2) * 1e-3
+
+
+def test_sliding_window_moving_averages():
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    for signal in [np.sin(np.linspace(0, 3, 24)), np.linspace(-1, 1, 24) ** 3]:
+        np.testing.assert_allclose(xform.jit(moving_average_residual)(signal),
+                                   moving_average_residual(signal), rtol=1e-14)
+        np.testing.assert_allclose(xform.grad(moving_average_residual)(signal),
+                                   central_difference(moving_average_residual, signal),
+                                   rtol=1e-6, atol=1e-9)
+    grid = np.arange(24.0).reshape(4, 6)
+    for window, axis in [(3, None), ((2, 3), None), (3, 1), ((2, 2), (1, 0)), (2, -2)]:
+        def view(x):
+            return sliding_window_view(x if axis is not None or window != 3 else x[0],
+                                       window, axis=axis)
+        np.testing.assert_array_equal(xform.jit(view)(grid), view(grid))

@@ -1,6 +1,9 @@
 """numpy's shape functions on tracers: reshape, ravel, squeeze, broadcast_to, transpose,
 moveaxis, swapaxes, copy, pad, flip, roll, tile, repeat, diagonal, diag, trace, tril/triu,
-atleast_*d, real/imag; each checks numpy's arguments, then binds the shape primitives."""
+atleast_*d, real/imag, sliding_window_view; each checks numpy's arguments, then binds the
+shape primitives."""
+import operator
+
 import numpy as np
 
 from xform.errors import TypeCheckError, shape_error, unsupported_error
@@ -128,6 +131,29 @@ def may_share_memory(a, b, max_work=None):
     if scipy_callee(user_frame()) is not None:
         raise unsupported_error("numpy.may_share_memory")
     return True
+
+
+@implements(np.lib.stride_tricks.sliding_window_view)
+def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    """numpy's windows of `x` (moving averages: `.mean(axis=-1)`), as a gather: the window
+    axes last, in the order of `axis`. numpy's is a read-only view: a written one is refused."""
+    if writeable:
+        raise unsupported_error("numpy.lib.stride_tricks.sliding_window_view(..., "
+                                "writeable=True)")
+    x = as_array(x)
+    shape = aval(x).shape
+    windows = (tuple(window_shape) if np.iterable(window_shape)
+               else (operator.index(window_shape),))
+    axes = (tuple(range(len(shape))) if axis is None
+            else tuple(normalize_axis(a, len(shape)) for a in np.atleast_1d(axis)))
+    if len(windows) != len(axes) or len(set(axes)) != len(axes):
+        raise shape_error("sliding_window_view: one window size per axis, each axis once")
+    for a, w in zip(axes, windows):
+        if not 0 <= w <= aval(x).shape[a]:
+            raise shape_error("window shape cannot be larger than input array shape")
+        starts = np.arange(aval(x).shape[a] - w + 1)
+        x = np.moveaxis(np.take(x, starts[:, None] + np.arange(w)[None, :], axis=a), a + 1, -1)
+    return x
 
 
 @implements(np.common_type)
