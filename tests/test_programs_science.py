@@ -659,3 +659,103 @@ def test_numpy_polynomial_derivatives_and_integrals_of_traced_coefficients():
         np.testing.assert_allclose(xform.jit(slope_of_fit)(y), slope_of_fit(y), rtol=1e-12)
         np.testing.assert_allclose(xform.grad(slope_of_fit)(y),
                                    central_difference(slope_of_fit, y), rtol=1e-6, atol=1e-8)
+
+
+def test_divmod_of_traced_scalars_and_the_statistics_module():
+    def phase(x):
+        turns, angle = divmod(x[0], 0.3)
+        return angle * 2 + divmod(2.0, x[1])[0] * x[1] + turns
+
+    x = np.array([0.7, 0.9])
+    assert xform.jit(phase)(x) == phase(x)
+    np.testing.assert_allclose(xform.grad(phase)(x), central_difference(phase, x), rtol=1e-7)
+
+    def centre(x):
+        import statistics
+        return statistics.mean([x[0], x[1]]) * x[0]
+
+    with pytest.raises(xform.TypeCheckError, match="np.mean") as info:
+        xform.grad(centre)(x)
+    assert "test_programs_science.py" in str(info.value)
+
+
+def pairwise_energy(positions):
+    """Pairwise soft-core energy from np.subtract.outer differences, with np.ndenumerate."""
+    dx = np.subtract.outer(positions, positions)
+    energy = 0.0
+    for (i, j), d in np.ndenumerate(dx):
+        if i < j:
+            energy += 1.0 / (1.0 + d ** 2)
+    return energy + np.sum(np.multiply.outer(positions, positions[:2]))
+
+
+def test_ufunc_outer_and_ndenumerate_of_traced_arrays():
+    for x in [np.array([0.0, 0.8, 2.1]), np.array([1.5, -0.3, 0.2])]:
+        assert xform.jit(pairwise_energy)(x) == pairwise_energy(x)
+        np.testing.assert_allclose(xform.grad(pairwise_energy)(x),
+                                   central_difference(pairwise_energy, x), rtol=1e-7)
+        np.testing.assert_allclose(xform.grad(pairwise_energy)(x),
+                                   autograd.grad(_pairwise_energy_autograd)(x), rtol=1e-14)
+
+
+def _pairwise_energy_autograd(positions):
+    dx = positions[:, None] - positions[None, :]
+    n = len(positions)
+    energy = sum(1.0 / (1.0 + dx[i, j] ** 2) for i in range(n) for j in range(i + 1, n))
+    return energy + anp.sum(positions[:, None] * positions[None, :2])
+
+
+def ar_log_likelihood(autocovariance):
+    """A Gaussian AR log-likelihood from the Toeplitz covariance of a stationary series."""
+    import scipy.linalg
+
+    series = np.array([0.3, -0.1, 0.4, 0.2])
+    cov = scipy.linalg.toeplitz(autocovariance)
+    sign, logdet = np.linalg.slogdet(cov)
+    corner = scipy.linalg.hankel(autocovariance[:2], autocovariance[1:3])[0, 0]
+    mix = scipy.linalg.circulant(autocovariance[:3]) + corner
+    return -0.5 * (logdet + series @ np.linalg.solve(cov, series)) + np.trace(mix)
+
+
+def test_structured_matrices_of_scipy_linalg():
+    import scipy.linalg
+
+    for gamma in [np.array([1.0, 0.5, 0.2, 0.05]), np.array([2.0, -0.3, 0.1, 0.0])]:
+        np.testing.assert_allclose(xform.jit(ar_log_likelihood)(gamma), ar_log_likelihood(gamma),
+                                   rtol=1e-14)
+        np.testing.assert_allclose(xform.grad(ar_log_likelihood)(gamma),
+                                   central_difference(ar_log_likelihood, gamma), rtol=1e-7)
+    c, r, z = np.array([1.0, 2.0, 3.0]), np.array([1.0, 4.0, 5.0, 6.0]), np.array([1.0, 2 + 3j])
+    for build in (lambda c, r: scipy.linalg.toeplitz(c, r), lambda c, r: scipy.linalg.toeplitz(c),
+                  lambda c, r: scipy.linalg.hankel(c, r), lambda c, r: scipy.linalg.hankel(c),
+                  lambda c, r: scipy.linalg.circulant(c)):
+        got, want = xform.jit(build)(c, r), build(c, r)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(xform.jit(scipy.linalg.toeplitz)(z), scipy.linalg.toeplitz(z))
+
+
+def moving_average_residual(signal):
+    """A 5-point moving average by numpy's sliding windows, and a 2-D box filter."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    smooth = sliding_window_view(signal, 5).mean(axis=-1)
+    boxes = sliding_window_view(signal.reshape(4, 6), (2, 3)).sum(axis=(-2, -1))
+    return np.sum((signal[2:-2] - smooth) ** 2) + np.sum(boxes ** 2) * 1e-3
+
+
+def test_sliding_window_moving_averages():
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    for signal in [np.sin(np.linspace(0, 3, 24)), np.linspace(-1, 1, 24) ** 3]:
+        np.testing.assert_allclose(xform.jit(moving_average_residual)(signal),
+                                   moving_average_residual(signal), rtol=1e-14)
+        np.testing.assert_allclose(xform.grad(moving_average_residual)(signal),
+                                   central_difference(moving_average_residual, signal),
+                                   rtol=1e-6, atol=1e-9)
+    grid = np.arange(24.0).reshape(4, 6)
+    for window, axis in [(3, None), ((2, 3), None), (3, 1), ((2, 2), (1, 0)), (2, -2)]:
+        def view(x):
+            return sliding_window_view(x if axis is not None or window != 3 else x[0],
+                                       window, axis=axis)
+        np.testing.assert_array_equal(xform.jit(view)(grid), view(grid))

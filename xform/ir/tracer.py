@@ -272,6 +272,17 @@ class Tracer:
     def __deepcopy__(self, memo):
         return self.copy()
 
+    def as_integer_ratio(self):
+        # Python's statistics module sums exact fractions of its data: name the line that
+        # called it, not the standard library's
+        caller = sys._getframe(1)
+        while caller is not None and not is_users_code(caller.f_code.co_filename):
+            caller = caller.f_back
+        raise TypeCheckError("exact fractions of a traced value (Python's statistics module "
+                             "computes with them)", user_frame_info(caller),
+                             "use numpy's statistics of an array: np.mean(np.array(values)), "
+                             "np.median, np.std, np.var")
+
     # -- writes: staged as functional updates, with numpy's view semantics --------------
     def __setitem__(self, index, value):
         if sys.getprofile() is not None:
@@ -476,13 +487,14 @@ class Tracer:
 
 
 class _FlatIndexer:
-    """`x.flat` of a traced array: flat (C-order) positions read and written as the
-    multi-indices they stand for, so writes reach `x` as numpy's flatiter's do."""
+    """`x.flat` of a traced array, numpy's flatiter: flat (C-order) positions read and
+    written as the multi-indices they stand for, so writes reach `x` (through views too);
+    an iterator of the elements with its `coords` and `index` (np.ndenumerate reads them)."""
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "index")
 
     def __init__(self, array):
-        self.array = array
+        self.array, self.index = array, 0
 
     def _at(self, index):
         shape = self.array.shape
@@ -498,5 +510,19 @@ class _FlatIndexer:
         return self.array.size
 
     def __iter__(self):
-        return iter(self.array.reshape(-1))
+        return self
+
+    def __next__(self):
+        if self.index >= self.array.size:
+            raise StopIteration
+        element = self.array[self.coords]
+        self.index += 1
+        return element
+
+    @property
+    def coords(self):
+        shape = self.array.shape
+        if self.index >= self.array.size:      # past the end, as numpy's: (shape[0], 0, ...)
+            return (shape[0],) + (0,) * (len(shape) - 1)
+        return tuple(int(i) for i in np.unravel_index(self.index, shape))
 

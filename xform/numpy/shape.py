@@ -1,6 +1,7 @@
 """numpy's shape functions on tracers: reshape, ravel, squeeze, broadcast_to, transpose,
 moveaxis, swapaxes, copy, pad, flip, roll, tile, repeat, diagonal, diag, trace, tril/triu,
 atleast_*d, real/imag; each checks numpy's arguments, then binds the shape primitives."""
+
 import numpy as np
 
 from xform.errors import TypeCheckError, shape_error, unsupported_error

@@ -1,7 +1,8 @@
 """scipy.linalg on tracers: solve_triangular, cholesky, cho_factor/cho_solve, lu_factor/lu_solve,
-solve (assume_a), inv, det, expm, sqrtm, solve_sylvester, block_diag, eigh (also generalised)
-and svd, written over xform's linear-algebra primitives and stood in for SciPy's own while
-staging, once the user has imported scipy.linalg.
+solve (assume_a), inv, det, expm, sqrtm, solve_sylvester, block_diag, eigh (also generalised),
+svd and the structured matrices toeplitz, hankel, circulant, written over xform's
+linear-algebra primitives and stood in for SciPy's own while staging, once the user has
+imported scipy.linalg.
 """
 from __future__ import annotations
 
@@ -188,9 +189,43 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
     return np.linalg.svd(_float(a), full_matrices=full_matrices, compute_uv=compute_uv)
 
 
+def _vectors(name, *arrays):
+    vectors = [np.atleast_1d(staged_array(a)) for a in arrays]
+    if any(aval(v).ndim != 1 for v in vectors):
+        raise unsupported_error(f"scipy.linalg.{name} of arrays of more than one dimension "
+                                "(a batch) on traced values")
+    return vectors
+
+
+def toeplitz(c, r=None):
+    """scipy.linalg.toeplitz: T[i, j] = c[i - j] below the diagonal, r[j - i] above; SciPy's
+    strided view of (c reversed, r[1:]) as a gather of it."""
+    c, = _vectors("toeplitz", c)
+    r = np.conj(c) if r is None else _vectors("toeplitz", r)[0]
+    values = np.concatenate((c[::-1], r[1:]))
+    m, n = aval(c).shape[0], aval(r).shape[0]
+    return values[(m - 1) - np.arange(m)[:, None] + np.arange(n)[None, :]]
+
+
+def hankel(c, r=None):
+    """scipy.linalg.hankel: H[i, j] = (c, r[1:])[i + j]."""
+    c, = _vectors("hankel", c)
+    r = np.zeros_like(c) if r is None else _vectors("hankel", r)[0]
+    values = np.concatenate((c, r[1:]))
+    m, n = aval(c).shape[0], aval(r).shape[0]
+    return values[np.arange(m)[:, None] + np.arange(n)[None, :]]
+
+
+def circulant(c):
+    """scipy.linalg.circulant: C[i, j] = c[(i - j) mod n]."""
+    c, = _vectors("circulant", c)
+    n = aval(c).shape[0]
+    return c[(np.arange(n)[:, None] - np.arange(n)[None, :]) % n]
+
+
 STAND_INS = ("solve_triangular", "cholesky", "cho_factor", "cho_solve", "lu_factor",
              "lu_solve", "solve", "inv", "det", "expm", "sqrtm", "solve_sylvester",
-             "block_diag", "eigh", "svd")
+             "block_diag", "eigh", "svd", "toeplitz", "hankel", "circulant")
 
 
 def _install():
