@@ -447,15 +447,17 @@ def _set_state(generator, state):
         generator.bit_generator.state = eval(state, {"array": np.array, "uint64": np.uint64})
 
 
-def test_seeding_inside_the_function_falls_back_to_staging_on_every_call():
+def test_seeding_inside_the_function_is_staged_and_cached():
     def f(x):
         np.random.seed(3)
         return x + np.random.randn(2)
     fun = xform.jit(f)
     np.random.seed(3)
     want = 1.0 + np.random.randn(2)
-    for _ in range(2):
+    hits = xform.cache_info()["hits"]
+    for _ in range(3):
         np.testing.assert_array_equal(fun(1.0), want)
+    assert xform.cache_info()["hits"] > hits      # a later call ran the cached path
 
 
 def test_another_thread_drawing_while_a_function_is_staged_draws_from_the_real_generator():
