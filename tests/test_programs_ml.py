@@ -601,3 +601,22 @@ def test_a_name_in_the_metrics_of_has_aux_is_refused_with_a_fix():
     (value, metrics), _ = xform.value_and_grad(
         lambda w: (loss(w)[0], {"examples": len(Y)}), has_aux=True)(W_POINTS[0])
     assert metrics["examples"] == 8 and value == loss(W_POINTS[0])[0]
+
+
+def test_shuffling_rows_with_a_generator_made_in_the_loss():
+    def rows_shuffled(W):
+        rows = np.tanh(X @ W)
+        np.random.default_rng(2).shuffle(rows)                   # line: shuffle
+        return np.sum(rows[:, 0] * np.arange(8.0))
+
+    def rows_permuted(W):                                        # the fix the error gives
+        rows = np.tanh(X @ W)
+        rows = rows[np.random.default_rng(2).permutation(len(rows))]
+        return np.sum(rows[:, 0] * np.arange(8.0))
+
+    W = RS.randn(3, 2)
+    with pytest.raises(xform.UnsupportedError, match="rng.permutation") as info:
+        xform.grad(rows_shuffled)(W)                 # numpy's shuffle would repeat rows
+    assert_points_at(info.value, __file__, "shuffle", "rows_shuffled")
+    assert rows_permuted(W) == rows_shuffled(W)
+    _check_loss(rows_permuted, [W, RS.randn(3, 2)])

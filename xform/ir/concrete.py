@@ -146,3 +146,20 @@ def _expression(filename: str, instruction) -> str:
         return ""
     text = linecache.getline(filename, positions.lineno)
     return text[positions.col_offset:positions.end_col_offset]
+
+
+def calls_shuffle(frame) -> bool:
+    """Whether the user's line `frame` is running is a call of a `shuffle` method (numpy's
+    compiled shuffle, which has no frame of its own, asks len() from within it); memoized per
+    instruction."""
+    key = (frame.f_code, frame.f_lasti)
+    found = _SHUFFLE_CALLS.get(key)
+    if found is None:
+        instruction = next((i for i in dis.get_instructions(frame.f_code)
+                            if i.offset == frame.f_lasti), None)
+        expression = _expression(frame.f_code.co_filename, instruction)
+        found = _SHUFFLE_CALLS[key] = re.search(r"\.shuffle\s*\(", expression) is not None
+    return found
+
+
+_SHUFFLE_CALLS: dict = {}
