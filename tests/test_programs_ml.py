@@ -620,3 +620,14 @@ def test_shuffling_rows_with_a_generator_made_in_the_loss():
     assert_points_at(info.value, __file__, "shuffle", "rows_shuffled")
     assert rows_permuted(W) == rows_shuffled(W)
     _check_loss(rows_permuted, [W, RS.randn(3, 2)])
+
+
+def test_permuting_scores_with_a_generator_made_in_the_loss():
+    def loss(w):
+        scores = np.tanh(X @ w)
+        shuffled = np.random.default_rng(1).permutation(scores)
+        legacy = np.random.RandomState(1).permutation(scores)
+        return np.sum((shuffled - legacy) * np.arange(8.0)) + np.sum(shuffled * scores)
+
+    with pytest.warns(UserWarning, match="shuffling a 'Tracer'"):   # numpy's own words
+        _check_loss(loss, W_POINTS[:2])

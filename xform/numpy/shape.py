@@ -5,6 +5,7 @@ import numpy as np
 
 from xform.errors import TypeCheckError, shape_error, unsupported_error
 from xform.ir.ad import aval
+from xform.ir.concrete import calls_method
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes, normalize_axis
 from xform.numpy.protocol import implements
@@ -118,6 +119,18 @@ def swapaxes(a, axis1, axis2):
 @implements(np.copy)
 def copy(a, order="K", subok=False):
     return copy_p.bind(a) if order == "K" else copy_p.bind(a, order=order)
+
+
+@implements(np.may_share_memory)
+def may_share_memory(a, b, max_work=None):
+    """`np.may_share_memory` asked by numpy's compiled `permutation` of a traced array, called
+    on the user's line by a generator made in the function: may (so numpy copies it first, then
+    shuffles the copy's numbers). Asked by other code, refused as before: what such code goes
+    on to do with a Tracer does not stage."""
+    caller = (a if type(a) is Tracer else b).builder.entry_caller
+    if caller is None or not calls_method(caller, "permutation"):
+        raise unsupported_error("numpy.may_share_memory")
+    return True
 
 
 def as_array(x):
