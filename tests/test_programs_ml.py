@@ -142,19 +142,26 @@ def test_in_batch_negatives_drawn_by_permutation_of_traced_embeddings():
         return (np.sum(np.maximum(0, 1 - np.sum(emb * emb, 1) + np.sum(emb * emb[rows], 1)))
                 + np.sum(emb[column, 0] * np.arange(8)))
 
-    grad = xform.value_and_grad(contrastive)
+    value_and_grad = xform.value_and_grad(contrastive)
     for W in [RS.randn(3, 2), RS.randn(3, 2)] * 2:
-        before = generator.bit_generator.state, legacy.get_state()
-        rows, column = generator.permutation(8), legacy.permutation(8)
-        after = generator.bit_generator.state, legacy.get_state()[1]
-        generator.bit_generator.state = before[0]
-        legacy.set_state(before[1])
-        value, got = grad(W)
-        assert value == with_orders(W, rows, column)
-        np.testing.assert_allclose(got, central_difference(
-            lambda v: with_orders(v, rows, column), W), rtol=1e-6, atol=1e-8)
-        assert generator.bit_generator.state == after[0]     # left as eager numpy leaves it
-        np.testing.assert_array_equal(legacy.get_state()[1], after[1])
+        _check_drawn_gather(value_and_grad, W, with_orders, generator, legacy,
+                            lambda: (generator.permutation(8), legacy.permutation(8)))
+
+
+def _check_drawn_gather(value_and_grad, W, with_positions, generator, legacy, draw):
+    """The transform's value and gradient at W are those of `with_positions` at the positions
+    `draw()` takes from the generators' states, and the call leaves them as the draws do."""
+    before = generator.bit_generator.state, legacy.get_state()
+    positions = draw()
+    after = generator.bit_generator.state, legacy.get_state()[1]
+    generator.bit_generator.state = before[0]
+    legacy.set_state(before[1])
+    value, grad = value_and_grad(W)
+    assert value == with_positions(W, *positions)
+    np.testing.assert_allclose(grad, central_difference(
+        lambda v: with_positions(v, *positions), W), rtol=1e-6, atol=1e-8)
+    assert generator.bit_generator.state == after[0]     # left as eager numpy leaves them
+    np.testing.assert_array_equal(legacy.get_state()[1], after[1])
 
 
 class Module:
@@ -579,15 +586,9 @@ def test_negatives_sampled_by_choice_of_traced_embeddings():
 
     value_and_grad = xform.value_and_grad(loss)
     for W in [RS.randn(3, 2), RS.randn(3, 2)] * 2:
-        before = generator.bit_generator.state, legacy.get_state()
-        rows = generator.choice(8, size=3, replace=False)
-        numbers = legacy.choice(8, 4, p=weights)
-        generator.bit_generator.state = before[0]
-        legacy.set_state(before[1])
-        value, grad = value_and_grad(W)
-        assert value == with_positions(W, rows, numbers)
-        np.testing.assert_allclose(grad, central_difference(
-            lambda v: with_positions(v, rows, numbers), W), rtol=1e-6, atol=1e-8)
+        _check_drawn_gather(value_and_grad, W, with_positions, generator, legacy,
+                            lambda: (generator.choice(8, size=3, replace=False),
+                                     legacy.choice(8, 4, p=weights)))
 
 
 def test_a_name_in_the_metrics_of_has_aux_is_refused_with_a_fix():
@@ -600,3 +601,33 @@ def test_a_name_in_the_metrics_of_has_aux_is_refused_with_a_fix():
     (value, metrics), _ = xform.value_and_grad(
         lambda w: (loss(w)[0], {"examples": len(Y)}), has_aux=True)(W_POINTS[0])
     assert metrics["examples"] == 8 and value == loss(W_POINTS[0])[0]
+
+
+def test_shuffling_rows_with_a_generator_made_in_the_loss():
+    def rows_shuffled(W):
+        rows = np.tanh(X @ W)
+        np.random.default_rng(2).shuffle(rows)                   # line: shuffle
+        return np.sum(rows[:, 0] * np.arange(8.0))
+
+    def rows_permuted(W):                                        # the fix the error gives
+        rows = np.tanh(X @ W)
+        rows = rows[np.random.default_rng(2).permutation(len(rows))]
+        return np.sum(rows[:, 0] * np.arange(8.0))
+
+    W = RS.randn(3, 2)
+    with pytest.raises(xform.UnsupportedError, match="rng.permutation") as info:
+        xform.grad(rows_shuffled)(W)                 # numpy's shuffle would repeat rows
+    assert_points_at(info.value, __file__, "shuffle", "rows_shuffled")
+    assert rows_permuted(W) == rows_shuffled(W)
+    _check_loss(rows_permuted, [W, RS.randn(3, 2)])
+
+
+def test_permuting_scores_with_a_generator_made_in_the_loss():
+    def loss(w):
+        scores = np.tanh(X @ w)
+        shuffled = np.random.default_rng(1).permutation(scores)
+        legacy = np.random.RandomState(1).permutation(scores)
+        return np.sum((shuffled - legacy) * np.arange(8.0)) + np.sum(shuffled * scores)
+
+    with pytest.warns(UserWarning, match="shuffling a 'Tracer'"):   # numpy's own words
+        _check_loss(loss, W_POINTS[:2])

@@ -230,13 +230,32 @@ class _PlainAux(tuple):
 
 def _attributes(x) -> dict:
     """A plain object's attributes: its `__dict__`'s, and its slots' that are set."""
+    slots = _slot_names(type(x))
+    if not slots:
+        return vars(x)
     attributes = dict(getattr(x, "__dict__", ()))
-    for kind in type(x).__mro__[:-1]:
-        slots = vars(kind).get("__slots__", ())
-        for name in (slots,) if isinstance(slots, str) else slots:
-            if name not in ("__dict__", "__weakref__") and hasattr(x, name):
-                attributes[name] = getattr(x, name)
+    for name in slots:
+        if hasattr(x, name):
+            attributes[name] = getattr(x, name)
     return attributes
+
+
+def _slot_names(kind) -> tuple:
+    """The data slots a class and its bases declare (memoized per class)."""
+    names = _SLOTS.get(kind)
+    if names is None:
+        names = []
+        for base in kind.__mro__[:-1]:
+            slots = vars(base).get("__slots__", ())
+            names += [n for n in ((slots,) if isinstance(slots, str) else slots)
+                      if n not in ("__dict__", "__weakref__")]
+        if len(_SLOTS) >= 4096:
+            _SLOTS.clear()
+        names = _SLOTS[kind] = tuple(names)
+    return names
+
+
+_SLOTS: dict = {}
 
 
 def _plain_node(x):
@@ -256,8 +275,11 @@ def _build_plain(kind, aux, children):
     values = {name: static.value for name, static in statics}
     values.update(zip(names, children))
     obj = object.__new__(kind)
-    for name in aux.order:
-        object.__setattr__(obj, name, values[name])
+    if _slot_names(kind):
+        for name in aux.order:
+            object.__setattr__(obj, name, values[name])
+    else:
+        obj.__dict__.update({name: values[name] for name in aux.order})
     return obj
 
 

@@ -155,3 +155,23 @@ def _expression(filename: str, instruction) -> str:
         return ""
     text = linecache.getline(filename, positions.lineno)
     return text[positions.col_offset:positions.end_col_offset]
+
+
+def calls_method(frame, name: str) -> bool:
+    """Whether the user's line `frame` is running is a call of a method `name` (`.shuffle(`:
+    numpy's compiled generator methods have no frame of their own, so what they ask of a
+    Tracer is asked from the user's line); memoized per instruction."""
+    key = (frame.f_code, frame.f_lasti, name)
+    found = _METHOD_CALLS.get(key)
+    if found is None:
+        instruction = next((i for i in dis.get_instructions(frame.f_code)
+                            if i.offset == frame.f_lasti), None)
+        expression = _expression(frame.f_code.co_filename, instruction)
+        found = re.search(rf"\.{name}\s*\(", expression) is not None
+        if len(_METHOD_CALLS) >= 4096:
+            _METHOD_CALLS.clear()
+        _METHOD_CALLS[key] = found
+    return found
+
+
+_METHOD_CALLS: dict = {}

@@ -14,7 +14,7 @@ import numpy as np
 from xform.ir.avals import SCALAR_AVALS
 from xform.ir.execute import unwatched
 from xform.errors import TypeCheckError, unsupported_error
-from xform.ir.concrete import concretization
+from xform.ir.concrete import calls_method, concretization
 from xform.source_info import is_users_code, user_frame_info
 
 # The numpy protocol (the tables mapping numpy callables to xform functions) sits above the
@@ -133,6 +133,13 @@ class Tracer:
             raise TypeCheckError("len() of a 0-d traced value", user_frame_info(),
                                  "a scalar has no length: use np.size(x) or np.shape(x), "
                                  "which are concrete (and take a Python float too)")
+        if len(self.shape) > 1 and calls_method(sys._getframe(1), "shuffle"):
+            # numpy's shuffle of what is not numpy's array swaps rows as views: rows repeat
+            raise unsupported_error(
+                "shuffle of a traced array of 2 or more dimensions by a generator made in the "
+                "function (numpy's own shuffle, which would repeat rows)",
+                "x = x[rng.permutation(len(x))] draws the same numbers and stages; or make the "
+                "generator outside the function, where xform stages its draws")
         return self.shape[0]
 
     def __iter__(self):

@@ -18,7 +18,7 @@ def _installer(module_name):
 
 stand_in_when_imported("scipy.special", _installer("xform.scipy.special"))
 stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"))
+stand_in_when_imported("scipy.spatial.distance", _installer("xform.scipy.spatial"))
 
 # These register their own installers (stand_in_when_imported) when imported here.
-from xform.scipy import (fft, integrate, interpolate, linalg, optimize, signal,  # noqa: F401,E402
-                         spatial)
+from xform.scipy import fft, integrate, interpolate, linalg, optimize, signal  # noqa: F401,E402

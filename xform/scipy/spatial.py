@@ -1,14 +1,16 @@
 """scipy.spatial.distance on tracers: cdist and pdist (kernels, nearest neighbours, t-SNE)
 of the common metrics or a Python function of two rows, from numpy's element-wise operations:
-the same distances as SciPy's C loops, up to rounding."""
+the same distances as SciPy's C loops, up to rounding. Imported (xform/scipy/__init__.py) once
+the user has imported scipy.spatial.distance."""
 from __future__ import annotations
 
 import numpy as np
+import scipy.spatial.distance
 
 from xform.errors import shape_error, unsupported_error
 from xform.ir.ad import aval
 from xform.numpy.construct import staged_array
-from xform.numpy.stand_ins import stand_in, stand_in_when_imported
+from xform.numpy.stand_ins import stand_in
 
 
 def _distance(u, v, metric, p):
@@ -73,13 +75,5 @@ def pdist(X, metric="euclidean", *, out=None, **kwargs):
     return _distance(X[first], X[second], metric, p)
 
 
-STAND_INS = ("cdist", "pdist")
-
-
-def _install():
-    import scipy.spatial.distance
-    for name in STAND_INS:
-        stand_in(getattr(scipy.spatial.distance, name), globals()[name])
-
-
-stand_in_when_imported("scipy.spatial.distance", _install)
+stand_in(scipy.spatial.distance.cdist, cdist)
+stand_in(scipy.spatial.distance.pdist, pdist)
