@@ -23,7 +23,7 @@ from xform.codegen.xla import DEVICE_ARRAY, is_device_array
 from xform.errors import RestagingWarning, TypeCheckError, XformError, out_of_memory_error
 from xform.ir.avals import ShapedArray, shaped_array
 from xform.ir.builder import KnownValues, current_builder, known_values
-from xform.ir.values import NO_VALUE, recording_decisions, staged_constants, staged_values
+from xform.ir.values import recording_decisions, staged_constants, staged_values
 from xform.ir.interpret import eval_graph, run_concrete
 from xform.ir.tracer import Tracer
 from xform.numpy.random import note_unstaged, stand_in_for_static
