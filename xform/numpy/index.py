@@ -15,7 +15,7 @@ from xform.numpy.shape import broadcast_to, ravel, reshape
 from xform.numpy.views import ViewKind, assign, base_of, link, writable_builder
 from xform.rules.index import (ARRAY, FULL, basic_read, gather_p, index_layout,
                                 scatter_add_p, scatter_p)
-from xform.rules.shape import reshape_p, slice_p, static_slice
+from xform.rules.shape import reshape_p, slice_p
 from xform.rules.sized import nonzero_p
 from xform.source_info import user_frame_info
 
