@@ -412,46 +412,6 @@ def _method(value, method):
     return stand_in_method
 
 
-# -- zscore and zmap ----------------------------------------------------------------------
-
-def _zmap(scores, compare, axis=0, ddof=0, nan_policy="propagate"):
-    """`scipy.stats.zmap` in SciPy's order of operations (the variance as the mean square
-    times n / (n - ddof)). SciPy's own code ends in an array-API write its helper refuses on
-    a value it cannot tell is writeable (a Tracer): "Can't update read-only array"."""
-    if nan_policy not in ("propagate", "omit"):
-        return _zmap_raising(scores, compare, axis, ddof)
-    like_zscore = scores is compare
-    mean = np.nanmean if nan_policy == "omit" else np.mean
-    scores, compare = _float(scores), _float(compare)
-    mn = mean(compare, axis=axis, keepdims=True)
-    centered = compare - mn
-    var = mean(centered * centered, axis=axis, keepdims=True)
-    if ddof != 0:
-        present = np.ones_like(compare) if nan_policy == "propagate" else ~np.isnan(compare)
-        n = np.sum(present, axis=axis, keepdims=True)
-        var = var * np.where(n - ddof > 0, n / (n - ddof), np.nan)
-    std = var ** 0.5
-    z = (scores - mn) / std
-    if like_zscore:     # zscore: a constant slice is NaN, as SciPy's zscore says
-        zero = std <= np.abs(np.finfo(aval(z).dtype).eps * mn)
-        z = np.where(zero, np.nan, z)
-    return z
-
-
-def _zmap_raising(scores, compare, axis, ddof):
-    if np.any(np.isnan(compare)):
-        raise ValueError("The input contains nan values")
-    return _zmap(scores, compare, axis, ddof)
-
-
-def _zscore(a, axis=0, ddof=0, nan_policy="propagate"):
-    return _zmap(a, a, axis, ddof, nan_policy)
-
-
-stand_in(st.zscore, _zscore)
-stand_in(st.zmap, _zmap)
-
-
 # -- multivariate_normal and dirichlet -----------------------------------------------------
 
 def _mvn_logpdf(x, mean=None, cov=1, allow_singular=False):
