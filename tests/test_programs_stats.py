@@ -8,6 +8,7 @@ import scipy.stats as st
 
 import xform
 from xform.testing import check_grads
+from tests.test_values import central_difference
 
 
 @pytest.fixture(autouse=True)
@@ -73,8 +74,50 @@ def test_iqr_scaled_loss_matches_scipy_and_finite_differences():
     jit, grad = xform.jit(robust_fit), xform.grad(robust_fit)
     for beta in points + points:
         assert jit(beta) == robust_fit(beta)
-        h = 1e-6
-        for i in range(2):
-            step = np.eye(2)[i] * h
-            want = (robust_fit(beta + step) - robust_fit(beta - step)) / (2 * h)
-            np.testing.assert_allclose(grad(beta)[i], want, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(grad(beta), central_difference(robust_fit, beta),
+                                   rtol=1e-6, atol=1e-8)
+
+
+# -- scipy.stats distributions of survival and hierarchical models: "not supported" before ----
+
+_TIMES = np.array([0.4, 1.3, 2.2, 0.9, 3.1, 0.2, 1.8])
+_EVENT = np.array([True, True, False, True, False, True, True])
+
+
+def weibull_censored_nll(params):
+    """Events by their density, censored times by the survival function."""
+    shape, scale = np.exp(params)
+    observed = st.weibull_min.logpdf(_TIMES, shape, scale=scale)
+    censored = st.weibull_min.logsf(_TIMES, shape, scale=scale)
+    return -np.sum(np.where(_EVENT, observed, censored))
+
+
+def test_weibull_survival_likelihood_matches_scipy_and_finite_differences():
+    points = [np.array([0.3, 0.1]), np.array([-0.4, 0.6])]
+    jit, grad = xform.jit(weibull_censored_nll), xform.grad(weibull_censored_nll)
+    for params in points + points:
+        np.testing.assert_allclose(jit(params), weibull_censored_nll(params), rtol=1e-14)
+        np.testing.assert_allclose(grad(params), central_difference(weibull_censored_nll, params),
+                                   rtol=1e-6)
+    check_grads(weibull_censored_nll, (points[1],), order=2)
+
+
+def hierarchical_log_posterior(params):
+    """Scale priors (half-normal, half-Cauchy, inverse gamma), Gumbel and Pareto terms, and
+    Bernoulli and geometric counts, from a dict of parameters."""
+    theta = {"mu": params[0], "tau": np.exp(params[1]), "sigma": np.exp(params[2])}
+    lp = st.halfnorm.logpdf(theta["tau"], scale=2.0) + st.halfcauchy.logpdf(theta["sigma"])
+    lp += st.invgamma.logpdf(theta["sigma"] ** 2, 3.0, scale=2.0)
+    lp += np.sum(st.gumbel_r.logpdf(_OBSERVED[:5], loc=theta["mu"], scale=theta["tau"]))
+    lp += st.pareto.logsf(1.5 + theta["sigma"], 2.5)
+    p = 1 / (1 + np.exp(-theta["mu"]))
+    lp += np.sum(st.bernoulli.logpmf([0, 1, 1, 0], p)) + np.sum(st.geom.logpmf([1, 3, 2], p))
+    return lp
+
+
+def test_hierarchical_priors_match_scipy_and_finite_differences():
+    points = [np.array([0.3, 0.1, -0.2]), np.array([-0.5, 0.4, 0.3])]
+    jit = xform.jit(hierarchical_log_posterior)
+    for params in points + points:
+        np.testing.assert_allclose(jit(params), hierarchical_log_posterior(params), rtol=1e-13)
+    check_grads(hierarchical_log_posterior, (points[0],), order=2)
