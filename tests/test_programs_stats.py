@@ -121,3 +121,38 @@ def test_hierarchical_priors_match_scipy_and_finite_differences():
     for params in points + points:
         np.testing.assert_allclose(jit(params), hierarchical_log_posterior(params), rtol=1e-13)
     check_grads(hierarchical_log_posterior, (points[0],), order=2)
+
+
+# -- a scalar boolean index (SciPy's apply_where: x[cond], x[~cond] of 0-d values) ---------
+
+def dispersion_penalty(theta):
+    """A coefficient of variation and a trimmed mean of a fitted curve, as penalties."""
+    fitted = theta[0] + theta[1] * _FEATURES[:, 0] + 3.0
+    return st.variation(fitted) ** 2 + st.tmean(fitted, (2.0, 4.5)) + st.tmean(fitted * theta[1])
+
+
+def test_variation_and_tmean_match_scipy_and_finite_differences():
+    points = [np.array([0.2, 0.5]), np.array([-0.3, 0.9])]
+    jit, grad = xform.jit(dispersion_penalty), xform.grad(dispersion_penalty)
+    for theta in points + points:
+        np.testing.assert_allclose(jit(theta), dispersion_penalty(theta), rtol=1e-14)
+        np.testing.assert_allclose(grad(theta), central_difference(dispersion_penalty, theta),
+                                   rtol=1e-6)
+    vmapped = xform.vmap(dispersion_penalty)(np.stack(points))
+    np.testing.assert_allclose(vmapped, [dispersion_penalty(theta) for theta in points],
+                               rtol=1e-14)
+
+
+@pytest.mark.parametrize("mask", [True, False, np.True_, np.array(False)])
+def test_a_scalar_boolean_index_reads_and_writes_as_numpy(mask):
+    def program(x):
+        y = x * 2.0
+        picked = y[mask]            # a copy with a new axis of one element, or of none
+        picked[...] = -1.0
+        y[mask] = y + 1.0
+        return y, picked
+    x = np.array([0.5, 1.5])
+    got, want = xform.jit(program)(x), program(x)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
