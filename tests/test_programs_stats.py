@@ -156,3 +156,24 @@ def test_a_scalar_boolean_index_reads_and_writes_as_numpy(mask):
     for g, w in zip(got, want):
         assert g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+
+
+# -- interval: the ppf of the two tails (refused before) -----------------------------------
+
+def interval_calibration(params):
+    """Fit loc and scale so that the central intervals match target ranges."""
+    dist = st.norm(params[0], np.exp(params[1]))
+    low90, high90 = dist.interval(0.9)
+    low50, high50 = st.logistic.interval(0.5, loc=params[0], scale=np.exp(params[1]))
+    return (low90 + 1.0) ** 2 + (high90 - 2.5) ** 2 + (high50 - low50 - 1.2) ** 2
+
+
+def test_interval_in_a_calibration_loss_matches_scipy_and_finite_differences():
+    points = [np.array([0.3, 0.1]), np.array([-0.2, 0.5])]
+    jit, grad = xform.jit(interval_calibration), xform.grad(interval_calibration)
+    for params in points + points:
+        assert jit(params) == interval_calibration(params)
+        np.testing.assert_allclose(grad(params), central_difference(interval_calibration, params),
+                                   rtol=1e-6)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        xform.jit(lambda c: st.norm.interval(c, 0.0)[1])(1.5)

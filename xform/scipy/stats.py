@@ -417,7 +417,7 @@ def _unsupported(dist, method):
                             "xform stages logpdf, pdf, logcdf, cdf, logsf and sf of norm, t, "
                             "gamma, beta, expon, laplace, logistic, lognorm, cauchy, uniform, "
                             "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto and "
-                            "invgamma (ppf and isf of norm, expon, logistic, laplace, cauchy "
+                            "invgamma (ppf, isf and interval of norm, expon, logistic, laplace, cauchy "
                             "and uniform); logpmf, pmf and cdf of poisson, binom, nbinom, "
                             "bernoulli and geom")
 
@@ -614,10 +614,25 @@ def _refuse(method):
 
 # Methods that need concrete values: a traced argument raises naming the SciPy method. A few
 # only, as every stand-in costs each staging a swap in and out.
-_REFUSED = ("rvs", "entropy", "interval")
+_REFUSED = ("rvs", "entropy")
+
+
+def _interval(self, confidence, *args, **kwds):
+    """rv_generic.interval as SciPy computes it: the ppf of the two tails (a continuous
+    distribution's; a discrete one has no staged ppf)."""
+    if not isinstance(self, rv_continuous):
+        raise _unsupported(self, "interval")
+    if np.any((confidence > 1) | (confidence < 0)):    # a guard where confidence is traced
+        raise ValueError("alpha must be between 0 and 1 inclusive")
+    lower = _continuous_value("ppf", self, (1.0 - confidence) / 2, args, kwds)
+    upper = _continuous_value("ppf", self, (1.0 + confidence) / 2, args, kwds)
+    return lower, upper
+
+
 
 for _method_name in ("logpdf", "pdf", "logcdf", "cdf", "logsf", "sf", "ppf", "isf"):
     stand_in(getattr(rv_continuous, _method_name), _method(_continuous_value, _method_name))
+stand_in(rv_continuous.interval, _interval)     # rv_generic's, discrete distributions' too
 for _method_name in ("ppf", "isf"):
     stand_in(getattr(rv_discrete, _method_name), _refuse(_method_name))
 for _method_name in ("logpmf", "pmf", "logcdf", "cdf", "logsf", "sf"):
