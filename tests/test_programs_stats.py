@@ -23,6 +23,16 @@ _FEATURES = _RNG.standard_normal((30, 2))
 _OBSERVED = _RNG.standard_normal(30) + 1.0
 
 
+def assert_matches_eager_and_differences(program, points, value_rtol=0.0):
+    """One jit and one grad, called alternately at each point twice: the values equal eager
+    SciPy's (to `value_rtol`), the gradients central differences."""
+    jit, grad = xform.jit(program), xform.grad(program)
+    for point in points + points:
+        np.testing.assert_allclose(jit(point), program(point), rtol=value_rtol)
+        np.testing.assert_allclose(grad(point), central_difference(program, point),
+                                   rtol=1e-6, atol=1e-8)
+
+
 # -- SciPy's array-API code writes into its own intermediates (xpx.at(z, mask).set(nan)): its
 # -- helper refused a Tracer with a bare "Can't update read-only array" (zscore, zmap, iqr)
 
@@ -70,12 +80,8 @@ def robust_fit(beta):
 
 
 def test_iqr_scaled_loss_matches_scipy_and_finite_differences():
-    points = [np.array([0.5, 1.0]), np.array([-0.3, 0.2])]
-    jit, grad = xform.jit(robust_fit), xform.grad(robust_fit)
-    for beta in points + points:
-        assert jit(beta) == robust_fit(beta)
-        np.testing.assert_allclose(grad(beta), central_difference(robust_fit, beta),
-                                   rtol=1e-6, atol=1e-8)
+    assert_matches_eager_and_differences(robust_fit, [np.array([0.5, 1.0]),
+                                                      np.array([-0.3, 0.2])])
 
 
 # -- scipy.stats distributions of survival and hierarchical models: "not supported" before ----
@@ -84,21 +90,23 @@ _TIMES = np.array([0.4, 1.3, 2.2, 0.9, 3.1, 0.2, 1.8])
 _EVENT = np.array([True, True, False, True, False, True, True])
 
 
-def weibull_censored_nll(params):
-    """Events by their density, censored times by the survival function."""
-    shape, scale = np.exp(params)
-    observed = st.weibull_min.logpdf(_TIMES, shape, scale=scale)
-    censored = st.weibull_min.logsf(_TIMES, shape, scale=scale)
-    return -np.sum(np.where(_EVENT, observed, censored))
+def censored_nll(distribution):
+    """A survival model's negative log-likelihood: events by their density, censored times
+    by the survival function, in log shape and log scale."""
+    def nll(params):
+        shape, scale = np.exp(params)
+        observed = distribution.logpdf(_TIMES, shape, scale=scale)
+        censored = distribution.logsf(_TIMES, shape, scale=scale)
+        return -np.sum(np.where(_EVENT, observed, censored))
+    return nll
+
+
+weibull_censored_nll = censored_nll(st.weibull_min)
 
 
 def test_weibull_survival_likelihood_matches_scipy_and_finite_differences():
     points = [np.array([0.3, 0.1]), np.array([-0.4, 0.6])]
-    jit, grad = xform.jit(weibull_censored_nll), xform.grad(weibull_censored_nll)
-    for params in points + points:
-        np.testing.assert_allclose(jit(params), weibull_censored_nll(params), rtol=1e-14)
-        np.testing.assert_allclose(grad(params), central_difference(weibull_censored_nll, params),
-                                   rtol=1e-6)
+    assert_matches_eager_and_differences(weibull_censored_nll, points, value_rtol=1e-14)
     check_grads(weibull_censored_nll, (points[1],), order=2)
 
 
@@ -133,11 +141,7 @@ def dispersion_penalty(theta):
 
 def test_variation_and_tmean_match_scipy_and_finite_differences():
     points = [np.array([0.2, 0.5]), np.array([-0.3, 0.9])]
-    jit, grad = xform.jit(dispersion_penalty), xform.grad(dispersion_penalty)
-    for theta in points + points:
-        np.testing.assert_allclose(jit(theta), dispersion_penalty(theta), rtol=1e-14)
-        np.testing.assert_allclose(grad(theta), central_difference(dispersion_penalty, theta),
-                                   rtol=1e-6)
+    assert_matches_eager_and_differences(dispersion_penalty, points, value_rtol=1e-14)
     vmapped = xform.vmap(dispersion_penalty)(np.stack(points))
     np.testing.assert_allclose(vmapped, [dispersion_penalty(theta) for theta in points],
                                rtol=1e-14)
@@ -169,24 +173,16 @@ def interval_calibration(params):
 
 
 def test_interval_in_a_calibration_loss_matches_scipy_and_finite_differences():
-    points = [np.array([0.3, 0.1]), np.array([-0.2, 0.5])]
-    jit, grad = xform.jit(interval_calibration), xform.grad(interval_calibration)
-    for params in points + points:
-        assert jit(params) == interval_calibration(params)
-        np.testing.assert_allclose(grad(params), central_difference(interval_calibration, params),
-                                   rtol=1e-6)
+    assert_matches_eager_and_differences(interval_calibration, [np.array([0.3, 0.1]),
+                                                                np.array([-0.2, 0.5])])
     with pytest.raises(ValueError, match="between 0 and 1"):
         xform.jit(lambda c: st.norm.interval(c, 0.0)[1])(1.5)
 
 
 # -- the incomplete gamma function's derivative in its shape (NaN before) -------------------
 
-def gamma_survival_nll(params):
-    """A censored gamma survival model: the shape enters the survival function's gammaincc."""
-    shape, scale = np.exp(params)
-    observed = st.gamma.logpdf(_TIMES, shape, scale=scale)
-    censored = st.gamma.logsf(_TIMES, shape, scale=scale)
-    return -np.sum(np.where(_EVENT, observed, censored))
+# the shape enters the survival function's gammaincc
+gamma_survival_nll = censored_nll(st.gamma)
 
 
 def test_censored_gamma_likelihood_differentiates_in_the_shape():
