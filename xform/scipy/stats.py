@@ -417,8 +417,8 @@ def _unsupported(dist, method):
                             "xform stages logpdf, pdf, logcdf, cdf, logsf and sf of norm, t, "
                             "gamma, beta, expon, laplace, logistic, lognorm, cauchy, uniform, "
                             "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto and "
-                            "invgamma (ppf, isf and interval of norm, expon, logistic, laplace, cauchy "
-                            "and uniform); logpmf, pmf and cdf of poisson, binom, nbinom, "
+                            "invgamma (ppf, isf and interval of norm, expon, logistic, "
+                            "laplace, cauchy and uniform); logpmf, pmf and cdf of poisson, binom, nbinom, "
                             "bernoulli and geom")
 
 
