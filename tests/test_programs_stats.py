@@ -185,7 +185,7 @@ def test_interval_in_a_calibration_loss_matches_scipy_and_finite_differences():
 gamma_survival_nll = censored_nll(st.gamma)
 
 
-def test_censored_gamma_likelihood_differentiates_in_the_shape():
+def test_censored_gamma_likelihood_differentiates_in_the_shape_twice():
     points = [np.array([0.3, 0.1]), np.array([-0.5, 0.7]), np.array([1.5, -0.3])]
     grad = xform.grad(gamma_survival_nll)
     first = [grad(params) for params in points]     # staged and interpreted, then compiled
@@ -194,6 +194,7 @@ def test_censored_gamma_likelihood_differentiates_in_the_shape():
         np.testing.assert_array_equal(grad(params), interpreted)
         np.testing.assert_allclose(interpreted, central_difference(gamma_survival_nll, params),
                                    rtol=1e-6)
+    check_grads(gamma_survival_nll, (points[0],), order=2)
 
 
 @pytest.mark.parametrize("a, x", [(0.05, 0.01), (0.5, 1.5), (2.0, 1.5), (7.0, 3.0),
@@ -208,16 +209,18 @@ def test_gammainc_shape_derivative_matches_finite_differences(a, x):
     h = 1e-3 * a
     for f in (lambda s: sc.gammainc(s, x), lambda s: sc.gammaincc(s, x)):
         np.testing.assert_allclose(xform.grad(f)(a), central(f, h), rtol=1e-7, atol=1e-14)
-    # the mixed second derivative is exact; the second in the shape is NaN (SciPy has none)
+    # second derivatives: against central differences of the first
     hessian = xform.hessian(lambda ax: sc.gammainc(ax[0], ax[1]))(np.array([a, x]))
     mixed = central(lambda s: xform.grad(lambda y: sc.gammainc(s, y))(x), h)
     np.testing.assert_allclose(hessian[0, 1], mixed, rtol=1e-6, atol=1e-14)
-    assert np.isnan(hessian[0, 0])
+    in_shape = central(xform.grad(lambda s: sc.gammainc(s, x)), h)
+    np.testing.assert_allclose(hessian[0, 0], in_shape, rtol=1e-6, atol=1e-14)
 
 
-def test_the_shape_derivative_primitive_passes_the_rule_battery():
-    from xform.rules.scipy_special import gammainc_da_p
+def test_the_shape_derivative_primitives_pass_the_rule_battery():
+    from xform.rules.scipy_special import gammainc_da2_p, gammainc_da_p
     from xform.testing import check_primitive
-    # in x (the shape's own derivative is NaN by design, so a stays an integer, undifferentiated)
-    check_primitive(gammainc_da_p, np.array([1, 2, 4]), np.array([0.3, 1.7, 3.9]), order=2,
-                    rtol=1e-4, atol=1e-6)
+    a, x = np.array([0.7, 2.0, 4.5]), np.array([0.3, 1.7, 3.9])
+    check_primitive(gammainc_da_p, a, x, order=1, rtol=1e-4, atol=1e-6)
+    # the third derivative in the shape is NaN by design: a integer, undifferentiated
+    check_primitive(gammainc_da2_p, np.array([1, 2, 4]), x, order=2, rtol=1e-4, atol=1e-6)

@@ -13,7 +13,7 @@ from xform.ir.ad import NOT_MAPPED, move_to_front
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.registry import register
-from xform.rules.incomplete_gamma import gammainc_da
+from xform.rules.incomplete_gamma import gammainc_da, gammainc_da2
 from xform.rules.helpers import (defjvp, elementwise_abstract_eval, elementwise_batch,
                                  elementwise_rules, vectorized_batch)
 
@@ -151,9 +151,14 @@ def _beta_density(a, b, x):
     return np.exp(_xlogy(a - 1, x) + xlog1py_p.bind(b - 1, -x) - betaln_p.bind(a, b))
 
 
-# d/da P(a, x) (SciPy has none) is a primitive of its own; in x its derivative is the
-# density's derivative in a, and in a (P's second derivative in a) NaN
-gammainc_da_p = _elementwise("gammainc_da", gammainc_da, _no_derivative,
+# P's first and second derivatives in a (SciPy has none) are primitives of their own; in x
+# theirs are the density's in a; the third in a is NaN
+gammainc_da2_p = _elementwise(
+    "gammainc_da2", gammainc_da2, _no_derivative,
+    lambda t, a, x, ans: t * _gamma_density(a, x)
+    * ((np.log(x) - _digamma(a)) ** 2 - polygamma_p.bind(1, a)))
+gammainc_da_p = _elementwise("gammainc_da", gammainc_da,
+                             lambda t, a, x, ans: t * gammainc_da2_p.bind(a, x),
                              lambda t, a, x, ans: t * _gamma_density(a, x)
                              * (np.log(x) - _digamma(a)))
 gammainc_p = _special("gammainc", sc.gammainc, lambda t, a, x, ans: t * gammainc_da_p.bind(a, x),
