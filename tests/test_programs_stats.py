@@ -8,6 +8,7 @@ import scipy.stats as st
 
 import xform
 from xform.testing import check_grads
+from tests.source_lines import assert_points_at
 from tests.test_values import central_difference
 
 
@@ -224,3 +225,17 @@ def test_the_shape_derivative_primitives_pass_the_rule_battery():
     check_primitive(gammainc_da_p, a, x, order=1, rtol=1e-4, atol=1e-6)
     # the third derivative in the shape is NaN by design: a integer, undifferentiated
     check_primitive(gammainc_da2_p, np.array([1, 2, 4]), x, order=2, rtol=1e-4, atol=1e-6)
+
+
+# -- a draw with a traced parameter from a generator made inside the function ---------------
+
+def test_a_draw_from_a_generator_made_inside_names_the_draw_and_the_fix():
+    def elbo(params):
+        rng = np.random.default_rng(11)
+        z = rng.normal(params[0], np.exp(params[1]), size=50)  # line: inner draw
+        return np.mean(z ** 2)
+    with pytest.raises(xform.ConcretizationError, match=r"rng\.normal\(\.\.\.\) of a traced "
+                       r"parameter, from a generator made inside") as info:
+        xform.jit(elbo)(np.array([0.5, 0.1]))
+    assert_points_at(info.value, __file__, "inner draw")
+    assert "mu + sigma * rng.standard_normal(size)" in str(info.value)
