@@ -239,3 +239,15 @@ def test_a_draw_from_a_generator_made_inside_names_the_draw_and_the_fix():
         xform.jit(elbo)(np.array([0.5, 0.1]))
     assert_points_at(info.value, __file__, "inner draw")
     assert "mu + sigma * rng.standard_normal(size)" in str(info.value)
+
+
+def test_a_float_taken_inside_scipy_names_the_scipy_function_not_a_float_to_drop():
+    data = np.array([0.3, 1.2, 0.7, 2.1, 0.9, 1.5])
+    with pytest.raises(xform.ConcretizationError,
+                       match=r"scipy\.stats\.boxcox_llf \(which has no xform version\) takes "
+                             r"float\(\) of a value that is being differentiated") as info:
+        xform.grad(lambda lmb: st.boxcox_llf(lmb, data))(1.3)  # line: boxcox
+    assert_points_at(info.value, __file__, "boxcox")
+    assert "drop the float()" not in str(info.value)
+    # where nothing is differentiated SciPy's own code runs, on the staging's values
+    assert xform.jit(lambda lmb: st.boxcox_llf(lmb, data))(1.3) == st.boxcox_llf(1.3, data)

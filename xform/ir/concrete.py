@@ -134,6 +134,15 @@ def derivative_cut(kind: str) -> ConcretizationError:
     derivative flows through: the Python number would carry no derivative."""
     source = user_frame_info()
     what = "a Python float" if kind == "float" else "a Python complex"
+    frame = user_frame()
+    callee = scipy_callee(frame) if frame is not None else None
+    if callee is not None:
+        # SciPy's own code asked (boxcox_llf's float(lmb)): no float() of the user's to drop
+        return ConcretizationError(
+            f"{callee} (which has no xform version) takes {kind}() of a value that is being "
+            f"differentiated inside it: {what} carries no derivative", source,
+            "compute it with numpy or scipy functions that xform stages (docs: 'Plain "
+            "numpy: what works'), or call it on values that are not differentiated")
     return ConcretizationError(
         f"{kind}() of a value that is being differentiated: {what} carries no derivative, "
         "so the derivative would be cut here", source,
