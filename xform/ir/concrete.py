@@ -112,6 +112,13 @@ def concretization(kind: str) -> ConcretizationError:
                             if i.offset == frame.f_lasti), None)
         expression = _expression(code.co_filename, instruction)
     what, fix = _construct(kind, instruction, line, expression)
+    if kind == "array" and frame is not None and _draws_from_a_generator(frame, expression):
+        what, fix = (f"{expression.partition('(')[0]}(...) of a traced parameter, from a "
+                     "generator made inside the function (numpy's C code converts the "
+                     "parameter),", "make the generator outside the function (a global, a "
+                     "closure or an argument), whose draws are staged; to differentiate in "
+                     "the parameters, draw from the standard distribution and transform it: "
+                     "mu + sigma * rng.standard_normal(size)")
     callee = scipy_callee(frame) if frame is not None else None
     if callee is not None:
         # the conversion happened inside SciPy: name the SciPy function the user called
@@ -127,6 +134,15 @@ def derivative_cut(kind: str) -> ConcretizationError:
     derivative flows through: the Python number would carry no derivative."""
     source = user_frame_info()
     what = "a Python float" if kind == "float" else "a Python complex"
+    frame = user_frame()
+    callee = scipy_callee(frame) if frame is not None else None
+    if callee is not None:
+        # SciPy's own code asked (boxcox_llf's float(lmb)): no float() of the user's to drop
+        return ConcretizationError(
+            f"{callee} (which has no xform version) takes {kind}() of a value that is being "
+            f"differentiated inside it: {what} carries no derivative", source,
+            "compute it with numpy or scipy functions that xform stages (docs: 'Plain "
+            "numpy: what works'), or call it on values that are not differentiated")
     return ConcretizationError(
         f"{kind}() of a value that is being differentiated: {what} carries no derivative, "
         "so the derivative would be cut here", source,
@@ -146,6 +162,17 @@ def _numpy_scalar_call(expression: str):
     if not (isinstance(scalar_type, type) and issubclass(scalar_type, np.generic)):
         return None
     return match.group(1), match.group(3).strip()
+
+
+def _draws_from_a_generator(frame, expression: str) -> bool:
+    """Whether the call at the user's line is a draw of a numpy generator (`rng.normal(...)`
+    with `rng` a local or global name): numpy's own C code converts its parameters."""
+    match = re.match(r"\s*([A-Za-z_]\w*)\.([A-Za-z_]\w*)\(", expression)
+    if match is None:
+        return False
+    name = match.group(1)
+    holder = frame.f_locals.get(name, frame.f_globals.get(name))
+    return isinstance(holder, (np.random.Generator, np.random.RandomState))
 
 
 def _expression(filename: str, instruction) -> str:

@@ -164,11 +164,29 @@ def _select(x, index):
     return out, not scalar
 
 
+def _scalar_mask(index):
+    """A lone scalar boolean index as a Python bool (a traced one decided from its value and
+    guarded, as an `if` is), else None: SciPy's apply_where reads and writes x[cond] and
+    x[~cond] of 0-d values."""
+    index = _constants_as_values(index)
+    if type(index) is Tracer:
+        return bool(index) if index.ndim == 0 and index.dtype.kind == "b" else None
+    if isinstance(index, (bool, np.bool_)) or (
+            isinstance(index, np.ndarray) and index.dtype == bool and index.ndim == 0):
+        return bool(index)
+    return None
+
+
 @implements("getitem")
 def getitem(x, index):
     """`x[index]` for every numpy index: ints, slices, None, Ellipsis, integer arrays (concrete
     or traced) and concrete boolean masks, with numpy's result shape. A basic index gives a
     view of a traced `x`, as in numpy: writes through it are seen in `x` and back."""
+    selects = _scalar_mask(index)
+    if selects is not None:
+        # a new axis of one element for True, of none for False; a copy, as numpy's
+        out, _ = _select(x, None)
+        return out if selects else _select(out, slice(0, 0))[0]
     out, view = _select(x, index)
     if view and type(out) is Tracer and out is not x:
         link(out, x, _INDEX_VIEW, index)
@@ -283,6 +301,11 @@ def set_item(x, index, values):
     index = _constants_as_values(index)
     if _is_traced_mask(index):
         return _set_where(x, index, values)
+    selects = _scalar_mask(index)
+    if selects is not None:
+        selected = (int(selects),) + shape
+        values = fit_values(x, selected, _strip_leading_ones(values, len(selected)))
+        return values.reshape(shape) if selects else x
     if isinstance(index, tuple) and any(_is_traced_mask(item) for item in index):
         return _set_where_within(x, index, values)
     index, arrays = parse_index(shape, index)

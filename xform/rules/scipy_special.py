@@ -1,7 +1,8 @@
 """SciPy's special functions as element-wise primitives (gammaln, erf, iv, gammainc, ...)
 with jvp, vjp and batch rules, and its reductions logsumexp, softmax and log_softmax. Imports SciPy, so xform.scipy loads it only once the user has
 imported scipy.special, never `import xform`. Arguments SciPy has no derivative in (an order,
-an exponent, a shape) get a NaN derivative (`_no_derivative`).
+an exponent, a shape) get a NaN derivative (`_no_derivative`), except gammainc's and
+gammaincc's shape (xform.rules.incomplete_gamma).
 """
 import math
 
@@ -12,18 +13,24 @@ from xform.ir.ad import NOT_MAPPED, move_to_front
 from xform.ir.avals import ShapedArray
 from xform.ir.core import Primitive
 from xform.ir.registry import register
+from xform.rules.incomplete_gamma import gammainc_da, gammainc_da2
 from xform.rules.helpers import (defjvp, elementwise_abstract_eval, elementwise_batch,
                                  elementwise_rules, vectorized_batch)
 
 SCIPY_SPECIAL_PRIMITIVES = {}  # name (scipy.special's, or riemann_zeta) -> primitive
 
 
-def _special(name, impl, *derivatives):
+def _elementwise(name, impl, *derivatives):
     prim = Primitive(name)
     batch = vectorized_batch(prim) if len(derivatives) == 1 else elementwise_batch(prim)
     register(prim, impl=impl, abstract_eval=elementwise_abstract_eval(impl),
              **elementwise_rules(prim, *derivatives), batch=batch, symbolic_zeros=True,
              elementwise=True)
+    return prim
+
+
+def _special(name, impl, *derivatives):
+    prim = _elementwise(name, impl, *derivatives)
     SCIPY_SPECIAL_PRIMITIVES[name] = prim
     return prim
 
@@ -144,9 +151,20 @@ def _beta_density(a, b, x):
     return np.exp(_xlogy(a - 1, x) + xlog1py_p.bind(b - 1, -x) - betaln_p.bind(a, b))
 
 
-gammainc_p = _special("gammainc", sc.gammainc, _no_derivative,
+# P's first and second derivatives in a (SciPy has none) are primitives of their own; in x
+# theirs are the density's in a; the third in a is NaN
+gammainc_da2_p = _elementwise(
+    "gammainc_da2", gammainc_da2, _no_derivative,
+    lambda t, a, x, ans: t * _gamma_density(a, x)
+    * ((np.log(x) - _digamma(a)) ** 2 - polygamma_p.bind(1, a)))
+gammainc_da_p = _elementwise("gammainc_da", gammainc_da,
+                             lambda t, a, x, ans: t * gammainc_da2_p.bind(a, x),
+                             lambda t, a, x, ans: t * _gamma_density(a, x)
+                             * (np.log(x) - _digamma(a)))
+gammainc_p = _special("gammainc", sc.gammainc, lambda t, a, x, ans: t * gammainc_da_p.bind(a, x),
                       lambda t, a, x, ans: t * _gamma_density(a, x))
-gammaincc_p = _special("gammaincc", sc.gammaincc, _no_derivative,
+gammaincc_p = _special("gammaincc", sc.gammaincc,
+                       lambda t, a, x, ans: t * -gammainc_da_p.bind(a, x),
                        lambda t, a, x, ans: t * -_gamma_density(a, x))
 stdtr_p = _special("stdtr", sc.stdtr, _no_derivative,
                    lambda t, df, x, ans: t * _t_density(df, x))

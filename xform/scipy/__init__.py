@@ -7,7 +7,7 @@ before, so `import xform` costs nothing for SciPy the user does not use.
 """
 import importlib
 
-from xform.numpy.stand_ins import stand_in_when_imported
+from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 
 
 def _installer(module_name):
@@ -16,6 +16,16 @@ def _installer(module_name):
     return install
 
 
+def _tracers_take_writes():
+    """SciPy's array-API code writes in place (`xpx.at(z, zero).set(nan)`, in zscore, iqr,
+    ...) only into an array its `is_writeable_array` accepts, and refused a Tracer ("Can't
+    update read-only array"); a Tracer takes writes as an array made inside the function
+    does."""
+    from scipy._lib.array_api_compat.common import _helpers
+    stand_in(_helpers.is_writeable_array, lambda x: True)
+
+
+stand_in_when_imported("scipy._lib.array_api_compat.common._helpers", _tracers_take_writes)
 stand_in_when_imported("scipy.special", _installer("xform.scipy.special"))
 stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"))
 stand_in_when_imported("scipy.spatial.distance", _installer("xform.scipy.spatial"))

@@ -165,6 +165,44 @@ def _chi2_logpdf(z, df):
     return _gamma_logpdf(z / 2, df / 2) - _LOG_2
 
 
+def _weibull_logpdf(z, c):
+    zs = _inside(z > 0, z, 1.0)
+    # at z = 0 SciPy's xlogy(c - 1, 0): 0 for c = 1, -inf above it, inf below
+    at_zero = np.where(c == 1, 0.0, np.where(c > 1, -np.inf, np.inf))
+    return np.where(z > 0, np.log(c) + sc.xlogy(c - 1, zs) - zs ** c,
+                    np.where(z == 0, np.log(c) + at_zero, -np.inf))
+
+
+def _weibull_logsf(z, c):
+    return np.where(z > 0, -_inside(z > 0, z, 1.0) ** c, 0.0)
+
+
+def _halfnorm_logpdf(z):
+    return np.where(z >= 0, 0.5 * math.log(2 / math.pi) - 0.5 * z * z, -np.inf)
+
+
+def _pareto_logpdf(z, b):
+    zs = _inside(z >= 1, z, 1.0)
+    return np.where(z >= 1, np.log(b) - (b + 1) * np.log(zs), -np.inf)
+
+
+def _pareto_logsf(z, b):
+    return np.where(z >= 1, -b * np.log(_inside(z >= 1, z, 1.0)), 0.0)
+
+
+def _invgamma_logpdf(z, a):
+    zs = _inside(z > 0, z, 1.0)
+    return np.where(z > 0, -(a + 1) * np.log(zs) - sc.gammaln(a) - 1 / zs, -np.inf)
+
+
+def _invgamma_cdf(z, a):
+    return np.where(z > 0, sc.gammaincc(a, 1 / _inside(z > 0, z, 1.0)), 0.0)
+
+
+def _invgamma_sf(z, a):
+    return np.where(z > 0, sc.gammainc(a, 1 / _inside(z > 0, z, 1.0)), 1.0)
+
+
 def _positive(*shapes):
     valid = True
     for shape in shapes:
@@ -214,6 +252,24 @@ CONTINUOUS = {   # the generator class of each supported scipy.stats distributio
                                sf=lambda z: 1 - np.clip(z, 0.0, 1.0)),
     type(st.chi2): Standard(_chi2_logpdf, lambda z, df: _gamma_cdf(z / 2, df / 2),
                             sf=lambda z, df: _gamma_sf(z / 2, df / 2), valid=_positive),
+    # survival times, extreme values, heavy tails, and the half- and inverse families of
+    # hierarchical models' scale priors
+    type(st.weibull_min): Standard(_weibull_logpdf, lambda z, c: -np.expm1(_weibull_logsf(z, c)),
+                                   sf=lambda z, c: np.exp(_weibull_logsf(z, c)),
+                                   logsf=_weibull_logsf, valid=_positive),
+    type(st.gumbel_r): Standard(lambda z: -z - np.exp(-z), lambda z: np.exp(-np.exp(-z)),
+                                lambda z: -np.exp(-z), lambda z: -np.expm1(-np.exp(-z))),
+    type(st.halfnorm): Standard(_halfnorm_logpdf,
+                                lambda z: np.where(z >= 0, sc.erf(z / math.sqrt(2)), 0.0),
+                                sf=lambda z: np.where(z >= 0, sc.erfc(z / math.sqrt(2)), 1.0)),
+    type(st.halfcauchy): Standard(
+        lambda z: np.where(z >= 0, math.log(2 / math.pi) - np.log1p(z * z), -np.inf),
+        lambda z: np.where(z >= 0, 2 / math.pi * np.arctan(z), 0.0)),
+    type(st.pareto): Standard(_pareto_logpdf, lambda z, b: -np.expm1(_pareto_logsf(z, b)),
+                              sf=lambda z, b: np.exp(_pareto_logsf(z, b)), logsf=_pareto_logsf,
+                              valid=_positive),
+    type(st.invgamma): Standard(_invgamma_logpdf, _invgamma_cdf, sf=_invgamma_sf,
+                                valid=_positive),
 }
 
 
@@ -318,6 +374,26 @@ def _nbinom_sf(k, n, p):
     return np.where(kf >= 0, sc.betainc(_inside(kf >= 0, kf, 0.0) + 1, n, 1 - p), 1.0)
 
 
+def _bernoulli_logpmf(k, p):
+    inside = (k == 0) | (k == 1)
+    ks = _inside(inside, k, 0.0)
+    return np.where(inside, sc.xlogy(ks, p) + sc.xlog1py(1 - ks, -p), -np.inf)
+
+
+def _bernoulli_cdf(k, p):
+    return np.where(k < 0, 0.0, np.where(k < 1, 1 - p, 1.0))
+
+
+def _geom_logpmf(k, p):
+    inside = _is_count(k) & (k >= 1)
+    ks = _inside(inside, k, 1.0)
+    return np.where(inside, sc.xlog1py(ks - 1, -p) + np.log(p), -np.inf)
+
+
+def _geom_logsf(k, p):
+    return np.where(k >= 1, np.floor(k) * np.log1p(-p), 0.0)
+
+
 def _probability(n, p):
     return (n >= 0) & (p >= 0) & (p <= 1)
 
@@ -328,6 +404,10 @@ DISCRETE = {     # logpmf, cdf and sf of k - loc, and where the shapes are admis
                      lambda n, p: _probability(n, p) & (np.floor(n) == n)),
     type(st.nbinom): (_nbinom_logpmf, _nbinom_cdf, _nbinom_sf,
                       lambda n, p: (n > 0) & (p > 0) & (p <= 1)),
+    type(st.bernoulli): (_bernoulli_logpmf, _bernoulli_cdf,
+                         lambda k, p: 1 - _bernoulli_cdf(k, p), lambda p: _probability(1, p)),
+    type(st.geom): (_geom_logpmf, lambda k, p: -np.expm1(_geom_logsf(k, p)),
+                    lambda k, p: np.exp(_geom_logsf(k, p)), lambda p: (p > 0) & (p <= 1)),
 }
 
 
@@ -335,9 +415,11 @@ def _unsupported(dist, method):
     return UnsupportedError(f"scipy.stats.{dist.name}.{method} is not supported on traced "
                             "values", user_frame_info(),
                             "xform stages logpdf, pdf, logcdf, cdf, logsf and sf of norm, t, "
-                            "gamma, beta, expon, laplace, logistic, lognorm, cauchy, uniform "
-                            "and chi2 (ppf and isf of norm, expon, logistic, laplace, cauchy "
-                            "and uniform); logpmf, pmf and cdf of poisson, binom and nbinom")
+                            "gamma, beta, expon, laplace, logistic, lognorm, cauchy, uniform, "
+                            "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto and "
+                            "invgamma (ppf, isf and interval of norm, expon, logistic, "
+                            "laplace, cauchy and uniform); logpmf, pmf and cdf of poisson, binom, nbinom, "
+                            "bernoulli and geom")
 
 
 def _continuous_value(method, dist, x, args, kwds):
@@ -532,10 +614,25 @@ def _refuse(method):
 
 # Methods that need concrete values: a traced argument raises naming the SciPy method. A few
 # only, as every stand-in costs each staging a swap in and out.
-_REFUSED = ("rvs", "entropy", "interval")
+_REFUSED = ("rvs", "entropy")
+
+
+def _interval(self, confidence, *args, **kwds):
+    """rv_generic.interval as SciPy computes it: the ppf of the two tails (a continuous
+    distribution's; a discrete one has no staged ppf)."""
+    if not isinstance(self, rv_continuous):
+        raise _unsupported(self, "interval")
+    if np.any((confidence > 1) | (confidence < 0)):    # a guard where confidence is traced
+        raise ValueError("alpha must be between 0 and 1 inclusive")
+    lower = _continuous_value("ppf", self, (1.0 - confidence) / 2, args, kwds)
+    upper = _continuous_value("ppf", self, (1.0 + confidence) / 2, args, kwds)
+    return lower, upper
+
+
 
 for _method_name in ("logpdf", "pdf", "logcdf", "cdf", "logsf", "sf", "ppf", "isf"):
     stand_in(getattr(rv_continuous, _method_name), _method(_continuous_value, _method_name))
+stand_in(rv_continuous.interval, _interval)     # rv_generic's, discrete distributions' too
 for _method_name in ("ppf", "isf"):
     stand_in(getattr(rv_discrete, _method_name), _refuse(_method_name))
 for _method_name in ("logpmf", "pmf", "logcdf", "cdf", "logsf", "sf"):
