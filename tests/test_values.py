@@ -149,6 +149,17 @@ def test_float_of_a_differentiated_value_raises_at_the_users_line():
         xform.grad(lambda a: math.exp(a))(1.0)
 
 
+def test_float_of_a_value_whose_derivative_is_cut_or_zero_is_answered():
+    # the error's hint names stop_gradient as the way to cut on purpose: it must work, as
+    # float() of a step function (floor) does, whose derivative is zero
+    def scaled(a):
+        return a * float(xform.stop_gradient(a)) + a * float(np.floor(2.0 * a))
+    for a in [1.3, 2.7, 1.3]:
+        assert xform.grad(scaled)(a) == a + np.floor(2.0 * a)
+        assert xform.hessian(scaled)(a) == 0.0
+        assert xform.jit(scaled)(a) == scaled(a)
+
+
 def test_abstract_staging_still_refuses_a_question():
     with pytest.raises(ConcretizationError, match="`if`"):
         xform.make_graph(branchy)(xform.ShapedArray((), np.float64))

@@ -21,7 +21,8 @@ from xform.source_info import user_frame_info
 RULE_KINDS = ("impl", "abstract_eval", "jvp", "transpose", "vjp", "batch", "decomposition")
 ZERO_KINDS = ("jvp", "transpose", "vjp")  # the rule kinds that tangents/cotangents reach
 # The traits (and the symbolic_zeros flag), declared in `register` next to the rules.
-TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks", "construct", "effectful", "kept")
+TRAITS = ("elementwise", "scalar_math", "linear_in", "hooks", "construct", "effectful", "kept",
+          "no_derivative")
 
 
 @attrs.frozen
@@ -187,7 +188,8 @@ class Rules:
     `effectful`, running it has an effect (a random draw advances its generator): no pass
     drops, merges, folds or reorders it, and staging emits it even on constants; `kept`,
     it has no outputs but must run (a guard checks the path a call takes): dead-code
-    elimination keeps it.
+    elimination keeps it; `no_derivative`, its outputs carry no derivative of its inputs
+    (stop_gradient, floor, sign): `float()` of them cuts nothing.
     `calls[kind]` is the rule as transforms call it (`rule_for`).
     """
 
@@ -206,6 +208,7 @@ class Rules:
     construct: str | None = None
     effectful: bool = False
     kept: bool = False
+    no_derivative: bool = False
     calls: dict = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self):

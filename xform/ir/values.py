@@ -412,7 +412,7 @@ def compute_values(builder, eqn, rules) -> None:
         ins.append(value)
         if atom in dependent:
             is_dependent = True
-            if atom in builder.perturbed:
+            if atom in builder.perturbed and not rules.no_derivative:
                 is_perturbed = True
     params = eqn.params
     on_scalars = False

@@ -91,7 +91,7 @@ def zero_derivative(prim):
 
     def vjp(primals, outs, cts, **params):
         return (None,) * len(primals)
-    return {"jvp": jvp, "vjp": vjp}
+    return {"jvp": jvp, "vjp": vjp, "no_derivative": True}
 
 
 def defvjp(*cotangents):
