@@ -10,7 +10,7 @@ import numpy as np
 
 from xform.codegen.scalar import scalar_operation
 from xform.ir.core import Graph, Literal
-from xform.ir.registry import hooks_named
+from xform.ir.registry import RULES, hooks_named
 
 _F64 = np.dtype(np.float64)
 
@@ -129,7 +129,9 @@ def schedule(graph: Graph, scalar: dict, skipped: set) -> list:
     """The order of emission: equation indices, and runs (lists of scalar equation indices).
 
     A scalar equation moves up to just after the last equation it depends on, so scalar
-    equations gather in few runs: each run converts and checks once."""
+    equations gather in few runs: each run converts and checks once. None moves above a
+    guard (a `kept` equation) that precedes it: past a failed guard nothing of the path runs,
+    as in eager numpy, where the other branch's `1 / (v - 1)` would not warn."""
     if not scalar:
         return [i for i in range(len(graph.equations)) if i not in skipped]
     if len(scalar) == len(graph.equations):
@@ -137,11 +139,12 @@ def schedule(graph: Graph, scalar: dict, skipped: set) -> list:
     numpy_items = []
     runs: dict = {}
     slot = {}
+    barrier = -1        # the slot of the last guard so far
     for index, eqn in enumerate(graph.equations):
         if index in skipped:
             continue
         if index in scalar:
-            after = -1
+            after = barrier
             for atom in eqn.inputs:
                 if type(atom) is not Literal:
                     after = max(after, slot.get(atom, -1))
@@ -151,6 +154,9 @@ def schedule(graph: Graph, scalar: dict, skipped: set) -> list:
             numpy_items.append(index)
         for var in eqn.outputs:
             slot[var] = after
+        rules = RULES.get(eqn.primitive)
+        if rules is not None and rules.kept:
+            barrier = after
     sequence = [runs[-1]] if -1 in runs else []
     for position, index in enumerate(numpy_items):
         sequence.append(index)
