@@ -3,6 +3,7 @@ trees, fits, Monte Carlo), run unmodified through xform's transforms: each one a
 wrong value found by trying such programs, checked against eager numpy, finite differences
 and autograd where autograd runs the program."""
 import math
+import warnings
 
 import autograd
 import autograd.numpy as anp
@@ -398,17 +399,29 @@ def test_math_isclose_of_differentiated_values():
         pole = np.isclose(x, 1.0, rtol=0, atol=1e-12)
         want = np.where(pole, 0.0, -1.0 / np.where(pole, 2.0, x - 1.0) ** 2)
         np.testing.assert_allclose(grad(x), want, rtol=1e-14)
-        np.testing.assert_allclose(grad(x), autograd.grad(_skip_the_pole_autograd)(x),
+        np.testing.assert_allclose(grad(x), autograd.grad(_skip_the_pole_by_abs)(x),
                                    rtol=1e-14)
 
 
-def _skip_the_pole_autograd(x):
+def _skip_the_pole_by_abs(x):
     total = 0.0
     for v in x:
         if abs(v - 1.0) <= 1e-12:
             continue
         total = total + 1.0 / (v - 1.0)
     return total
+
+
+@pytest.mark.parametrize("transform, expected", [(xform.jit, 1.0), (xform.grad, [0.0, -1.0])])
+def test_a_failed_guard_runs_nothing_of_its_path(transform, expected):
+    # compiled code whose guard fails must not have computed the path's later work first:
+    # 1 / (v - 1) at v = 1 warns (raises, as errors) where eager numpy skips it
+    fun = transform(_skip_the_pole_by_abs)
+    for _ in range(2):      # the second call compiles the path of v != 1
+        fun(np.array([0.5, 2.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(fun(np.array([1.0, 2.0])), expected)
 
 
 # -- np.vectorize of a Python function with branches ------------------------------------------
