@@ -156,8 +156,9 @@ def _node(x) -> tuple[Any, Any, list] | None:
 def _is_plain_class(kind) -> bool:
     """Whether instances of `kind` are plain objects whose attributes are a pytree: a class
     the user's own code defines (not a library's), whose instances keep their attributes in
-    a `__dict__` or `__slots__` and that is no container or array (memoized per class). A callable one is
-    plain too: a model whose `__call__` runs it holds its parameters as any other does."""
+    a `__dict__` or `__slots__` and that is no container or array (memoized per class). A
+    callable one is plain too: a model whose `__call__` runs it holds its parameters as any
+    other does."""
     plain = _PLAIN.get(kind)
     if plain is None:
         module = sys.modules.get(getattr(kind, "__module__", ""), None)

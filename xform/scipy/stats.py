@@ -418,8 +418,8 @@ def _unsupported(dist, method):
                             "gamma, beta, expon, laplace, logistic, lognorm, cauchy, uniform, "
                             "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto and "
                             "invgamma (ppf, isf and interval of norm, expon, logistic, "
-                            "laplace, cauchy and uniform); logpmf, pmf and cdf of poisson, binom, nbinom, "
-                            "bernoulli and geom")
+                            "laplace, cauchy and uniform); logpmf, pmf and cdf of poisson, "
+                            "binom, nbinom, bernoulli and geom")
 
 
 def _continuous_value(method, dist, x, args, kwds):
