@@ -185,16 +185,36 @@ def percent_logged_loss(w):
 
 
 def test_percent_formatting_shows_values_without_a_path_per_value(capsys, recwarn):
+    # the loss is shown unguarded (not a path per loss); the count, an integer whose text
+    # could pick something, is guarded: a path per count (2 and 3 here)
     jit = xform.jit(percent_logged_loss)
     points = [np.array([0.3, -1.2, 2.0]) + k for k in range(10)]
     for w in points:
         assert jit(w) == percent_logged_loss(w)
-    assert xform.cache_info()["paths"] == {}        # staged once, not once per loss
+    counts = {int(np.sum(w > 0)) for w in points}
+    assert [n for name, n in xform.cache_info()["paths"].items()
+            if "percent_logged_loss" in name] == [len(counts)]
     assert not [w for w in recwarn if issubclass(w.category, xform.PathLimitWarning)]
     grad = xform.grad(percent_logged_loss)(points[0])
     assert grad == pytest.approx(central_difference(percent_logged_loss, points[0]), rel=1e-6)
     loss = np.sum(np.tanh(points[0]) ** 2)
     assert capsys.readouterr().out.splitlines()[-1] == f"loss {loss:.4f}, 2 positive"
+
+
+_WEIGHTS = {"w0": 1.0, "w1": 10.0, "w2": 100.0}
+
+
+@pytest.mark.parametrize("key", [lambda i: f"w{i}", lambda i: "w" + str(i),
+                                 lambda i: "w%d" % i], ids=["fstring", "str", "percent"])
+def test_the_text_of_a_traced_integer_picks_what_eager_numpy_picks_on_every_call(key):
+    # an integer's text may key a dict: one transformed object, called alternately, must not
+    # keep the first call's pick
+    def pick(x, i):
+        return _WEIGHTS[key(i)] * x
+    jit, grad = xform.jit(pick), xform.grad(pick)
+    for i in [0, 2, 1, 0, 2]:
+        assert jit(2.0, np.int64(i)) == pick(2.0, i)
+        assert grad(2.0, np.int64(i)) == _WEIGHTS[f"w{i}"]
 
 
 def test_a_format_spec_without_values_names_the_line():

@@ -208,8 +208,8 @@ class GraphBuilder:
         outcome = outcome_of(kind, value)
         if var not in self.dependent:
             return outcome      # a constant's answer never changes
-        if kind != "bool" and _formats_it(sys._getframe(2)):
-            return outcome      # `"%.3f" % loss`: shown, not decided on (as print shows it)
+        if kind in ("float", "complex") and _formats_it(sys._getframe(2)):
+            return outcome      # `"%.3f" % loss`: shown, as print shows it (Tracer._shown)
         if kind in ("float", "complex") and var in self.perturbed:
             raise derivative_cut(kind)
         site = user_frame_info()

@@ -159,11 +159,11 @@ class Tracer:
     # `print(loss)` and `f"{loss:.3f}"` while staging with values show this call's value, as
     # eager numpy prints it
     def __str__(self):
-        value = self.builder.known_value(self)
+        value = self._shown()
         return repr(self) if value is None else str(value)
 
     def __format__(self, spec):
-        value = self.builder.known_value(self)
+        value = self._shown()
         if value is None:
             if not spec:
                 return repr(self)
@@ -173,6 +173,16 @@ class Tracer:
                                  f"{self.shape}", user_frame_info(),
                                  "numpy formats only 0-d arrays with a spec: index it first")
         return format(value, spec)
+
+    def _shown(self):
+        """This call's value as text shows it (None without values). A 0-d integer or truth
+        value is answered and guarded, as int() is: its text may pick something
+        (`params[f"w{i}"]`), which the cached path must not freeze; a float's text is for
+        reading, shown unguarded (a guard would stage a path per value of a logged loss)."""
+        value = self.builder.known_value(self)
+        if value is None or self.shape or self.dtype.kind not in "biu":
+            return value
+        return self.builder.decide(self, "bool" if self.dtype.kind == "b" else "int")
 
     def __hash__(self):
         # `groups[v > 0]`, `counts[label]` in your code: a 0-d bool or integer hashes as eager
