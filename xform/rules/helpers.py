@@ -95,11 +95,15 @@ def zero_derivative(prim):
 
 
 def defvjp(*cotangents):
-    """A vjp rule from one function per input: `cotangent(ct, *primals, ans, **params)`."""
-    def rule(primals, ans, ct, **params):
+    """A vjp rule from one function per input: `cotangent(ct, *primals, ans, **params)`.
+
+    The rule's `needed_only(primals, ans, ct, params, needed)` computes only the cotangents
+    of the inputs `needed[i]` says (None: all), the others None: reverse mode skips those of
+    constants (`2.0 * x`'s of 2.0), which it would drop."""
+    def needed_only(primals, ans, ct, params, needed):
         result = []
-        for make, x in zip(cotangents, primals):
-            if make is None:
+        for i, (make, x) in enumerate(zip(cotangents, primals)):
+            if make is None or needed is not None and not needed[i]:
                 result.append(None)
                 continue
             kind = type(x)
@@ -121,6 +125,10 @@ def defvjp(*cotangents):
             result.append(None if x_aval.dtype.kind not in "fc" else
                           unbroadcast(make(ct, *primals, ans=ans, **params), x_aval))
         return tuple(result)
+
+    def rule(primals, ans, ct, **params):
+        return needed_only(primals, ans, ct, params, None)
+    rule.needed_only = needed_only
     return rule
 
 
@@ -129,16 +137,23 @@ def multilinear_vjp(transpose):
     einsum, convolve), from its `transpose` rule: an operand's cotangent is the transpose
     with that operand undefined and the others' values given. That is what transposing its
     linearized jvp computes (the same operations, the same bits), without staging that
-    small linear graph per equation; the last operand's comes first, as there."""
-    def rule(primals, ans, ct, **params):
+    small linear graph per equation; the last operand's comes first, as there. Its
+    `needed_only` is defvjp's."""
+    def needed_only(primals, ans, ct, params, needed):
         cts = [None] * len(primals)
         for i in reversed(range(len(primals))):
+            if needed is not None and not needed[i]:
+                continue
             x_aval = aval(primals[i])
             if x_aval.dtype.kind in "fc":
                 operands = list(primals)
                 operands[i] = Undefined(tangent_aval(x_aval))
                 cts[i] = transpose(ct, *operands, **params)[i]
         return tuple(cts)
+
+    def rule(primals, ans, ct, **params):
+        return needed_only(primals, ans, ct, params, None)
+    rule.needed_only = needed_only
     return rule
 
 

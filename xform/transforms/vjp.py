@@ -258,11 +258,26 @@ def _backward(graph, env, cts_out, active=None, effects=None) -> dict:
                 cts_in = reverse.transpose(cts, _undefined(inputs[0].aval), **params)
             elif reverse.vjp is not None and not multiple:
                 ins = []    # (a loop: a comprehension makes a function object per equation)
+                constant = False
                 for a in inputs:
-                    ins.append(a.value if type(a) is Literal else env[a])
+                    if type(a) is Literal:
+                        ins.append(a.value)
+                        constant = True
+                    else:
+                        ins.append(env[a])
+                        if active is not None and a not in active:
+                            constant = True
+                if constant and reverse.needed_only is not None:
+                    # no cotangent computed for a constant (2.0 in `2.0 * x`) only to be dropped
+                    cts_in = reverse.needed_only(
+                        ins, env[outputs[0]], cts, params,
+                        [type(a) is not Literal and (active is None or a in active)
+                         for a in inputs])
                 # (no empty params unpacked: that call costs twice a plain one)
-                cts_in = (reverse.vjp(ins, env[outputs[0]], cts, **params) if params
-                          else reverse.vjp(ins, env[outputs[0]], cts))
+                elif params:
+                    cts_in = reverse.vjp(ins, env[outputs[0]], cts, **params)
+                else:
+                    cts_in = reverse.vjp(ins, env[outputs[0]], cts)
             else:
                 cts_in = _cotangents_in(eqn, reverse, env, cts)
         finally:
@@ -345,11 +360,14 @@ class _Reverse:
     transforms call it, else its transpose rule and the inputs it is linear in (when it has
     both), and the origin of the equations they emit ("vjp of <prim>")."""
 
-    __slots__ = ("primitive", "vjp", "transpose", "linear_in", "transposes_one", "origin")
+    __slots__ = ("primitive", "vjp", "needed_only", "transpose", "linear_in", "transposes_one",
+                 "origin")
 
     def __init__(self, prim, rules):
         self.primitive = prim
         self.vjp = rules.calls["vjp"] if rules is not None else None
+        # (a defvjp or multilinear_vjp rule's: only the cotangents some input needs)
+        self.needed_only = getattr(self.vjp, "needed_only", None)
         self.transpose = rules.calls["transpose"] if rules is not None else None
         self.linear_in = rules.linear_in if self.transpose is not None else ()
         # transposed when it has one input, linear in it, with one output
