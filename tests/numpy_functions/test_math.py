@@ -176,8 +176,32 @@ def test_isclose_and_allclose_match_numpy(xs, scale):
     assert_matches_numpy(np.isclose, x, y)
     assert_matches_numpy(lambda a, b: np.isclose(a, b, equal_nan=True, atol=1e-6), y, y)
     assert_matches_numpy(lambda a: np.isclose(a, 1), x)
+    # tolerances of numpy's dtypes take part in its promotion; an array of them is staged
+    assert_matches_numpy(lambda a, b: np.isclose(a, b, rtol=np.float64(1e-3)), x.astype(np.float32),
+                         y.astype(np.float32))
+    assert_matches_numpy(lambda a, b: np.isclose(a, b, atol=np.full(x.shape, 1e-6)), x, y)
     got = xform.jit(lambda a, b: np.allclose(a, b))(x, x + scale)
     assert bool(got) == np.allclose(x, x + scale)
+
+
+def test_a_convergence_test_by_allclose_stages_one_isclose_per_iteration():
+    def jacobi(c):
+        a = np.array([[4.0, 1.0, 0.0], [1.0, 5.0, 1.0], [0.0, 1.0, 3.0]])
+        b = np.array([1.0, c, 2.0])
+        x = np.zeros(3)
+        while True:
+            x_new = (b - (a - np.diag(np.diag(a))) @ x) / np.diag(a)
+            if np.allclose(x_new, x, rtol=0, atol=1e-12):
+                return x_new @ x_new
+            x = x_new
+    graph = xform.make_graph(jacobi)(0.5)
+    names = [eqn.primitive.name for eqn in graph.equations]
+    assert names.count("isclose") == names.count("guard") > 10
+    assert "absolute" not in names
+    grad = xform.grad(jacobi)
+    for c in (0.5, 1.5, 0.5):
+        h = 1e-6
+        assert np.isclose(grad(c), (jacobi(c + h) - jacobi(c - h)) / (2 * h), rtol=1e-6)
 
 
 @given(shape_a=xst.shapes(max_dims=3), data=st.data())

@@ -51,6 +51,7 @@ CASES = [
     OpCase(C.COMPARE_PRIMITIVES["bitwise_xor"], TWO, 1, (INTS, INTS)),
     OpCase(C.COMPARE_PRIMITIVES["left_shift"], SHIFTS, 1, (INTS[:2], INTS[:2])),
     OpCase(C.COMPARE_PRIMITIVES["right_shift"], SHIFTS, 1, (INTS[:2], INTS[:2])),
+    OpCase(C.isclose_p, TWO, 1, (NUMBERS, NUMBERS)),
     OpCase(C.where_p, ((-3, 3),) * 3, 2, ((np.bool_,), NUMBERS, NUMBERS),
            linear_argnums=(1, 2)),
     OpCase(C.clip_p, ((-2, 2),) * 3, 2, (FLOATS, FLOATS, FLOATS),
@@ -76,7 +77,7 @@ def test_primitive(case, data):
 
 def test_case_table_covers_every_primitive():
     covered = {case.primitive for case in CASES}
-    assert set(C.COMPARE_PRIMITIVES.values()) | {C.where_p, C.clip_p} <= covered
+    assert set(C.COMPARE_PRIMITIVES.values()) | {C.isclose_p, C.where_p, C.clip_p} <= covered
 
 
 # -- staged against numpy, bit for bit ----------------------------------------------------------

@@ -17,6 +17,7 @@ from xform.numpy.index import take
 from xform.numpy.protocol import implements
 from xform.numpy.shape import as_array, moveaxis, ravel, reshape
 from xform.numpy.stand_ins import define_group, stand_in
+from xform.rules.compare import isclose_p
 from xform.rules.search import searchsorted_p
 from xform.rules.signal import correlate_p
 from xform.source_info import user_frame_info
@@ -578,7 +579,12 @@ def vecmat(x1, x2):
 
 @implements(np.isclose)
 def isclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):
-    """`np.isclose`: |a - b| <= atol + rtol |b| where b is finite, or a == b."""
+    """`np.isclose`: numpy's own (one equation) for scalar tolerances; else staged as
+    |a - b| <= atol + rtol |b| where b is finite, or a == b."""
+    if _scalar_tolerance(rtol) and _scalar_tolerance(atol) and type(equal_nan) is bool:
+        x = a if isinstance(a, (int, float, complex)) else as_array(a)
+        y = b if isinstance(b, (int, float, complex)) else as_array(b)
+        return isclose_p.bind(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan)
     x = a if isinstance(a, (int, float, complex)) else as_array(a)
     y = b if isinstance(b, (int, float, complex)) else as_array(b)
     if not isinstance(y, (int, float, complex)):
@@ -592,6 +598,12 @@ def isclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):
         if equal_nan:
             result = result | (np.isnan(x) & np.isnan(y))
     return scalar_result(result)
+
+
+def _scalar_tolerance(tolerance) -> bool:
+    """Whether an isclose tolerance is a real number known while staging (a param, kept as
+    given: a numpy scalar's dtype takes part in numpy's promotion)."""
+    return type(tolerance) in (int, float) or isinstance(tolerance, (np.floating, np.integer))
 
 
 @implements(np.allclose)

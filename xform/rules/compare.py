@@ -20,6 +20,16 @@ for _ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, n
     COMPARE_PRIMITIVES[_ufunc.__name__] = _prim
 
 
+# -- isclose(a, b): numpy's own, one equation (as |a - b| <= atol + rtol |b| & ... it was ten,
+# and a convergence test `while not np.allclose(x_new, x)` stages one per iteration)
+
+isclose_p = Primitive("isclose")
+
+register(isclose_p, impl=np.isclose, abstract_eval=elementwise_abstract_eval(np.isclose),
+         **zero_derivative(isclose_p), batch=elementwise_batch(isclose_p), symbolic_zeros=True,
+         role="isclose")
+
+
 # -- where(cond, x, y): linear in x and y ---------------------------------------------------
 
 where_p = Primitive("where")
