@@ -3,6 +3,7 @@ shortcuts it takes give exactly the bits of the way they replace, and the first 
 gradient still equals its compiled calls."""
 import numpy as np
 import pytest
+import scipy.linalg
 
 import xform
 from xform.ir.ad import broadcast_scalar
@@ -10,6 +11,7 @@ from xform.ir.ad import Undefined, aval
 from xform.ir.avals import tangent_aval
 from xform.ir.core import Literal
 from xform.ir.registry import RULES, rule_for
+from xform.rules.linalg import solve_p
 from xform.rules.signal import convolve_p
 from xform.transforms.vjp import vjp_from_jvp
 
@@ -44,9 +46,27 @@ PRODUCTS = [
 ]
 
 
-@pytest.mark.parametrize("name, fun, operands", PRODUCTS,
-                         ids=[f"{case[0]}-{i}" for i, case in enumerate(PRODUCTS)])
-def test_a_products_vjp_is_its_linearized_jvp_transposed_bit_for_bit(name, fun, operands):
+_LOWER = np.tril(_normal(4, 4)) + 4 * np.eye(4)
+
+# (name, function, operands): one linear-algebra equation whose vjp is its own rule
+LINALG = [
+    ("inv", np.linalg.inv, (_normal(4, 4),)),
+    ("inv", np.linalg.inv, (_normal(3, 4, 4, dtype=np.complex128),)),
+    ("scipy_inv", lambda a: scipy.linalg.inv(a), (_normal(4, 4),)),
+    ("det", np.linalg.det, (_normal(4, 4),)),
+    ("det", np.linalg.det, (_normal(2, 4, 4, dtype=np.float32),)),
+    ("solve", np.linalg.solve, (_normal(4, 4), _normal(4, 3))),
+    ("solve", np.linalg.solve, (_normal(2, 4, 4), _normal(4, 3))),
+    ("solve", np.linalg.solve, (_normal(4, 4, dtype=np.complex128), _normal(2, 4, 1))),
+    ("solve", np.linalg.solve, (_normal(4, 4), np.arange(8).reshape(4, 2))),
+    ("solve", lambda a, b: solve_p.bind(a, b, triangle="lower"), (_LOWER, _normal(4, 2))),
+    ("solve", lambda a, b: solve_p.bind(a, b, triangle="upper"), (_LOWER.T, _normal(4, 2))),
+]
+
+
+@pytest.mark.parametrize("name, fun, operands", PRODUCTS + LINALG,
+                         ids=[f"{case[0]}-{i}" for i, case in enumerate(PRODUCTS + LINALG)])
+def test_a_direct_vjp_is_its_linearized_jvp_transposed_bit_for_bit(name, fun, operands):
     graph = xform.make_graph(fun)(*operands)
     (eqn,) = [e for e in graph.equations if e.primitive.name == name]
     ins = list(operands)

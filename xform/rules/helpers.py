@@ -95,11 +95,8 @@ def zero_derivative(prim):
 
 
 def defvjp(*cotangents):
-    """A vjp rule from one function per input: `cotangent(ct, *primals, ans, **params)`.
-
-    The rule's `needed_only(primals, ans, ct, params, needed)` computes only the cotangents
-    of the inputs `needed[i]` says (None: all), the others None: reverse mode skips those of
-    constants (`2.0 * x`'s of 2.0), which it would drop."""
+    """A vjp rule from one function per input: `cotangent(ct, *primals, ans, **params)`
+    (a `needed_vjp`)."""
     def needed_only(primals, ans, ct, params, needed):
         result = []
         for i, (make, x) in enumerate(zip(cotangents, primals)):
@@ -126,6 +123,14 @@ def defvjp(*cotangents):
                           unbroadcast(make(ct, *primals, ans=ans, **params), x_aval))
         return tuple(result)
 
+    return needed_vjp(needed_only)
+
+
+def needed_vjp(needed_only):
+    """The vjp rule `rule(primals, ans, ct, **params)` of `needed_only(primals, ans, ct,
+    params, needed)`, which computes only the cotangents of the inputs `needed[i]` says
+    (None: all), the others None; reverse mode calls `rule.needed_only` to skip those of
+    constants (`2.0 * x`'s of 2.0), which it would drop."""
     def rule(primals, ans, ct, **params):
         return needed_only(primals, ans, ct, params, None)
     rule.needed_only = needed_only
@@ -137,8 +142,8 @@ def multilinear_vjp(transpose):
     einsum, convolve), from its `transpose` rule: an operand's cotangent is the transpose
     with that operand undefined and the others' values given. That is what transposing its
     linearized jvp computes (the same operations, the same bits), without staging that
-    small linear graph per equation; the last operand's comes first, as there. Its
-    `needed_only` is defvjp's."""
+    small linear graph per equation; the last operand's comes first, as there (a
+    `needed_vjp`)."""
     def needed_only(primals, ans, ct, params, needed):
         cts = [None] * len(primals)
         for i in reversed(range(len(primals))):
@@ -150,11 +155,7 @@ def multilinear_vjp(transpose):
                 operands[i] = Undefined(tangent_aval(x_aval))
                 cts[i] = transpose(ct, *operands, **params)[i]
         return tuple(cts)
-
-    def rule(primals, ans, ct, **params):
-        return needed_only(primals, ans, ct, params, None)
-    rule.needed_only = needed_only
-    return rule
+    return needed_vjp(needed_only)
 
 
 def _cotangent_of(make, ct, primals, ans, params):

@@ -10,9 +10,10 @@ from xform.ir.avals import ShapedArray
 from xform.ir.core import Equation, Primitive, Var
 from xform.errors import unsupported_error
 from xform.ir.ad import Undefined, Zero, add_tangents, aval, move_to_front, zero_tangent
-from xform.rules.helpers import elementwise_batch, linear_jvp, unbroadcast, zero_derivative
+from xform.rules.helpers import (elementwise_batch, linear_jvp, needed_vjp, unbroadcast,
+                                 zero_derivative)
 from xform.rules.linalg_scipy import (cholesky_cotangent, cholesky_potrf, inverse_jvp,
-                                      triangular_solve)
+                                      inverse_vjp, triangular_solve)
 from xform.ir.registry import register
 from xform.transforms.vjp import vjp_from_jvp
 
@@ -110,7 +111,8 @@ inv_p = Primitive("inv")
 
 register(inv_p, impl=np.linalg.inv,
          abstract_eval=_square_abstract_eval(np.linalg.inv, lambda s: [s]),
-         jvp=inverse_jvp(inv_p), batch=_stacked_batch(inv_p), symbolic_zeros=True)
+         jvp=inverse_jvp(inv_p), vjp=inverse_vjp, batch=_stacked_batch(inv_p),
+         symbolic_zeros=True)
 
 
 # -- solve(A, B) for matrix B (..., M, K); xform.numpy.linalg.solve reshapes a vector b -----
@@ -160,13 +162,33 @@ def _solve_transpose(ct, a, b, *, triangle=None):
     return None, unbroadcast(solve_p.bind(_mT(a), ct, **_triangle_param(flipped)), b.aval)
 
 
+def _solve_vjp(primals, ans, ct, params, needed):
+    """The transpose of solve's jvp, in the order transposing its linearized jvp computes it
+    (the same bits, without staging that graph): with `a` not differentiated, the transpose
+    in `b`; else ct_rhs = a^-T ct, b's cotangent ct_rhs, a's -ct_rhs x^T."""
+    a, b = primals
+    need_a = (needed is None or needed[0]) and aval(a).dtype.kind in "fc"
+    need_b = (needed is None or needed[1]) and aval(b).dtype.kind in "fc"
+    triangle = params.get("triangle")
+    if not need_a:
+        return None, _solve_transpose(ct, a, Undefined(aval(b)), triangle=triangle)[1] \
+            if need_b else None
+    if triangle is not None:
+        ct_rhs = triangular_solve(a, ct, lower=triangle == "lower", trans=1)
+    else:
+        ct_rhs = solve_p.bind(_mT(a), ct)
+    ct_a = unbroadcast(np.matmul(-ct_rhs, _mT(ans)), aval(a))
+    return ct_a, unbroadcast(ct_rhs, aval(b)) if need_b else None
+
+
 def _triangle_param(triangle) -> dict:
     """solve's params: `triangle` only where known, so that other solves keep no param."""
     return {} if triangle is None else {"triangle": triangle}
 
 
 register(solve_p, impl=_solve_impl, abstract_eval=_solve_abstract_eval, jvp=_solve_jvp,
-         transpose=_solve_transpose, batch=_stacked_batch(solve_p), symbolic_zeros=True,
+         transpose=_solve_transpose, vjp=needed_vjp(_solve_vjp), batch=_stacked_batch(solve_p),
+         symbolic_zeros=True,
          role="solve")
 
 
@@ -186,9 +208,15 @@ def _det_jvp(primals, tangents):
     return ans, ans * _trace_inv_times(primals[0], tangents[0])
 
 
+def _det_vjp(primals, ans, ct):
+    # the transpose of _det_jvp: inv(A)^T (det A ct), as transposing its linearized jvp
+    # computes it (the same bits, without staging that graph)
+    return (_mT(np.linalg.inv(primals[0])) * (ans * ct)[..., None, None],)
+
+
 register(det_p, impl=np.linalg.det,
          abstract_eval=_square_abstract_eval(np.linalg.det, lambda s: [s[:-2]]),
-         jvp=_det_jvp, batch=_stacked_batch(det_p), symbolic_zeros=True)
+         jvp=_det_jvp, vjp=_det_vjp, batch=_stacked_batch(det_p), symbolic_zeros=True)
 
 slogdet_p = Primitive("slogdet", multiple_results=True)
 
