@@ -5,8 +5,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import xform
-from xform.ir.avals import (ShapedArray, aval_of, dtype_short, float0, is_valid_value,
-                            tangent_aval)
+from xform.ir.avals import (ShapedArray, aval_of, broadcast_shapes, dtype_short, float0,
+                            is_valid_value, tangent_aval)
 from xform.ir.core import Equation, Graph, GraphType, Literal, Params, Primitive, Var
 from xform.rules.unary import sin_p
 from xform.testing import strategies as xst
@@ -261,3 +261,15 @@ def test_holds_subgraphs_agrees_with_subgraphs():
                    Params({"branches": (graph, graph)}), Params({"pair": (1, graph)}),
                    Params({"nested": ((graph,),)})]:   # (subgraphs looks one tuple deep)
         assert holds_subgraphs(params) is bool(list(subgraphs(params)))
+
+
+@given(shapes=st.lists(st.lists(st.sampled_from([0, 1, 1, 2, 3]), max_size=4).map(tuple),
+                       max_size=4))
+def test_broadcast_shapes_is_numpys(shapes):
+    try:
+        expected = np.broadcast_shapes(*shapes)
+    except ValueError:
+        with pytest.raises(ValueError, match="cannot be broadcast to a single shape"):
+            broadcast_shapes(*shapes)
+        return
+    assert broadcast_shapes(*shapes) == expected

@@ -8,8 +8,8 @@ import numpy as np
 from numpy import ndarray   # (read per value: see xform.transforms.vjp)
 
 from xform.errors import RuleError
-from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, float0,
-                             is_differentiable, shaped_array)
+from xform.ir.avals import (SCALAR_AVALS, ShapedArray, array_aval, aval_of, broadcast_shapes,
+                            float0, is_differentiable, shaped_array)
 from xform.ir.tracer import Tracer
 
 NOT_MAPPED = None  # batch dimension of an argument that is the same for every example
@@ -124,7 +124,7 @@ def check_rule_outputs(eqn, kind, values, avals, tangent=False):
         got = aval(value)
         if tangent:
             try:
-                fits = np.broadcast_shapes(got.shape, expected.shape) == expected.shape
+                fits = broadcast_shapes(got.shape, expected.shape) == expected.shape
             except ValueError:
                 fits = False
             fits = fits and (got.dtype.kind in "fc" or not is_differentiable(expected))

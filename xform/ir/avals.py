@@ -15,6 +15,33 @@ float0 = np.dtype([("float0", np.void, 0)])
 """The dtype of the gradient of an integer or boolean input (`allow_int=True`), as JAX's."""
 
 
+def broadcast_shapes(*shapes) -> tuple:
+    """numpy's np.broadcast_shapes on tuples of ints, in Python: numpy's makes an empty array
+    per shape (~3 us, and while staging each goes through the constructors' stand-in), where
+    staging asks per equation.
+
+    >>> from xform.ir.avals import broadcast_shapes
+    >>> broadcast_shapes((3, 1), (4,)), broadcast_shapes((0,), (1,)), broadcast_shapes()
+    ((3, 4), (0,), ())
+    """
+    if len(shapes) == 2 and shapes[0] == shapes[1]:    # (most often)
+        return tuple(shapes[0])
+    ndim = max(map(len, shapes), default=0)
+    result, setters = [1] * ndim, [0] * ndim    # (setters: which shape gave each length)
+    for j, shape in enumerate(shapes):
+        offset = ndim - len(shape)
+        for i, n in enumerate(shape, offset):
+            if n != result[i] and n != 1:
+                if result[i] != 1:
+                    k = setters[i]
+                    raise ValueError(
+                        "shape mismatch: objects cannot be broadcast to a single shape.  "
+                        f"Mismatch is between arg {k} with shape {tuple(shapes[k])} and arg "
+                        f"{j} with shape {tuple(shape)}.")
+                result[i], setters[i] = n, j
+    return tuple(result)
+
+
 @attrs.frozen(cache_hash=True)  # avals key many dicts while staging and optimizing
 class ShapedArray:
     """The abstract value of an array: shape, dtype, and whether the dtype is weak (it came

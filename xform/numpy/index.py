@@ -8,6 +8,7 @@ import numpy as np
 
 from xform.errors import ConcretizationError, TypeCheckError, shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
+from xform.ir.avals import broadcast_shapes
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes
 from xform.numpy.protocol import implements
@@ -199,7 +200,7 @@ def fit_values(x, selected, values):
     if type(values) is not Tracer:
         values = np.asarray(values)
     try:
-        fits = np.broadcast_shapes(aval(values).shape, selected) == selected
+        fits = broadcast_shapes(aval(values).shape, selected) == selected
     except ValueError:
         fits = False
     if not fits:

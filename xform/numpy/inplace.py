@@ -8,6 +8,7 @@ import numpy as np
 from xform.errors import (ConcretizationError, TypeCheckError, UnsupportedError, shape_error,
                           unsupported_error)
 from xform.ir.ad import aval
+from xform.ir.avals import broadcast_shapes
 from xform.ir.tracer import Tracer
 from xform.numpy.index import fit_values, index_add, set_item, take
 from xform.numpy.protocol import (FUNCTIONS, array_ufunc, implements, numpy_name,
@@ -51,7 +52,7 @@ def _write_result(out, result, where, casting, name):
             f"Cannot cast ufunc '{name}' output from {result_aval.dtype!r} to "
             f"{out_aval.dtype!r} with casting rule {casting!r}", user_frame_info())
     try:
-        fits = np.broadcast_shapes(result_aval.shape, out_aval.shape) == out_aval.shape
+        fits = broadcast_shapes(result_aval.shape, out_aval.shape) == out_aval.shape
     except ValueError:
         fits = False
     if not fits:

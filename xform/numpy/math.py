@@ -10,6 +10,7 @@ import numpy as np
 
 from xform.errors import TypeCheckError, shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
+from xform.ir.avals import broadcast_shapes
 from xform.ir.builder import call_back
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes, normalize_axis
@@ -343,7 +344,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     else:
         a2, b2 = a[..., 2], b[..., 2]
         x, y = a1 * b2 - a2 * b1, a2 * b0 - a0 * b2
-    shape = np.broadcast_shapes(aval(x).shape, aval(y).shape, aval(z).shape)
+    shape = broadcast_shapes(aval(x).shape, aval(y).shape, aval(z).shape)
     result = np.stack([np.broadcast_to(c, shape) for c in (x, y, z)], -1)
     return moveaxis(result, -1, normalize_axis(axisc, len(shape) + 1))
 
@@ -442,7 +443,7 @@ def select(condlist, choicelist, default=0):
         if aval(cond).dtype != np.bool_:
             raise TypeCheckError(f"invalid entry {i} in condlist: should be boolean ndarray",
                                  user_frame_info())
-    shape = np.broadcast_shapes(*[aval(c).shape for c in choices + conditions])
+    shape = broadcast_shapes(*[aval(c).shape for c in choices + conditions])
     result = np.broadcast_to(choices[-1].astype(dtype), shape)
     for cond, choice in zip(conditions[::-1], choices[-2::-1]):
         result = np.where(cond, choice.astype(dtype), result)
@@ -631,7 +632,7 @@ def array_equiv(a1, a2):
     """`np.array_equiv`: False for shapes that do not broadcast, else all(a1 == a2)."""
     a1, a2 = as_array(a1), as_array(a2)
     try:
-        np.broadcast_shapes(aval(a1).shape, aval(a2).shape)
+        broadcast_shapes(aval(a1).shape, aval(a2).shape)
     except ValueError:
         return False
     return np.all(a1 == a2)

@@ -6,6 +6,7 @@ import numpy as np
 
 from xform.errors import shape_error, unsupported_error
 from xform.ir.ad import aval, ndim
+from xform.ir.avals import broadcast_shapes
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axis
 from xform.numpy.protocol import implements
@@ -46,7 +47,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         step = float("nan")  # numpy: the step of 0 or 1 samples is undefined
         y = steps * delta + start
     if endpoint and num > 1:
-        shape = (num,) + np.broadcast_shapes(aval(y).shape[1:], aval(stop).shape)
+        shape = (num,) + broadcast_shapes(aval(y).shape[1:], aval(stop).shape)
         y = np.concatenate([broadcast_to(y, shape)[:-1],
                             reshape(broadcast_to(stop, shape[1:]), (1,) + shape[1:])])
     if axis != 0:
@@ -118,7 +119,7 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
         grids[0] = reshape(grids[0], (1, -1) + (1,) * (rank - 2))
         grids[1] = reshape(grids[1], (-1, 1) + (1,) * (rank - 2))
     if not sparse:
-        shape = np.broadcast_shapes(*[aval(g).shape for g in grids])
+        shape = broadcast_shapes(*[aval(g).shape for g in grids])
         grids = [broadcast_to(g, shape) for g in grids]
         if copy:
             grids = [np.copy(g) for g in grids]

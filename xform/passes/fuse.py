@@ -6,7 +6,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from xform.ir.avals import is_differentiable
+from xform.ir.avals import broadcast_shapes, is_differentiable
 from xform.ir.core import Equation, Graph, Literal, Params, Var
 from xform.ir.nx import contracted_order, predecessors, with_equations
 from xform.ir.registry import elementwise_primitives, hooks_named, primitive_for
@@ -332,7 +332,7 @@ def _typed(eqn) -> bool:
 
 def _broadcast(*shapes):
     try:
-        return np.broadcast_shapes(*shapes)
+        return broadcast_shapes(*shapes)
     except ValueError:
         return None
 

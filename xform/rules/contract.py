@@ -5,7 +5,7 @@ import string
 
 import numpy as np
 
-from xform.ir.avals import ShapedArray
+from xform.ir.avals import ShapedArray, broadcast_shapes
 from xform.ir.core import Primitive
 from xform.ir.ad import NOT_MAPPED, Undefined, Zero, add_tangents, aval, move_to_front, ndim
 from xform.rules.helpers import defjvp, multilinear_vjp, unbroadcast
@@ -50,7 +50,7 @@ def _matmul_shape(a, b):
     if a2[-1] != b2[-2]:
         raise ValueError(f"matmul: contracted dimensions differ: shapes {a} and {b} "
                          f"({a2[-1]} != {b2[-2]})")
-    batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    batch = broadcast_shapes(a2[:-2], b2[:-2])
     return batch + a2[-2:-1] * (len(a) > 1) + b2[-1:] * (len(b) > 1)
 
 
@@ -249,7 +249,7 @@ def _einsum_operand_ct(ct, operands, specs, output, k):
     # Where operand k broadcast against size-1 axes, ct_k has them too: widen, then sum those
     # axes where it was operand k that broadcast.
     target = operands[k].aval
-    ct_k = np.broadcast_to(ct_k, np.broadcast_shapes(aval(ct_k).shape, target.shape))
+    ct_k = np.broadcast_to(ct_k, broadcast_shapes(aval(ct_k).shape, target.shape))
     return unbroadcast(ct_k, target)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from xform.ir.avals import is_differentiable, tangent_aval
+from xform.ir.avals import broadcast_shapes, is_differentiable, tangent_aval
 from xform.ir.builder import (GraphBuilder, bind, current_builder, source_scope,
                               using_builder)
 from xform.ir.core import Literal, Primitive, rewire
@@ -163,7 +163,7 @@ class _BlockPlan:
 
 def _broadcast_shape(shapes):
     try:
-        return np.broadcast_shapes(*shapes)
+        return broadcast_shapes(*shapes)
     except ValueError:
         return None
 

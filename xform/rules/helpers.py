@@ -11,7 +11,8 @@ from numpy import float64, ndarray   # (read per value: see xform.transforms.vjp
 
 from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, add_tangents, aval, move_to_front, ndim,
                          zero_tangent)
-from xform.ir.avals import ShapedArray, is_differentiable, shaped_array, tangent_aval
+from xform.ir.avals import (ShapedArray, broadcast_shapes, is_differentiable, shaped_array,
+                            tangent_aval)
 from xform.ir.core import Params
 from xform.ir.registry import Hooks
 
@@ -248,7 +249,7 @@ def elementwise_abstract_eval(numpy_fn):
             with np.errstate(all="ignore"):
                 dtype = np.result_type(numpy_fn(*[dummy(a) for a in avals], **params))
             _DTYPE_CACHE[dtype_key] = dtype
-        shape = np.broadcast_shapes(*[a.shape for a in avals])
+        shape = broadcast_shapes(*[a.shape for a in avals])
         # (from the aval memo: the next equation's key then holds the same object, which
         # tuple comparison matches by identity, not by ShapedArray.__eq__)
         result = shaped_array(shape, dtype)

@@ -6,7 +6,7 @@ index argument is parsed into that form by xform.numpy.index (`x[index]`, np.tak
 """
 import numpy as np
 
-from xform.ir.avals import ShapedArray, is_differentiable
+from xform.ir.avals import ShapedArray, broadcast_shapes, is_differentiable
 from xform.ir.core import Primitive
 from xform.ir.index_params import (ARRAY, FULL, index_box,  # noqa: F401  (re-exported)
                                    numpy_index)
@@ -62,7 +62,7 @@ def index_layout(shape, index, array_shapes):
     if not positions:
         return tuple(dims), None, 0
     try:
-        block = np.broadcast_shapes(*block_shapes)
+        block = broadcast_shapes(*block_shapes)
     except ValueError:
         raise IndexError("shape mismatch: indexing arrays could not be broadcast together "
                          f"with shapes {' '.join(map(str, block_shapes))}") from None

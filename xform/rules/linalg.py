@@ -6,7 +6,7 @@ convention (a vjp transposes the R-linear jvp under Re(sum(a * b))).
 """
 import numpy as np
 
-from xform.ir.avals import ShapedArray
+from xform.ir.avals import ShapedArray, broadcast_shapes
 from xform.ir.core import Equation, Primitive, Var
 from xform.errors import unsupported_error
 from xform.ir.ad import Undefined, Zero, add_tangents, aval, move_to_front, zero_tangent
@@ -124,7 +124,7 @@ def _solve_abstract_eval(a, b, *, triangle=None):
     _check_square(a, "solve")
     if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
         raise ValueError(f"solve: b of shape {b.shape} does not fit a of shape {a.shape}")
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return ShapedArray(batch + b.shape[-2:], _result_dtypes(np.linalg.solve, a.dtype, b.dtype)[0])
 
 
@@ -570,7 +570,7 @@ def _lstsq_one(a, b, rcond):
 
 
 def _lstsq_impl(a, b, *, rcond):
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if not batch:
         return _lstsq_one(a, b, rcond)
     a = np.broadcast_to(a, batch + a.shape[-2:])
@@ -582,7 +582,7 @@ def _lstsq_impl(a, b, *, rcond):
 def _lstsq_abstract_eval(a, b, *, rcond):
     if a.ndim < 2 or b.ndim < 2 or b.shape[-2] != a.shape[-2]:
         raise ValueError(f"lstsq: b of shape {b.shape} does not fit a of shape {a.shape}")
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     *_, m, n = a.shape
     dtype = _result_dtypes(np.linalg.solve, a.dtype, b.dtype)[0]
     real = np.finfo(dtype).dtype

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from xform.ir.ad import NOT_MAPPED, Undefined, Zero, aval, zero_tangent
-from xform.ir.avals import ShapedArray
+from xform.ir.avals import ShapedArray, broadcast_shapes
 from xform.ir.core import Primitive
 from xform.ir.registry import register
 from xform.rules import contract
@@ -73,7 +73,7 @@ def _stacked(fn, n_matrices):
         mats, rest = args[:n_matrices], args[n_matrices:]
         if all(type(m) is np.ndarray and m.ndim == 2 for m in mats):
             return fn(*mats, *rest, **params)
-        lead = np.broadcast_shapes(*(np.shape(m)[:-2] for m in mats))
+        lead = broadcast_shapes(*(np.shape(m)[:-2] for m in mats))
         if not lead:
             return fn(*mats, *rest, **params)
         mats = [np.broadcast_to(m, lead + np.shape(m)[-2:]) for m in mats]
@@ -140,7 +140,7 @@ def _triangular_solve_abstract_eval(a, b, **params):
     if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
         raise ValueError(f"triangular_solve: b of shape {b.shape} does not fit a of shape "
                          f"{a.shape}")
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return ShapedArray(batch + b.shape[-2:], _float_dtype(a.dtype, b.dtype))
 
 
@@ -321,7 +321,7 @@ def _cholesky_cotangent_abstract_eval(factor, ct):
                          f"factor of shape {factor.shape}")
     if _float_dtype(factor.dtype, ct.dtype).kind == "c":
         raise ValueError("cholesky_cotangent: real matrices only")
-    batch = np.broadcast_shapes(factor.shape[:-2], ct.shape[:-2])
+    batch = broadcast_shapes(factor.shape[:-2], ct.shape[:-2])
     return ShapedArray(batch + factor.shape[-2:], _float_dtype(factor.dtype, ct.dtype))
 
 
@@ -457,7 +457,7 @@ register(lu_pivots_to_permutation_p, impl=_pivots_to_permutation,
 
 def permute_rows(x, perm):
     """x[..., perm, :] for a (stacked) permutation `perm`; differentiable in `x`."""
-    lead = np.broadcast_shapes(aval(perm).shape[:-1], aval(x).shape[:-2])
+    lead = broadcast_shapes(aval(perm).shape[:-1], aval(x).shape[:-2])
     if aval(x).shape[:-2] != lead:
         x = np.broadcast_to(x, lead + aval(x).shape[-2:])
     index = np.broadcast_to(np.expand_dims(perm, -1), aval(x).shape)
@@ -560,7 +560,7 @@ def _sylvester_abstract_eval(a, b, q):
     if q.ndim < 2 or q.shape[-2:] != (a.shape[-1], b.shape[-1]):
         raise ValueError(f"solve_sylvester: q of shape {q.shape} does not fit a {a.shape} "
                          f"and b {b.shape}")
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], q.shape[:-2])
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], q.shape[:-2])
     return ShapedArray(batch + q.shape[-2:], _float_dtype(a.dtype, b.dtype, q.dtype))
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from numpy import float64, ndarray   # (read per value: see xform.transforms.vjp)
 
 from xform.errors import shape_error
-from xform.ir.avals import ShapedArray, is_differentiable, shaped_array
+from xform.ir.avals import ShapedArray, broadcast_shapes, is_differentiable, shaped_array
 from xform.ir.core import Primitive
 from xform.ir.index_params import slice_box
 from xform.ir.ad import (NOT_MAPPED, Undefined, Zero, aval, instantiate, move_to_front,
@@ -55,7 +55,7 @@ broadcast_to_p = Primitive("broadcast_to")
 
 
 def _broadcast_to_abstract_eval(x, *, shape):
-    if np.broadcast_shapes(x.shape, shape) != tuple(shape):
+    if broadcast_shapes(x.shape, shape) != tuple(shape):
         raise ValueError(f"cannot broadcast shape {x.shape} to {shape}")
     return ShapedArray(shape, x.dtype, x.weak_type and not shape)
 

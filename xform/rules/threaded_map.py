@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 
 from xform.errors import ShapeError, TypeCheckError, UnsupportedError, XformError
-from xform.ir.avals import ShapedArray, aval_of, is_differentiable
+from xform.ir.avals import ShapedArray, aval_of, broadcast_shapes, is_differentiable
 from xform.ir.builder import current_builder, stage_function
 from xform.ir.core import Graph, Params, Primitive, Var, rewire
 from xform.ir.execute import runtime
@@ -479,7 +479,7 @@ def threaded_map(f, *xs, out=None, num_threads=None, chunk_size=None, axis=None)
     for i, a in enumerate(avals[1:], 1):
         if axis is None and a.shape != shape:
             try:
-                np.broadcast_shapes(shape, a.shape)
+                broadcast_shapes(shape, a.shape)
                 hint = "broadcast them first: np.broadcast_arrays(*xs)"
             except ValueError:
                 hint = (f"{shape} and {a.shape} do not broadcast either: pass inputs of one "
