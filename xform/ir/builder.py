@@ -94,7 +94,9 @@ class GraphBuilder:
         self.values: dict | None = None
         self.dependent: set = set()
         self.perturbed: set = set()
-        self.guard_sites: dict = {}     # user line -> guards recorded at it so far
+        # user line -> guards recorded at it so far, counted across the nested stagings of
+        # one call (a checkpointed or custom function called twice asks its line twice)
+        self.guard_sites: dict = {} if parent is None else parent.guard_sites
         self.generator_copies: dict = {}   # id(generator) -> the copy staging draws from
 
     def new_input(self, aval: ShapedArray, value=NO_VALUE, perturbed=False) -> Tracer:
