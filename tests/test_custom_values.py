@@ -3,7 +3,8 @@ custom_vjp function whose primal, jvp rule, fwd or bwd asks Python about a value
 `while`, `int()`, `max()`, `float()` of a value no derivative flows through, a boolean mask)
 is answered from the call's values and guarded, as outside (docs/control-flow.md); each
 transformed object is called alternately on both sides of every decision and compared with
-eager numpy, finite differences, and the rule's own derivative where it differs on purpose."""
+eager numpy, finite differences, and the rule's own derivative where it differs on purpose.
+Then results holding strings, None and Python numbers next to arrays (has_aux, jit)."""
 import numpy as np
 import pytest
 
@@ -379,3 +380,95 @@ def test_inside_a_staging_without_values_it_still_names_the_line():
         xform.make_graph(branchy)(xform.ShapedArray((), np.dtype("float64")))
     assert_points_at(info.value, __file__, "no-values", "branchy")
 
+
+# -- results holding strings, None and Python numbers next to arrays ---------------------------
+
+def halve_until_small(w):
+    """A solver's loss with a report: the report's entries are decided by the loop."""
+    n = 0
+    err = np.sum(w ** 2)
+    while err > 1e-3 and n < 50:
+        w = w * 0.5
+        err = np.sum(w ** 2)
+        n += 1
+    status = "converged" if n < 10 else "slow"
+    return err, {"status": status, "iters": n, "note": None, "tag": b"v1", "first": w[0]}
+
+
+REPORT_POINTS = [np.array([1.0, 2.0]), np.array([0.01, -0.02]), np.array([100.0, 0.0])]
+
+
+def assert_same_report(got, expected):
+    assert got.keys() == expected.keys()
+    for name, value in expected.items():
+        if isinstance(value, np.ndarray) or type(value) is np.float64:
+            assert got[name] == pytest.approx(value)
+        else:   # strings, None, Python ints: as eager numpy's, of the same type
+            assert (type(got[name]), got[name]) == (type(value), value)
+
+
+def test_strings_none_and_python_ints_in_has_aux_and_jit_results():
+    value_and_grad = xform.value_and_grad(halve_until_small, has_aux=True)
+    grad = xform.grad(halve_until_small, has_aux=True)
+    jit = xform.jit(halve_until_small)
+    for w in alternately(REPORT_POINTS):
+        err, report = halve_until_small(w)
+        expected_grad = central_difference(lambda v: halve_until_small(v)[0], w)
+        (got_err, got_report), got_grad = value_and_grad(w)
+        assert got_err == pytest.approx(err)
+        assert_same_report(got_report, report)
+        np.testing.assert_allclose(got_grad, expected_grad, rtol=1e-6)
+        got_grad, got_report = grad(w)
+        assert_same_report(got_report, report)
+        got_err, got_report = jit(w)
+        assert_same_report(got_report, report)
+        _, _, got_report = xform.vjp(halve_until_small, w, has_aux=True)
+        assert_same_report(got_report, report)
+    assert xform.jit(lambda x: "a name")(1.0) == "a name"
+
+
+def test_a_string_holding_a_traced_floats_text_is_each_calls():
+    def loss(x):
+        value = np.sum(x ** 2)
+        print(f"staging at {value}")     # shown only: no guard, no path per value
+        return value, f"loss {value:.3f}"
+
+    grad = xform.grad(loss, has_aux=True)
+    for x in alternately([1.0, 2.0, 3.0]):
+        got_grad, message = grad(x)
+        assert (got_grad, message) == (2.0 * x, f"loss {x ** 2:.3f}")
+
+
+def test_a_string_formatted_with_percent_from_a_traced_float_is_each_calls():
+    grad = xform.grad(lambda x: (x ** 2, "loss %.2f" % (x ** 2)), has_aux=True)
+    for x in alternately([1.0, 2.0]):
+        assert grad(x) == (2.0 * x, "loss %.2f" % (x ** 2))
+
+
+def test_shown_text_alone_stages_no_path_per_value():
+    def loss(x):
+        value = np.sum(x ** 2)
+        print(f"loss {value:.3f}")
+        return value, "done"
+
+    grad = xform.grad(loss, has_aux=True)
+    for x in [1.0, 2.0, 3.0]:
+        assert grad(x) == (2.0 * x, "done")
+    assert xform.cache_info()["paths"] == {}
+
+
+def test_a_string_holding_a_traced_arrays_text_names_the_line():
+    def report(x):
+        return np.sum(x), "x = " + str(x)  # line: array-text
+    with pytest.raises(ConcretizationError, match="text of a traced array") as info:
+        xform.jit(report)(np.array([1.0, 2.0]))
+    assert_points_at(info.value, __file__, "array-text", "report")
+
+
+def test_vmap_returns_a_string_every_element_shares_and_refuses_one_they_do_not():
+    mapped = xform.vmap(halve_until_small)
+    errs, report = mapped(np.array([[1.0, 2.0], [2.0, 1.0]]))
+    assert (report["status"], report["note"], report["tag"]) == ("converged", None, b"v1")
+    np.testing.assert_array_equal(report["iters"], [7, 7])
+    with pytest.raises(xform.errors.TypeCheckError, match="same for every element"):
+        mapped(np.array([[1.0, 2.0], [100.0, 0.0]]))
