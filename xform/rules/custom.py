@@ -99,10 +99,10 @@ class CustomCallee(_Callee):
         self._rule = None
         self._fwd = None
         self._bwd = {}
-        # (kind, key) of the functions whose staging asked for a value, and of those staged
-        # without asking one (ValuedCallee)
+        # (kind, key) of the functions whose staging asked for a value; key -> the kinds
+        # staged without asking one (ValuedCallee)
         self.asks_values = set()
-        self.value_free = set()
+        self.value_free = {}
 
     def _ref(self, fun, name):
         ref = FunctionRef(_with_nondiff(fun, self.nums, self.traced, self.static))
@@ -227,6 +227,8 @@ def _jvp_rule_key(key):
             tuple(avals) + tuple(tangents))
 
 
+_NONE = frozenset()
+
 # The custom functions whose rules are being staged with values: a call of the function
 # inside its own rule (`f(x)` in `f_fwd`) stages its rules only if a transform asks for them
 _rules_staging: ContextVar = ContextVar("xform_custom_rules_staging", default=frozenset())
@@ -282,7 +284,7 @@ class ValuedCallee(CustomCallee):
             except ConcretizationError:
                 self.base.asks_values.add((kind, key))
             else:
-                self.base.value_free.add((kind, key))
+                self.base.value_free.setdefault(key, set()).add(kind)
                 return staged
         return self._staged_with_values(kind, key)
 
@@ -660,9 +662,10 @@ class _Custom:
             callee = self._callees.setdefault((nums, traced, static),
                                               CustomCallee(self, nums, traced, static))
         key = (in_tree, tuple(aval(x) for x in leaves))
-        known = known_values(leaves)
-        if known is not None:
-            callee = self._with_values(callee, key, known)
+        if not callee.value_free.get(key, _NONE).issuperset(self.rule_kinds):
+            known = known_values(leaves)    # (none of its functions known to ask nothing)
+            if known is not None:
+                callee = self._with_values(callee, key, known)
         outs = self.primitive.bind(*leaves, callee=callee, key=key)
         return tree_unflatten(callee.out_tree(key), outs)
 
@@ -671,13 +674,12 @@ class _Custom:
         ValuedCallee where a function of it asked a value, or may later be asked to (a call
         inside this function's own rule, whose rules a higher derivative stages); else
         `callee`, shared by every call of the signature."""
-        in_own_rule = self in _rules_staging.get()
         differentiated = bool(known.perturbed)
-        if differentiated and in_own_rule:
+        if differentiated and self in _rules_staging.get():
             return ValuedCallee(callee, known)
         kinds = self.rule_kinds if differentiated else ("primal",)
-        if all((kind, key) in callee.value_free for kind in kinds):
-            return callee   # (known to ask nothing: most calls)
+        if callee.value_free.get(key, _NONE).issuperset(kinds):
+            return callee   # (known to ask nothing)
         valued = ValuedCallee(callee, known)
         for kind in kinds:
             try:
