@@ -78,8 +78,8 @@ def zeros_of_traced_size(x):
 
 
 ABSTRACT = ("this staging has no values (make_graph or eval_shape of shapes, a body of "
-            "xform.cond, while_loop or scan, an @xform.function, a custom_jvp or custom_vjp "
-            "function, the function of xform.threaded_map): ")
+            "xform.cond, while_loop or scan, an @xform.function, the function of "
+            "xform.threaded_map, a tangent or cotangent a custom rule receives): ")
 CONTROL_FLOW = ABSTRACT + ("stage the choice: np.where(c, a, b), xform.cond(pred, true_fn, "
                            "false_fn, x) or xform.switch; or call the transform on arrays, "
                            "whose values decide")

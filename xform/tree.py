@@ -64,6 +64,8 @@ class TreeDef:
             return "*"
         if self.kind is type(None):
             return "None"
+        if self.kind is _Text:
+            return repr(self.aux)
         if self.kind is tuple:
             inner = ", ".join(map(repr, self.children))
             return f"({inner},)" if len(self.children) == 1 else f"({inner})"
@@ -295,15 +297,24 @@ def flat_tuple(n: int) -> TreeDef:
     return treedef
 
 
-def tree_flatten(tree, is_leaf=None) -> tuple[list, TreeDef]:
+class _Text:
+    """The kind of a structure's node holding a string or bytes (its aux), no leaf: see
+    tree_flatten's `texts_static`."""
+
+
+def tree_flatten(tree, is_leaf=None, texts_static=False) -> tuple[list, TreeDef]:
     """`(leaves, treedef)`: the leaves left to right (dicts by sorted key) and the structure;
-    `is_leaf(x)` true stops the walk at `x` (as in JAX).
+    `is_leaf(x)` true stops the walk at `x` (as in JAX). With `texts_static`, strings and
+    bytes are part of the structure, not leaves (a transformed function's results: a status
+    next to arrays comes back as it is).
 
     >>> from xform.tree import tree_flatten
     >>> tree_flatten((1.0, [2.0, None]))
     ([1.0, 2.0], (*, [*, None]))
+    >>> tree_flatten((1.0, "done"), texts_static=True)
+    ([1.0], (*, 'done'))
     """
-    if type(tree) is tuple and is_leaf is None:
+    if type(tree) is tuple and is_leaf is None and not texts_static:
         # A call's arguments, most often arrays and numbers: no walk.
         for x in tree:
             if type(x) not in _LEAF_KINDS:
@@ -315,6 +326,8 @@ def tree_flatten(tree, is_leaf=None) -> tuple[list, TreeDef]:
     def walk(x) -> TreeDef:
         node = None if is_leaf is not None and is_leaf(x) else _node(x)
         if node is None:
+            if texts_static and isinstance(x, (str, bytes)):
+                return TreeDef(_Text, x, ())
             leaves.append(x)
             return LEAF
         kind, aux, children = node
@@ -350,6 +363,8 @@ def _build(kind, aux, children):
         return built
     if kind is type(None):
         return None
+    if kind is _Text:
+        return aux
     if kind in _REGISTRY:
         return _REGISTRY[kind][1](aux, children)
     if hasattr(kind, "_fields"):

@@ -174,7 +174,13 @@ def _staged_per_element(fun, args_tree, avals, dims, size, out_tree, out_axes_le
         for i in range(size):
             element = [leaf if d is NOT_MAPPED else np.take(leaf, i, axis=d)
                        for leaf, d in zip(leaves, dims)]
-            outs.append(tree_flatten(fun(*tree_unflatten(args_tree, element)))[0])
+            leaves_i, tree_i = tree_flatten(fun(*tree_unflatten(args_tree, element)),
+                                            texts_static=True)
+            if tree_i != out_tree:  # (a string result that differs between lanes)
+                raise TypeCheckError(f"vmap: element {i} returns {tree_i}, element 0 "
+                                     f"{out_tree}", user_frame_info(), "a string among the "
+                                     "results must be the same for every element")
+            outs.append(leaves_i)
         return [outs[0][k] if axis is None else np.stack([o[k] for o in outs], axis=axis)
                 for k, axis in enumerate(out_axes_leaves)]
 

@@ -13,8 +13,8 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from xform.errors import (ShapeError, TypeCheckError, XformError, out_of_memory_error,
-                          recursion_error)
+from xform.errors import (ConcretizationError, ShapeError, TypeCheckError, XformError,
+                          out_of_memory_error, recursion_error)
 from xform.ir.avals import SCALAR_AVALS, ShapedArray, aval_of, float0
 from xform.ir.core import Equation, Graph, Literal, Params, Var, install_bind
 from xform.ir.execute import runtime, unwatched
@@ -94,7 +94,13 @@ class GraphBuilder:
         self.values: dict | None = None
         self.dependent: set = set()
         self.perturbed: set = set()
-        self.guard_sites: dict = {}     # user line -> guards recorded at it so far
+        # user line -> guards recorded at it so far, counted across the nested stagings of
+        # one call (a checkpointed or custom function called twice asks its line twice)
+        self.guard_sites: dict = {} if parent is None else parent.guard_sites
+        # (tracer, text or None where unknown, user line): texts of values that depend on
+        # the inputs, shown unguarded (`f"{loss:.3f}"`), which a string among the results
+        # may hold
+        self.shown_texts: list = []
         self.generator_copies: dict = {}   # id(generator) -> the copy staging draws from
 
     def new_input(self, aval: ShapedArray, value=NO_VALUE, perturbed=False) -> Tracer:
@@ -164,7 +170,7 @@ class GraphBuilder:
         raise TypeCheckError(f"cannot stage a value of type {type(value).__name__}; "
                              "expected an array, a numpy or Python scalar", user_frame_info(),
                              "a transformed function's results, has_aux's auxiliary output "
-                             "too, hold arrays and numbers: keep names, strings and other "
+                             "too, hold arrays, numbers, strings and None: keep other "
                              "objects out of them")
 
     def _lift(self, tracer: Tracer) -> Var:
@@ -194,12 +200,12 @@ class GraphBuilder:
                 self.perturbed.add(var)
         return var
 
-    def decide(self, tracer: Tracer, kind: str, what: str | None = None):
+    def decide(self, tracer: Tracer, kind: str, what: str | None = None, site=None):
         """`bool(tracer)` (kind "bool"), `int`, `operator.index` ("index"), `float`,
         `complex`, `hash`: what eager numpy answers for this call's value, guarded when the value
-        depends on the inputs (xform.ir.values). Raises the ConcretizationError of `what`
-        (default: `kind`) when there is no value, or when float() or complex() would cut a
-        derivative."""
+        depends on the inputs (xform.ir.values), at the user's line `site` (default: the line
+        asking). Raises the ConcretizationError of `what` (default: `kind`) when there is no
+        value, or when float() or complex() would cut a derivative."""
         var = tracer.graph_var
         value = NO_VALUE if self.values is None else self.values.get(var, NO_VALUE)
         if value is NO_VALUE or kind not in ("bool", "hash") and \
@@ -209,10 +215,12 @@ class GraphBuilder:
         if var not in self.dependent:
             return outcome      # a constant's answer never changes
         if kind in ("float", "complex") and _formats_it(sys._getframe(2)):
-            return outcome      # `"%.3f" % loss`: shown, as print shows it (Tracer._shown)
+            # `"%.3f" % loss`: shown, as print shows it (Tracer._shown); its text unknown here
+            self.shown_texts.append((tracer, None, user_frame_info()))
+            return outcome
         if kind in ("float", "complex") and var in self.perturbed:
             raise derivative_cut(kind)
-        site = user_frame_info()
+        site = site or user_frame_info()
         key = GuardKey(site, self.guard_sites.get(site, -1) + 1)
         self.guard_sites[site] = key.nth
         bind(guard_p, tracer, key=key, kind=kind, expected=outcome)
@@ -458,6 +466,22 @@ def _user_code_error(err):
     return recursion_error(err) if isinstance(err, RecursionError) else out_of_memory_error(err)
 
 
+def _guard_shown_texts(builder, out) -> None:
+    """Guard the values whose text a string among the results `out` holds (`"loss " +
+    str(loss)`): a cached path would return the first call's text on every call. (Text only
+    shown, by print or logging, stays unguarded: a path per value of a logged loss.)"""
+    strings = [leaf for leaf in tree_flatten(out)[0] if isinstance(leaf, str)]
+    for tracer, text, site in builder.shown_texts if strings else ():
+        if text is not None and not any(text in string for string in strings):
+            continue
+        if tracer.size != 1:
+            raise ConcretizationError(
+                "the text of a traced array in a string among the results: the string would "
+                "be the first call's on every later call", site, "return the array itself "
+                "(with has_aux), and make its text after the call")
+        builder.decide(tracer, "hash", site=site)
+
+
 def stage_function(fun, in_tree, avals, known=None):
     """Stage `fun(*args)` on tracers of `avals` laid out as `in_tree`; with `known` (a
     KnownValues), tracers that carry this call's values (xform.ir.values).
@@ -486,6 +510,8 @@ def stage_function(fun, in_tree, avals, known=None):
                     scope = user_code_scope()
                     with scope as installed:
                         out = scope.call(fun, args)
+                        if builder.shown_texts:
+                            _guard_shown_texts(builder, out)
                 except (ValueError, RecursionError, MemoryError) as err:
                     raised = _user_code_error(err)
                     if raised is None:
@@ -503,7 +529,7 @@ def stage_function(fun, in_tree, avals, known=None):
     if type(out) is Tracer:     # (most often: no walk)
         out_leaves, out_tree = [out], LEAF
     else:
-        out_leaves, out_tree = tree_flatten(out)
+        out_leaves, out_tree = tree_flatten(out, texts_static=True)
     graph = builder.build(out_leaves)
     if builder.values is not None and builder.parent is None:
         keep_values(builder.values, builder.equations, builder.dependent)

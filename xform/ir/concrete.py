@@ -17,8 +17,8 @@ from xform.source_info import SourceInfo, scipy_callee, user_frame, user_frame_i
 # Transforms called on arrays answer these questions from the values; a staging without
 # values (abstract shapes, a body of a staged cond or loop, an @xform.function) cannot.
 _ABSTRACT = ("this staging has no values (make_graph or eval_shape of shapes, a body of "
-             "xform.cond, while_loop or scan, an @xform.function, a custom_jvp or custom_vjp "
-             "function, the function of xform.threaded_map): ")
+             "xform.cond, while_loop or scan, an @xform.function, the function of "
+             "xform.threaded_map, a tangent or cotangent a custom rule receives): ")
 _CONTROL_FLOW = _ABSTRACT + "stage the choice: np.where(c, a, b), xform.cond(pred, " \
     "true_fn, false_fn, x) or xform.switch; or call the transform on arrays, whose values " \
     "decide"

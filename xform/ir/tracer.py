@@ -154,13 +154,13 @@ class Tracer:
         value = self.builder.known_value(self)
         if value is None:
             return f"Tracer<{self.aval.str_short()}>"
-        return f"Tracer<{self.aval.str_short()}: {np.asarray(value)}>"
+        return self._noted(f"{np.asarray(value)}", f"Tracer<{self.aval.str_short()}: {{}}>")
 
     # `print(loss)` and `f"{loss:.3f}"` while staging with values show this call's value, as
     # eager numpy prints it
     def __str__(self):
         value = self._shown()
-        return repr(self) if value is None else str(value)
+        return repr(self) if value is None else self._noted(str(value))
 
     def __format__(self, spec):
         value = self._shown()
@@ -172,7 +172,16 @@ class Tracer:
             raise TypeCheckError(f"format spec {spec!r} of a traced array of shape "
                                  f"{self.shape}", user_frame_info(),
                                  "numpy formats only 0-d arrays with a spec: index it first")
-        return format(value, spec)
+        return self._noted(format(value, spec))
+
+    def _noted(self, text, template="{}"):
+        """`template` holding `text`, the text of this call's value; noted where the value
+        depends on the inputs, for a string among the results holding it to be guarded
+        (xform.ir.builder.stage_function)."""
+        builder = self.builder
+        if self.graph_var in builder.dependent and builder.is_live():
+            builder.shown_texts.append((self, text, user_frame_info()))
+        return template.format(text)
 
     def _shown(self):
         """This call's value as text shows it (None without values). A 0-d integer or truth

@@ -14,12 +14,15 @@ from __future__ import annotations
 import functools
 import inspect
 import linecache
+from contextvars import ContextVar
 
 import numpy as np
 
-from xform.errors import MissingRuleError, ShapeError, TypeCheckError, XformError
+from xform.errors import (ConcretizationError, MissingRuleError, ShapeError, TypeCheckError,
+                          XformError)
 from xform.ir.avals import ShapedArray, float0, is_differentiable, tangent_aval
-from xform.ir.builder import GraphBuilder, current_builder, using_builder
+from xform.ir.builder import (GraphBuilder, KnownValues, current_builder, known_values,
+                               stage_function, using_builder)
 from xform.ir.core import Primitive
 from xform.ir.execute import compiled_optimized
 from xform.ir.interpret import eval_graph
@@ -29,6 +32,7 @@ from xform.rules.call import FunctionRef
 from xform.rules.subgraphs import describe_types, transpose_from_vjp
 from xform.ir.ad import Undefined, aval, instantiate, zero_tangent, zeros
 from xform.ir.registry import register
+from xform.ir.values import NO_VALUE, has_guards
 from xform.transforms.derived import batch_of, derived_graph
 from xform.tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 
@@ -95,6 +99,10 @@ class CustomCallee(_Callee):
         self._rule = None
         self._fwd = None
         self._bwd = {}
+        # (kind, key) of the functions whose staging asked for a value; key -> the kinds
+        # staged without asking one (ValuedCallee)
+        self.asks_values = set()
+        self.value_free = {}
 
     def _ref(self, fun, name):
         ref = FunctionRef(_with_nondiff(fun, self.nums, self.traced, self.static))
@@ -111,28 +119,70 @@ class CustomCallee(_Callee):
         return self.primal.out_type(key)[1]
 
     def primal_graph(self, key):
-        return self.primal.graph(key)
+        return self._staged("primal", key)[0]
 
     def _missing(self, kind, define):
         return MissingRuleError(self.name, kind, user_frame_info(),
                                 f"define it with {self.name}.{define}(...)")
 
-    def jvp_graph(self, key):
-        """(inputs, tangents of the differentiable inputs) -> (outs, tangents of outs)."""
-        owner = self.owner
-        if owner.jvp is None:
+    def rule_function(self, kind, key):
+        """(function, its signature) of the function `kind` ("primal", "jvp", "fwd", "bwd")
+        at a call's signature `key`, as staging takes them."""
+        if kind == "primal":
+            return self.primal.fun, key
+        if kind == "jvp":
+            return self._jvp_ref().fun, _jvp_rule_key(key)
+        if kind == "fwd":
+            return self._fwd_ref().fun, key
+        fwd = self.fwd_graph(key)
+        res_tree = self._staged("fwd", key)[1].children[1]
+        return _bwd_rule(self, key, res_tree), self._bwd_key(key, fwd)
+
+    def _jvp_ref(self):
+        if self.owner.jvp is None:
             raise self._missing("jvp", "defjvp")
         if self._rule is None:
-            self._rule = FunctionRef(_jvp_rule(owner.jvp, self.traced, self.static))
+            self._rule = FunctionRef(_jvp_rule(self.owner.jvp, self.traced, self.static))
             self._rule.name = f"jvp_rule({self.name})"
-        in_tree, avals = key
-        tangents = [tangent_aval(a) for a, d in zip(avals, _diff_mask(key)) if d]
-        nondiff, primals = tree_unflatten(in_tree, [0] * len(avals))
-        rule_key = (tree_structure((nondiff, primals, [0] * len(tangents))),
-                    tuple(avals) + tuple(tangents))
-        graph, out_tree = self._rule.graph_and_tree(rule_key)
+        return self._rule
+
+    def _fwd_ref(self):
+        if self.owner.fwd is None:
+            raise self._missing("vjp", "defvjp")
+        if self._fwd is None:
+            self._fwd = self._ref(self.owner.fwd, f"fwd({self.name})")
+        return self._fwd
+
+    def _bwd_key(self, key, fwd):
+        """The signature of bwd: the nondiff values, the residuals `fwd` returns, the
+        cotangents of the differentiable outputs, as one flat tuple."""
+        out_avals = self.out_avals(key)
+        inputs = (tuple(key[1][:_n_nondiff(key)]) + tuple(fwd.out_avals[len(out_avals):])
+                  + tuple(tangent_aval(a) for a in out_avals if is_differentiable(a)))
+        return tree_structure(tuple([0] * len(inputs))), inputs
+
+    def _staged(self, kind, key):
+        """(graph, out_tree) of the function `kind` at `key`, staged once per signature."""
+        if kind == "primal":
+            return self.primal.graph_and_tree(key)
+        if kind == "jvp":
+            return self._jvp_ref().graph_and_tree(_jvp_rule_key(key))
+        if kind == "fwd":
+            return self._fwd_ref().graph_and_tree(key)
+        entry = self._bwd.get(key)
+        if entry is None:
+            function, bwd_key = self.rule_function(kind, key)
+            ref = FunctionRef(function)
+            ref.name = f"bwd({self.name})"
+            entry = self._bwd.setdefault(key, (ref, bwd_key))
+        ref, bwd_key = entry
+        return ref.graph_and_tree(bwd_key)
+
+    def jvp_graph(self, key):
+        """(inputs, tangents of the differentiable inputs) -> (outs, tangents of outs)."""
+        graph, out_tree = self._staged("jvp", key)
         primal_tree, primal_avals = self.out_tree(key), self.out_avals(key)
-        where = _defined_at(owner.jvp)
+        where = _defined_at(self.owner.jvp)
         if (out_tree.kind not in (tuple, list) or len(out_tree.children) != 2
                 or out_tree.children[0] != primal_tree or out_tree.children[1] != primal_tree):
             raise TypeCheckError(f"the jvp rule of '{self.name}' must return (out, tangent_out) "
@@ -148,12 +198,7 @@ class CustomCallee(_Callee):
 
     def fwd_graph(self, key):
         """inputs -> (outs, residuals)."""
-        owner = self.owner
-        if owner.fwd is None:
-            raise self._missing("vjp", "defvjp")
-        if self._fwd is None:
-            self._fwd = self._ref(owner.fwd, f"fwd({self.name})")
-        graph, out_tree = self._fwd.graph_and_tree(key)
+        graph, out_tree = self._staged("fwd", key)
         primal_tree, primal_avals = self.out_tree(key), self.out_avals(key)
         outs = graph.out_avals[:len(primal_avals)]
         if (out_tree.kind not in (tuple, list) or len(out_tree.children) != 2
@@ -163,25 +208,153 @@ class CustomCallee(_Callee):
             raise TypeCheckError(f"the fwd of '{self.name}' must return (out, residuals) with out "
                                  f"like {self.name}'s output {primal_tree} "
                                  f"{describe_types(primal_avals)}, got {out_tree}",
-                                 _defined_at(owner.fwd))
+                                 _defined_at(self.owner.fwd))
         return graph
 
     def bwd_graph(self, key):
         """(nondiff inputs, residuals, cotangents of the differentiable outs) -> cotangents of
         the differentiable inputs."""
-        entry = self._bwd.get(key)
-        if entry is None:
-            fwd = self.fwd_graph(key)
-            res_tree = self._fwd.out_type(key)[1].children[1]
-            out_avals = self.out_avals(key)
-            inputs = (tuple(key[1][:_n_nondiff(key)]) + tuple(fwd.out_avals[len(out_avals):])
-                      + tuple(tangent_aval(a) for a in out_avals if is_differentiable(a)))
-            ref = FunctionRef(_bwd_rule(self, key, res_tree))
-            ref.name = f"bwd({self.name})"
-            flat_tree = tree_structure(tuple([0] * len(inputs)))
-            entry = self._bwd.setdefault(key, (ref, (flat_tree, inputs)))
-        ref, bwd_key = entry
-        return ref.graph(bwd_key)
+        return self._staged("bwd", key)[0]
+
+
+def _jvp_rule_key(key):
+    """The signature of a jvp rule at a call's signature `key`: (nondiff values, primals,
+    tangents of the differentiable inputs)."""
+    in_tree, avals = key
+    tangents = [tangent_aval(a) for a, d in zip(avals, _diff_mask(key)) if d]
+    nondiff, primals = tree_unflatten(in_tree, [0] * len(avals))
+    return (tree_structure((nondiff, primals, [0] * len(tangents))),
+            tuple(avals) + tuple(tangents))
+
+
+_NONE = frozenset()
+
+# The custom functions whose rules are being staged with values: a call of the function
+# inside its own rule (`f(x)` in `f_fwd`) stages its rules only if a transform asks for them
+_rules_staging: ContextVar = ContextVar("xform_custom_rules_staging", default=frozenset())
+
+
+class ValuedCallee(CustomCallee):
+    """One call of a custom function inside a staging that knows the call's values (`known`,
+    a KnownValues of its leaves): each of its functions that asks Python a question about a
+    value (`if x > 0:`, `int(n)`, `x[x > 0]`) is staged on those values, the answer guarded,
+    as outside (xform.ir.values); the functions that ask nothing are the base callee's,
+    staged once per signature. Where a derivative flows through the call, its rules are
+    staged at the call (`_Custom._with_values`), so that their decisions are recorded with
+    the path the staging takes."""
+
+    def __init__(self, base, known):
+        _Callee.__init__(self)
+        self.base = base
+        self.owner, self.nums, self.traced, self.static = (base.owner, base.nums, base.traced,
+                                                          base.static)
+        self.name = base.name
+        self.primal = base.primal
+        self.known = known
+        self._valued = {}   # kind -> (graph, out_tree) staged on the values
+        self._fwd_outputs = None    # (values, positions a derivative flows through)
+
+    def out_avals(self, key):
+        return list(self._staged("primal", key)[0].out_avals)
+
+    def out_tree(self, key):
+        return self._staged("primal", key)[1]
+
+    def _jvp_ref(self):
+        return self.base._jvp_ref()
+
+    def _fwd_ref(self):
+        return self.base._fwd_ref()
+
+    def rule_function(self, kind, key):
+        if kind == "bwd":
+            self._staged_with_values("fwd", key)    # the residuals' values
+        return super().rule_function(kind, key)
+
+    def _staged(self, kind, key):
+        staged = self._valued.get(kind)
+        if staged is not None:
+            return staged
+        if self.known is None:  # (released: a rule no derivative at the call needed)
+            return self.base._staged(kind, key)
+        if (kind, key) not in self.base.asks_values and (kind != "bwd" or "fwd" not in
+                                                         self._valued):
+            try:
+                staged = self.base._staged(kind, key)
+            except ConcretizationError:
+                self.base.asks_values.add((kind, key))
+            else:
+                self.base.value_free.setdefault(key, set()).add(kind)
+                return staged
+        return self._staged_with_values(kind, key)
+
+    def _staged_with_values(self, kind, key):
+        staged = self._valued.get(kind)
+        if staged is not None:
+            return staged
+        function, (in_tree, avals) = self.rule_function(kind, key)
+        known = self._known_of(kind, key, len(avals))
+        if kind == "fwd":
+            function = self._noting_residuals(function)
+        token = _rules_staging.set(_rules_staging.get() | {self.owner}) if kind != "primal" \
+            else None
+        try:
+            graph, captured, out_tree = stage_function(function, in_tree, list(avals), known)
+        finally:
+            if token is not None:
+                _rules_staging.reset(token)
+        assert not captured     # (checked: the functions close over no traced value)
+        return self._valued.setdefault(kind, (graph, out_tree))
+
+    def _noting_residuals(self, fwd):
+        """`fwd`, noting the values of what it returns (and which of them a derivative flows
+        through) for bwd's staging."""
+        def noting(*args):
+            out = fwd(*args)
+            builder = current_builder()
+            values, perturbed = [], set()
+            for i, leaf in enumerate(tree_leaves(out)):
+                if type(leaf) is Tracer:
+                    value = builder.known_value(leaf)
+                    values.append(NO_VALUE if value is None else value)
+                    if leaf.graph_var in builder.perturbed:
+                        perturbed.add(i)
+                else:
+                    values.append(leaf)
+            self._fwd_outputs = values, perturbed
+            return out
+        return noting
+
+    def _known_of(self, kind, key, n_inputs):
+        """The KnownValues of the inputs of the function `kind`: the call's values, and fwd's
+        residuals for bwd; no value for a tangent or a cotangent."""
+        known = self.known
+        if kind in ("primal", "fwd"):
+            return known
+        if kind == "jvp":
+            values = list(known.values)
+            perturbed = known.perturbed
+        else:
+            n_nondiff, n_outs = _n_nondiff(key), len(self.out_avals(key))
+            outputs, flowing = self._fwd_outputs
+            values = list(known.values[:n_nondiff]) + outputs[n_outs:]
+            perturbed = (frozenset(p for p in known.perturbed if p < n_nondiff)
+                         | frozenset(n_nondiff + i - n_outs for i in flowing if i >= n_outs))
+        return KnownValues(values + [NO_VALUE] * (n_inputs - len(values)), perturbed)
+
+    def release(self) -> None:
+        """Keep no value of the call's (a cached path holds its callee): what it may be asked
+        for is staged."""
+        self.known = self._fwd_outputs = None
+
+    def asked(self) -> bool:
+        """Whether some function of this call was staged on its values."""
+        return bool(self._valued)
+
+    def has_guards(self) -> bool:
+        """Whether a function of this call staged on its values asked a question about
+        them (xform.ir.values.has_guards)."""
+        return any(has_guards(graph) for graph, _ in self._valued.values())
 
 
 class BatchedCallee(_Callee):
@@ -447,6 +620,7 @@ class _Custom:
 
     kind = ""
     primitive = None
+    rule_kinds = ("primal",)    # the functions a derivative through a call stages
 
     def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
@@ -488,8 +662,35 @@ class _Custom:
             callee = self._callees.setdefault((nums, traced, static),
                                               CustomCallee(self, nums, traced, static))
         key = (in_tree, tuple(aval(x) for x in leaves))
+        if not callee.value_free.get(key, _NONE).issuperset(self.rule_kinds):
+            known = known_values(leaves)    # (none of its functions known to ask nothing)
+            if known is not None:
+                callee = self._with_values(callee, key, known)
         outs = self.primitive.bind(*leaves, callee=callee, key=key)
         return tree_unflatten(callee.out_tree(key), outs)
+
+    def _with_values(self, callee, key, known):
+        """The callee of a call whose values the enclosing staging knows (`known`): a
+        ValuedCallee where a function of it asked a value, or may later be asked to (a call
+        inside this function's own rule, whose rules a higher derivative stages); else
+        `callee`, shared by every call of the signature."""
+        differentiated = bool(known.perturbed)
+        if differentiated and self in _rules_staging.get():
+            return ValuedCallee(callee, known)
+        kinds = self.rule_kinds if differentiated else ("primal",)
+        if callee.value_free.get(key, _NONE).issuperset(kinds):
+            return callee   # (known to ask nothing)
+        valued = ValuedCallee(callee, known)
+        for kind in kinds:
+            try:
+                valued._staged(kind, key)
+            except Exception:
+                if kind == "primal":
+                    raise
+                break       # raised again by the transform that asks for the rule
+        else:
+            valued.release()
+        return valued if valued.asked() else callee
 
     def _check_closures(self):
         for fn in self._functions():
@@ -506,6 +707,7 @@ class CustomJVP(_Custom):
 
     kind = "custom_jvp"
     primitive = custom_jvp_call_p
+    rule_kinds = ("primal", "jvp")
 
     def __init__(self, fun, nondiff_argnums=()):
         super().__init__(fun, nondiff_argnums)
@@ -554,6 +756,7 @@ class CustomVJP(_Custom):
 
     kind = "custom_vjp"
     primitive = custom_vjp_call_p
+    rule_kinds = ("primal", "fwd", "bwd")
 
     def __init__(self, fun, nondiff_argnums=()):
         super().__init__(fun, nondiff_argnums)

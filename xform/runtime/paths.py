@@ -128,6 +128,12 @@ class Paths:
         for candidate in self._paths:
             if id(candidate) not in tried and candidate.takes(prefix, key, failure.outcome):
                 return candidate
+        if prefix:
+            # Guards of independent equations may run out of staging order (two calls of a
+            # checkpointed function): one taking this outcome here, its guards checking the rest
+            for candidate in self._paths:
+                if id(candidate) not in tried and candidate.takes((), key, failure.outcome):
+                    return candidate
         return None
 
     def _new_path(self, failure, leaves):
