@@ -117,6 +117,9 @@ def array_ufunc(ufunc, method, inputs, kwargs):
                 return FUNCTIONS["ufunc fold"](ufunc, method, *inputs, **kwargs)
             raise unsupported_error(f"{numpy_name(ufunc)}.{method}")
         return handler(*inputs, **kwargs)
+    if ufunc.signature is not None and kwargs.keys() - {"dtype"}:
+        # a generalized ufunc's axes, axis, keepdims (np.vecdot(x, y, axis=0), in SciPy)
+        return FUNCTIONS["gufunc keywords"](ufunc, inputs, kwargs)
     dtype = kwargs.pop("dtype", None)
     if kwargs:
         raise unsupported_error(f"{numpy_name(ufunc)}(..., {', '.join(kwargs)}=...)")
