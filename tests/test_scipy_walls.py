@@ -102,3 +102,41 @@ def test_pearsonr_along_an_axis_with_both_samples_traced():
                                total_correlation(rows_x, rows_y), rtol=1e-14)
     check_grads(total_correlation, (rows_x, rows_y), order=1)
 
+
+
+# -- scipy.stats.betabinom: "not supported" before ------------------------------------------
+
+_SUCCESSES = np.array([3.0, 7.0, 0.0, 10.0, 5.0])
+_TRIALS = 10
+
+
+def betabinomial_nll(log_ab):
+    """An overdispersed count model's negative log-likelihood, in log a and log b."""
+    a, b = np.exp(log_ab)
+    return -np.sum(st.betabinom.logpmf(_SUCCESSES, _TRIALS, a, b))
+
+
+def test_betabinom_likelihood_matches_scipy_and_finite_differences():
+    points = [np.array([0.4, 0.9]), np.array([-0.3, 0.2])]
+    assert_matches_eager_and_differences(betabinomial_nll, points)
+    check_grads(betabinomial_nll, (points[0],), order=2)
+
+
+@pytest.mark.parametrize("method", ["pmf", "logpmf", "cdf", "sf", "logcdf", "logsf"])
+def test_betabinom_methods_match_scipy_inside_and_outside_the_support(method):
+    counts = np.array([-1.0, 0.0, 2.5, 3.0, 5.0, 10.0, 12.0])
+
+    def value(ab):
+        return getattr(st.betabinom, method)(counts, _TRIALS, ab[0], ab[1])
+    jit = xform.jit(value)
+    for ab in [np.array([1.5, 2.0]), np.array([0.6, 4.0])] * 2:
+        with np.errstate(divide="ignore"):
+            np.testing.assert_allclose(jit(ab), value(ab), rtol=1e-13, atol=1e-16)
+    finite = np.isfinite(value(np.array([1.5, 2.0])))
+    check_grads(lambda ab: value(ab)[finite], (np.array([1.5, 2.0]),), order=1)
+
+
+def test_frozen_betabinom_cdf_in_its_shapes_with_a_location():
+    def tail(a):
+        return np.sum(st.betabinom(np.array([5, 8]), a, 3.0, loc=1).cdf(np.array([2, 4])))
+    assert_matches_eager_and_differences(tail, [1.5, 2.5], value_rtol=1e-14)

@@ -394,6 +394,26 @@ def _geom_logsf(k, p):
     return np.where(k >= 1, np.floor(k) * np.log1p(-p), 0.0)
 
 
+def _betabinom_logpmf(k, n, a, b):
+    inside = _is_count(k) & (k <= n)
+    ks = _inside(inside, k, 0.0)
+    combination = -np.log(n + 1) - sc.betaln(n - ks + 1, ks + 1)     # SciPy's formula
+    return np.where(inside, combination + sc.betaln(ks + a, n - ks + b) - sc.betaln(a, b),
+                    -np.inf)
+
+
+def _betabinom_cdf(k, n, a, b):
+    """The pmf summed over 0..k, as SciPy's rv_discrete sums it (there is no closed form):
+    over the counts up to the largest k below n (a guard where k or n is traced)."""
+    kf = np.floor(k)
+    last = int(min(np.max(kf), np.max(n) - 1))
+    counts = np.arange(max(last, 0) + 1.0)
+    kept = np.expand_dims(kf, -1) >= counts
+    terms = np.exp(_betabinom_logpmf(counts, *(np.expand_dims(s, -1) for s in (n, a, b))))
+    below = np.sum(np.where(kept, terms, 0.0), axis=-1)
+    return np.where(kf < 0, 0.0, np.where(kf >= n, 1.0, below))
+
+
 def _probability(n, p):
     return (n >= 0) & (p >= 0) & (p <= 1)
 
@@ -406,6 +426,9 @@ DISCRETE = {     # logpmf, cdf and sf of k - loc, and where the shapes are admis
                       lambda n, p: (n > 0) & (p > 0) & (p <= 1)),
     type(st.bernoulli): (_bernoulli_logpmf, _bernoulli_cdf,
                          lambda k, p: 1 - _bernoulli_cdf(k, p), lambda p: _probability(1, p)),
+    type(st.betabinom): (_betabinom_logpmf, _betabinom_cdf,
+                         lambda k, n, a, b: 1 - _betabinom_cdf(k, n, a, b),
+                         lambda n, a, b: (n >= 0) & (np.floor(n) == n) & (a > 0) & (b > 0)),
     type(st.geom): (_geom_logpmf, lambda k, p: -np.expm1(_geom_logsf(k, p)),
                     lambda k, p: np.exp(_geom_logsf(k, p)), lambda p: (p > 0) & (p <= 1)),
 }
@@ -419,7 +442,7 @@ def _unsupported(dist, method):
                             "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto and "
                             "invgamma (ppf, isf and interval of norm, expon, logistic, "
                             "laplace, cauchy and uniform); logpmf, pmf and cdf of poisson, "
-                            "binom, nbinom, bernoulli and geom")
+                            "binom, nbinom, betabinom, bernoulli and geom")
 
 
 def _continuous_value(method, dist, x, args, kwds):
