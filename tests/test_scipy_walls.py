@@ -140,3 +140,58 @@ def test_frozen_betabinom_cdf_in_its_shapes_with_a_location():
     def tail(a):
         return np.sum(st.betabinom(np.array([5, 8]), a, 3.0, loc=1).cdf(np.array([2, 4])))
     assert_matches_eager_and_differences(tail, [1.5, 2.5], value_rtol=1e-14)
+
+
+# -- scipy.stats.gaussian_kde of traced data, weights or bandwidth, at traced points ---------
+
+_CLOUD = _RNG.standard_normal((2, 30))
+_QUERIES = _RNG.standard_normal((2, 5))
+
+
+def kde_log_likelihood(data):
+    """A held-out log-likelihood under a KDE of the (traced) data."""
+    return np.sum(st.gaussian_kde(data).logpdf(_QUERIES))
+
+
+def test_kde_of_traced_data_matches_scipy_and_finite_differences():
+    assert_matches_eager_and_differences(kde_log_likelihood, [_CLOUD, _CLOUD[::-1] * 0.7],
+                                         value_rtol=1e-13, atol=1e-7)
+
+
+def test_kde_of_concrete_data_at_traced_points_by_every_evaluation_method():
+    kde = st.gaussian_kde(_CLOUD[0], bw_method="silverman")
+
+    def density(x):
+        return np.sum(kde(x) + kde.pdf(x) + kde.evaluate(x) + kde.logpdf(x))
+    points = [np.array([0.1, -1.3, 2.0]), np.array([0.5, 0.0, -0.4])]
+    assert_matches_eager_and_differences(density, points, value_rtol=1e-13)
+    check_grads(density, (points[0],), order=2)
+
+
+def test_kde_in_its_weights_and_a_traced_bandwidth():
+    weights = np.linspace(0.5, 1.5, 30)
+
+    def weighted(w):
+        return np.sum(st.gaussian_kde(_CLOUD, weights=w).pdf(_QUERIES))
+
+    def bandwidth_cv(h):
+        """A bandwidth chosen by likelihood: given to the constructor, then set again."""
+        kde = st.gaussian_kde(_CLOUD[0], bw_method=h)
+        first = np.sum(kde.logpdf(_CLOUD[1]))
+        kde.set_bandwidth(2 * h)
+        return first + np.sum(kde.logpdf(_CLOUD[1]))
+    assert_matches_eager_and_differences(weighted, [weights, weights[::-1]], value_rtol=1e-13)
+    assert_matches_eager_and_differences(bandwidth_cv, [0.4, 0.25], value_rtol=1e-13)
+
+
+def test_kde_of_one_point_as_a_row_vector_and_a_dimension_mismatch():
+    kde = st.gaussian_kde(_CLOUD)
+    point = np.array([0.1, 0.2])
+    np.testing.assert_allclose(xform.jit(kde)(point), kde(point), rtol=1e-13)
+
+    def density(x):
+        return kde(x)  # line: kde of 3-d points
+    with pytest.raises(ValueError, match="points have dimension 3, dataset has dimension 2") \
+            as info:
+        xform.jit(density)(np.zeros((3, 2)))
+    assert_points_at(info.value, __file__, "kde of 3-d points")

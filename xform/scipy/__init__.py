@@ -52,6 +52,7 @@ stand_in_when_imported("scipy._lib.array_api_compat.common._aliases",
                        _compat_clip_of_tracers)
 stand_in_when_imported("scipy.special", _installer("xform.scipy.special"))
 stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"))
+stand_in_when_imported("scipy.stats._kde", _installer("xform.scipy.kde"))
 stand_in_when_imported("scipy.spatial.distance", _installer("xform.scipy.spatial"))
 
 # These register their own installers (stand_in_when_imported) when imported here.
