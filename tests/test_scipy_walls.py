@@ -195,3 +195,148 @@ def test_kde_of_one_point_as_a_row_vector_and_a_dimension_mismatch():
             as info:
         xform.jit(density)(np.zeros((3, 2)))
     assert_points_at(info.value, __file__, "kde of 3-d points")
+
+
+# -- numpy: lexsort, histogram2d/histogramdd, frompyfunc, nditer on traced values -------------
+
+_GROUPS = np.array([2.0, 0.0, 1.0, 0.0, 2.0, 1.0])
+
+
+@pytest.mark.parametrize("keys, axis", [
+    (lambda a, b, c: (a, b), -1), (lambda a, b, c: [c, a, b], 0),
+    (lambda a, b, c: np.stack([a, b]), 1), (lambda a, b, c: (a, c, b), -2)])
+def test_lexsort_of_traced_keys_matches_numpy(keys, axis):
+    a, b = _RNG.randint(0, 3, (2, 5, 4)).astype(float)
+    c = _RNG.standard_normal((5, 4))
+
+    def order(a, b, c):
+        return np.lexsort(keys(a, b, c), axis=axis)
+    staged = xform.jit(order)(a, b, c)
+    np.testing.assert_array_equal(staged, order(a, b, c))
+    assert staged.dtype == np.intp
+
+
+def sorted_by_group_then_value(y):
+    """Values ordered by group, ties by value, weighted by rank: the order changes with y."""
+    return np.sum(y[np.lexsort((y, _GROUPS))] * np.arange(1.0, 7.0))
+
+
+def test_a_lexsort_gather_follows_the_order_of_each_call_and_differentiates():
+    points = [_Y, _Y[::-1].copy()]
+    assert_matches_eager_and_differences(sorted_by_group_then_value, points)
+
+
+_PAIRS = _RNG.standard_normal((2, 40))
+_PAIR_WEIGHTS = _RNG.uniform(0.5, 1.5, 40)
+
+
+@pytest.mark.parametrize("options", [
+    dict(bins=3), dict(bins=[3, 4]), dict(bins=np.linspace(-2.0, 2.0, 6)),
+    dict(bins=[np.linspace(-2.0, 2.0, 4), np.array([-3.0, 0.0, 3.0])]),
+    dict(bins=4, range=[[-1.0, 1.0], [-2.0, 2.0]]), dict(bins=3, density=True),
+    dict(bins=(3, 2), density=True, weights=True), dict(bins=3, weights=True)])
+def test_histogram2d_of_traced_data_and_weights_matches_numpy_bit_for_bit(options):
+    options = dict(options)
+    weighted = options.pop("weights", False)
+
+    def histogram(x, y, w):
+        return np.histogram2d(x, y, weights=w if weighted else None, **options)
+    expected = histogram(*_PAIRS, _PAIR_WEIGHTS)
+    staged = xform.jit(histogram)(*_PAIRS, _PAIR_WEIGHTS)
+    for got, want in zip(staged, expected):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+
+
+def test_histogramdd_of_a_traced_sample_matches_numpy():
+    sample = _RNG.standard_normal((30, 3))
+
+    def histogram(s, w):
+        return np.histogramdd(s, bins=(2, 3, 2), weights=w)
+    counts, edges = xform.jit(histogram)(sample, _PAIR_WEIGHTS[:30])
+    want_counts, want_edges = histogram(sample, _PAIR_WEIGHTS[:30])
+    np.testing.assert_array_equal(counts, want_counts)
+    for got, want in zip(edges, want_edges):
+        np.testing.assert_array_equal(got, want)
+
+
+def weighted_occupancy(w):
+    """A squared weighted 2-d histogram, as a smoothness penalty on the weights."""
+    counts, _, _ = np.histogram2d(_PAIRS[0], _PAIRS[1], bins=3, weights=w)
+    return np.sum(counts ** 2)
+
+
+def test_histogram2d_differentiates_in_the_weights_and_in_the_edges():
+    assert_matches_eager_and_differences(weighted_occupancy,
+                                         [_PAIR_WEIGHTS, _PAIR_WEIGHTS[::-1].copy()])
+
+    def span(x):
+        """The automatic edges follow the data's minimum and maximum."""
+        _, x_edges, _ = np.histogram2d(x, _PAIRS[1], bins=3)
+        return np.sum(x_edges ** 2)
+    assert_matches_eager_and_differences(span, [_PAIRS[0]])
+
+
+_CLAMP = np.frompyfunc(lambda v: v * v if v > 2 else v, 1, 1)
+_SUM_AND_PRODUCT = np.frompyfunc(lambda a, b: (a + b, a * b), 2, 2)
+
+
+def clamped_energy(y):
+    """An object ufunc with a Python `if`, made at module level (np.frompyfunc)."""
+    total, product = _SUM_AND_PRODUCT(y, np.arange(6.0))
+    return np.sum(_CLAMP(y).astype(float)) + np.sum(total * product)
+
+
+def test_frompyfunc_runs_its_function_per_element_as_vectorize_does():
+    assert_matches_eager_and_differences(clamped_energy, [_Y, _Y - 2.0])
+    staged = xform.jit(lambda y: _CLAMP(np.reshape(y, (2, 3))))(_Y)
+    np.testing.assert_array_equal(staged, _CLAMP(np.reshape(_Y, (2, 3))).astype(float))
+
+
+def iterated(x):
+    """np.nditer's orders, indices and operands, read as numpy reads them."""
+    total = 0.0
+    for value in np.nditer(x):
+        total = total + value * value
+    visited = [value * 1.0 for value in np.nditer(x.T)]      # memory order: x's, not x.T's
+    total = total + np.sum(np.stack(visited) * np.arange(len(visited)))
+    it = np.nditer(x[:, ::-1], flags=["multi_index", "c_index"])
+    while not it.finished:
+        total = total + it[0] * (it.multi_index[1] + 10 * it.index)
+        it.iternext()
+    with np.nditer([x, np.arange(3.0)]) as pairs:
+        total = total + sum(a * b for a, b in pairs)
+    chunks = np.nditer(x.T, flags=["external_loop"], order="C")
+    return total + sum(np.sum(chunk * k) for k, chunk in enumerate(chunks))
+
+
+def test_nditer_reads_traced_elements_in_numpys_order():
+    points = [np.arange(6.0).reshape(2, 3) + 1, _RNG.standard_normal((2, 3))]
+    assert_matches_eager_and_differences(iterated, points, value_rtol=1e-15)
+
+
+def test_nditer_writing_into_a_traced_array_names_the_line_and_the_fix():
+    def scaled(x):
+        for value in np.nditer(x, op_flags=["readwrite"]):  # line: nditer write
+            value[...] = 2 * value
+        return x
+    with pytest.raises(xform.UnsupportedError, match="writing") as info:
+        xform.jit(scaled)(np.ones(3))
+    assert_points_at(info.value, __file__, "nditer write")
+    assert "y[i] = ..." in str(info.value)
+
+
+@pytest.mark.parametrize("program, batch", [
+    (correlation_loss, np.stack([_Y, _Y[::-1] + _X])),
+    (betabinomial_nll, np.array([[0.4, 0.9], [-0.3, 0.2]])),
+    (kde_log_likelihood, np.stack([_CLOUD, _CLOUD * 0.5])),
+    (sorted_by_group_then_value, np.stack([_Y, _Y[::-1]])),
+    (weighted_occupancy, np.stack([_PAIR_WEIGHTS, _PAIR_WEIGHTS[::-1]])),
+    (clamped_energy, np.stack([_Y, _Y - 2.0])),
+    (iterated, np.stack([np.arange(6.0).reshape(2, 3), _RNG.standard_normal((2, 3))])),
+])
+def test_vmap_of_the_value_and_the_gradient_is_each_lane_alone(program, batch):
+    np.testing.assert_allclose(xform.vmap(program)(batch), [program(x) for x in batch],
+                               rtol=1e-14)
+    grad = xform.grad(program)
+    np.testing.assert_allclose(xform.vmap(grad)(batch), [grad(x) for x in batch], rtol=1e-14)

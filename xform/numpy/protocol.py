@@ -127,6 +127,9 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if op is None:
         op = _after_pending(UFUNCS, ufunc)
         if op is None:
+            if ufunc.types and all(set(t) <= set("O->") for t in ufunc.types):
+                # np.frompyfunc's: its Python function on each element, as np.vectorize's
+                return FUNCTIONS["object ufunc"](ufunc, inputs)
             raise unsupported_error(numpy_name(ufunc))
     if dtype is not None:
         # numpy computes in `dtype` (inputs cast first), not in the promoted type.
