@@ -326,6 +326,112 @@ def test_nditer_writing_into_a_traced_array_names_the_line_and_the_fix():
     assert "y[i] = ..." in str(info.value)
 
 
+# -- scipy.optimize.curve_fit of traced data: the implicit function theorem -------------------
+
+import scipy.optimize as so  # noqa: E402
+
+_TIMES = np.linspace(0.0, 4.0, 25)
+_DECAY = 2.5 * np.exp(-1.3 * _TIMES) + 0.5 + 0.05 * _RNG.standard_normal(25)
+_ERRORS = 0.05 + 0.02 * _TIMES
+
+
+def decay(t, amplitude, rate, offset):
+    return amplitude * np.exp(-rate * t) + offset
+
+
+def quadratic(t, a, b, c):
+    return a + b * t + c * t * t
+
+
+def quadratic_jacobian(t, a, b, c):
+    return np.stack([np.ones_like(t), t, t * t], axis=-1)
+
+
+def fitted_quadratic(y):
+    """A weighted polynomial fit with its exact Jacobian: SciPy's fit is then exact to
+    rounding, so central differences of popt and pcov are accurate."""
+    popt, pcov = so.curve_fit(quadratic, _TIMES, y, sigma=_ERRORS, jac=quadratic_jacobian)
+    return popt[1] + 10 * pcov[0, 1]
+
+
+def test_curve_fit_of_traced_data_matches_scipy_and_finite_differences():
+    points = [_DECAY, _DECAY[::-1].copy()]
+    assert_matches_eager_and_differences(fitted_quadratic, points, value_rtol=1e-12)
+
+
+def test_curve_fit_in_the_sample_points_and_a_sigma_covariance():
+    covariance = np.diag(_ERRORS ** 2) + 1e-3 * np.exp(-np.abs(_TIMES[:, None] - _TIMES))
+
+    def slope(t):
+        return so.curve_fit(quadratic, t, _DECAY, sigma=covariance,
+                            jac=quadratic_jacobian)[0][1]
+    assert_matches_eager_and_differences(slope, [_TIMES, _TIMES ** 1.1], value_rtol=1e-9)
+
+
+def implicit_derivative(popt, y, sigma=1.0):
+    """d popt / d y by hand for `decay`, residuals r = (f - y) / sigma:
+    (J^T J + sum_i r_i H_i)^-1 J^T / sigma at the fit (J, H of the weighted residuals)."""
+    amplitude, rate, offset = popt
+    e = np.exp(-rate * _TIMES) / sigma
+    jacobian = np.stack([e, -amplitude * _TIMES * e, np.ones_like(e) / sigma], axis=-1)
+    residual = (decay(_TIMES, *popt) - y) / sigma
+    curvature = np.zeros((3, 3))
+    curvature[0, 1] = curvature[1, 0] = np.sum(residual * -_TIMES * e)
+    curvature[1, 1] = np.sum(residual * amplitude * _TIMES ** 2 * e)
+    return np.linalg.solve(jacobian.T @ jacobian + curvature, jacobian.T / sigma)
+
+
+@pytest.mark.parametrize("options, pcov_rtol", [
+    (dict(p0=[1.0, 1.0, 0.0]), 3e-4), (dict(), 3e-4), (dict(method="trf"), 1e-6),
+    (dict(bounds=([0.0, 0.0, 0.0], [10.0, 10.0, 10.0])), 1e-6),
+    (dict(p0=[1.0, 1.0, 0.0], sigma=_ERRORS, absolute_sigma=True), 3e-4)])
+def test_a_nonlinear_fit_is_scipys_with_the_implicit_derivative(options, pcov_rtol):
+    """popt is SciPy's bit for bit; its derivative the implicit function theorem's (central
+    differences of a solver stopping at its tolerance are too noisy to check it); pcov
+    SciPy's to the accuracy of SciPy's difference Jacobian (xform's is exact)."""
+    def fit(y):
+        return so.curve_fit(decay, _TIMES, y, **options)
+    jit, jacobian = xform.jit(fit), xform.jacrev(lambda y: fit(y)[0])
+    for y in [_DECAY, _DECAY * 1.2 + 0.1] * 2:
+        popt, pcov = jit(y)
+        expected_popt, expected_pcov = fit(y)
+        np.testing.assert_array_equal(popt, expected_popt)
+        np.testing.assert_allclose(pcov, expected_pcov, rtol=pcov_rtol)
+        np.testing.assert_allclose(jacobian(y),
+                                   implicit_derivative(popt, y, options.get("sigma", 1.0)),
+                                   rtol=1e-9, atol=1e-12)
+
+
+def test_curve_fit_with_the_users_jacobian_and_full_output():
+    def model_jacobian(t, amplitude, rate, offset):
+        e = np.exp(-rate * t)
+        return np.stack([e, -amplitude * t * e, np.ones_like(t)], axis=-1)
+
+    def fit(y):
+        return so.curve_fit(decay, _TIMES, y, p0=[1.0, 1.0, 0.0], jac=model_jacobian,
+                            full_output=True)
+
+    def fit_and_residuals(y):
+        popt, _, info, message, ier = fit(y)
+        assert isinstance(message, str) and ier in (1, 2, 3, 4)
+        return popt, info["fvec"]
+    popt, residuals = xform.jit(fit_and_residuals)(_DECAY)
+    np.testing.assert_array_equal(popt, fit(_DECAY)[0])
+    np.testing.assert_allclose(residuals, decay(_TIMES, *popt) - _DECAY, atol=1e-14)
+    np.testing.assert_allclose(xform.jacrev(lambda y: fit(y)[0])(_DECAY),
+                               implicit_derivative(popt, _DECAY), rtol=1e-9, atol=1e-12)
+
+
+def test_curve_fit_omitting_nans_of_traced_data_names_the_line():
+    def fit(y):
+        return so.curve_fit(quadratic, _TIMES, y, nan_policy="omit")  # line: nan_policy
+    with pytest.raises(xform.UnsupportedError, match="nan_policy") as info:
+        xform.jit(fit)(_DECAY)
+    assert_points_at(info.value, __file__, "nan_policy")
+
+
+# -- every transformed program under vmap ----------------------------------------------------
+
 @pytest.mark.parametrize("program, batch", [
     (correlation_loss, np.stack([_Y, _Y[::-1] + _X])),
     (betabinomial_nll, np.array([[0.4, 0.9], [-0.3, 0.2]])),
@@ -334,6 +440,7 @@ def test_nditer_writing_into_a_traced_array_names_the_line_and_the_fix():
     (weighted_occupancy, np.stack([_PAIR_WEIGHTS, _PAIR_WEIGHTS[::-1]])),
     (clamped_energy, np.stack([_Y, _Y - 2.0])),
     (iterated, np.stack([np.arange(6.0).reshape(2, 3), _RNG.standard_normal((2, 3))])),
+    (fitted_quadratic, np.stack([_DECAY, _DECAY[::-1]])),
 ])
 def test_vmap_of_the_value_and_the_gradient_is_each_lane_alone(program, batch):
     np.testing.assert_allclose(xform.vmap(program)(batch), [program(x) for x in batch],

@@ -1,8 +1,8 @@
 """scipy.optimize's solvers on tracers, unmodified: brentq, brenth, ridder, bisect, newton,
-root_scalar, fsolve, root, minimize_scalar, minimize and least_squares. The user's functions
-(objective and the derivatives given to SciPy) are staged together once; the solve is one
-`solution` equation (xform/rules/implicit.py) that runs SciPy's own solver, with the user's
-options, on concrete values, and is differentiated by the implicit function theorem with
+root_scalar, fsolve, root, minimize_scalar, minimize, least_squares and curve_fit. The user's
+functions (objective and the derivatives given to SciPy) are staged together once; the solve
+is one `solution` equation (xform/rules/implicit.py) that runs SciPy's own solver, with the
+user's options, on concrete values, and is differentiated by the implicit function theorem with
 respect to everything the functions close over or receive through `args`.
 
 What the result objects hold: the solution (traced), the function values at it (`fun`, `cost`,
@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import warnings
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from xform.numpy.stand_ins import code_outside_staging, stand_in, stand_in_when_
 from xform.rules.implicit import Solver, solution_p, solving
 from xform.scipy.staging import F64, as_float, stage_with_args
 from xform.source_info import user_frame_info
+from xform.transforms.derived import jvp_of
 
 class _NothingTraced(Exception):
     """Nothing the solve depends on is traced: SciPy's call runs as it is (its full result,
@@ -57,6 +59,15 @@ class _Staged:
         """The staged output `role` at x (the result's `fun`, for example)."""
         outs = eval_graph(self.graph, x, np.zeros(self.shape), *self.operands)
         return outs[self.roles.index(role)]
+
+    def jacobian(self, role, x):
+        """d output `role` / dx at a 1-D x, one forward-mode column per unknown (a fit's few
+        parameters), differentiable in x and the operands in turn."""
+        tangents = jvp_of(self.graph, (True,) + (False,) * (1 + len(self.operands)))
+        at = len(self.roles) + self.roles.index(role)
+        columns = [eval_graph(tangents, x, np.zeros(self.shape), *self.operands, direction)[at]
+                   for direction in np.eye(self.shape[0])]
+        return np.stack(columns, axis=-1)
 
 
 @functools.lru_cache(maxsize=None)
@@ -453,11 +464,119 @@ def least_squares(*args, **kwargs):
     return _result(x=x, fun=residual, cost=cost)
 
 
+def _parameter_count(f, p0) -> int:
+    """SciPy's count of fit parameters: p0's size, else f's positional arguments after x."""
+    if p0 is not None:
+        return int(np.size(p0))
+    positional = [p for p in inspect.signature(f).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2:
+        raise ValueError("Unable to determine number of fit parameters.")
+    return len(positional) - 1
+
+
+def _fit_covariance(staged, popt, n, absolute_sigma, bounded):
+    """curve_fit's pcov at popt, differentiable: the pseudo-inverse of J^T J (J the weighted
+    residuals' exact Jacobian, where SciPy's is MINPACK's or a difference scheme's, so the
+    two agree to those schemes' accuracy), scaled by the residual variance unless
+    `absolute_sigma`; infinite where SciPy's is (a singular fit by 'lm', no more data than
+    parameters)."""
+    jacobian = staged.jacobian("residual", popt)
+    _, singular, vt = np.linalg.svd(jacobian, full_matrices=False)
+    threshold = np.finfo(float).eps * max(np.shape(jacobian)) * singular[0]
+    kept = singular > threshold
+    inverse_squares = np.where(kept, 1 / np.where(kept, singular, 1.0) ** 2, 0.0)
+    pcov = (np.swapaxes(vt, 0, 1) * inverse_squares) @ vt
+    size = np.shape(jacobian)[0]
+    if (not bounded and not np.all(kept)) or (not absolute_sigma and size <= n):
+        warnings.warn("Covariance of the parameters could not be estimated",
+                      category=_optimize().OptimizeWarning, stacklevel=3)
+        return np.full((n, n), np.inf)
+    if absolute_sigma:
+        return pcov
+    return pcov * (np.sum(staged.value("residual", popt) ** 2) / (size - n))
+
+
+def curve_fit(*args, **kwargs):
+    """scipy.optimize.curve_fit with traced data, sigma or a model closing over traced values:
+    SciPy's own fit (leastsq for 'lm', least_squares otherwise) of the staged weighted
+    residuals, popt differentiated as a least-squares solution; pcov from the residuals'
+    exact Jacobian at popt (`_fit_covariance`)."""
+    call = _arguments(_optimize().curve_fit, args, kwargs)
+    f, xdata, ydata, sigma = call.pop("f"), call.pop("xdata"), call.pop("ydata"), \
+        call.pop("sigma")
+    p0, bounds, jac = call.pop("p0"), call.pop("bounds"), call.pop("jac")
+    absolute_sigma, full_output = call.pop("absolute_sigma"), call.pop("full_output")
+    options = call.pop("kwargs")
+    if call.get("nan_policy") is not None:
+        raise unsupported_error("scipy.optimize.curve_fit(..., nan_policy=...) of traced data "
+                                "(omitting NaNs changes the data's size)")
+    if "args" in options:
+        raise ValueError("'args' is not a supported keyword argument.")
+    n = _parameter_count(f, p0)
+    lower, upper = (bounds.lb, bounds.ub) if isinstance(bounds, _optimize().Bounds) else bounds
+    lower, upper = _concrete_bounds(lower, upper, n, "curve_fit")
+    bounded = not np.all(np.isinf(lower + upper))
+    if p0 is None:      # SciPy's start: a feasible point of the bounds (ones, unbounded)
+        p0 = _optimize()._minpack_py._initialize_feasible(np.array(lower), np.array(upper))
+    ydata = as_float(ydata)
+    if isinstance(xdata, (list, tuple, np.ndarray, Tracer)):
+        xdata = as_float(xdata)
+    if call.get("check_finite") is not False and not np.all(np.isfinite(ydata)):
+        raise ValueError("array must not contain infs or NaNs")
+    import scipy.linalg
+    transform = None        # SciPy's weights: 1 / sigma, or sigma's Cholesky factor
+    if sigma is not None:
+        sigma = as_float(sigma)
+        if aval(sigma).size == 1 or aval(sigma).shape == (aval(ydata).size,):
+            transform = 1.0 / sigma
+        elif aval(sigma).shape == (aval(ydata).size,) * 2:
+            transform = scipy.linalg.cholesky(sigma, lower=True)
+        else:
+            raise ValueError("`sigma` has incorrect shape.")
+
+    def weighted(values):
+        if transform is None:
+            return values
+        if np.ndim(transform) == 2:
+            return scipy.linalg.solve_triangular(transform, values, lower=True)
+        return transform[:, None] * values if np.ndim(values) == 2 else transform * values
+
+    def together(p, d, data):
+        x, y = data
+        outs = (weighted(f(x, *p) - y),)
+        return outs + ((weighted(np.asarray(jac(x, *p))),) if callable(jac) else ())
+    roles = ("residual",) + (("residual jacobian",) if callable(jac) else ())
+    staged = _Staged(together, roles, (n,), (xdata, ydata))
+
+    def run(functions, start):
+        def model(_, *p):
+            return functions["residual"](np.asarray(p))
+        given = jac
+        if callable(jac):
+            def given(_, *p):
+                return functions["residual jacobian"](np.asarray(p))
+        size = np.size(functions["residual"](start))
+        try:
+            popt, *_ = _optimize().curve_fit(model, np.zeros(size), np.zeros(size), p0=start,
+                                             bounds=bounds, jac=given, **call, **options)
+        except RuntimeError as error:
+            raise _not_converged(solver, str(error)) from None
+        return popt
+    solver = _solver("curve_fit", run)
+    pinned = (lower, upper, 1e-10) if bounded else None
+    popt = staged.solve("least_squares", solver, (p0,), pinned)
+    pcov = _fit_covariance(staged, popt, n, absolute_sigma, bounded)
+    if not full_output:
+        return popt, pcov
+    return popt, pcov, {"fvec": staged.value("residual", popt)}, "converged", 1
+
+
 STAND_INS = {"brentq": _bracketing("brentq"), "brenth": _bracketing("brenth"),
              "ridder": _bracketing("ridder"), "bisect": _bracketing("bisect"),
              "newton": newton, "root_scalar": root_scalar, "fsolve": fsolve, "root": root,
              "minimize_scalar": minimize_scalar, "minimize": minimize,
-             "least_squares": least_squares}
+             "least_squares": least_squares, "curve_fit": curve_fit}
 
 
 def _eager_when_untraced(name, replacement):
