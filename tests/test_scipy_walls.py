@@ -430,6 +430,57 @@ def test_curve_fit_omitting_nans_of_traced_data_names_the_line():
     assert_points_at(info.value, __file__, "nan_policy")
 
 
+
+# -- scipy.interpolate's FITPACK splines: linear ones of traced y; smoothing refused by name ---
+
+import scipy.interpolate as si  # noqa: E402
+
+_KNOTS = np.linspace(0.0, 5.0, 12)
+_SAMPLES = np.sin(_KNOTS) + 0.1 * _KNOTS
+_QUERY = np.array([0.3, 1.7, 2.2, 4.9, 5.5, -0.2])
+
+
+@pytest.mark.parametrize("make", [
+    lambda y: si.UnivariateSpline(_KNOTS, y, s=0),
+    lambda y: si.InterpolatedUnivariateSpline(_KNOTS, y, k=1),
+    lambda y: si.InterpolatedUnivariateSpline(_KNOTS, y, ext=3),
+    lambda y: si.InterpolatedUnivariateSpline(_KNOTS, y, ext=1).derivative(),
+    lambda y: si.LSQUnivariateSpline(_KNOTS, y, [1.5, 2.5, 3.5], w=np.linspace(1.0, 2.0, 12)),
+])
+def test_a_fitpack_spline_of_traced_values_matches_scipy_and_finite_differences(make):
+    def energy(y):
+        spline = make(y)
+        return np.sum(spline(_QUERY) ** 2) + np.sum(spline(_QUERY[:3], 1))
+    assert_matches_eager_and_differences(energy, [_SAMPLES, _SAMPLES[::-1] * 2.0],
+                                         value_rtol=1e-15, atol=1e-7)
+
+
+def test_a_smoothing_spline_of_concrete_data_at_traced_points():
+    spline = si.UnivariateSpline(_KNOTS, _SAMPLES)
+
+    def energy(q):
+        return np.sum(spline(q) ** 2 + spline(q, 1) + spline.derivative(2)(q))
+    assert_matches_eager_and_differences(energy, [_QUERY[:4], _QUERY[:4] + 0.5],
+                                         value_rtol=1e-15, atol=1e-7)
+
+
+def test_a_smoothing_spline_of_traced_values_names_the_line_and_the_linear_alternatives():
+    def smoothed(y):
+        return si.UnivariateSpline(_KNOTS, y)(_QUERY)  # line: smoothing spline
+    with pytest.raises(xform.UnsupportedError, match="FITPACK picks its knots") as info:
+        xform.grad(lambda y: np.sum(smoothed(y)))(_SAMPLES)
+    assert_points_at(info.value, __file__, "smoothing spline")
+    assert "LSQUnivariateSpline(x, y, t)" in str(info.value)
+    assert "CubicSpline(x, y)" in str(info.value)
+
+
+def test_a_traced_fitpack_spline_refuses_the_rest_of_its_interface_by_name():
+    def coefficients(y):
+        return si.InterpolatedUnivariateSpline(_KNOTS, y).get_coeffs()
+    with pytest.raises(xform.UnsupportedError, match="get_coeffs on traced data"):
+        xform.jit(coefficients)(_SAMPLES)
+
+
 # -- every transformed program under vmap ----------------------------------------------------
 
 @pytest.mark.parametrize("program, batch", [
@@ -441,6 +492,8 @@ def test_curve_fit_omitting_nans_of_traced_data_names_the_line():
     (clamped_energy, np.stack([_Y, _Y - 2.0])),
     (iterated, np.stack([np.arange(6.0).reshape(2, 3), _RNG.standard_normal((2, 3))])),
     (fitted_quadratic, np.stack([_DECAY, _DECAY[::-1]])),
+    (lambda y: np.sum(si.UnivariateSpline(_KNOTS, y, s=0)(_QUERY) ** 2),
+     np.stack([_SAMPLES, -_SAMPLES])),
 ])
 def test_vmap_of_the_value_and_the_gradient_is_each_lane_alone(program, batch):
     np.testing.assert_allclose(xform.vmap(program)(batch), [program(x) for x in batch],

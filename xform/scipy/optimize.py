@@ -12,9 +12,7 @@ traced reaches is SciPy's own call, whole result included.
 """
 from __future__ import annotations
 
-import functools
 import inspect
-import types
 import warnings
 
 import numpy as np
@@ -27,9 +25,9 @@ from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
 from xform.numpy.protocol import with_constants_read
-from xform.numpy.stand_ins import code_outside_staging, stand_in, stand_in_when_imported
+from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 from xform.rules.implicit import Solver, solution_p, solving
-from xform.scipy.staging import F64, as_float, stage_with_args
+from xform.scipy.staging import F64, arguments, as_float, stage_with_args
 from xform.source_info import user_frame_info
 from xform.transforms.derived import jvp_of
 
@@ -70,23 +68,6 @@ class _Staged:
         return np.stack(columns, axis=-1)
 
 
-@functools.lru_cache(maxsize=None)
-def _signature(function) -> inspect.Signature:
-    # the function's own code: while staging, its __code__ is the stand-in's trampoline
-    if hasattr(function, "__wrapped__"):      # a decorated one: the inner function's
-        return inspect.signature(function.__wrapped__)
-    original = types.FunctionType(code_outside_staging(function), function.__globals__,
-                                  function.__name__, function.__defaults__,
-                                  function.__closure__)
-    original.__kwdefaults__ = function.__kwdefaults__
-    return inspect.signature(original)
-
-
-def _arguments(function, args, kwargs) -> dict:
-    """The call's arguments by name, defaults filled in (SciPy's own signature)."""
-    bound = _signature(function).bind(*args, **kwargs)
-    bound.apply_defaults()
-    return dict(bound.arguments)
 
 
 def _solver(name, run) -> Solver:
@@ -128,7 +109,7 @@ def _optimize():
 def _bracketing(name):
     """brentq, brenth, ridder, bisect: f(a) and f(b) of opposite signs."""
     def bracketing(*args, **kwargs):
-        call = _arguments(getattr(_optimize(), name), args, kwargs)
+        call = arguments(getattr(_optimize(), name), args, kwargs)
         f, user_args = call.pop("f"), _tupled(call.pop("args"))
         full_output = call.pop("full_output")
         staged = _Staged(lambda x, d, a: (f(x, *a),), ("residual",), (), user_args)
@@ -160,7 +141,7 @@ def _root_results(root, method):
 
 def newton(*args, **kwargs):
     """scipy.optimize.newton (Newton, secant or Halley; scalar or array x0)."""
-    call = _arguments(_optimize().newton, args, kwargs)
+    call = arguments(_optimize().newton, args, kwargs)
     func, fprime, fprime2 = call.pop("func"), call.pop("fprime"), call.pop("fprime2")
     user_args, full_output = _tupled(call.pop("args")), call.pop("full_output")
     x0, x1 = call.pop("x0"), call.pop("x1")
@@ -202,7 +183,7 @@ def newton(*args, **kwargs):
 def root_scalar(*args, **kwargs):
     """scipy.optimize.root_scalar, every method; fprime/fprime2 may be True (f returns
     the derivatives too)."""
-    call = _arguments(_optimize().root_scalar, args, kwargs)
+    call = arguments(_optimize().root_scalar, args, kwargs)
     f, user_args = call.pop("f"), _tupled(call.pop("args"))
     fprime, fprime2 = call.pop("fprime"), call.pop("fprime2")
     starts = {k: call.pop(k) for k in ("bracket", "x0", "x1") if call.get(k) is not None}
@@ -249,7 +230,7 @@ def root_scalar(*args, **kwargs):
 
 def fsolve(*args, **kwargs):
     """scipy.optimize.fsolve (MINPACK's hybrd/hybrj)."""
-    call = _arguments(_optimize().fsolve, args, kwargs)
+    call = arguments(_optimize().fsolve, args, kwargs)
     func, fprime = call.pop("func"), call.pop("fprime")
     user_args, full_output, x0 = _tupled(call.pop("args")), call.pop("full_output"), \
         call.pop("x0")
@@ -277,7 +258,7 @@ def fsolve(*args, **kwargs):
 
 def root(*args, **kwargs):
     """scipy.optimize.root, every method; jac may be True (fun returns (F, J))."""
-    call = _arguments(_optimize().root, args, kwargs)
+    call = arguments(_optimize().root, args, kwargs)
     fun, jac, x0 = call.pop("fun"), call.pop("jac"), call.pop("x0")
     user_args = _tupled(call.pop("args"))
     roles = ("residual",) + (("jacobian",) if jac is True or callable(jac) else ())
@@ -324,7 +305,7 @@ def _concrete_bounds(lower, upper, n, what):
 
 def minimize_scalar(*args, **kwargs):
     """scipy.optimize.minimize_scalar: brent, golden, bounded."""
-    call = _arguments(_optimize().minimize_scalar, args, kwargs)
+    call = arguments(_optimize().minimize_scalar, args, kwargs)
     fun, user_args = call.pop("fun"), _tupled(call.pop("args"))
     bracket, bounds = call.pop("bracket"), call.pop("bounds")
     if callable(call.get("method")):
@@ -357,7 +338,7 @@ def minimize_scalar(*args, **kwargs):
 def minimize(*args, **kwargs):
     """scipy.optimize.minimize, every method without constraints (bounds allowed); jac,
     hess and hessp may be the user's functions, jac may be True or a difference scheme."""
-    call = _arguments(_optimize().minimize, args, kwargs)
+    call = arguments(_optimize().minimize, args, kwargs)
     fun, x0, user_args = call.pop("fun"), call.pop("x0"), _tupled(call.pop("args"))
     jac, hess, hessp = call.pop("jac"), call.pop("hess"), call.pop("hessp")
     if call.get("constraints"):
@@ -428,7 +409,7 @@ def _robust_cost(residual, loss, f_scale):
 def least_squares(*args, **kwargs):
     """scipy.optimize.least_squares, every loss (a non-linear one: the minimum of its cost);
     bounds allowed."""
-    call = _arguments(_optimize().least_squares, args, kwargs)
+    call = arguments(_optimize().least_squares, args, kwargs)
     fun, x0, jac = call.pop("fun"), call.pop("x0"), call.pop("jac")
     user_args, user_kwargs = _tupled(call.pop("args")), call.pop("kwargs") or {}
     loss, f_scale = call["loss"], call["f_scale"]
@@ -502,7 +483,7 @@ def curve_fit(*args, **kwargs):
     SciPy's own fit (leastsq for 'lm', least_squares otherwise) of the staged weighted
     residuals, popt differentiated as a least-squares solution; pcov from the residuals'
     exact Jacobian at popt (`_fit_covariance`)."""
-    call = _arguments(_optimize().curve_fit, args, kwargs)
+    call = arguments(_optimize().curve_fit, args, kwargs)
     f, xdata, ydata, sigma = call.pop("f"), call.pop("xdata"), call.pop("ydata"), \
         call.pop("sigma")
     p0, bounds, jac = call.pop("p0"), call.pop("bounds"), call.pop("jac")
@@ -552,10 +533,9 @@ def curve_fit(*args, **kwargs):
     def run(functions, start):
         def model(_, *p):
             return functions["residual"](np.asarray(p))
-        given = jac
-        if callable(jac):
-            def given(_, *p):
-                return functions["residual jacobian"](np.asarray(p))
+        def user_jacobian(_, *p):
+            return functions["residual jacobian"](np.asarray(p))
+        given = user_jacobian if callable(jac) else jac
         size = np.size(functions["residual"](start))
         try:
             popt, *_ = _optimize().curve_fit(model, np.zeros(size), np.zeros(size), p0=start,
