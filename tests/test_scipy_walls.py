@@ -8,29 +8,12 @@ import scipy.stats as st
 import xform
 from xform.testing import check_grads
 from tests.source_lines import assert_points_at
-from tests.test_values import central_difference
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    xform.clear_cache()
-    yield
-    xform.clear_cache()
-
+from tests.test_programs_stats import assert_matches_eager_and_differences
+from tests.test_values import fresh_cache  # noqa: F401 (autouse: a fresh cache per test)
 
 _RNG = np.random.RandomState(7)
 _X = np.array([0.3, 1.2, 2.1, 2.9, 4.2, 5.1])
 _Y = np.array([1.0, 2.5, 2.4, 4.1, 5.3, 5.0])
-
-
-def assert_matches_eager_and_differences(program, points, value_rtol=0.0, atol=1e-8):
-    """One jit and one grad, called alternately at each point twice: the values equal eager
-    SciPy's (to `value_rtol`), the gradients central differences."""
-    jit, grad = xform.jit(program), xform.grad(program)
-    for point in points + points:
-        np.testing.assert_allclose(jit(point), program(point), rtol=value_rtol)
-        np.testing.assert_allclose(grad(point), central_difference(program, point),
-                                   rtol=1e-6, atol=atol)
 
 
 # -- generalized ufuncs' keywords: np.vecdot(x, y, axis=...) (pearsonr) -----------------------
