@@ -674,3 +674,42 @@ stand_in(dirichlet_gen.logpdf, lambda self, x, alpha: _dirichlet_logpdf(x, alpha
 stand_in(dirichlet_gen.pdf, lambda self, x, alpha: np.exp(_dirichlet_logpdf(x, alpha)))
 stand_in(dirichlet_frozen.logpdf, _scipy_frozen_dirichlet("logpdf"))
 stand_in(dirichlet_frozen.pdf, _scipy_frozen_dirichlet("pdf"))
+
+
+# -- ranks ------------------------------------------------------------------------------------
+
+def _rankdata(a, method="average", *, axis=None, nan_policy="propagate"):
+    """scipy.stats.rankdata of traced values (spearmanr ranks with it): from one stable sort,
+    each value's tie group (its first and last sorted positions) gives every method's rank.
+    Ranks are piecewise constant: their derivative is zero. A NaN makes its slice's ranks
+    NaN, as SciPy's (whether one is present is read from the call's values: a guard)."""
+    if method not in ("average", "min", "max", "dense", "ordinal"):
+        raise ValueError(f"unknown method '{method}'")
+    if nan_policy not in ("propagate", "raise"):
+        raise UnsupportedError(f"scipy.stats.rankdata(..., nan_policy={nan_policy!r}) of traced "
+                               "values", user_frame_info(), "use nan_policy='propagate'")
+    x = np.ravel(a) if axis is None else np.moveaxis(np.asarray(a), axis, -1)
+    n = np.shape(x)[-1]
+    order = np.argsort(x, axis=-1, kind="stable")
+    ordered = np.take_along_axis(x, order, axis=-1)
+    starts = np.concatenate([np.ones(np.shape(x)[:-1] + (1,), bool),
+                             ordered[..., 1:] != ordered[..., :-1]], axis=-1)
+    position = np.broadcast_to(np.arange(n), np.shape(x))
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=-1)
+    ends = np.concatenate([starts[..., 1:], np.ones(np.shape(x)[:-1] + (1,), bool)], axis=-1)
+    last = n - 1 - np.maximum.accumulate(np.where(ends, n - 1 - position, 0)[..., ::-1],
+                                         axis=-1)[..., ::-1]
+    ranked = {"average": (first + last) / 2 + 1, "min": first + 1, "max": last + 1,
+              "dense": np.cumsum(starts, axis=-1), "ordinal": position + 1}[method]
+    ranks = np.take_along_axis(ranked, np.argsort(order, axis=-1), axis=-1)
+    if np.issubdtype(aval(x).dtype if type(x) is Tracer else np.asarray(x).dtype, np.inexact):
+        missing = np.any(np.isnan(x), axis=-1, keepdims=True)
+        if np.any(missing):         # a guard: numpy's result type depends on it
+            if nan_policy == "raise":
+                raise ValueError("The input contains nan values")
+            ranks = np.where(missing, np.nan, ranks.astype(np.float64))
+    ranks = ranks if method == "average" or ranks.dtype.kind == "f" else ranks.astype(np.int64)
+    return ranks if axis is None else np.moveaxis(ranks, -1, axis)
+
+
+stand_in(st.rankdata, _rankdata)
