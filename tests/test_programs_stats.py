@@ -24,14 +24,14 @@ _FEATURES = _RNG.standard_normal((30, 2))
 _OBSERVED = _RNG.standard_normal(30) + 1.0
 
 
-def assert_matches_eager_and_differences(program, points, value_rtol=0.0):
+def assert_matches_eager_and_differences(program, points, value_rtol=0.0, atol=1e-8):
     """One jit and one grad, called alternately at each point twice: the values equal eager
-    SciPy's (to `value_rtol`), the gradients central differences."""
+    SciPy's (to `value_rtol`), the gradients central differences (to `atol`)."""
     jit, grad = xform.jit(program), xform.grad(program)
     for point in points + points:
         np.testing.assert_allclose(jit(point), program(point), rtol=value_rtol)
         np.testing.assert_allclose(grad(point), central_difference(program, point),
-                                   rtol=1e-6, atol=1e-8)
+                                   rtol=1e-6, atol=atol)
 
 
 # -- SciPy's array-API code writes into its own intermediates (xpx.at(z, mask).set(nan)): its

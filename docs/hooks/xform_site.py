@@ -292,6 +292,8 @@ def _swap_name(swap) -> str | None:
         return f"{getattr(owner, '__name__', type(owner).__name__)}.{swap.name}"
     function = swap.target
     module, qualname = getattr(function, "__module__", "") or "", function.__qualname__
+    if module.startswith("scipy._lib."):     # SciPy's internals its functions call on tracers
+        return None
     if qualname == "AxisConcatenator.__getitem__":
         return "numpy.r_"
     if module.split(".")[0] == "numpy" and _numpy_top_level(function):

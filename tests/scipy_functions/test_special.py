@@ -48,6 +48,7 @@ CASES = [
     Case("gammainc", [(I, 1, 4), (F, 0.1, 4)]), Case("gammaincc", [(I, 1, 4), (F, 0.1, 4)]),
     Case("stdtr", [(I, 1, 5), (F, -3, 3)]),
     Case("betainc", [(I, 1, 4), (I, 1, 4), (F, 0.05, 0.95)]),
+    Case("betaincc", [(I, 1, 4), (I, 1, 4), (F, 0.05, 0.95)]),
 ]
 CASE_BY_NAME = {case.name: case for case in CASES}
 

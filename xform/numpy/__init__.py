@@ -4,7 +4,7 @@ tables and installs the Tracer's dispatch hooks."""
 from xform.numpy import (axes, construct, contract, fft, index, inplace, join,  # noqa: F401
                          linalg, reduce, shape, stand_ins, ufuncs, views)
 from xform.numpy import math, polynomial, rearrange, sequences, statistics  # noqa: F401
-from xform.numpy import captured, random  # noqa: F401
+from xform.numpy import captured, iterate, random  # noqa: F401
 from xform.numpy.index import index_add
 from xform.numpy.protocol import FUNCTIONS, UFUNCS, implements, numpy_name
 from xform.numpy.rearrange import put_along_axis

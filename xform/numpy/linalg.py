@@ -1,6 +1,7 @@
 """numpy's linear algebra and sorting on tracers: np.linalg's inv, solve, det, slogdet,
 cholesky, eigh, eigvalsh, eig, eigvals, svd, svdvals, qr, pinv, lstsq, matrix_power,
-multi_dot, cond, matrix_transpose, norm, matrix_norm and vector_norm; np.sort, np.argsort."""
+multi_dot, cond, matrix_transpose, norm, matrix_norm and vector_norm; np.sort, np.argsort,
+np.lexsort."""
 import operator
 
 import numpy as np
@@ -10,7 +11,8 @@ from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes
 from xform.numpy.protocol import implements
-from xform.numpy.shape import ravel, reshape, swapaxes
+from xform.numpy.shape import as_array, ravel, reshape, swapaxes
+from xform.numpy.stand_ins import define_group, stand_in
 from xform.rules.linalg import (argsort_p, cholesky_p, det_p, eig_p, eigh_p, eigvals_p,
                                 eigvalsh_p, inv_p, lstsq_cutoff, lstsq_p, pinv_p, qr_p,
                                 slogdet_p, solve_p, sort_p, svd_p)
@@ -392,3 +394,27 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
         raise unsupported_error("numpy.argsort(..., order=...)")
     a, axis = _sort_axis(a, axis, "argsort")
     return argsort_p.bind(a, axis=axis, kind="stable" if stable else kind)
+
+
+@implements(np.lexsort)
+def lexsort(keys, axis=-1):
+    """`np.lexsort` of traced keys (the last key the primary one): stable argsorts from the
+    first key to the last, each reordering the order so far (integers, zero derivative)."""
+    if type(keys) is Tracer or isinstance(keys, np.ndarray):
+        keys = [keys[i] for i in range(aval(keys).shape[0] if aval(keys).ndim else 0)]
+    if len(keys) == 0:
+        raise shape_error("need sequence of keys with len > 0 in lexsort")
+    keys = [as_array(key) for key in keys]
+    shape = aval(keys[0]).shape
+    if any(aval(key).shape != shape for key in keys) or not shape:
+        raise shape_error("lexsort: all keys need to be the same shape, of one axis or more")
+    axis = operator.index(axis)
+    order = argsort(keys[0], axis, kind="stable")
+    for key in keys[1:]:
+        ranked = argsort(np.take_along_axis(key, order, axis), axis, kind="stable")
+        order = np.take_along_axis(order, ranked, axis)
+    return order
+
+
+define_group("numpy.lexsort")    # reached by its name: np.lexsort([a, b]), a list of tracers
+stand_in((np, "lexsort"), lambda keys, axis=-1: lexsort(keys, axis), group="numpy.lexsort")

@@ -1,10 +1,12 @@
 """numpy's miscellaneous math on tracers, each a composition of existing primitives written as
 numpy writes it (so values agree with numpy's): sinc, round, fix, nan_to_num, the ufuncs
-heaviside/ldexp/divmod/vecdot/matvec/vecmat, differences (diff, ediff1d, gradient, trapezoid,
+heaviside/ldexp/divmod/vecdot/matvec/vecmat with their keywords (axes, axis, keepdims),
+np.linalg's vecdot and matmul, differences (diff, ediff1d, gradient, trapezoid,
 unwrap, cumulative_sum/prod), cross, interp, convolve/correlate, select, piecewise, and the
 boolean tests (isclose, allclose, array_equal, array_equiv, isin, isposinf, isneginf,
 isreal, iscomplex); Python's math.isclose of traced values."""
 import math
+import re
 
 import numpy as np
 
@@ -15,7 +17,7 @@ from xform.ir.builder import call_back
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axes, normalize_axis
 from xform.numpy.index import take
-from xform.numpy.protocol import implements
+from xform.numpy.protocol import array_ufunc, implements
 from xform.numpy.shape import as_array, moveaxis, ravel, reshape
 from xform.numpy.stand_ins import define_group, stand_in
 from xform.rules.compare import isclose_p
@@ -574,6 +576,99 @@ def vecmat(x1, x2):
     if aval(x1).dtype.kind == "c":
         x1 = np.conjugate(x1)
     return np.matmul(x1[..., None, :], x2)[..., 0, :]
+
+
+@implements(np.linalg.vecdot)
+def linalg_vecdot(x1, x2, /, *, axis=-1):
+    """`np.linalg.vecdot`: the gufunc over `axis`."""
+    return np.vecdot(x1, x2, axis=axis)
+
+
+@implements(np.linalg.matmul)
+def linalg_matmul(x1, x2, /):
+    """`np.linalg.matmul`: the array API's `np.matmul`."""
+    return np.matmul(x1, x2)
+
+
+def _core_counts(signature):
+    """The number of core dimensions of each operand (inputs, then outputs) of a gufunc's
+    signature: "(m,n),(n)->(m)" gives [2, 1, 1]. An optional dimension (matmul's "n?")
+    counts: a 1-d matmul operand's own entry in `axes` says it has one fewer."""
+    return [len([d for d in group.split(",") if d.strip()])
+            for group in re.findall(r"\(([^)]*)\)", signature)]
+
+
+def _operand_axes(ufunc, arrays, axes, axis, keepdims):
+    """numpy's `axes`/`axis` of a gufunc call as one tuple of core axes per operand
+    (inputs, then outputs), and under `keepdims` where the output keeps the reduced axes."""
+    counts = _core_counts(ufunc.signature)
+    if axis is not None:
+        if any(count > 1 for count in counts) or len(set(counts[:ufunc.nin])) > 1:
+            raise shape_error(f"{ufunc.__name__}: axis can only be used with a single shared "
+                              f"core dimension, not with signature {ufunc.signature}")
+        entries = [(axis,) if count == 1 else () for count in counts]
+    elif axes is None:
+        entries = [tuple(range(-count, 0)) for count in counts]
+    else:
+        entries = [(entry,) if isinstance(entry, (int, np.integer)) else tuple(entry)
+                   for entry in axes]
+        if len(entries) == ufunc.nin and not any(counts[ufunc.nin:]):
+            entries += [()] * ufunc.nout    # scalar outputs' entries may be left out
+        if len(entries) != ufunc.nin + ufunc.nout:
+            raise shape_error(f"{ufunc.__name__}: axes should be a list with an entry for "
+                              f"each of its {ufunc.nin + ufunc.nout} operands")
+    for entry, array in zip(entries, arrays):
+        if len(entry) > ndim(array):
+            raise shape_error(f"{ufunc.__name__}: an operand of dimension {ndim(array)} has "
+                              f"fewer than the {len(entry)} core axes {entry}")
+    kept = None
+    if keepdims:
+        if any(counts[ufunc.nin:]) or len(set(map(len, entries[:ufunc.nin]))) > 1:
+            raise shape_error(f"{ufunc.__name__}: keepdims can only be used for scalar "
+                              f"outputs and inputs with the same number of core dimensions")
+        given = entries[ufunc.nin] if axis is None and axes is not None else ()
+        kept = (given or (entries[0] if axis is not None
+                          else tuple(range(-len(entries[0]), 0))))
+    return entries, kept
+
+
+@implements("gufunc keywords")
+def gufunc_keywords(ufunc, inputs, kwargs):
+    """A generalized ufunc (vecdot, matvec, vecmat, matmul) called with its keywords: `axes`,
+    `axis` and `keepdims` move the core axes to the end and the output's back (as numpy
+    computes it); `order` and `subok` shape no value; `casting` checks `dtype` as numpy
+    does."""
+    kwargs = dict(kwargs)
+    axes, axis = kwargs.pop("axes", None), kwargs.pop("axis", None)
+    keepdims = kwargs.pop("keepdims", False)
+    kwargs.pop("order", None)
+    kwargs.pop("subok", None)
+    casting = kwargs.pop("casting", "same_kind")
+    dtype = kwargs.get("dtype")
+    arrays = [as_array(x) for x in inputs]
+    if dtype is not None:
+        for array in arrays:
+            if not np.can_cast(aval(array).dtype, dtype, casting):
+                raise TypeCheckError(
+                    f"{ufunc.__name__}: cannot cast an input from {aval(array).dtype} to "
+                    f"{np.dtype(dtype)} with casting rule {casting!r}", user_frame_info())
+    entries, kept = _operand_axes(ufunc, arrays, axes, axis, keepdims)
+    moved = [moveaxis(array, entry, tuple(range(-len(entry), 0))) if entry else array
+             for array, entry in zip(arrays, entries)]
+    result = array_ufunc(ufunc, "__call__", moved, kwargs)
+    if kept is not None:
+        result = reshape(result, np.shape(result) + (1,) * len(kept))
+        out_entry = kept
+    else:
+        loop_rank = max(ndim(array) - len(entry) for array, entry in zip(arrays, entries))
+        core = ndim(result) - loop_rank
+        out_entry = entries[ufunc.nin] if axes is not None else tuple(range(-core, 0))
+        if len(out_entry) != core:
+            raise shape_error(f"{ufunc.__name__}: the output has {core} core axes, but axes "
+                              f"gives {len(out_entry)}: {out_entry}")
+    if not out_entry:
+        return result
+    return moveaxis(result, tuple(range(-len(out_entry), 0)), out_entry)
 
 
 # -- closeness ---------------------------------------------------------------------------------

@@ -117,6 +117,9 @@ def array_ufunc(ufunc, method, inputs, kwargs):
                 return FUNCTIONS["ufunc fold"](ufunc, method, *inputs, **kwargs)
             raise unsupported_error(f"{numpy_name(ufunc)}.{method}")
         return handler(*inputs, **kwargs)
+    if ufunc.signature is not None and kwargs.keys() - {"dtype"}:
+        # a generalized ufunc's axes, axis, keepdims (np.vecdot(x, y, axis=0), in SciPy)
+        return FUNCTIONS["gufunc keywords"](ufunc, inputs, kwargs)
     dtype = kwargs.pop("dtype", None)
     if kwargs:
         raise unsupported_error(f"{numpy_name(ufunc)}(..., {', '.join(kwargs)}=...)")
@@ -124,6 +127,9 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if op is None:
         op = _after_pending(UFUNCS, ufunc)
         if op is None:
+            if ufunc.types and all(set(t) <= set("O->") for t in ufunc.types):
+                # np.frompyfunc's: its Python function on each element, as np.vectorize's
+                return FUNCTIONS["object ufunc"](ufunc, inputs)
             raise unsupported_error(numpy_name(ufunc))
     if dtype is not None:
         # numpy computes in `dtype` (inputs cast first), not in the promoted type.

@@ -306,6 +306,31 @@ def _vectorized_call(vectorized, *args, **kwargs):
 stand_in(np.vectorize.__call__, _vectorized_call)
 
 
+@implements("object ufunc")
+def object_ufunc(ufunc, inputs):
+    """A ufunc of Python objects (`np.frompyfunc(f, nin, nout)`) called on traced values, as
+    np.vectorize is: numpy runs `f` on each element of the broadcast inputs, here 0-d traced
+    values held by object arrays (numpy does not dispatch on those), and the results are
+    stacked in the inputs' shape, of their own dtype (numpy's would be object)."""
+    arrays = np.broadcast_arrays(*[as_array(x) for x in inputs])
+    shape = aval(arrays[0]).shape
+    if 0 in shape:
+        raise shape_error(f"{ufunc.__name__} of an empty traced array: the results' dtype "
+                          "would be object")
+    holders = []
+    for array in arrays:
+        holder = np.empty(shape, object)
+        for index in np.ndindex(shape):
+            holder[index] = array[index]
+        holders.append(holder)
+    results = call_back(ufunc, *holders)
+    results = results if ufunc.nout > 1 else (results,)
+    outs = [reshape(np.stack([as_array(value) for value in np.ravel(np.asarray(result,
+                                                                               object))]),
+                    shape) for result in results]
+    return tuple(outs) if ufunc.nout > 1 else outs[0]
+
+
 @implements(np.apply_over_axes)
 def apply_over_axes(func, a, axes):
     """`np.apply_over_axes`: `func(a, axis)` for each axis in turn, keeping the dimensions."""

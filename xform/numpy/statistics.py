@@ -1,7 +1,9 @@
 """numpy's statistics on tracers, as numpy computes them: order statistics (median, quantile,
 percentile and their nan- forms, ptp), weighted averages, cov/corrcoef, the nan-reductions
 numpy.reduce lacks, and the counting functions with integer results (searchsorted, digitize,
-bincount, histogram, unique)."""
+bincount, histogram, histogramdd, histogram2d, unique)."""
+import math
+
 import numpy as np
 
 from xform.errors import (ConcretizationError, TypeCheckError, concretization_error, shape_error,
@@ -584,14 +586,12 @@ def count_nonzero(a, axis=None, *, keepdims=False):
     return np.sum(as_array(a) != 0, axis=axis, dtype=np.intp, keepdims=keepdims)
 
 
-@implements(np.histogram)
-def histogram(a, bins=10, range=None, density=None, weights=None):
-    """`np.histogram` on traced data and weights: a static number of bins (or concrete or
-    traced edges). Counts are integers (zero derivative); weighted counts, density and
-    automatic edges (from the data's min and max) are differentiable."""
-    a = ravel(as_array(a))
+def _histogram_edges(a, bins, range, name="histogram"):
+    """(edges, number of bins) of np.histogram's `bins` and `range` for the flat data `a`:
+    from a static number of bins (and the data's min and max, or `range`), or concrete or
+    traced edges."""
     if isinstance(bins, str):
-        raise unsupported_error(f"numpy.histogram(..., bins={bins!r})")
+        raise unsupported_error(f"numpy.{name}(..., bins={bins!r})")
     if ndim(bins) == 0:
         count = int(bins)
         if count < 1:
@@ -610,19 +610,32 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
         same = first == last
         first = np.where(same, first - 0.5, first).astype(bin_type)
         last = np.where(same, last + 0.5, last).astype(bin_type)
-        edges = np.linspace(first, last, count + 1, endpoint=True, dtype=bin_type)
-    else:
-        edges = as_array(bins)
-        if type(edges) is not Tracer and np.any(edges[:-1] > edges[1:]):
-            raise shape_error("`bins` must increase monotonically, when an array")
-        count = aval(edges).shape[0] - 1
+        return np.linspace(first, last, count + 1, endpoint=True, dtype=bin_type), count
+    edges = as_array(bins)
+    if type(edges) is not Tracer and np.any(edges[:-1] > edges[1:]):
+        raise shape_error("`bins` must increase monotonically, when an array")
+    return edges, aval(edges).shape[0] - 1
+
+
+def _bin_positions(a, edges, count):
+    """(the bin of each of `a`, whether it is inside the edges); a bin outside is 0."""
     # bin i holds edges[i] <= x < edges[i + 1]; the last bin is closed; outside is dropped
     position = searchsorted_p.bind(edges, a.astype(np.result_type(aval(edges).dtype,
                                                                   aval(a).dtype)),
                                    side="right", batch_ndim=0) - 1
     position = np.where(a == edges[-1], count - 1, position)
     inside = (position >= 0) & (position < count)
-    position = np.where(inside, position, 0)
+    return np.where(inside, position, 0), inside
+
+
+@implements(np.histogram)
+def histogram(a, bins=10, range=None, density=None, weights=None):
+    """`np.histogram` on traced data and weights: a static number of bins (or concrete or
+    traced edges). Counts are integers (zero derivative); weighted counts, density and
+    automatic edges (from the data's min and max) are differentiable."""
+    a = ravel(as_array(a))
+    edges, count = _histogram_edges(a, bins, range)
+    position, inside = _bin_positions(a, edges, count)
     if weights is None:
         amount = inside.astype(np.intp)
         hist = index_add(np.zeros(count, np.intp), position, amount)
@@ -636,6 +649,61 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
         widths = np.diff(edges)
         return hist / widths / np.sum(hist), edges
     return hist, edges
+
+
+@implements(np.histogramdd)
+def histogramdd(sample, bins=10, range=None, density=None, weights=None):
+    """`np.histogramdd` on traced samples and weights: each dimension binned as np.histogram
+    bins it; the counts are floats, as numpy's (zero derivative in the samples), weighted
+    counts, density and automatic edges differentiable."""
+    if isinstance(sample, (list, tuple)):      # D sequences of N coordinates
+        sample = np.stack([as_array(column) for column in sample], axis=-1)
+    sample = as_array(sample)
+    if ndim(sample) != 2:
+        sample = np.atleast_2d(sample).T
+    n, dims = aval(sample).shape
+    per_dim_bins = bins if isinstance(bins, (list, tuple)) or np.ndim(bins) else [bins] * dims
+    if len(per_dim_bins) != dims:
+        raise shape_error("The dimension of bins must be equal to the dimension of the sample x.")
+    ranges = [None] * dims if range is None else range
+    flat_bin = np.zeros(n, np.intp)
+    inside_all = np.ones(n, bool)
+    all_edges, counts = [], []
+    for dim, (dim_bins, dim_range) in enumerate(zip(per_dim_bins, ranges)):
+        column = sample[:, dim]
+        edges, count = _histogram_edges(column, dim_bins, dim_range, "histogramdd")
+        position, inside = _bin_positions(column, edges, count)
+        flat_bin = flat_bin * count + position
+        inside_all = inside_all & inside
+        all_edges.append(edges)
+        counts.append(count)
+    total = math.prod(counts)
+    if weights is None:
+        amount = inside_all.astype(np.float64)
+    else:
+        weights = ravel(as_array(weights)).astype(np.float64)
+        if aval(weights).shape != (n,):
+            raise shape_error("weights should have the same length as the sample.")
+        amount = np.where(inside_all, weights, 0.0)
+    hist = reshape(index_add(np.zeros(total), np.where(inside_all, flat_bin, 0), amount),
+                   tuple(counts))
+    if density:
+        whole = np.sum(hist)
+        for dim, edges in enumerate(all_edges):
+            shape = [1] * dims
+            shape[dim] = counts[dim]
+            hist = hist / reshape(np.diff(edges), tuple(shape))
+        hist = hist / whole
+    return hist, all_edges
+
+
+@implements(np.histogram2d)
+def histogram2d(x, y, bins=10, range=None, density=None, weights=None):
+    """`np.histogram2d`: np.histogramdd of the pairs (x, y)."""
+    if (isinstance(bins, (list, tuple)) or np.ndim(bins)) and len(bins) not in (1, 2):
+        bins = [bins, bins]       # one array of edges for both
+    hist, (x_edges, y_edges) = histogramdd([x, y], bins, range, density, weights)
+    return hist, x_edges, y_edges
 
 
 @implements(np.histogram_bin_edges)

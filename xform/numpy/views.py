@@ -95,6 +95,13 @@ def _layout(tracer):
     return kind.layout(_layout(base), key)
 
 
+def memory_layout(tracer):
+    """A numpy array with no data of its own laid out as `tracer` would be in eager numpy
+    (a transpose's strides, a reversed view's negative ones): numpy's iterators over it
+    visit the elements in eager numpy's order. Never read."""
+    return _layout(tracer)
+
+
 def writable_builder(target, whole=False):
     """The current builder, after checking that a write into `target` can be staged with
     numpy's meaning; raises an XformError naming the reason otherwise. A `whole` array

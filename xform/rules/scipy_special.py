@@ -170,6 +170,8 @@ stdtr_p = _special("stdtr", sc.stdtr, _no_derivative,
                    lambda t, df, x, ans: t * _t_density(df, x))
 betainc_p = _special("betainc", sc.betainc, _no_derivative, _no_derivative,
                      lambda t, a, b, x, ans: t * _beta_density(a, b, x))
+betaincc_p = _special("betaincc", sc.betaincc, _no_derivative, _no_derivative,
+                      lambda t, a, b, x, ans: t * -_beta_density(a, b, x))
 
 
 # -- scipy.special's reductions: logsumexp, softmax, log_softmax -----------------------------

@@ -7,6 +7,9 @@ before, so `import xform` costs nothing for SciPy the user does not use.
 """
 import importlib
 
+import numpy as np
+
+from xform.ir.tracer import Tracer
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 
 
@@ -16,18 +19,40 @@ def _installer(module_name):
     return install
 
 
-def _tracers_take_writes():
+def _tracers_as_numpy_arrays():
     """SciPy's array-API code writes in place (`xpx.at(z, zero).set(nan)`, in zscore, iqr,
     ...) only into an array its `is_writeable_array` accepts, and refused a Tracer ("Can't
     update read-only array"); a Tracer takes writes as an array made inside the function
-    does."""
+    does. Its `array_namespace` (asked again inside the compat `clip`, which pearsonr calls)
+    refused a Tracer too: a Tracer's namespace is a numpy array's."""
     from scipy._lib.array_api_compat.common import _helpers
     stand_in(_helpers.is_writeable_array, lambda x: True)
 
+    def numpy_namespace(*xs, **kwargs):
+        return _helpers.array_namespace(
+            *(np.empty(0) if type(x) is Tracer else x for x in xs), **kwargs)
+    stand_in(_helpers.array_namespace, numpy_namespace)
 
-stand_in_when_imported("scipy._lib.array_api_compat.common._helpers", _tracers_take_writes)
+
+stand_in_when_imported("scipy._lib.array_api_compat.common._helpers", _tracers_as_numpy_arrays)
+def _compat_clip_of_tracers():
+    """The array-API compat `clip` (pearsonr's `xp.clip(r, -1., 1.)`) writes its argument
+    into an array numpy's `empty` made (`out[()] = x`), which cannot hold a Tracer; for a
+    Tracer it is numpy's clip in the argument's dtype."""
+    from scipy._lib.array_api_compat.common import _aliases
+
+    def clip(x, /, min=None, max=None, *, xp, out=None):
+        if out is not None or type(x) is not Tracer:
+            return _aliases.clip(x, min, max, xp=xp, out=out)   # inside: the original
+        return np.clip(x, min, max).astype(x.dtype)
+    stand_in(_aliases.clip, clip)
+
+
+stand_in_when_imported("scipy._lib.array_api_compat.common._aliases",
+                       _compat_clip_of_tracers)
 stand_in_when_imported("scipy.special", _installer("xform.scipy.special"))
 stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"))
+stand_in_when_imported("scipy.stats._kde", _installer("xform.scipy.kde"))
 stand_in_when_imported("scipy.spatial.distance", _installer("xform.scipy.spatial"))
 
 # These register their own installers (stand_in_when_imported) when imported here.

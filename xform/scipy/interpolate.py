@@ -26,13 +26,13 @@ from xform.errors import unsupported_error
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.protocol import with_constants_read
-from xform.numpy.stand_ins import stand_in, stand_in_when_imported
+from xform.numpy.stand_ins import contains_tracer, stand_in, stand_in_when_imported
 from xform.ir.avals import ShapedArray
 from xform.ir.interpret import eval_graph
 from xform.rules.interpolate import (DataInterpolator, Interpolant, interpolant_of_data_p,
                                      interpolant_p, query_axes_at)
 from xform.rules.subgraphs import stage_flat
-from xform.scipy.staging import as_float
+from xform.scipy.staging import arguments, as_float
 from xform.transforms.derived import jvp_of
 
 
@@ -81,14 +81,17 @@ def _refused(attribute):
 
 _REFUSED = ("c", "x", "y", "t", "k", "integrate", "antiderivative", "roots", "solve",
             "extend", "insert_knot", "fill_value")
+# FITPACK's UnivariateSpline family: the rest of its interface
+_SPLINE_REFUSED = ("get_knots", "get_coeffs", "get_residual", "integral", "derivatives",
+                   "set_smoothing_factor")
 _subclasses: dict = {}
 
 
-def _traced_class(cls):
+def _traced_class(cls, refused=_REFUSED):
     """`cls` with _TracedData's calls first and its other interface refused
     (isinstance(obj, cls) stays true)."""
     if cls not in _subclasses:
-        namespace = {name: _refused(name) for name in _REFUSED}
+        namespace = {name: _refused(name) for name in refused}
         _subclasses[cls] = type(cls.__name__, (_TracedData, cls), namespace)
     return _subclasses[cls]
 
@@ -270,6 +273,69 @@ def _bspline_call(self, x, nu=0, extrapolate=None):
     interpolant = Interpolant(lambda q, n: self(q, n, extrapolate), np.shape(self.c)[1:],
                               "scipy.interpolate.BSpline")
     return _weights(interpolant, x, nu)
+
+
+def _fitpack_at(spline, q, nu, ext=None):
+    """A FITPACK spline's nu-th derivative at q; zero above its degree (as a BSpline's is),
+    where FITPACK raises (a derivative in the query points asks for one more)."""
+    if nu > spline._eval_args[2]:
+        return np.zeros(np.shape(q))
+    return spline(q, nu, ext)
+
+
+def _univariate_call(self, x, nu=0, ext=None):
+    """A FITPACK spline of concrete data (UnivariateSpline and its kin, smoothing included)
+    at traced points."""
+    if isinstance(self, _TracedData):
+        if ext is not None:
+            raise unsupported_error(f"{self._name}(..., ext=...) on traced data (give ext to "
+                                    "the constructor)")
+        return _TracedData.__call__(self, x, nu)
+    name = f"scipy.interpolate.{type(self).__name__}"
+    return _weights(Interpolant(lambda q, n: _fitpack_at(self, q, n, ext), (), name), x, nu)
+
+
+def _fitpack_init(kind):
+    """The constructor of InterpolatedUnivariateSpline, LSQUnivariateSpline or (with s=0)
+    UnivariateSpline of traced y: these fits are linear in y (their knots come from x, or t,
+    alone), so SciPy's spline of the concrete y is evaluated and its derivative in y is the
+    splines of the identity's columns. A smoothing UnivariateSpline (s > 0, the default)
+    chooses its knots from y's values and is refused with its differentiable alternatives."""
+    def init(self, x, y, *args, **kwargs):
+        cls = getattr(_interpolate(), kind)
+        options = arguments(cls.__init__, (self, x, y) + args, kwargs)
+        del options["self"], options["x"], options["y"]
+        name = f"scipy.interpolate.{kind}"
+        x = _concrete(x, "knots x", name)
+        for option in {"w", "t", "bbox", "s"} & options.keys():
+            options[option] = with_constants_read(options[option])
+            if contains_tracer(options[option]):
+                raise unsupported_error(f"{name} with traced {option}",
+                                        f"give {option} as concrete values (a closure "
+                                        "constant or static argument); y may be traced")
+        if kind == "UnivariateSpline" and options["s"] != 0:
+            raise unsupported_error(
+                f"{name} of traced y with smoothing (s={options['s']}; FITPACK picks its "
+                "knots from y's values)",
+                "fix the knots: scipy.interpolate.LSQUnivariateSpline(x, y, t) (t the "
+                "interior knots, e.g. those of a fit of concrete data: "
+                "spl.get_knots()[1:-1]), or interpolate: UnivariateSpline(x, y, s=0), "
+                "CubicSpline(x, y) or make_interp_spline(x, y); these are linear in y")
+        y, _ = _along(y, 0, name)
+        if aval(y).ndim != 1:
+            raise unsupported_error(f"{name} of {aval(y).ndim}-d traced y")
+
+        def spline(data):
+            return cls(x, data, **options)
+
+        def columns(q, nu):
+            return np.stack([_fitpack_at(basis, q, nu) for basis in bases], axis=-1)
+        bases = [spline(column) for column in np.eye(len(x))]
+        interpolator = DataInterpolator(lambda data, q, nu: _fitpack_at(spline(data), q, nu),
+                                        Interpolant(columns, (len(x),), name), 0, name)
+        self.__class__ = _traced_class(type(self), _REFUSED + _SPLINE_REFUSED)
+        self._traced(interpolator, y)
+    return init
 
 
 def _interp1d_call(self, x):
@@ -467,6 +533,12 @@ def _grid_call_needed(args, kwargs) -> bool:
         type(a) is Tracer for a in args[1:]) or any(type(v) is Tracer for v in kwargs.values())
 
 
+def _univariate_call_needed(args, kwargs) -> bool:
+    """A call at traced points, or of a spline of traced data."""
+    return isinstance(args[0], _TracedData) or contains_tracer(args[1:]) or \
+        contains_tracer(kwargs)
+
+
 def _install():
     scipy_interpolate = _interpolate()
     from scipy.interpolate._bsplines import BSpline
@@ -480,6 +552,10 @@ def _install():
     stand_in(_PPolyBase.__call__, _ppoly_call)
     stand_in(BSpline.__call__, _bspline_call)
     stand_in(_Interpolator1D.__call__, _interp1d_call)
+    for kind in ("UnivariateSpline", "InterpolatedUnivariateSpline", "LSQUnivariateSpline"):
+        stand_in(getattr(scipy_interpolate, kind).__init__, _fitpack_init(kind))
+    stand_in(scipy_interpolate.UnivariateSpline.__call__, _univariate_call,
+             when=_univariate_call_needed)
     stand_in(scipy_interpolate.RegularGridInterpolator.__call__, _grid_call,
              when=_grid_call_needed)
     stand_in(scipy_interpolate.RegularGridInterpolator.__init__, _grid_init,

@@ -1,8 +1,8 @@
 """scipy.optimize's solvers on tracers, unmodified: brentq, brenth, ridder, bisect, newton,
-root_scalar, fsolve, root, minimize_scalar, minimize and least_squares. The user's functions
-(objective and the derivatives given to SciPy) are staged together once; the solve is one
-`solution` equation (xform/rules/implicit.py) that runs SciPy's own solver, with the user's
-options, on concrete values, and is differentiated by the implicit function theorem with
+root_scalar, fsolve, root, minimize_scalar, minimize, least_squares and curve_fit. The user's
+functions (objective and the derivatives given to SciPy) are staged together once; the solve
+is one `solution` equation (xform/rules/implicit.py) that runs SciPy's own solver, with the
+user's options, on concrete values, and is differentiated by the implicit function theorem with
 respect to everything the functions close over or receive through `args`.
 
 What the result objects hold: the solution (traced), the function values at it (`fun`, `cost`,
@@ -12,9 +12,8 @@ traced reaches is SciPy's own call, whole result included.
 """
 from __future__ import annotations
 
-import functools
 import inspect
-import types
+import warnings
 
 import numpy as np
 
@@ -26,10 +25,11 @@ from xform.ir.interpret import eval_graph
 from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
 from xform.numpy.protocol import with_constants_read
-from xform.numpy.stand_ins import code_outside_staging, stand_in, stand_in_when_imported
+from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 from xform.rules.implicit import Solver, solution_p, solving
-from xform.scipy.staging import F64, as_float, stage_with_args
+from xform.scipy.staging import F64, arguments, as_float, stage_with_args
 from xform.source_info import user_frame_info
+from xform.transforms.derived import jvp_of
 
 class _NothingTraced(Exception):
     """Nothing the solve depends on is traced: SciPy's call runs as it is (its full result,
@@ -58,24 +58,16 @@ class _Staged:
         outs = eval_graph(self.graph, x, np.zeros(self.shape), *self.operands)
         return outs[self.roles.index(role)]
 
-
-@functools.lru_cache(maxsize=None)
-def _signature(function) -> inspect.Signature:
-    # the function's own code: while staging, its __code__ is the stand-in's trampoline
-    if hasattr(function, "__wrapped__"):      # a decorated one: the inner function's
-        return inspect.signature(function.__wrapped__)
-    original = types.FunctionType(code_outside_staging(function), function.__globals__,
-                                  function.__name__, function.__defaults__,
-                                  function.__closure__)
-    original.__kwdefaults__ = function.__kwdefaults__
-    return inspect.signature(original)
+    def jacobian(self, role, x):
+        """d output `role` / dx at a 1-D x, one forward-mode column per unknown (a fit's few
+        parameters), differentiable in x and the operands in turn."""
+        tangents = jvp_of(self.graph, (True,) + (False,) * (1 + len(self.operands)))
+        at = len(self.roles) + self.roles.index(role)
+        columns = [eval_graph(tangents, x, np.zeros(self.shape), *self.operands, direction)[at]
+                   for direction in np.eye(self.shape[0])]
+        return np.stack(columns, axis=-1)
 
 
-def _arguments(function, args, kwargs) -> dict:
-    """The call's arguments by name, defaults filled in (SciPy's own signature)."""
-    bound = _signature(function).bind(*args, **kwargs)
-    bound.apply_defaults()
-    return dict(bound.arguments)
 
 
 def _solver(name, run) -> Solver:
@@ -117,7 +109,7 @@ def _optimize():
 def _bracketing(name):
     """brentq, brenth, ridder, bisect: f(a) and f(b) of opposite signs."""
     def bracketing(*args, **kwargs):
-        call = _arguments(getattr(_optimize(), name), args, kwargs)
+        call = arguments(getattr(_optimize(), name), args, kwargs)
         f, user_args = call.pop("f"), _tupled(call.pop("args"))
         full_output = call.pop("full_output")
         staged = _Staged(lambda x, d, a: (f(x, *a),), ("residual",), (), user_args)
@@ -149,7 +141,7 @@ def _root_results(root, method):
 
 def newton(*args, **kwargs):
     """scipy.optimize.newton (Newton, secant or Halley; scalar or array x0)."""
-    call = _arguments(_optimize().newton, args, kwargs)
+    call = arguments(_optimize().newton, args, kwargs)
     func, fprime, fprime2 = call.pop("func"), call.pop("fprime"), call.pop("fprime2")
     user_args, full_output = _tupled(call.pop("args")), call.pop("full_output")
     x0, x1 = call.pop("x0"), call.pop("x1")
@@ -191,7 +183,7 @@ def newton(*args, **kwargs):
 def root_scalar(*args, **kwargs):
     """scipy.optimize.root_scalar, every method; fprime/fprime2 may be True (f returns
     the derivatives too)."""
-    call = _arguments(_optimize().root_scalar, args, kwargs)
+    call = arguments(_optimize().root_scalar, args, kwargs)
     f, user_args = call.pop("f"), _tupled(call.pop("args"))
     fprime, fprime2 = call.pop("fprime"), call.pop("fprime2")
     starts = {k: call.pop(k) for k in ("bracket", "x0", "x1") if call.get(k) is not None}
@@ -238,7 +230,7 @@ def root_scalar(*args, **kwargs):
 
 def fsolve(*args, **kwargs):
     """scipy.optimize.fsolve (MINPACK's hybrd/hybrj)."""
-    call = _arguments(_optimize().fsolve, args, kwargs)
+    call = arguments(_optimize().fsolve, args, kwargs)
     func, fprime = call.pop("func"), call.pop("fprime")
     user_args, full_output, x0 = _tupled(call.pop("args")), call.pop("full_output"), \
         call.pop("x0")
@@ -266,7 +258,7 @@ def fsolve(*args, **kwargs):
 
 def root(*args, **kwargs):
     """scipy.optimize.root, every method; jac may be True (fun returns (F, J))."""
-    call = _arguments(_optimize().root, args, kwargs)
+    call = arguments(_optimize().root, args, kwargs)
     fun, jac, x0 = call.pop("fun"), call.pop("jac"), call.pop("x0")
     user_args = _tupled(call.pop("args"))
     roles = ("residual",) + (("jacobian",) if jac is True or callable(jac) else ())
@@ -313,7 +305,7 @@ def _concrete_bounds(lower, upper, n, what):
 
 def minimize_scalar(*args, **kwargs):
     """scipy.optimize.minimize_scalar: brent, golden, bounded."""
-    call = _arguments(_optimize().minimize_scalar, args, kwargs)
+    call = arguments(_optimize().minimize_scalar, args, kwargs)
     fun, user_args = call.pop("fun"), _tupled(call.pop("args"))
     bracket, bounds = call.pop("bracket"), call.pop("bounds")
     if callable(call.get("method")):
@@ -346,7 +338,7 @@ def minimize_scalar(*args, **kwargs):
 def minimize(*args, **kwargs):
     """scipy.optimize.minimize, every method without constraints (bounds allowed); jac,
     hess and hessp may be the user's functions, jac may be True or a difference scheme."""
-    call = _arguments(_optimize().minimize, args, kwargs)
+    call = arguments(_optimize().minimize, args, kwargs)
     fun, x0, user_args = call.pop("fun"), call.pop("x0"), _tupled(call.pop("args"))
     jac, hess, hessp = call.pop("jac"), call.pop("hess"), call.pop("hessp")
     if call.get("constraints"):
@@ -417,7 +409,7 @@ def _robust_cost(residual, loss, f_scale):
 def least_squares(*args, **kwargs):
     """scipy.optimize.least_squares, every loss (a non-linear one: the minimum of its cost);
     bounds allowed."""
-    call = _arguments(_optimize().least_squares, args, kwargs)
+    call = arguments(_optimize().least_squares, args, kwargs)
     fun, x0, jac = call.pop("fun"), call.pop("x0"), call.pop("jac")
     user_args, user_kwargs = _tupled(call.pop("args")), call.pop("kwargs") or {}
     loss, f_scale = call["loss"], call["f_scale"]
@@ -453,11 +445,118 @@ def least_squares(*args, **kwargs):
     return _result(x=x, fun=residual, cost=cost)
 
 
+def _parameter_count(f, p0) -> int:
+    """SciPy's count of fit parameters: p0's size, else f's positional arguments after x."""
+    if p0 is not None:
+        return int(np.size(p0))
+    positional = [p for p in inspect.signature(f).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2:
+        raise ValueError("Unable to determine number of fit parameters.")
+    return len(positional) - 1
+
+
+def _fit_covariance(staged, popt, n, absolute_sigma, bounded):
+    """curve_fit's pcov at popt, differentiable: the pseudo-inverse of J^T J (J the weighted
+    residuals' exact Jacobian, where SciPy's is MINPACK's or a difference scheme's, so the
+    two agree to those schemes' accuracy), scaled by the residual variance unless
+    `absolute_sigma`; infinite where SciPy's is (a singular fit by 'lm', no more data than
+    parameters)."""
+    jacobian = staged.jacobian("residual", popt)
+    _, singular, vt = np.linalg.svd(jacobian, full_matrices=False)
+    threshold = np.finfo(float).eps * max(np.shape(jacobian)) * singular[0]
+    kept = singular > threshold
+    inverse_squares = np.where(kept, 1 / np.where(kept, singular, 1.0) ** 2, 0.0)
+    pcov = (np.swapaxes(vt, 0, 1) * inverse_squares) @ vt
+    size = np.shape(jacobian)[0]
+    if (not bounded and not np.all(kept)) or (not absolute_sigma and size <= n):
+        warnings.warn("Covariance of the parameters could not be estimated",
+                      category=_optimize().OptimizeWarning, stacklevel=3)
+        return np.full((n, n), np.inf)
+    if absolute_sigma:
+        return pcov
+    return pcov * (np.sum(staged.value("residual", popt) ** 2) / (size - n))
+
+
+def curve_fit(*args, **kwargs):
+    """scipy.optimize.curve_fit with traced data, sigma or a model closing over traced values:
+    SciPy's own fit (leastsq for 'lm', least_squares otherwise) of the staged weighted
+    residuals, popt differentiated as a least-squares solution; pcov from the residuals'
+    exact Jacobian at popt (`_fit_covariance`)."""
+    call = arguments(_optimize().curve_fit, args, kwargs)
+    f, xdata, ydata, sigma = call.pop("f"), call.pop("xdata"), call.pop("ydata"), \
+        call.pop("sigma")
+    p0, bounds, jac = call.pop("p0"), call.pop("bounds"), call.pop("jac")
+    absolute_sigma, full_output = call.pop("absolute_sigma"), call.pop("full_output")
+    options = call.pop("kwargs")
+    if call.get("nan_policy") is not None:
+        raise unsupported_error("scipy.optimize.curve_fit(..., nan_policy=...) of traced data "
+                                "(omitting NaNs changes the data's size)")
+    if "args" in options:
+        raise ValueError("'args' is not a supported keyword argument.")
+    n = _parameter_count(f, p0)
+    lower, upper = (bounds.lb, bounds.ub) if isinstance(bounds, _optimize().Bounds) else bounds
+    lower, upper = _concrete_bounds(lower, upper, n, "curve_fit")
+    bounded = not np.all(np.isinf(lower + upper))
+    if p0 is None:      # SciPy's start: a feasible point of the bounds (ones, unbounded)
+        p0 = _optimize()._minpack_py._initialize_feasible(np.array(lower), np.array(upper))
+    ydata = as_float(ydata)
+    if isinstance(xdata, (list, tuple, np.ndarray, Tracer)):
+        xdata = as_float(xdata)
+    if call.get("check_finite") is not False and not np.all(np.isfinite(ydata)):
+        raise ValueError("array must not contain infs or NaNs")
+    import scipy.linalg
+    transform = None        # SciPy's weights: 1 / sigma, or sigma's Cholesky factor
+    if sigma is not None:
+        sigma = as_float(sigma)
+        if aval(sigma).size == 1 or aval(sigma).shape == (aval(ydata).size,):
+            transform = 1.0 / sigma
+        elif aval(sigma).shape == (aval(ydata).size,) * 2:
+            transform = scipy.linalg.cholesky(sigma, lower=True)
+        else:
+            raise ValueError("`sigma` has incorrect shape.")
+
+    def weighted(values):
+        if transform is None:
+            return values
+        if np.ndim(transform) == 2:
+            return scipy.linalg.solve_triangular(transform, values, lower=True)
+        return transform[:, None] * values if np.ndim(values) == 2 else transform * values
+
+    def together(p, d, data):
+        x, y = data
+        outs = (weighted(f(x, *p) - y),)
+        return outs + ((weighted(np.asarray(jac(x, *p))),) if callable(jac) else ())
+    roles = ("residual",) + (("residual jacobian",) if callable(jac) else ())
+    staged = _Staged(together, roles, (n,), (xdata, ydata))
+
+    def run(functions, start):
+        def model(_, *p):
+            return functions["residual"](np.asarray(p))
+        def user_jacobian(_, *p):
+            return functions["residual jacobian"](np.asarray(p))
+        given = user_jacobian if callable(jac) else jac
+        size = np.size(functions["residual"](start))
+        try:
+            popt, *_ = _optimize().curve_fit(model, np.zeros(size), np.zeros(size), p0=start,
+                                             bounds=bounds, jac=given, **call, **options)
+        except RuntimeError as error:
+            raise _not_converged(solver, str(error)) from None
+        return popt
+    solver = _solver("curve_fit", run)
+    pinned = (lower, upper, 1e-10) if bounded else None
+    popt = staged.solve("least_squares", solver, (p0,), pinned)
+    pcov = _fit_covariance(staged, popt, n, absolute_sigma, bounded)
+    if not full_output:
+        return popt, pcov
+    return popt, pcov, {"fvec": staged.value("residual", popt)}, "converged", 1
+
+
 STAND_INS = {"brentq": _bracketing("brentq"), "brenth": _bracketing("brenth"),
              "ridder": _bracketing("ridder"), "bisect": _bracketing("bisect"),
              "newton": newton, "root_scalar": root_scalar, "fsolve": fsolve, "root": root,
              "minimize_scalar": minimize_scalar, "minimize": minimize,
-             "least_squares": least_squares}
+             "least_squares": least_squares, "curve_fit": curve_fit}
 
 
 def _eager_when_untraced(name, replacement):

@@ -35,7 +35,7 @@ _UFUNC_NAMES = (
     "gammaln", "gamma", "rgamma", "digamma", "erf", "erfc", "erfinv", "erfcinv", "expit",
     "logit", "log_expit", "ndtr", "log_ndtr", "ndtri", "entr", "xlogy", "xlog1py", "rel_entr",
     "kl_div", "betaln", "beta", "iv", "ive", "jv", "yv", "i0", "i1", "i0e", "i1e", "j0", "j1",
-    "y0", "y1", "gammainc", "gammaincc", "stdtr", "betainc")
+    "y0", "y1", "gammainc", "gammaincc", "stdtr", "betainc", "betaincc")
 _RULES = "xform.rules.scipy_special"
 _registering = threading.Lock()
 _waiting: dict = {}     # scipy.special's name -> its ufunc's table entry, registering the family

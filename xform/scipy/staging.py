@@ -1,7 +1,12 @@
 """Staging the functions a SciPy solver is given (objective, integrand, derivatives) as one
 closed graph: the solver's own variables first, then the array leaves of the user's `args`,
-then what the functions close over (traced values of the enclosing staging)."""
+then what the functions close over (traced values of the enclosing staging); and a stood-in
+SciPy call's arguments by name."""
 from __future__ import annotations
+
+import functools
+import inspect
+import types
 
 import numpy as np
 
@@ -10,6 +15,7 @@ from xform.ir.avals import ShapedArray
 from xform.ir.builder import stage_function
 from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
+from xform.numpy.stand_ins import code_outside_staging
 from xform.tree import tree_flatten, tree_unflatten
 
 F64 = np.dtype(np.float64)
@@ -19,6 +25,26 @@ def as_float(x):
     """`x` staged as a float64 array (SciPy's solvers compute in float64)."""
     x = staged_array(x)
     return x if aval(x).dtype == F64 else x.astype(F64)
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(function) -> inspect.Signature:
+    # the function's own code: while staging, its __code__ is the stand-in's trampoline
+    if hasattr(function, "__wrapped__"):      # a decorated one: the inner function's
+        return inspect.signature(function.__wrapped__)
+    original = types.FunctionType(code_outside_staging(function), function.__globals__,
+                                  function.__name__, function.__defaults__,
+                                  function.__closure__)
+    original.__kwdefaults__ = function.__kwdefaults__
+    return inspect.signature(original)
+
+
+def arguments(function, args, kwargs) -> dict:
+    """A call of SciPy's `function` (stood in while staging) by argument name, defaults
+    filled in: its own signature, not its stand-in's."""
+    bound = _signature(function).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
 def _is_operand(leaf) -> bool:
@@ -46,4 +72,4 @@ def stage_with_args(together, leading, args):
     return graph, operands + list(captured)
 
 
-__all__ = ["F64", "as_float", "stage_with_args"]
+__all__ = ["F64", "arguments", "as_float", "stage_with_args"]

@@ -394,6 +394,26 @@ def _geom_logsf(k, p):
     return np.where(k >= 1, np.floor(k) * np.log1p(-p), 0.0)
 
 
+def _betabinom_logpmf(k, n, a, b):
+    inside = _is_count(k) & (k <= n)
+    ks = _inside(inside, k, 0.0)
+    combination = -np.log(n + 1) - sc.betaln(n - ks + 1, ks + 1)     # SciPy's formula
+    return np.where(inside, combination + sc.betaln(ks + a, n - ks + b) - sc.betaln(a, b),
+                    -np.inf)
+
+
+def _betabinom_cdf(k, n, a, b):
+    """The pmf summed over 0..k, as SciPy's rv_discrete sums it (there is no closed form):
+    over the counts up to the largest k below n (a guard where k or n is traced)."""
+    kf = np.floor(k)
+    last = int(min(np.max(kf), np.max(n) - 1))
+    counts = np.arange(max(last, 0) + 1.0)
+    kept = np.expand_dims(kf, -1) >= counts
+    terms = np.exp(_betabinom_logpmf(counts, *(np.expand_dims(s, -1) for s in (n, a, b))))
+    below = np.sum(np.where(kept, terms, 0.0), axis=-1)
+    return np.where(kf < 0, 0.0, np.where(kf >= n, 1.0, below))
+
+
 def _probability(n, p):
     return (n >= 0) & (p >= 0) & (p <= 1)
 
@@ -406,6 +426,9 @@ DISCRETE = {     # logpmf, cdf and sf of k - loc, and where the shapes are admis
                       lambda n, p: (n > 0) & (p > 0) & (p <= 1)),
     type(st.bernoulli): (_bernoulli_logpmf, _bernoulli_cdf,
                          lambda k, p: 1 - _bernoulli_cdf(k, p), lambda p: _probability(1, p)),
+    type(st.betabinom): (_betabinom_logpmf, _betabinom_cdf,
+                         lambda k, n, a, b: 1 - _betabinom_cdf(k, n, a, b),
+                         lambda n, a, b: (n >= 0) & (np.floor(n) == n) & (a > 0) & (b > 0)),
     type(st.geom): (_geom_logpmf, lambda k, p: -np.expm1(_geom_logsf(k, p)),
                     lambda k, p: np.exp(_geom_logsf(k, p)), lambda p: (p > 0) & (p <= 1)),
 }
@@ -419,7 +442,7 @@ def _unsupported(dist, method):
                             "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto and "
                             "invgamma (ppf, isf and interval of norm, expon, logistic, "
                             "laplace, cauchy and uniform); logpmf, pmf and cdf of poisson, "
-                            "binom, nbinom, bernoulli and geom")
+                            "binom, nbinom, betabinom, bernoulli and geom")
 
 
 def _continuous_value(method, dist, x, args, kwds):
@@ -651,3 +674,42 @@ stand_in(dirichlet_gen.logpdf, lambda self, x, alpha: _dirichlet_logpdf(x, alpha
 stand_in(dirichlet_gen.pdf, lambda self, x, alpha: np.exp(_dirichlet_logpdf(x, alpha)))
 stand_in(dirichlet_frozen.logpdf, _scipy_frozen_dirichlet("logpdf"))
 stand_in(dirichlet_frozen.pdf, _scipy_frozen_dirichlet("pdf"))
+
+
+# -- ranks ------------------------------------------------------------------------------------
+
+def _rankdata(a, method="average", *, axis=None, nan_policy="propagate"):
+    """scipy.stats.rankdata of traced values (spearmanr ranks with it): from one stable sort,
+    each value's tie group (its first and last sorted positions) gives every method's rank.
+    Ranks are piecewise constant: their derivative is zero. A NaN makes its slice's ranks
+    NaN, as SciPy's (whether one is present is read from the call's values: a guard)."""
+    if method not in ("average", "min", "max", "dense", "ordinal"):
+        raise ValueError(f"unknown method '{method}'")
+    if nan_policy not in ("propagate", "raise"):
+        raise UnsupportedError(f"scipy.stats.rankdata(..., nan_policy={nan_policy!r}) of traced "
+                               "values", user_frame_info(), "use nan_policy='propagate'")
+    x = np.ravel(a) if axis is None else np.moveaxis(np.asarray(a), axis, -1)
+    n = np.shape(x)[-1]
+    order = np.argsort(x, axis=-1, kind="stable")
+    ordered = np.take_along_axis(x, order, axis=-1)
+    starts = np.concatenate([np.ones(np.shape(x)[:-1] + (1,), bool),
+                             ordered[..., 1:] != ordered[..., :-1]], axis=-1)
+    position = np.broadcast_to(np.arange(n), np.shape(x))
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=-1)
+    ends = np.concatenate([starts[..., 1:], np.ones(np.shape(x)[:-1] + (1,), bool)], axis=-1)
+    last = n - 1 - np.maximum.accumulate(np.where(ends, n - 1 - position, 0)[..., ::-1],
+                                         axis=-1)[..., ::-1]
+    ranked = {"average": (first + last) / 2 + 1, "min": first + 1, "max": last + 1,
+              "dense": np.cumsum(starts, axis=-1), "ordinal": position + 1}[method]
+    ranks = np.take_along_axis(ranked, np.argsort(order, axis=-1), axis=-1)
+    if np.issubdtype(aval(x).dtype if type(x) is Tracer else np.asarray(x).dtype, np.inexact):
+        missing = np.any(np.isnan(x), axis=-1, keepdims=True)
+        if np.any(missing):         # a guard: numpy's result type depends on it
+            if nan_policy == "raise":
+                raise ValueError("The input contains nan values")
+            ranks = np.where(missing, np.nan, ranks.astype(np.float64))
+    ranks = ranks if method == "average" or ranks.dtype.kind == "f" else ranks.astype(np.int64)
+    return ranks if axis is None else np.moveaxis(ranks, -1, axis)
+
+
+stand_in(st.rankdata, _rankdata)
