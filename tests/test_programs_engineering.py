@@ -1,0 +1,83 @@
+"""Engineering programs as a newcomer writes them (signal and image processing, finance,
+control and game physics, hand-written optimisers), run unmodified through xform's
+transforms: each one a wall, a wrong value or an error naming nothing, found by trying such
+programs, checked against eager numpy/SciPy, finite differences and autograd where autograd
+runs the program."""
+import numpy as np
+import pytest
+
+import xform
+from tests.source_lines import assert_points_at
+from tests.test_values import central_difference
+
+HERE = __file__
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    xform.clear_cache()
+    yield
+    xform.clear_cache()
+
+
+_T = np.linspace(0, 1, 64)
+_SIGNAL = np.sin(2 * np.pi * 5 * _T) + 0.3 * np.cos(2 * np.pi * 13 * _T)
+_IMAGE = np.outer(np.sin(np.linspace(0, 3, 8)), np.cos(np.linspace(0, 2, 8)))
+
+
+# -- SciPy's compiled code given a Tracer raised its own TypeError/AttributeError/ValueError,
+# -- naming neither the SciPy function, the user's line nor a fix
+
+def ar2_power(a):
+    """The output power of an AR(2) filter with traced feedback coefficients."""
+    import scipy.signal
+    y = scipy.signal.lfilter([1.0], np.concatenate([[1.0], -a]), _SIGNAL)  # line: lfilter
+    return np.mean(y ** 2)
+
+
+def laplacian_energy(image):
+    import scipy.ndimage
+    kernel = np.array([[0, 1, 0], [1, -4, 1], [0, 1, 0]], dtype=float)
+    return np.sum(scipy.ndimage.convolve(image, kernel, mode="reflect") ** 2)  # line: ndimage
+
+
+def tool_tip_height(angles):
+    from scipy.spatial.transform import Rotation
+    return (Rotation.from_euler("xyz", angles).as_matrix() @ np.ones(3))[2]  # line: rotation
+
+
+@pytest.mark.parametrize("program, point, name, tag", [
+    (ar2_power, np.array([0.2, 0.3]), "scipy.signal.lfilter", "lfilter"),
+    (laplacian_energy, _IMAGE, "scipy.ndimage.convolve", "ndimage"),
+    (tool_tip_height, np.array([0.1, 0.2, 0.3]), "Rotation.from_euler", "rotation"),
+])
+@pytest.mark.parametrize("transform", [xform.jit, xform.grad])
+def test_scipy_code_refusing_a_tracer_names_the_function_and_the_line(
+        program, point, name, tag, transform):
+    with pytest.raises(xform.UnsupportedError, match=name) as info:
+        transform(program)(point)
+    assert "which has no xform version" in str(info.value)
+    assert "hint: compute it with numpy or scipy functions" in str(info.value)
+    assert_points_at(info.value, HERE, tag, program.__name__)
+
+
+def test_a_scipy_error_about_concrete_arguments_stays_scipys():
+    import scipy.signal
+
+    def filtered(x):
+        b, a = scipy.signal.butter(2, 1.5)      # a cutoff past Nyquist: SciPy's ValueError
+        return np.sum(x * b[0] * a[0])
+
+    with pytest.raises(ValueError, match="Digital filter critical frequencies") as info:
+        xform.jit(filtered)(np.ones(3))
+    assert not isinstance(info.value, xform.XformError)
+
+
+def test_the_users_own_error_mentioning_a_tracer_stays_theirs():
+    def checked(x):
+        raise TypeError("expected a float, got a 'Tracer'")
+
+    with pytest.raises(TypeError, match="expected a float") as info:
+        xform.jit(checked)(1.0)
+    assert not isinstance(info.value, xform.XformError)
+
