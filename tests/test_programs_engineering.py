@@ -81,3 +81,33 @@ def test_the_users_own_error_mentioning_a_tracer_stays_theirs():
         xform.jit(checked)(1.0)
     assert not isinstance(info.value, xform.XformError)
 
+
+# -- np.apply_along_axis on a concrete image with a function closing over a traced kernel:
+# -- numpy's own loop put the traced rows into its own array ("numpy's own conversion")
+
+def blur_rows_residual(sigma):
+    """A Gaussian blur of each image row by a kernel of traced width."""
+    offsets = np.arange(-3, 4)
+    kernel = np.exp(-offsets ** 2 / (2 * sigma ** 2))
+    kernel = kernel / kernel.sum()
+    blurred = np.apply_along_axis(lambda row: np.convolve(row, kernel, mode="same"), 1, _IMAGE)
+    return np.sum((blurred - _IMAGE) ** 2)
+
+
+def test_apply_along_axis_of_a_concrete_image_with_a_traced_kernel():
+    jit, grad = xform.jit(blur_rows_residual), xform.grad(blur_rows_residual)
+    for sigma in [1.5, 0.7] * 2:
+        assert jit(sigma) == blur_rows_residual(sigma)
+        np.testing.assert_allclose(grad(sigma), central_difference(blur_rows_residual, sigma),
+                                   rtol=1e-7)
+    sigmas = np.array([1.5, 0.7])
+    np.testing.assert_allclose(xform.vmap(grad)(sigmas), [grad(s) for s in sigmas], rtol=1e-14)
+
+
+def test_apply_along_axis_of_constants_only_gives_numpys_results():
+    matrix = np.arange(12.0).reshape(3, 4)
+    row_max = xform.jit(lambda s: np.apply_along_axis(np.argmax, 1, matrix) + s)
+    want = np.apply_along_axis(np.argmax, 1, matrix) + 1
+    got = row_max(1)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype

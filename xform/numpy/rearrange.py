@@ -12,7 +12,7 @@ from xform.numpy.axes import normalize_axis
 from xform.numpy.index import index_add, nonzero_positions, take, take_along_axis
 from xform.numpy.protocol import implements, with_constants_read
 from xform.numpy.shape import as_array, broadcast_to, flip, ravel, reshape, transpose
-from xform.numpy.stand_ins import stand_in
+from xform.numpy.stand_ins import define_group, stand_in
 from xform.rules.linalg import sort_gather_p
 from xform.rules.search import argpartition_p
 from xform.source_info import user_frame_info
@@ -320,6 +320,14 @@ def apply_over_axes(func, a, axes):
                 raise shape_error("function is not returning an array of the correct shape")
         value = result
     return value
+
+
+# numpy's own apply_along_axis, reached on a concrete array, puts the function's traced
+# results into an array of its own (a filter kernel the function closes over): while staging,
+# xform's runs instead on every array, and gives numpy's results on concrete ones
+define_group("numpy.apply_along_axis")     # reached by its name
+stand_in(np.apply_along_axis, apply_along_axis, when=lambda args, kwargs: True,
+         group="numpy.apply_along_axis")
 
 
 def _kth(kth, n):
