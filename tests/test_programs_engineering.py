@@ -3,6 +3,8 @@ control and game physics, hand-written optimisers), run unmodified through xform
 transforms: each one a wall, a wrong value or an error naming nothing, found by trying such
 programs, checked against eager numpy/SciPy, finite differences and autograd where autograd
 runs the program."""
+import collections
+
 import numpy as np
 import pytest
 
@@ -111,3 +113,39 @@ def test_apply_along_axis_of_constants_only_gives_numpys_results():
     got = row_max(1)
     np.testing.assert_array_equal(got, want)
     assert got.dtype == want.dtype
+
+
+# -- a deque of traced samples (a filter's delay line, a history window) given to numpy:
+# -- numpy's own conversion met the tracers ("converting a traced value to a numpy array")
+
+def fir_with_a_delay_line(signal):
+    """An FIR filter as a DSP textbook writes it: a fixed-length delay line, newest first."""
+    taps = [0.5, 0.3, 0.2]
+    delay = collections.deque([0.0] * len(taps), maxlen=len(taps))
+    out = []
+    for sample in signal:
+        delay.appendleft(sample)
+        out.append(np.dot(taps, delay))
+    return np.sum((np.array(out) - _SIGNAL[:len(out)]) ** 2)
+
+
+def smoothed_trajectory_end(velocity):
+    """A projectile whose last positions are kept in a bounded history, then averaged."""
+    position, history = np.zeros(2), collections.deque(maxlen=4)
+    for _ in range(12):
+        position = position + 0.05 * velocity
+        velocity = velocity + 0.05 * np.array([0.0, -9.81])
+        history.append(position)
+    return np.mean(history, axis=0) @ np.array([1.0, 2.0]) + np.sum(np.array(history)[:, 1])
+
+
+@pytest.mark.parametrize("program, points", [
+    (fir_with_a_delay_line, [_SIGNAL[:10] * 0.5, _SIGNAL[20:30]]),
+    (smoothed_trajectory_end, [np.array([1.0, 5.0]), np.array([2.0, 3.0])]),
+])
+def test_numpy_functions_of_a_deque_of_traced_values(program, points):
+    jit, grad = xform.jit(program), xform.grad(program)
+    for point in points * 2:
+        assert jit(point) == program(point)
+        np.testing.assert_allclose(grad(point), central_difference(program, point),
+                                   rtol=1e-7, atol=1e-9)
