@@ -149,3 +149,52 @@ def test_numpy_functions_of_a_deque_of_traced_values(program, points):
         assert jit(point) == program(point)
         np.testing.assert_allclose(grad(point), central_difference(program, point),
                                    rtol=1e-7, atol=1e-9)
+
+
+# -- polynomial roots and np.poly1d: "numpy.roots / numpy.trim_zeros is not supported" --------
+
+def internal_rate_of_return(cashflows):
+    """The IRR as the positive real root of the cash-flow polynomial in 1 / (1 + r)."""
+    found = np.roots(cashflows[::-1])
+    real = [z.real for z in found if abs(z.imag) < 1e-9 and z.real > 0]
+    return 1 / max(real) - 1
+
+
+def newton_on_a_poly1d(coefficients):
+    """A root of a cubic by Newton's method on np.poly1d and its derivative."""
+    cubic = np.poly1d(coefficients)
+    slope = cubic.deriv()
+    x = 2.0
+    for _ in range(30):
+        x = x - cubic(x) / slope(x)
+    return x + cubic(1.0)
+
+
+@pytest.mark.parametrize("program, points", [
+    (internal_rate_of_return, [np.array([-1000.0, 300.0, 400.0, 500.0]),
+                               np.array([-800.0, 200.0, 300.0, 450.0, 20.0])]),
+    (newton_on_a_poly1d, [np.array([1.0, -2.0, -1.0, 2.0]), np.array([0.5, 1.0, 0.5, -3.0])]),
+])
+def test_polynomial_roots_and_poly1d_match_numpy_and_finite_differences(program, points):
+    jit, grad = xform.jit(program), xform.grad(program)
+    for point in points * 2:
+        np.testing.assert_allclose(jit(point), program(point), rtol=1e-12)
+        np.testing.assert_allclose(grad(point), central_difference(program, point),
+                                   rtol=1e-6, atol=1e-9)
+
+
+def test_roots_and_trim_zeros_cut_as_numpy_cuts():
+    for coefficients in [[1.0, -3.0, 2.0], [0.0, 1.0, 0.0, -1.0, 0.0, 0.0], [2.0, 1.0, 1.0],
+                         [0.0, 0.0, 5.0], [3.0, 0.0, 0.0], [0.0, 0.0]]:
+        coefficients = np.array(coefficients)
+        got, want = xform.jit(np.roots)(coefficients), np.roots(coefficients)
+        np.testing.assert_allclose(np.sort_complex(got), np.sort_complex(want), atol=1e-12)
+        for trim in ["fb", "f", "b"]:
+            np.testing.assert_array_equal(xform.jit(np.trim_zeros, static_argnums=1)(
+                coefficients, trim), np.trim_zeros(coefficients, trim))
+    image = np.zeros((4, 5))
+    image[1:3, 2:4] = [[1.0, 0.0], [0.0, 2.0]]
+    for axis in [None, 0, 1, (0, 1)]:
+        np.testing.assert_array_equal(
+            xform.jit(lambda m: np.trim_zeros(m, axis=axis))(image),
+            np.trim_zeros(image, axis=axis))
