@@ -10,6 +10,7 @@ import pytest
 
 import xform
 from tests.source_lines import assert_points_at
+from xform.testing import check_grads
 from tests.test_values import central_difference
 
 HERE = __file__
@@ -27,15 +28,8 @@ _SIGNAL = np.sin(2 * np.pi * 5 * _T) + 0.3 * np.cos(2 * np.pi * 13 * _T)
 _IMAGE = np.outer(np.sin(np.linspace(0, 3, 8)), np.cos(np.linspace(0, 2, 8)))
 
 
-# -- SciPy's compiled code given a Tracer raised its own TypeError/AttributeError/ValueError,
-# -- naming neither the SciPy function, the user's line nor a fix
-
-def ar2_power(a):
-    """The output power of an AR(2) filter with traced feedback coefficients."""
-    import scipy.signal
-    y = scipy.signal.lfilter([1.0], np.concatenate([[1.0], -a]), _SIGNAL)  # line: lfilter
-    return np.mean(y ** 2)
-
+# -- SciPy's compiled code given a Tracer raised its own TypeError or AttributeError, naming
+# -- neither the SciPy function, the user's line nor a fix
 
 def laplacian_energy(image):
     import scipy.ndimage
@@ -49,7 +43,6 @@ def tool_tip_height(angles):
 
 
 @pytest.mark.parametrize("program, point, name, tag", [
-    (ar2_power, np.array([0.2, 0.3]), "scipy.signal.lfilter", "lfilter"),
     (laplacian_energy, _IMAGE, "scipy.ndimage.convolve", "ndimage"),
     (tool_tip_height, np.array([0.1, 0.2, 0.3]), "Rotation.from_euler", "rotation"),
 ])
@@ -198,3 +191,78 @@ def test_roots_and_trim_zeros_cut_as_numpy_cuts():
         np.testing.assert_array_equal(
             xform.jit(lambda m: np.trim_zeros(m, axis=axis))(image),
             np.trim_zeros(image, axis=axis))
+
+
+# -- scipy.signal's IIR filters: lfilter's compiled code refused a Tracer ("could not convert
+# -- b, a, and x to a common type"), and filtfilt and sosfilt with it
+
+def ar2_power(a):
+    """The output power of an AR(2) filter with traced feedback coefficients."""
+    import scipy.signal
+    y = scipy.signal.lfilter([1.0], np.concatenate([[1.0], -a]), _SIGNAL)
+    return np.mean(y ** 2)
+
+
+def butterworth_fit(coefficients):
+    """A second-order filter's numerator and denominator fitted to a Butterworth response."""
+    import scipy.signal
+    b, a = coefficients[:3], np.concatenate([[1.0], coefficients[3:]])
+    target = scipy.signal.lfilter(*scipy.signal.butter(2, 0.2), _SIGNAL)
+    return np.sum((scipy.signal.lfilter(b, a, _SIGNAL) - target) ** 2)
+
+
+def zero_phase_smoothing(x):
+    import scipy.signal
+    b, a = scipy.signal.butter(3, 0.1)
+    return np.sum((scipy.signal.filtfilt(b, a, x) - _SIGNAL) ** 2)
+
+
+def four_pole_energy(x):
+    import scipy.signal
+    return np.sum(scipy.signal.sosfilt(scipy.signal.butter(4, 0.25, output="sos"), x) ** 2)
+
+
+def streamed_blocks(x):
+    """A signal filtered in two blocks, the second starting from the first's final state."""
+    import scipy.signal
+    b, a = scipy.signal.butter(2, 0.3)
+    first, state = scipy.signal.lfilter(b, a, x[:32], zi=scipy.signal.lfilter_zi(b, a) * x[0])
+    second, _ = scipy.signal.lfilter(b, a, x[32:], zi=state)
+    return np.sum(np.concatenate([first, second]) ** 2)
+
+
+@pytest.mark.parametrize("program, points", [
+    (ar2_power, [np.array([0.2, 0.3]), np.array([0.5, -0.2])]),
+    (butterworth_fit, [np.array([0.2, 0.3, 0.1, -0.4, 0.2]), np.array([0.1, 0.1, 0.1, -1.1, 0.3])]),
+    (zero_phase_smoothing, [_SIGNAL, np.cos(3 * _T)]),
+    (four_pole_energy, [_SIGNAL, np.cos(3 * _T)]),
+    (streamed_blocks, [_SIGNAL, np.cos(3 * _T)]),
+])
+def test_iir_filters_match_scipy_and_finite_differences(program, points):
+    jit, grad = xform.jit(program), xform.grad(program)
+    first_calls = [grad(point) for point in points]
+    for point, first in zip(points * 2, first_calls * 2):
+        np.testing.assert_allclose(jit(point), program(point), rtol=1e-13)
+        gradient = grad(point)
+        np.testing.assert_array_equal(gradient, first)      # compiled: the first call's bits
+        np.testing.assert_allclose(gradient, central_difference(program, point),
+                                   rtol=1e-6, atol=1e-7)
+    check_grads(program, (points[0],), order=2)
+
+
+def test_lfilter_values_are_scipys_and_its_batch_is_scipys_along_an_axis():
+    import scipy.signal
+    b, a = scipy.signal.butter(2, 0.3)
+    signals = np.stack([_SIGNAL, np.cos(3 * _T), _T])
+    np.testing.assert_array_equal(xform.jit(lambda x: scipy.signal.lfilter(b, a, x))(_SIGNAL),
+                                  scipy.signal.lfilter(b, a, _SIGNAL))
+    np.testing.assert_array_equal(
+        xform.vmap(lambda x: scipy.signal.lfilter(b, a, x))(signals),
+        scipy.signal.lfilter(b, a, signals))
+    np.testing.assert_array_equal(
+        xform.jit(lambda x: scipy.signal.lfilter(b, a, x, axis=0))(signals.T),
+        scipy.signal.lfilter(b, a, signals.T, axis=0))
+    # lanes with their own coefficients
+    feedback = np.array([[0.2, 0.3], [0.5, -0.2]])
+    np.testing.assert_allclose(xform.vmap(xform.grad(ar2_power))(feedback),
+                               [xform.grad(ar2_power)(f) for f in feedback], rtol=1e-14)
