@@ -2,6 +2,7 @@
 Python)."""
 from __future__ import annotations
 
+import dis
 import functools
 import importlib.util
 import linecache
@@ -134,6 +135,64 @@ def scipy_callee(user) -> str | None:
         frame = frame.f_back
     if called is None or frame is None:
         return None
+    return scipy_callee_name(called, user)
+
+
+def scipy_call_raising(tb):
+    """(the user's frame, the SciPy function it called) for an exception whose traceback
+    `tb` ends inside SciPy (numpy's and Cython's frames below it aside), called from the
+    user's code; else None."""
+    if _SCIPY_SPEC is None:
+        return None
+    entries = []
+    while tb is not None:
+        entries.append(tb.tb_frame)
+        tb = tb.tb_next
+    if entries and _current_opname(entries[-1]) == "RAISE_VARARGS":
+        return None     # a `raise` of numpy's or SciPy's own Python: about the values
+    inner = [f for f in entries if not (f.f_code.co_filename.startswith(_NUMPY_DIR + os.sep)
+                                        or _is_cython(f.f_code.co_filename))]
+    if not inner or not inner[-1].f_code.co_filename.startswith(_SCIPY_DIR + os.sep):
+        return None
+    for user, called in zip(reversed(inner[:-1]), reversed(inner[1:])):
+        if not is_excluded(user.f_code.co_filename):
+            if not called.f_code.co_filename.startswith(_SCIPY_DIR + os.sep):
+                return None
+            return user, called
+    return None
+
+
+def compiled_call_raising(tb):
+    """The user's frame for an exception whose traceback `tb` ends in compiled code its
+    current call reached (frames of Cython's own sources aside); else None."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    while frames and _is_cython(frames[-1].f_code.co_filename):
+        frames.pop()
+    if not frames or is_excluded(frames[-1].f_code.co_filename):
+        return None
+    return frames[-1] if _current_opname(frames[-1]) == "CALL" else None
+
+
+def _is_cython(filename: str) -> bool:
+    return filename == "<stringsource>" or filename.endswith((".pyx", ".pxd", ".pxi"))
+
+
+def _current_opname(frame) -> str | None:
+    """The name of the bytecode instruction `frame` is at (None for compiled code's frames)."""
+    return next((i.opname for i in dis.get_instructions(frame.f_code)
+                 if i.offset == frame.f_lasti), None)
+
+
+def called_name(frame) -> str:
+    """What the call `frame` is making now spells before its arguments, or ""."""
+    return _called_name(frame)
+
+
+def scipy_callee_name(called, user) -> str:
+    """The public name of SciPy's function `called`, as "scipy.signal.lfilter"."""
     if "<locals>" in called.f_code.co_qualname:
         # a decorator's wrapper (SciPy's statistics functions are called through one): the
         # name is the one the user's call spells

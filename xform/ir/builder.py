@@ -22,7 +22,7 @@ from xform.ir.hooks import user_code_scope
 from xform.source_info import is_users_code, user_frame_info
 from xform.ir.tracer import Tracer
 from xform.ir.registry import RULES, effectful_primitives, missing_rule
-from xform.ir.concrete import concretization, derivative_cut
+from xform.ir.concrete import concretization, derivative_cut, library_error
 from xform.ir.values import (NO_VALUE, GuardKey, compute_values, guard_p, keep_values,
                              note_decision, outcome_of)
 from xform.tree import LEAF, tree_flatten, tree_unflatten
@@ -457,9 +457,11 @@ install_bind(bind)    # Primitive.bind is `bind` from now on
 def _user_code_error(err):
     """What to raise, from None, for `err` raised by the staged user code; None to re-raise
     `err` as it is."""
-    if isinstance(err, ValueError):
+    if isinstance(err, (ValueError, TypeError, AttributeError)):
         # `array[i] = tracer`: numpy replaces Tracer.__float__'s error by its own
-        return err.__cause__ if isinstance(err.__cause__, XformError) else None
+        if isinstance(err.__cause__, XformError):
+            return err.__cause__
+        return library_error(err)
     if isinstance(err, XformError):
         return err
     # a RecursionError, or a MemoryError (a huge constant made while staging)
@@ -512,7 +514,8 @@ def stage_function(fun, in_tree, avals, known=None):
                         out = scope.call(fun, args)
                         if builder.shown_texts:
                             _guard_shown_texts(builder, out)
-                except (ValueError, RecursionError, MemoryError) as err:
+                except (ValueError, TypeError, AttributeError, RecursionError,
+                        MemoryError) as err:
                     raised = _user_code_error(err)
                     if raised is None:
                         raise

@@ -11,8 +11,10 @@ import re
 
 import numpy as np
 
-from xform.errors import ConcretizationError
-from xform.source_info import SourceInfo, scipy_callee, user_frame, user_frame_info
+from xform.errors import ConcretizationError, UnsupportedError
+from xform.source_info import (SourceInfo, called_name, compiled_call_raising,
+                                scipy_call_raising, scipy_callee, scipy_callee_name,
+                                user_frame, user_frame_info)
 
 # Transforms called on arrays answer these questions from the values; a staging without
 # values (abstract shapes, a body of a staged cond or loop, an @xform.function) cannot.
@@ -127,6 +129,32 @@ def concretization(kind: str) -> ConcretizationError:
                      "(docs: 'Plain numpy: what works'), or call it on concrete values")
     return ConcretizationError(f"{what} needs a concrete value, but this value is traced",
                                source, fix)
+
+
+def library_error(err: Exception) -> UnsupportedError | None:
+    """The error naming the library function the user's code called on a traced value, and
+    the user's line, for `err` raised inside it by code rejecting a Tracer: SciPy's Python,
+    or compiled code ("a bytes-like object is required, not 'Tracer'", "'Tracer' object has
+    no attribute 'flags'"); None for any other error, the user's own included."""
+    from xform.ir.tracer import Tracer
+    found = scipy_call_raising(err.__traceback__)
+    if found is not None:
+        user, called = found
+        if not any(type(a) is Tracer or (type(a) in (list, tuple) and Tracer in map(type, a))
+                   for a in called.f_locals.values()):
+            return None     # a SciPy error about concrete values stays as SciPy raised it
+        name = scipy_callee_name(called, user)
+    else:
+        user = compiled_call_raising(err.__traceback__)
+        if user is None or "'Tracer'" not in str(err):
+            return None
+        name = called_name(user) or "a compiled function"
+    code = user.f_code
+    return UnsupportedError(
+        f"{name} (which has no xform version) on a traced value: inside it, "
+        f"{type(err).__name__}: {err}", SourceInfo(code.co_filename, user.f_lineno, code.co_name),
+        "compute it with numpy or scipy functions that xform stages (docs: 'Plain numpy: "
+        "what works'), or call it on concrete values")
 
 
 def derivative_cut(kind: str) -> ConcretizationError:

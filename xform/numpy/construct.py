@@ -19,17 +19,17 @@ from xform.ir.tracer import Tracer
 from xform.source_info import is_users_code, user_frame_info
 from xform.numpy.captured import CapturedArray
 from xform.numpy.join import concatenate, stack
-from xform.numpy.stand_ins import contains_tracer, define_group, stand_in
+from xform.numpy.stand_ins import SEQUENCES, contains_tracer, define_group, stand_in
 from xform.numpy.protocol import function_for, implements
 from xform.numpy.shape import copy
 
 
 def staged_array(obj):
-    """`obj` as an array: a Tracer as itself, a (nested) list or tuple holding tracers as
-    their stack, anything else as `np.asarray(obj)`."""
+    """`obj` as an array: a Tracer as itself, a (nested) list, tuple or deque holding
+    tracers as their stack, anything else as `np.asarray(obj)`."""
     if type(obj) is Tracer:
         return obj
-    if type(obj) in (list, tuple) and contains_tracer(obj):
+    if type(obj) in SEQUENCES and contains_tracer(obj):
         return stack([staged_array(item) for item in obj])
     return np.asarray(obj)
 
@@ -369,7 +369,7 @@ def _fresh_or_staged(name):
     def route(*args, **kwargs):
         traced = contains_tracer(args) or contains_tracer(kwargs)
         if not traced and name == "asarray" and type(
-                args[0] if args else kwargs.get("a")) not in (list, tuple):
+                args[0] if args else kwargs.get("a")) not in SEQUENCES:
             # np.asarray(A) is A itself (writes into it reach A): fresh only from a sequence
             return original(*args, **kwargs)
         if traced and staged is not None:
@@ -408,9 +408,9 @@ _OF_LISTS = [getattr(np, name) for name in (
 
 def _with_lists_staged(numpy_function):
     def staged(*args, **kwargs):
-        args = [staged_array(a) if type(a) in (list, tuple) and contains_tracer(a) else a
+        args = [staged_array(a) if type(a) in SEQUENCES and contains_tracer(a) else a
                 for a in args]
-        kwargs = {k: staged_array(v) if type(v) in (list, tuple) and contains_tracer(v) else v
+        kwargs = {k: staged_array(v) if type(v) in SEQUENCES and contains_tracer(v) else v
                   for k, v in kwargs.items()}
         return function_for(numpy_function)(*args, **kwargs)
     return staged
@@ -419,6 +419,9 @@ def _with_lists_staged(numpy_function):
 define_group(CONTAINERS_GROUP)     # each reached by its name: code spelling `sum` reaches np.sum
 for _function in dict.fromkeys(_OF_LISTS):
     stand_in(_function, _with_lists_staged(_function), group=CONTAINERS_GROUP)
+# numpy's compiled dot (np.dot(weights, window), the window a list or deque of samples): by its
+# module attribute
+stand_in((np, "dot"), _with_lists_staged(np.dot), group=CONTAINERS_GROUP)
 # np.isscalar, numpy's Python, sees the Tracer: it answers as isinstance does in the user's code,
 # for eager numpy's value (a 0-d result is numpy's scalar)
 define_group("numpy.isscalar")    # reached by its name

@@ -1,6 +1,6 @@
 """numpy's polynomial functions on tracers (coefficients highest power first, as np.polyval):
-polyval, polyadd, polysub, polymul, polyder, polyint, vander and polyfit, computed as numpy
-does."""
+polyval, polyadd, polysub, polymul, polyder, polyint, vander, polyfit and roots, computed as
+numpy does."""
 import numpy as np
 
 from xform.errors import shape_error, unsupported_error
@@ -127,3 +127,27 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     c, residuals, rank, s = np.linalg.lstsq(lhs / scale, rhs, rcond)
     c = c / (scale if ndim(y) == 1 else scale[:, None])
     return (c, residuals, rank, s, rcond) if full else c
+
+
+
+@implements(np.roots)
+def roots(p):
+    """`np.roots` as numpy computes it: the eigenvalues of the companion matrix of the
+    coefficients with leading and trailing zeros cut (where they end is read from the call's
+    values, a guard), then a zero root per trailing zero; complex, as xform's eigvals are."""
+    p = atleast_1d(as_array(p))
+    if ndim(p) != 1:
+        raise shape_error("Input must be a rank-1 array.")
+    leading_cut = np.trim_zeros(p, "f")
+    p = np.trim_zeros(leading_cut, "b")
+    trailing = aval(leading_cut).shape[0] - aval(p).shape[0]
+    if not np.issubdtype(aval(p).dtype, np.inexact):
+        p = p.astype(float)
+    degree = aval(p).shape[0] - 1
+    if degree < 1:
+        found = np.zeros(0, complex)
+    else:
+        # the companion matrix: -p[1:] / p[0] on the first row, ones below the diagonal
+        companion = np.concatenate([(-p[1:] / p[0])[None, :], np.eye(degree - 1, degree)])
+        found = np.linalg.eigvals(companion)
+    return np.concatenate([found, np.zeros(trailing, aval(found).dtype)])

@@ -1,7 +1,7 @@
 """numpy's rearranging functions on tracers: rot90, rollaxis, broadcast_arrays, append, resize,
 insert/delete (static indices), compress/extract (concrete conditions), choose, diagflat,
 apply_along_axis/apply_over_axes, partition/argpartition, put_along_axis (functional: a traced
-array is immutable) and the errors of nonzero/flatnonzero/argwhere (data-dependent sizes)."""
+array is immutable), nonzero/flatnonzero/argwhere/trim_zeros (data-dependent sizes, guarded)."""
 import numpy as np
 
 from xform.errors import TypeCheckError, shape_error, unsupported_error
@@ -12,7 +12,7 @@ from xform.numpy.axes import normalize_axis
 from xform.numpy.index import index_add, nonzero_positions, take, take_along_axis
 from xform.numpy.protocol import implements, with_constants_read
 from xform.numpy.shape import as_array, broadcast_to, flip, ravel, reshape, transpose
-from xform.numpy.stand_ins import stand_in
+from xform.numpy.stand_ins import define_group, stand_in
 from xform.rules.linalg import sort_gather_p
 from xform.rules.search import argpartition_p
 from xform.source_info import user_frame_info
@@ -158,6 +158,31 @@ def compress(condition, a, axis=None, out=None):
 def extract(condition, arr):
     """`np.extract`: the flattened elements where the condition holds."""
     return take(ravel(as_array(arr)), _concrete_condition(condition, "extract"))
+
+
+@implements(np.trim_zeros)
+def trim_zeros(filt, trim="fb", axis=None):
+    """`np.trim_zeros`: `filt` cut to the box outside which it is zero, on the sides `trim`
+    names; where the box starts and stops is decided from the staging's values (guards)."""
+    filt = as_array(filt)
+    trim = trim.lower()
+    if trim not in {"fb", "bf", "f", "b"}:
+        raise shape_error(f"unexpected character(s) in `trim`: {trim!r}")
+    rank = ndim(filt)
+    axes = range(rank) if axis is None else [normalize_axis(a, rank) for a in np.atleast_1d(axis)]
+    positions = nonzero_positions(filt, "numpy.trim_zeros")
+    slices = []
+    for ax, where in enumerate(positions):
+        if ax not in axes:
+            slices.append(slice(None))
+        elif aval(where).size == 0:
+            slices.append(slice(0, 0))      # all zero: empty, as numpy's
+        else:
+            first, last = np.min(where), np.max(where)
+            start = first.builder.decide(first, "index", "numpy.trim_zeros")
+            stop = last.builder.decide(last, "index", "numpy.trim_zeros") + 1
+            slices.append(slice(start if "f" in trim else None, stop if "b" in trim else None))
+    return filt[tuple(slices)]
 
 
 @implements(np.nonzero)
@@ -345,6 +370,14 @@ def apply_over_axes(func, a, axes):
                 raise shape_error("function is not returning an array of the correct shape")
         value = result
     return value
+
+
+# numpy's own apply_along_axis, reached on a concrete array, puts the function's traced
+# results into an array of its own (a filter kernel the function closes over): while staging,
+# xform's runs instead on every array, and gives numpy's results on concrete ones
+define_group("numpy.apply_along_axis")     # reached by its name
+stand_in(np.apply_along_axis, apply_along_axis, when=lambda args, kwargs: True,
+         group="numpy.apply_along_axis")
 
 
 def _kth(kth, n):

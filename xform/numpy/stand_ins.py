@@ -25,6 +25,7 @@ stand-ins are each reached by their own function's name (numpy's ~45 functions o
 """
 from __future__ import annotations
 
+import collections
 import contextvars
 import functools
 import sys
@@ -34,15 +35,17 @@ import types
 from xform.ir.tracer import Tracer
 
 _MAX_DEPTH = 8  # how deep into nested lists a tracer is looked for
+# what numpy reads as a sequence of elements (a deque: a filter's delay line, a history window)
+SEQUENCES = (list, tuple, collections.deque)
 
 
 def contains_tracer(obj, depth: int = 0) -> bool:
-    """Whether a Tracer is `obj` or sits inside its lists, tuples or dict values."""
+    """Whether a Tracer is `obj` or sits inside its lists, tuples, deques or dict values."""
     kind = type(obj)
     if kind is Tracer:
         return True
     if depth < _MAX_DEPTH:
-        if kind is list or kind is tuple:
+        if kind is list or kind is tuple or kind is collections.deque:
             return any(contains_tracer(item, depth + 1) for item in obj)
         if kind is dict:
             return any(contains_tracer(item, depth + 1) for item in obj.values())

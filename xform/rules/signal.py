@@ -2,7 +2,8 @@
 primitive in modes "full" and "valid" (the first operand at least as large as the second in
 every axis); its transposes are convolutions of the cotangent with a flipped operand. And
 numpy's 1-d `np.correlate` as one primitive (numpy's own loop, so that the values are its
-bits and an inf meets no zero padding), whose transposes are correlations too.
+bits and an inf meets no zero padding), whose transposes are correlations too. And SciPy's
+IIR filter `lfilter`, whose derivatives and transposes are filters.
 """
 import numpy as np
 
@@ -136,4 +137,55 @@ register(correlate_p, impl=_correlate_impl, abstract_eval=_correlate_abstract_ev
          batch=_correlate_batch, symbolic_zeros=True)
 
 
-__all__ = ["convolve", "convolve_p", "correlate_p"]
+lfilter_p = Primitive("lfilter")
+"""SciPy's `lfilter(b, a, x)` along the last axis of `x`, from rest: the y with
+sum_k a[k] y[n-k] = sum_k b[k] x[n-k]. Linear in `x` and in `b`; its tangent in `a` is a
+filter of `y`, so every derivative is a filter again."""
+
+
+def _lfilter_impl(b, a, x):
+    import scipy.signal
+    return scipy.signal.lfilter(b, a, x, axis=-1)
+
+
+def _lfilter_abstract_eval(b, a, x):
+    if b.ndim != 1 or a.ndim != 1 or x.ndim == 0:
+        raise ValueError(f"lfilter: 1-d coefficients and a signal, got {b}, {a} and {x}")
+    return ShapedArray(x.shape, np.result_type(b.dtype, a.dtype, x.dtype, np.float64))
+
+
+def _lfilter_transpose(ct, b, a, x):
+    # the filter is y = T x, T lower-triangular Toeplitz: T^T is T with time reversed
+    ct = np.flip(ct, -1)
+    if type(x) is Undefined:
+        return None, None, np.flip(lfilter_p.bind(b, a, ct), -1)
+    if type(b) is Undefined:
+        # y = (1/a) filter of the convolution of b with x: b-bar[k] = sum_n g[n] x[n - k]
+        g = np.flip(lfilter_p.bind(np.ones(1, aval(a).dtype), a, ct), -1)
+        n = aval(x).shape[-1]
+        return tuple([np.stack([np.sum(g[..., k:] * x[..., :n - k]) if k < n
+                                else np.zeros((), aval(g).dtype)
+                                for k in range(aval(b).shape[0])]), None, None])
+    raise ValueError("lfilter is not linear in its denominator")
+
+
+def _lfilter_batch(size, args, dims):
+    (b, a, x), (b_dim, a_dim, x_dim) = args, dims
+    if b_dim is NOT_MAPPED and a_dim is NOT_MAPPED:
+        # the filter runs along the last axis: the batch is one more leading axis
+        return lfilter_p.bind(b, a, move_to_front(x, x_dim, size)), 0
+    rows = [[arg if dim is NOT_MAPPED else move_to_front(arg, dim, size)[i]
+             for arg, dim in zip(args, dims)] for i in range(size)]
+    return np.stack([lfilter_p.bind(*row) for row in rows]), 0
+
+
+register(lfilter_p, impl=_lfilter_impl, abstract_eval=_lfilter_abstract_eval,
+         jvp=defjvp(lfilter_p,
+                    # a * y = b * x (convolutions): a * dy = db * x - da * y + b * dx
+                    lambda t, b, a, x, ans: lfilter_p.bind(t, a, x),
+                    lambda t, b, a, x, ans: -lfilter_p.bind(t, a, ans),
+                    lambda t, b, a, x, ans: lfilter_p.bind(b, a, t)),
+         transpose=_lfilter_transpose, batch=_lfilter_batch)
+
+
+__all__ = ["convolve", "convolve_p", "correlate_p", "lfilter_p"]

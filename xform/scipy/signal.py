@@ -1,15 +1,17 @@
 """scipy.signal on tracers: convolve and correlate (modes full/same/valid, n-d, any method),
 fftconvolve and oaconvolve, convolve2d and correlate2d (every boundary), over xform's
-convolution primitive (xform/rules/signal.py)."""
+convolution primitive; lfilter (with `zi` too), sosfilt and filtfilt over its filter
+primitive (xform/rules/signal.py)."""
 from __future__ import annotations
 
 import numpy as np
 
 from xform.errors import shape_error, unsupported_error
 from xform.ir.ad import aval
+from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
-from xform.rules.signal import convolve_p
+from xform.rules.signal import convolve_p, lfilter_p
 
 _METHODS = ("auto", "direct", "fft")
 
@@ -107,8 +109,79 @@ def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
                      lambda n: (n + 1) // 2)
 
 
+def lfilter(b, a, x, axis=-1, zi=None):
+    """scipy.signal.lfilter of real values: from rest, or from the state `zi` (then also the
+    final state, as SciPy's direct form II transposed leaves it)."""
+    b, a, x = staged_array(b), staged_array(a), staged_array(x)
+    if any(aval(v).dtype.kind == "c" for v in (b, a, x)):
+        raise unsupported_error("scipy.signal.lfilter of complex values")
+    if aval(b).ndim != 1 or aval(a).ndim != 1:
+        raise shape_error("scipy.signal.lfilter: the coefficients b and a must be 1-d")
+    signal = np.moveaxis(x, axis, -1)
+    y = lfilter_p.bind(b, a, signal)
+    if zi is None:
+        return np.moveaxis(y, -1, axis)
+    order = max(aval(a).shape[0], aval(b).shape[0]) - 1
+    length = aval(signal).shape[-1]
+    state = np.moveaxis(staged_array(zi), axis, -1)
+    if aval(state).shape[-1] != order or length < order:
+        raise shape_error(f"scipy.signal.lfilter: zi must hold {order} states along the axis "
+                          f"of a signal at least as long")
+    # SciPy's coefficients divided by a[0], padded to one length
+    b = np.pad(b, (0, order + 1 - aval(b).shape[0])) / a[0]
+    a = np.pad(a, (0, order + 1 - aval(a).shape[0])) / a[0]
+    # the state's response: 1/a of the states as the first samples
+    widths = [(0, 0)] * (aval(state).ndim - 1) + [(0, length - order)]
+    y = y + lfilter_p.bind(np.ones(1), a, np.broadcast_to(np.pad(state, widths),
+                                                         aval(y).shape))
+    tail_x, tail_y = np.flip(signal[..., length - order:], -1), np.flip(y[..., length - order:], -1)
+    final = np.stack([np.sum(b[i + 1:] * tail_x[..., :order - i]
+                             - a[i + 1:] * tail_y[..., :order - i], axis=-1)
+                      for i in range(order)], axis=-1)
+    return np.moveaxis(y, -1, axis), np.moveaxis(final, -1, axis)
+
+
+def sosfilt(sos, x, axis=-1, zi=None):
+    """scipy.signal.sosfilt from rest: the second-order sections one after another."""
+    if zi is not None:
+        raise unsupported_error("scipy.signal.sosfilt(..., zi=...)")
+    sos = staged_array(sos)
+    if aval(sos).ndim != 2 or aval(sos).shape[1] != 6:
+        raise shape_error("scipy.signal.sosfilt: sos array must be shape (n_sections, 6)")
+    for section in range(aval(sos).shape[0]):
+        x = lfilter(sos[section, :3], sos[section, 3:], x, axis)
+    return x
+
+
+def filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None, method="pad", irlen=None):
+    """scipy.signal.filtfilt, method "pad": the signal extended at both ends as `padtype`
+    says, filtered forwards and backwards from SciPy's steady states, the extension cut."""
+    import scipy.signal
+    from scipy.signal._arraytools import const_ext, even_ext, odd_ext
+    if method != "pad":
+        raise unsupported_error(f"scipy.signal.filtfilt(..., method={method!r})")
+    b, a = staged_array(b), staged_array(a)
+    if type(b) is Tracer or type(a) is Tracer:
+        raise unsupported_error("scipy.signal.filtfilt of traced coefficients")
+    x = np.moveaxis(staged_array(x), axis, -1)
+    extensions = {"odd": odd_ext, "even": even_ext, "constant": const_ext, None: None}
+    if padtype not in extensions:
+        raise shape_error(f"Unknown value '{padtype}' given to padtype.  padtype must be "
+                          f"'even', 'odd', 'constant', or None.")
+    edge = 0 if padtype is None else 3 * max(len(a), len(b)) if padlen is None else padlen
+    if aval(x).shape[-1] <= edge:
+        raise shape_error(f"The length of the input vector x must be greater than padlen, "
+                          f"which is {edge}.")
+    extended = extensions[padtype](x, edge, axis=-1) if edge > 0 else x
+    steady = scipy.signal.lfilter_zi(b, a)
+    y, _ = lfilter(b, a, extended, zi=steady * extended[..., :1])
+    y, _ = lfilter(b, a, np.flip(y, -1), zi=steady * y[..., -1:])
+    y = np.flip(y, -1)
+    return np.moveaxis(y[..., edge:aval(y).shape[-1] - edge], -1, axis)
+
+
 STAND_INS = ("convolve", "correlate", "fftconvolve", "oaconvolve", "convolve2d",
-             "correlate2d")
+             "correlate2d", "lfilter", "sosfilt", "filtfilt")
 
 
 def _install():

@@ -1,0 +1,268 @@
+"""Engineering programs as a newcomer writes them (signal and image processing, finance,
+control and game physics, hand-written optimisers), run unmodified through xform's
+transforms: each one a wall, a wrong value or an error naming nothing, found by trying such
+programs, checked against eager numpy/SciPy, finite differences and autograd where autograd
+runs the program."""
+import collections
+
+import numpy as np
+import pytest
+
+import xform
+from tests.source_lines import assert_points_at
+from xform.testing import check_grads
+from tests.test_values import central_difference
+
+HERE = __file__
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    xform.clear_cache()
+    yield
+    xform.clear_cache()
+
+
+_T = np.linspace(0, 1, 64)
+_SIGNAL = np.sin(2 * np.pi * 5 * _T) + 0.3 * np.cos(2 * np.pi * 13 * _T)
+_IMAGE = np.outer(np.sin(np.linspace(0, 3, 8)), np.cos(np.linspace(0, 2, 8)))
+
+
+# -- SciPy's compiled code given a Tracer raised its own TypeError or AttributeError, naming
+# -- neither the SciPy function, the user's line nor a fix
+
+def laplacian_energy(image):
+    import scipy.ndimage
+    kernel = np.array([[0, 1, 0], [1, -4, 1], [0, 1, 0]], dtype=float)
+    return np.sum(scipy.ndimage.convolve(image, kernel, mode="reflect") ** 2)  # line: ndimage
+
+
+def tool_tip_height(angles):
+    from scipy.spatial.transform import Rotation
+    return (Rotation.from_euler("xyz", angles).as_matrix() @ np.ones(3))[2]  # line: rotation
+
+
+@pytest.mark.parametrize("program, point, name, tag", [
+    (laplacian_energy, _IMAGE, "scipy.ndimage.convolve", "ndimage"),
+    (tool_tip_height, np.array([0.1, 0.2, 0.3]), "Rotation.from_euler", "rotation"),
+])
+@pytest.mark.parametrize("transform", [xform.jit, xform.grad])
+def test_scipy_code_refusing_a_tracer_names_the_function_and_the_line(
+        program, point, name, tag, transform):
+    with pytest.raises(xform.UnsupportedError, match=name) as info:
+        transform(program)(point)
+    assert "which has no xform version" in str(info.value)
+    assert "hint: compute it with numpy or scipy functions" in str(info.value)
+    assert_points_at(info.value, HERE, tag, program.__name__)
+
+
+def test_a_scipy_error_about_concrete_arguments_stays_scipys():
+    import scipy.signal
+
+    def filtered(x):
+        b, a = scipy.signal.butter(2, 1.5)      # a cutoff past Nyquist: SciPy's ValueError
+        return np.sum(x * b[0] * a[0])
+
+    with pytest.raises(ValueError, match="Digital filter critical frequencies") as info:
+        xform.jit(filtered)(np.ones(3))
+    assert not isinstance(info.value, xform.XformError)
+
+
+def test_the_users_own_error_mentioning_a_tracer_stays_theirs():
+    def checked(x):
+        raise TypeError("expected a float, got a 'Tracer'")
+
+    with pytest.raises(TypeError, match="expected a float") as info:
+        xform.jit(checked)(1.0)
+    assert not isinstance(info.value, xform.XformError)
+
+
+# -- np.apply_along_axis on a concrete image with a function closing over a traced kernel:
+# -- numpy's own loop put the traced rows into its own array ("numpy's own conversion")
+
+def blur_rows_residual(sigma):
+    """A Gaussian blur of each image row by a kernel of traced width."""
+    offsets = np.arange(-3, 4)
+    kernel = np.exp(-offsets ** 2 / (2 * sigma ** 2))
+    kernel = kernel / kernel.sum()
+    blurred = np.apply_along_axis(lambda row: np.convolve(row, kernel, mode="same"), 1, _IMAGE)
+    return np.sum((blurred - _IMAGE) ** 2)
+
+
+def test_apply_along_axis_of_a_concrete_image_with_a_traced_kernel():
+    jit, grad = xform.jit(blur_rows_residual), xform.grad(blur_rows_residual)
+    for sigma in [1.5, 0.7] * 2:
+        assert jit(sigma) == blur_rows_residual(sigma)
+        np.testing.assert_allclose(grad(sigma), central_difference(blur_rows_residual, sigma),
+                                   rtol=1e-7)
+    sigmas = np.array([1.5, 0.7])
+    np.testing.assert_allclose(xform.vmap(grad)(sigmas), [grad(s) for s in sigmas], rtol=1e-14)
+
+
+def test_apply_along_axis_of_constants_only_gives_numpys_results():
+    matrix = np.arange(12.0).reshape(3, 4)
+    row_max = xform.jit(lambda s: np.apply_along_axis(np.argmax, 1, matrix) + s)
+    want = np.apply_along_axis(np.argmax, 1, matrix) + 1
+    got = row_max(1)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype
+
+
+# -- a deque of traced samples (a filter's delay line, a history window) given to numpy:
+# -- numpy's own conversion met the tracers ("converting a traced value to a numpy array")
+
+def fir_with_a_delay_line(signal):
+    """An FIR filter as a DSP textbook writes it: a fixed-length delay line, newest first."""
+    taps = [0.5, 0.3, 0.2]
+    delay = collections.deque([0.0] * len(taps), maxlen=len(taps))
+    out = []
+    for sample in signal:
+        delay.appendleft(sample)
+        out.append(np.dot(taps, delay))
+    return np.sum((np.array(out) - _SIGNAL[:len(out)]) ** 2)
+
+
+def smoothed_trajectory_end(velocity):
+    """A projectile whose last positions are kept in a bounded history, then averaged."""
+    position, history = np.zeros(2), collections.deque(maxlen=4)
+    for _ in range(12):
+        position = position + 0.05 * velocity
+        velocity = velocity + 0.05 * np.array([0.0, -9.81])
+        history.append(position)
+    return np.mean(history, axis=0) @ np.array([1.0, 2.0]) + np.sum(np.array(history)[:, 1])
+
+
+@pytest.mark.parametrize("program, points", [
+    (fir_with_a_delay_line, [_SIGNAL[:10] * 0.5, _SIGNAL[20:30]]),
+    (smoothed_trajectory_end, [np.array([1.0, 5.0]), np.array([2.0, 3.0])]),
+])
+def test_numpy_functions_of_a_deque_of_traced_values(program, points):
+    jit, grad = xform.jit(program), xform.grad(program)
+    for point in points * 2:
+        assert jit(point) == program(point)
+        np.testing.assert_allclose(grad(point), central_difference(program, point),
+                                   rtol=1e-7, atol=1e-9)
+
+
+# -- polynomial roots and np.poly1d: "numpy.roots / numpy.trim_zeros is not supported" --------
+
+def internal_rate_of_return(cashflows):
+    """The IRR as the positive real root of the cash-flow polynomial in 1 / (1 + r)."""
+    found = np.roots(cashflows[::-1])
+    real = [z.real for z in found if abs(z.imag) < 1e-9 and z.real > 0]
+    return 1 / max(real) - 1
+
+
+def newton_on_a_poly1d(coefficients):
+    """A root of a cubic by Newton's method on np.poly1d and its derivative."""
+    cubic = np.poly1d(coefficients)
+    slope = cubic.deriv()
+    x = 2.0
+    for _ in range(30):
+        x = x - cubic(x) / slope(x)
+    return x + cubic(1.0)
+
+
+@pytest.mark.parametrize("program, points", [
+    (internal_rate_of_return, [np.array([-1000.0, 300.0, 400.0, 500.0]),
+                               np.array([-800.0, 200.0, 300.0, 450.0, 20.0])]),
+    (newton_on_a_poly1d, [np.array([1.0, -2.0, -1.0, 2.0]), np.array([0.5, 1.0, 0.5, -3.0])]),
+])
+def test_polynomial_roots_and_poly1d_match_numpy_and_finite_differences(program, points):
+    jit, grad = xform.jit(program), xform.grad(program)
+    for point in points * 2:
+        np.testing.assert_allclose(jit(point), program(point), rtol=1e-12)
+        np.testing.assert_allclose(grad(point), central_difference(program, point),
+                                   rtol=1e-6, atol=1e-9)
+
+
+def test_roots_and_trim_zeros_cut_as_numpy_cuts():
+    for coefficients in [[1.0, -3.0, 2.0], [0.0, 1.0, 0.0, -1.0, 0.0, 0.0], [2.0, 1.0, 1.0],
+                         [0.0, 0.0, 5.0], [3.0, 0.0, 0.0], [0.0, 0.0]]:
+        coefficients = np.array(coefficients)
+        got, want = xform.jit(np.roots)(coefficients), np.roots(coefficients)
+        np.testing.assert_allclose(np.sort_complex(got), np.sort_complex(want), atol=1e-12)
+        for trim in ["fb", "f", "b"]:
+            np.testing.assert_array_equal(xform.jit(np.trim_zeros, static_argnums=1)(
+                coefficients, trim), np.trim_zeros(coefficients, trim))
+    image = np.zeros((4, 5))
+    image[1:3, 2:4] = [[1.0, 0.0], [0.0, 2.0]]
+    for axis in [None, 0, 1, (0, 1)]:
+        np.testing.assert_array_equal(
+            xform.jit(lambda m: np.trim_zeros(m, axis=axis))(image),
+            np.trim_zeros(image, axis=axis))
+
+
+# -- scipy.signal's IIR filters: lfilter's compiled code refused a Tracer ("could not convert
+# -- b, a, and x to a common type"), and filtfilt and sosfilt with it
+
+def ar2_power(a):
+    """The output power of an AR(2) filter with traced feedback coefficients."""
+    import scipy.signal
+    y = scipy.signal.lfilter([1.0], np.concatenate([[1.0], -a]), _SIGNAL)
+    return np.mean(y ** 2)
+
+
+def butterworth_fit(coefficients):
+    """A second-order filter's numerator and denominator fitted to a Butterworth response."""
+    import scipy.signal
+    b, a = coefficients[:3], np.concatenate([[1.0], coefficients[3:]])
+    target = scipy.signal.lfilter(*scipy.signal.butter(2, 0.2), _SIGNAL)
+    return np.sum((scipy.signal.lfilter(b, a, _SIGNAL) - target) ** 2)
+
+
+def zero_phase_smoothing(x):
+    import scipy.signal
+    b, a = scipy.signal.butter(3, 0.1)
+    return np.sum((scipy.signal.filtfilt(b, a, x) - _SIGNAL) ** 2)
+
+
+def four_pole_energy(x):
+    import scipy.signal
+    return np.sum(scipy.signal.sosfilt(scipy.signal.butter(4, 0.25, output="sos"), x) ** 2)
+
+
+def streamed_blocks(x):
+    """A signal filtered in two blocks, the second starting from the first's final state."""
+    import scipy.signal
+    b, a = scipy.signal.butter(2, 0.3)
+    first, state = scipy.signal.lfilter(b, a, x[:32], zi=scipy.signal.lfilter_zi(b, a) * x[0])
+    second, _ = scipy.signal.lfilter(b, a, x[32:], zi=state)
+    return np.sum(np.concatenate([first, second]) ** 2)
+
+
+@pytest.mark.parametrize("program, points", [
+    (ar2_power, [np.array([0.2, 0.3]), np.array([0.5, -0.2])]),
+    (butterworth_fit, [np.array([0.2, 0.3, 0.1, -0.4, 0.2]), np.array([0.1, 0.1, 0.1, -1.1, 0.3])]),
+    (zero_phase_smoothing, [_SIGNAL, np.cos(3 * _T)]),
+    (four_pole_energy, [_SIGNAL, np.cos(3 * _T)]),
+    (streamed_blocks, [_SIGNAL, np.cos(3 * _T)]),
+])
+def test_iir_filters_match_scipy_and_finite_differences(program, points):
+    jit, grad = xform.jit(program), xform.grad(program)
+    first_calls = [grad(point) for point in points]
+    for point, first in zip(points * 2, first_calls * 2):
+        np.testing.assert_allclose(jit(point), program(point), rtol=1e-13)
+        gradient = grad(point)
+        np.testing.assert_array_equal(gradient, first)      # compiled: the first call's bits
+        np.testing.assert_allclose(gradient, central_difference(program, point),
+                                   rtol=1e-6, atol=1e-7)
+    check_grads(program, (points[0],), order=2)
+
+
+def test_lfilter_values_are_scipys_and_its_batch_is_scipys_along_an_axis():
+    import scipy.signal
+    b, a = scipy.signal.butter(2, 0.3)
+    signals = np.stack([_SIGNAL, np.cos(3 * _T), _T])
+    np.testing.assert_array_equal(xform.jit(lambda x: scipy.signal.lfilter(b, a, x))(_SIGNAL),
+                                  scipy.signal.lfilter(b, a, _SIGNAL))
+    np.testing.assert_array_equal(
+        xform.vmap(lambda x: scipy.signal.lfilter(b, a, x))(signals),
+        scipy.signal.lfilter(b, a, signals))
+    np.testing.assert_array_equal(
+        xform.jit(lambda x: scipy.signal.lfilter(b, a, x, axis=0))(signals.T),
+        scipy.signal.lfilter(b, a, signals.T, axis=0))
+    # lanes with their own coefficients
+    feedback = np.array([[0.2, 0.3], [0.5, -0.2]])
+    np.testing.assert_allclose(xform.vmap(xform.grad(ar2_power))(feedback),
+                               [xform.grad(ar2_power)(f) for f in feedback], rtol=1e-14)
