@@ -427,8 +427,8 @@ def test_solve_with_a_cholesky_factor_is_differentiated_alike_in_both_tiers(monk
     import xform.rules.linalg as linalg
     triangles = []
     substitution = linalg.triangular_solve
-    monkeypatch.setattr(linalg, "triangular_solve", lambda a, b, lower: triangles.append(
-        "lower" if lower else "upper") or substitution(a, b, lower=lower))
+    monkeypatch.setattr(linalg, "triangular_solve", lambda a, b, lower, **rest: triangles.append(
+        "lower" if lower else "upper") or substitution(a, b, lower=lower, **rest))
 
     def lml(x, noise):
         k = np.exp(-0.5 * (x[:, None] - x[None, :]) ** 2) + (noise * noise + 1e-3) * np.eye(8)

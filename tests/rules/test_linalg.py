@@ -6,7 +6,7 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import xform
@@ -351,7 +351,14 @@ NORM_ORDS = [(None, None), (2, -1), (1, 0), (np.inf, 1), (-np.inf, 0), (0, 1), (
 @given(x=distinct(min_dims=2))
 def test_norm_grads(x, ord_, axis):
     # distinct values: no ties among maxima, no zero entries, distinct singular values
-    check_grads(lambda y: np.linalg.norm(y, ord_, axis), (x + 0.5,), order=2)
+    x = x + 0.5
+    if ord_ in (np.inf, -np.inf, 1, -1) and isinstance(axis, tuple):
+        # a matrix norm picking the largest or smallest row (column) sum of |x|: two equal
+        # sums are a kink, where the derivative is not defined (x = [[0.5, 3.5], [2.5, 1.5]])
+        summed = axis[1] if ord_ in (np.inf, -np.inf) else axis[0]
+        sums = np.sort(np.sum(np.abs(x), axis=summed), axis=None)
+        assume(sums.size < 2 or np.min(np.diff(sums)) > 1e-3)
+    check_grads(lambda y: np.linalg.norm(y, ord_, axis), (x,), order=2)
 
 
 @given(a=distinct_singular_values(square=True))

@@ -211,34 +211,6 @@ for _function in (np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
     stand_in(_function, _staged_items(_function), group=CONSTRUCTORS_GROUP)
 
 
-def _vectorized_call(vectorized, *args, **kwargs):
-    """`np.vectorize(f)(x)` of traced values: `f` called on each element (a traced 0-d value,
-    so its Python `if` is answered and guarded), the results stacked in the arguments'
-    broadcast shape, of the dtype numpy gives (`otypes`, else the first result's)."""
-    if vectorized.signature is not None or vectorized.excluded or kwargs:
-        raise UnsupportedError("np.vectorize with signature=, excluded= or keyword arguments, "
-                               "of traced values", user_frame_info(),
-                               "call the function in a Python loop over the elements")
-    arrays = np.broadcast_arrays(*[staged_array(a) for a in args])
-    shape = arrays[0].shape
-    if not arrays[0].size:
-        raise UnsupportedError("np.vectorize of empty traced arrays", user_frame_info())
-    rows = [np.ravel(a) for a in arrays]
-    results = [vectorized.pyfunc(*[row[i] for row in rows]) for i in range(arrays[0].size)]
-    single = not isinstance(results[0], tuple)
-    columns = [results] if single else [list(c) for c in zip(*results)]
-    outputs = []
-    for k, column in enumerate(columns):
-        dtype = vectorized.otypes[k] if vectorized.otypes else np.result_type(column[0])
-        outputs.append(np.reshape(staged_array(column), shape).astype(dtype))
-    return outputs[0] if single else tuple(outputs)
-
-
-stand_in(np.vectorize.__call__, _vectorized_call, group=CONSTRUCTORS_GROUP)
-
-
-
-
 # Given a tracer, these reach xform through numpy's own dispatch (their traced argument is an
 # array, not a size).
 _DISPATCHED = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "linspace",

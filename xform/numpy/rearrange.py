@@ -9,6 +9,7 @@ from xform.ir.ad import aval, ndim
 from xform.ir.builder import call_back
 from xform.ir.tracer import Tracer
 from xform.numpy.axes import normalize_axis
+from xform.numpy.construct import CONSTRUCTORS_GROUP
 from xform.numpy.index import index_add, nonzero_positions, take, take_along_axis
 from xform.numpy.protocol import implements, with_constants_read
 from xform.numpy.shape import as_array, broadcast_to, flip, ravel, reshape, transpose
@@ -328,7 +329,8 @@ def _vectorized_call(vectorized, *args, **kwargs):
     return outs[0] if single else tuple(outs)
 
 
-stand_in(np.vectorize.__call__, _vectorized_call)
+# (in the constructors' group: a code that spells `vectorize` reaches it)
+stand_in(np.vectorize.__call__, _vectorized_call, group=CONSTRUCTORS_GROUP)
 
 
 @implements("object ufunc")
