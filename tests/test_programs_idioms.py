@@ -420,6 +420,19 @@ def test_vectorize_keeps_numpy_s_output_types():
         np.testing.assert_array_equal(got, expected)
 
 
+def test_vectorize_takes_keyword_arguments_and_excluded_ones():
+    scaled = np.vectorize(lambda a, scale=1.0: a * scale if a > 0 else -a)
+    shifted = np.vectorize(lambda a, shift: a + shift[0], excluded={"shift"})
+    def f(x):
+        return np.sum(scaled(x, scale=2.0)) + np.sum(shifted(x, shift=[0.5, 9.0]) ** 2)
+    grad = xform.grad(f)
+    for x in [np.array([1.0, -2.0]), np.array([-0.5, 3.0]), np.array([1.0, -2.0])]:
+        assert xform.jit(f)(x) == f(x)
+        h = 1e-6
+        fd = [(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(2)]
+        np.testing.assert_allclose(grad(x), fd, rtol=1e-6)
+
+
 # -- ufunc.outer and np.fromiter of traced values -----------------------------------------
 
 def pairwise_energy(x):
