@@ -7,12 +7,14 @@ import threading
 import numpy as np
 import numpy.random as npr
 import pytest
+import scipy.linalg
 
 import xform
 import xform.numpy.stand_ins
 from xform.numpy.construct import CONSTRUCTORS_GROUP, CONTAINERS_GROUP
 from xform.numpy.random import LEGACY_GROUP
 from xform.numpy.stand_ins import groups_unreached, staging_scope, without_group
+from xform.scipy import SCIPY_GROUP
 
 ORIGINAL_RANDN = np.random.randn
 ORIGINAL_ARRAY = np.array
@@ -254,3 +256,25 @@ def test_a_draw_function_passed_as_an_argument_draws_on_every_call():
     eager = [np.random.randn() for _ in range(6)]
     np.testing.assert_array_equal(gradients, eager[:3])
     np.testing.assert_array_equal(values, [0.5 * d for d in eager[3:]])
+
+
+def _scipy_stand_ins_in_place():
+    return xform.numpy.stand_ins._group_depth.get(SCIPY_GROUP, 0) > 0
+
+
+def _without_scipy(x):
+    return np.sum(x * x) * (1 + _scipy_stand_ins_in_place())
+
+
+def _with_scipy(x):
+    return np.sum(scipy.linalg.expm(np.diag(x))) * (1 + _scipy_stand_ins_in_place())
+
+
+def test_scipy_stand_ins_are_in_place_only_where_the_code_can_reach_scipy():
+    # SciPy imported: its stand-ins are set around the stagings of code that can call it
+    x = np.array([0.5, 1.0])
+    for _ in range(2):      # a fresh function each time: the second is the walk's memo hit
+        np.testing.assert_allclose(xform.grad(lambda x: _without_scipy(x))(x), 2 * x)
+        np.testing.assert_allclose(xform.grad(lambda x: _with_scipy(x))(x), 2 * np.exp(x))
+    assert SCIPY_GROUP not in groups_unreached({"np", "scipy.special", "logsumexp"})
+    assert SCIPY_GROUP in groups_unreached({"np", "sum", "special"})

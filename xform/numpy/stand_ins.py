@@ -173,11 +173,12 @@ _members: dict = {}          # such a group -> the names of its stand-ins
 # id(trampoline code) -> (it, the code it stands in for): by id, since a code object's hash is
 # computed anew on every lookup (the trampolines are held, so their ids stay theirs)
 _original_codes: dict = {}
-_pending: dict = {}        # module name -> installers waiting for the module's import
+_pending: dict = {}        # module name -> (installer, group)s waiting for its import
 _installed = 0             # installers run so far
 _modules_seen = 0          # len(sys.modules) when install_pending last looked
 _lock = threading.RLock()  # re-entered: installers call stand_in
 _installing = False        # install_pending is running installers (under _lock)
+_installers_group = None   # the group of the installer running: its stand-ins' default
 _depth = 0                 # stagings in progress, over all threads
 
 
@@ -195,6 +196,8 @@ def stand_in(function, replacement, when=_has_tracer, group=None) -> None:
     (2.0, 1.0)
     >>> remove_stand_in(halve)
     """
+    if group is None:
+        group = _installers_group
     if isinstance(function, tuple):
         swap = _AttributeSwap(*function, replacement, when)
     else:
@@ -245,18 +248,19 @@ def remove_stand_in(function) -> None:
                 same[-2].apply()
 
 
-def stand_in_when_imported(module_name: str, install) -> None:
+def stand_in_when_imported(module_name: str, install, group=None) -> None:
     """Run `install()` (which calls `stand_in`) the first time something is staged after
     `module_name` is imported (at `import xform`, when it was imported before): SciPy's
-    modules are only paid for by users who import them."""
-    _pending.setdefault(module_name, []).append(install)
+    modules are only paid for by users who import them. The stand-ins it registers without a
+    group of their own are of `group`."""
+    _pending.setdefault(module_name, []).append((install, group))
 
 
 def install_pending() -> bool:
     """Run the installers whose module is imported by now; whether any ran. Staging calls it
     on entry; the numpy protocol again before calling something unsupported (a SciPy module
     imported inside the staged function)."""
-    global _installed, _modules_seen, _installing
+    global _installed, _modules_seen, _installing, _installers_group
     ran = False
     _modules_seen = len(sys.modules)
     with _lock:
@@ -265,12 +269,13 @@ def install_pending() -> bool:
         _installing = True
         try:
             for module_name in [m for m in _pending if m in sys.modules]:
-                for install in _pending.pop(module_name):
+                for install, _installers_group in _pending.pop(module_name):
                     install()
                     _installed += 1
                     ran = True
         finally:
             _installing = False
+            _installers_group = None
             if ran:
                 _update_settings()
     return ran

@@ -10,7 +10,22 @@ import importlib
 import numpy as np
 
 from xform.ir.tracer import Tracer
-from xform.numpy.stand_ins import stand_in, stand_in_when_imported
+from xform.numpy.stand_ins import define_group, stand_in, stand_in_when_imported
+
+SCIPY_GROUP = "SciPy"
+
+
+def _reaches_scipy(names) -> bool:
+    """Whether code spelling `names` can call SciPy: it names SciPy's package or imports one
+    of its modules (`from scipy.special import logsumexp` spells "scipy.special"). (A SciPy
+    function or module the code holds is opaque to the walk that asks, xform.runtime.reads:
+    code reaching SciPy so gets every group's stand-ins anyway.)"""
+    return any(name == "scipy" or name.startswith("scipy.") for name in names)
+
+
+# SciPy's ~100 stand-ins are set and reset around the stagings of code that can reach SciPy
+# only: once SciPy was imported, every staging paid for them (~8 us)
+define_group(SCIPY_GROUP, _reaches_scipy)
 
 
 def _installer(module_name):
@@ -34,7 +49,8 @@ def _tracers_as_numpy_arrays():
     stand_in(_helpers.array_namespace, numpy_namespace)
 
 
-stand_in_when_imported("scipy._lib.array_api_compat.common._helpers", _tracers_as_numpy_arrays)
+stand_in_when_imported("scipy._lib.array_api_compat.common._helpers",
+                       _tracers_as_numpy_arrays, SCIPY_GROUP)
 def _compat_clip_of_tracers():
     """The array-API compat `clip` (pearsonr's `xp.clip(r, -1., 1.)`) writes its argument
     into an array numpy's `empty` made (`out[()] = x`), which cannot hold a Tracer; for a
@@ -49,11 +65,11 @@ def _compat_clip_of_tracers():
 
 
 stand_in_when_imported("scipy._lib.array_api_compat.common._aliases",
-                       _compat_clip_of_tracers)
-stand_in_when_imported("scipy.special", _installer("xform.scipy.special"))
-stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"))
-stand_in_when_imported("scipy.stats._kde", _installer("xform.scipy.kde"))
-stand_in_when_imported("scipy.spatial.distance", _installer("xform.scipy.spatial"))
+                       _compat_clip_of_tracers, SCIPY_GROUP)
+stand_in_when_imported("scipy.special", _installer("xform.scipy.special"), SCIPY_GROUP)
+stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"), SCIPY_GROUP)
+stand_in_when_imported("scipy.stats._kde", _installer("xform.scipy.kde"), SCIPY_GROUP)
+stand_in_when_imported("scipy.spatial.distance", _installer("xform.scipy.spatial"), SCIPY_GROUP)
 
 # These register their own installers (stand_in_when_imported) when imported here.
 from xform.scipy import fft, integrate, interpolate, linalg, optimize, signal  # noqa: F401,E402

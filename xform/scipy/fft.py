@@ -11,6 +11,7 @@ import numpy as np
 
 from xform.errors import unsupported_error
 from xform.numpy.stand_ins import contains_tracer, stand_in, stand_in_when_imported
+from xform.scipy import SCIPY_GROUP
 
 # scipy.fft name -> the numpy.fft function computing the same (SciPy's extra keywords
 # `overwrite_x`, `workers`, `plan` do not change values and are dropped)
@@ -67,4 +68,4 @@ def _install():
         stand_in(getattr(scipy.fft, name), _STAGED[name])
 
 
-stand_in_when_imported("scipy.fft", _install)
+stand_in_when_imported("scipy.fft", _install, SCIPY_GROUP)

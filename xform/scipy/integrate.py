@@ -21,6 +21,7 @@ from xform.numpy.construct import staged_array
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 from xform.rules.ode import odeint_p
 from xform.rules.quadrature import integral_p
+from xform.scipy import SCIPY_GROUP
 from xform.scipy.staging import F64, as_float, stage_with_args
 from xform.source_info import user_frame_info
 from xform.tree import tree_flatten, tree_unflatten
@@ -291,4 +292,4 @@ def _install():
     stand_in(scipy.integrate.fixed_quad, fixed_quad)      # only with traced limits
 
 
-stand_in_when_imported("scipy.integrate", _install)
+stand_in_when_imported("scipy.integrate", _install, SCIPY_GROUP)

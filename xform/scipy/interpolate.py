@@ -32,6 +32,7 @@ from xform.ir.interpret import eval_graph
 from xform.rules.interpolate import (DataInterpolator, Interpolant, interpolant_of_data_p,
                                      interpolant_p, query_axes_at)
 from xform.rules.subgraphs import stage_flat
+from xform.scipy import SCIPY_GROUP
 from xform.scipy.staging import arguments, as_float
 from xform.transforms.derived import jvp_of
 
@@ -562,4 +563,4 @@ def _install():
              when=_grid_init_needed)
 
 
-stand_in_when_imported("scipy.interpolate", _install)
+stand_in_when_imported("scipy.interpolate", _install, SCIPY_GROUP)

@@ -16,6 +16,7 @@ from xform.rules.linalg_scipy import (cho_solve_p, expm_p, lu_factor_p,
                                       lu_pivots_to_permutation_p, lu_solve as _lu_solve,
                                       scipy_inv_p, sqrtm_p, sylvester_p,
                                       symmetric_from_triangle_p, triangular_solve)
+from xform.scipy import SCIPY_GROUP
 
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1, "n": 0, "t": 1, "c": 1}
 
@@ -234,4 +235,4 @@ def _install():
         stand_in(getattr(scipy.linalg, name), globals()[name])
 
 
-stand_in_when_imported("scipy.linalg", _install)
+stand_in_when_imported("scipy.linalg", _install, SCIPY_GROUP)

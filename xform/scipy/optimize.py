@@ -27,6 +27,7 @@ from xform.numpy.construct import staged_array
 from xform.numpy.protocol import with_constants_read
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 from xform.rules.implicit import Solver, solution_p, solving
+from xform.scipy import SCIPY_GROUP
 from xform.scipy.staging import F64, arguments, as_float, stage_with_args
 from xform.source_info import user_frame_info
 from xform.transforms.derived import jvp_of
@@ -592,4 +593,4 @@ def _install():
                  when=_staging)
 
 
-stand_in_when_imported("scipy.optimize", _install)
+stand_in_when_imported("scipy.optimize", _install, SCIPY_GROUP)

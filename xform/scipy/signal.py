@@ -12,6 +12,7 @@ from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
 from xform.numpy.stand_ins import stand_in, stand_in_when_imported
 from xform.rules.signal import convolve_p, lfilter_p
+from xform.scipy import SCIPY_GROUP
 
 _METHODS = ("auto", "direct", "fft")
 
@@ -190,4 +191,4 @@ def _install():
         stand_in(getattr(scipy.signal, name), globals()[name])
 
 
-stand_in_when_imported("scipy.signal", _install)
+stand_in_when_imported("scipy.signal", _install, SCIPY_GROUP)
