@@ -8,6 +8,10 @@ that call again, and the rule of a call that is never differentiated is never ne
 rules are emitted into the transform that asks for them (not called), so they are
 differentiated, linearized, transposed and batched like any other code: grad(grad(f)) uses
 the jvp rule of the `f` calls inside the jvp rule (JAX's semantics).
+
+Inside a staging with values (xform.ir.values), a call whose function or rules ask Python
+about a value (`if x > 0:`) has them staged on the call's values instead (ValuedCallee), and
+its rules at the call where a derivative flows through it: their decisions are the path's.
 """
 from __future__ import annotations
 
