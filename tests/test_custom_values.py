@@ -69,6 +69,11 @@ def test_custom_vjp_branching_in_primal_fwd_and_bwd_under_every_transform():
         assert (out, tangent) == (kink_np(x), pytest.approx(slope))
         out, pullback = xform.vjp(kink, x)
         assert pullback(2.0) == (pytest.approx(2.0 * slope),)
+        out, linear = xform.linearize(kink, x)
+        assert (out, linear(1.0)) == (kink_np(x), pytest.approx(slope))
+        assert xform.jacfwd(kink)(x) == pytest.approx(slope)
+        assert xform.jacrev(kink)(x) == pytest.approx(slope)
+        assert xform.grad(xform.checkpoint(kink))(x) == pytest.approx(slope)
 
 
 def test_a_gradients_first_call_computes_the_bits_of_its_compiled_calls():
