@@ -478,3 +478,11 @@ def test_vmap_returns_a_string_every_element_shares_and_refuses_one_they_do_not(
     np.testing.assert_array_equal(report["iters"], [7, 7])
     with pytest.raises(xform.errors.TypeCheckError, match="same for every element"):
         mapped(np.array([[1.0, 2.0], [100.0, 0.0]]))
+
+
+def test_vmap_out_axes_skip_a_string_among_the_results():
+    mapped = xform.vmap(lambda x: ("tag", x * 2.0, np.sum(x)), out_axes=(None, 1, 0))
+    tag, doubled, sums = mapped(np.arange(6.0).reshape(3, 2))
+    assert tag == "tag"
+    np.testing.assert_array_equal(doubled, 2.0 * np.arange(6.0).reshape(3, 2).T)
+    np.testing.assert_array_equal(sums, [1.0, 5.0, 9.0])
