@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import xform
+import xform.rules.custom as custom_rules
 from xform.errors import ConcretizationError
 from tests.source_lines import assert_points_at
 from tests.test_values import central_difference
@@ -170,6 +171,35 @@ def test_second_derivatives_differentiate_the_branching_fwd_and_bwd():
                                    pytest.approx(curvature, rel=1e-5))
     lanes = np.array([2.0, -3.0, 1.0, -1.0])
     np.testing.assert_allclose(xform.vmap(grad_grad)(lanes), [12.0, -2.0, 6.0, -2.0])
+
+
+def test_a_custom_function_asking_nothing_is_staged_once_per_signature(monkeypatch):
+    staged_on_values = []
+    stage = custom_rules.stage_function
+    monkeypatch.setattr(custom_rules, "stage_function",
+                        lambda *args: staged_on_values.append(args) or stage(*args))
+    @xform.custom_vjp
+    def soft_clip(x):
+        return 2.0 * np.tanh(x)
+    soft_clip.defvjp(lambda x: (soft_clip(x), x),
+                     lambda x, ct: (ct * 2.0 * (1.0 - np.tanh(x) ** 2),))
+
+    def loss(w):
+        for _ in range(10):
+            w = soft_clip(0.9 * w + 0.1)
+        return np.sum(w ** 2)
+
+    def loss_np(w):
+        for _ in range(10):
+            w = 2.0 * np.tanh(0.9 * w + 0.1)
+        return np.sum(w ** 2)
+
+    grad = xform.grad(loss)
+    for w in alternately([np.linspace(-1.0, 1.0, 4), np.linspace(-2.0, 0.0, 4)]):
+        np.testing.assert_allclose(grad(w), central_difference(loss_np, w), atol=1e-8)
+    callee, = soft_clip._callees.values()     # (one per static arguments)
+    assert (callee.primal.stage_count, callee._fwd_ref().stage_count) == (1, 1)
+    assert staged_on_values == []   # no call's own staging: each call shares these
 
 
 # -- a clipped gradient: the rule's derivative differs from the function's on purpose --------
