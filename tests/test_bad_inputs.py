@@ -153,6 +153,10 @@ def while_body_changing_shapes(x):
     return xform.while_loop(lambda c: c[0] < 9, lambda c: np.tile(c, 2), x)  # line: while
 
 
+def the_text_of_an_array_in_a_result(x):
+    return np.sum(x), "x = " + str(x)                                         # line: array-text
+
+
 def recurse_without_base_case(x):
     return recurse_without_base_case(x * 2.0)                                 # line: recursion
 
@@ -301,6 +305,9 @@ CASES = [
     ("float() of a value being differentiated", "float-cut",
      lambda: xform.grad(float_of_a_differentiated_value)(1.0), xform.ConcretizationError,
      "float() of a value that is being differentiated"),
+    ("a traced array's text in a string among the results", "array-text",
+     lambda: xform.jit(the_text_of_an_array_in_a_result)(X), xform.ConcretizationError,
+     "the text of a traced array in a string among the results"),
     ("len() of a traced scalar", "len", lambda: xform.jit(len_of_a_traced_scalar)(1.0),
      xform.TypeCheckError, "len() of a 0-d traced value"),
     ("iteration over a traced scalar", "iter",

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import xform
+import xform.rules.custom as custom_rules
 from xform.errors import ConcretizationError
 from tests.source_lines import assert_points_at
 from tests.test_values import central_difference
@@ -69,12 +70,18 @@ def test_custom_vjp_branching_in_primal_fwd_and_bwd_under_every_transform():
         assert (out, tangent) == (kink_np(x), pytest.approx(slope))
         out, pullback = xform.vjp(kink, x)
         assert pullback(2.0) == (pytest.approx(2.0 * slope),)
+        out, linear = xform.linearize(kink, x)
+        assert (out, linear(1.0)) == (kink_np(x), pytest.approx(slope))
+        assert xform.jacfwd(kink)(x) == pytest.approx(slope)
+        assert xform.jacrev(kink)(x) == pytest.approx(slope)
+        assert xform.grad(xform.checkpoint(kink))(x) == pytest.approx(slope)
 
 
 def test_a_gradients_first_call_computes_the_bits_of_its_compiled_calls():
-    grad = xform.grad(lambda x: np.sin(kink(x)) * x)
-    for x in alternately([0.7, -0.3]):
-        first, again = grad(x), grad(x)
+    value_and_grad = xform.value_and_grad(
+        lambda x: np.sin(kink(x)) * np.exp(hypot_or_gap(x * x + 0.5)))
+    for x in alternately([0.7, -0.3, 2.0]):
+        first, again = value_and_grad(x), value_and_grad(x)
         assert np.asarray(first).tobytes() == np.asarray(again).tobytes()
 
 
@@ -164,6 +171,35 @@ def test_second_derivatives_differentiate_the_branching_fwd_and_bwd():
                                    pytest.approx(curvature, rel=1e-5))
     lanes = np.array([2.0, -3.0, 1.0, -1.0])
     np.testing.assert_allclose(xform.vmap(grad_grad)(lanes), [12.0, -2.0, 6.0, -2.0])
+
+
+def test_a_custom_function_asking_nothing_is_staged_once_per_signature(monkeypatch):
+    staged_on_values = []
+    stage = custom_rules.stage_function
+    monkeypatch.setattr(custom_rules, "stage_function",
+                        lambda *args: staged_on_values.append(args) or stage(*args))
+    @xform.custom_vjp
+    def soft_clip(x):
+        return 2.0 * np.tanh(x)
+    soft_clip.defvjp(lambda x: (soft_clip(x), x),
+                     lambda x, ct: (ct * 2.0 * (1.0 - np.tanh(x) ** 2),))
+
+    def loss(w):
+        for _ in range(10):
+            w = soft_clip(0.9 * w + 0.1)
+        return np.sum(w ** 2)
+
+    def loss_np(w):
+        for _ in range(10):
+            w = 2.0 * np.tanh(0.9 * w + 0.1)
+        return np.sum(w ** 2)
+
+    grad = xform.grad(loss)
+    for w in alternately([np.linspace(-1.0, 1.0, 4), np.linspace(-2.0, 0.0, 4)]):
+        np.testing.assert_allclose(grad(w), central_difference(loss_np, w), atol=1e-8)
+    callee, = soft_clip._callees.values()     # (one per static arguments)
+    assert (callee.primal.stage_count, callee._fwd_ref().stage_count) == (1, 1)
+    assert staged_on_values == []   # no call's own staging: each call shares these
 
 
 # -- a clipped gradient: the rule's derivative differs from the function's on purpose --------
@@ -472,3 +508,11 @@ def test_vmap_returns_a_string_every_element_shares_and_refuses_one_they_do_not(
     np.testing.assert_array_equal(report["iters"], [7, 7])
     with pytest.raises(xform.errors.TypeCheckError, match="same for every element"):
         mapped(np.array([[1.0, 2.0], [100.0, 0.0]]))
+
+
+def test_vmap_out_axes_skip_a_string_among_the_results():
+    mapped = xform.vmap(lambda x: ("tag", x * 2.0, np.sum(x)), out_axes=(None, 1, 0))
+    tag, doubled, sums = mapped(np.arange(6.0).reshape(3, 2))
+    assert tag == "tag"
+    np.testing.assert_array_equal(doubled, 2.0 * np.arange(6.0).reshape(3, 2).T)
+    np.testing.assert_array_equal(sums, [1.0, 5.0, 9.0])

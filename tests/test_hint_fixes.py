@@ -272,6 +272,11 @@ def _check_asarray(ns):
     assert fixed(1.3) == 2.6                 # eagerly, on a plain float, too
 
 
+def _check_text_after_the_call(ns):
+    total, x = xform.jit(ns["the_text_of_an_array_in_a_result"])(X)
+    assert (total, "x = " + str(x)) == (np.sum(X), "x = " + str(X))
+
+
 # -- tag of the catalogue's row -> the fix its hint states ---------------------------------
 
 FIXES = {
@@ -393,6 +398,9 @@ FIXES = {
                    ["x = x.copy()"], _check_copy),
     "shapes": Fix(bad.add_mismatched_shapes, [("x + np.ones(4)", "x.reshape(3, 1) + np.ones(4)")],
                   ["make the operands' shapes fit", "reshape"], _check_reshaped),
+    "array-text": Fix(bad.the_text_of_an_array_in_a_result, [('"x = " + str(x)', "x")],
+                      ["return the array itself", "make its text after the call"],
+                      _check_text_after_the_call),
     "np-scalar": Fix(bad.numpy_scalar_of_a_traced_value,
                      [("np.float64(x)", "np.asarray(x, dtype=np.float64)")],
                      ["np.asarray(x, dtype=np.float64)"], _check_asarray),

@@ -635,8 +635,10 @@ def register_dataclass(nodetype=None, data_fields=None, meta_fields=None, drop_f
     return nodetype
 
 
-def broadcast_prefix(prefix, tree, is_leaf=lambda x: x is None) -> list:
-    """Leaves of `prefix` repeated over the subtrees of `tree` they cover (for in_axes).
+def broadcast_prefix(prefix, tree, is_leaf=lambda x: x is None, texts_static=False) -> list:
+    """Leaves of `prefix` repeated over the subtrees of `tree` they cover (for in_axes); with
+    `texts_static`, over `tree`'s leaves as tree_flatten's `texts_static` counts them (a
+    transformed function's results, for out_axes).
 
     >>> from xform.tree import broadcast_prefix
     >>> broadcast_prefix((0, None), (1.0, {"a": 2.0, "b": 3.0}))
@@ -646,7 +648,7 @@ def broadcast_prefix(prefix, tree, is_leaf=lambda x: x is None) -> list:
 
     def walk(p, t, path):
         if is_leaf(p) or _node(p) is None:
-            result.extend([p] * len(tree_leaves(t)))
+            result.extend([p] * len(tree_flatten(t, texts_static=texts_static)[0]))
             return
         pnode = _node(p)
         pk, paux, pchildren = pnode

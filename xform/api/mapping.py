@@ -213,6 +213,6 @@ def _in_axes_leaves(in_axes, args_tree):
 def _out_axes_leaves(out_axes, out_tree):
     dummy_out = tree_unflatten(out_tree, [0.0] * out_tree.num_leaves)
     try:
-        return broadcast_prefix(out_axes, dummy_out)
+        return broadcast_prefix(out_axes, dummy_out, texts_static=True)
     except TreeMismatchError as err:
         raise TreeMismatchError(f"vmap out_axes: {err.cause}", user_frame_info()) from None

@@ -334,7 +334,7 @@ def forget_after(mark) -> None:
 def has_guards(graph) -> bool:
     """Whether `graph` asks questions about its inputs' values (guard equations), in its
     sub-graphs too (a checkpointed function's `if`), and in the graphs of a callee that
-    says it has guards (a custom_vjp function's call staged on its values)."""
+    says it has guards (a custom_jvp or custom_vjp function's call staged on its values)."""
     return any(eqn.primitive is guard_p
                or eqn.params and (holds_subgraphs(eqn.params)
                                   and any(map(has_guards, subgraphs(eqn.params)))

@@ -8,6 +8,10 @@ that call again, and the rule of a call that is never differentiated is never ne
 rules are emitted into the transform that asks for them (not called), so they are
 differentiated, linearized, transposed and batched like any other code: grad(grad(f)) uses
 the jvp rule of the `f` calls inside the jvp rule (JAX's semantics).
+
+Inside a staging with values (xform.ir.values), a call whose function or rules ask Python
+about a value (`if x > 0:`) has them staged on the call's values instead (ValuedCallee), and
+its rules at the call where a derivative flows through it: their decisions are the path's.
 """
 from __future__ import annotations
 
@@ -229,9 +233,10 @@ def _jvp_rule_key(key):
 
 _NONE = frozenset()
 
-# The custom functions whose rules are being staged with values: a call of the function
-# inside its own rule (`f(x)` in `f_fwd`) stages its rules only if a transform asks for them
-_rules_staging: ContextVar = ContextVar("xform_custom_rules_staging", default=frozenset())
+# custom function -> the ValuedCallee whose rules are being staged: a call of the function
+# inside its own rule (`f(x)` in `f_fwd`) is that call where it has its values, and stages
+# its rules only if a transform asks for them where not
+_rules_staging: ContextVar = ContextVar("xform_custom_rules_staging", default={})
 
 
 class ValuedCallee(CustomCallee):
@@ -243,16 +248,21 @@ class ValuedCallee(CustomCallee):
     staged at the call (`_Custom._with_values`), so that their decisions are recorded with
     the path the staging takes."""
 
-    def __init__(self, base, known):
+    def __init__(self, base, key, known):
         _Callee.__init__(self)
         self.base = base
+        self.key = key
         self.owner, self.nums, self.traced, self.static = (base.owner, base.nums, base.traced,
                                                           base.static)
         self.name = base.name
         self.primal = base.primal
         self.known = known
         self._valued = {}   # kind -> (graph, out_tree) staged on the values
-        self._fwd_outputs = None    # (values, positions a derivative flows through)
+        # kind -> (values of the outputs, positions a derivative flows through), of primal
+        # (for the call's own values: `staged_outputs`) and fwd (its residuals, for bwd)
+        self._outputs = {}
+        self._call_values = None    # the call's values, kept by `release` for staged_outputs
+        self._guarded = False       # (has_guards)
 
     def out_avals(self, key):
         return list(self._staged("primal", key)[0].out_avals)
@@ -294,23 +304,25 @@ class ValuedCallee(CustomCallee):
             return staged
         function, (in_tree, avals) = self.rule_function(kind, key)
         known = self._known_of(kind, key, len(avals))
-        if kind == "fwd":
-            function = self._noting_residuals(function)
-        token = _rules_staging.set(_rules_staging.get() | {self.owner}) if kind != "primal" \
-            else None
+        if kind in ("primal", "fwd"):
+            function = self._noting_outputs(function, kind)
+        token = _rules_staging.set({**_rules_staging.get(), self.owner: self}) \
+            if kind != "primal" else None
         try:
             graph, captured, out_tree = stage_function(function, in_tree, list(avals), known)
         finally:
             if token is not None:
                 _rules_staging.reset(token)
         assert not captured     # (checked: the functions close over no traced value)
+        # (fwd's graph may hold this very call: its answer so far)
+        self._guarded = self._guarded or has_guards(graph)
         return self._valued.setdefault(kind, (graph, out_tree))
 
-    def _noting_residuals(self, fwd):
-        """`fwd`, noting the values of what it returns (and which of them a derivative flows
-        through) for bwd's staging."""
+    def _noting_outputs(self, function, kind):
+        """`function`, noting the values of what it returns (and which of them a derivative
+        flows through) in `_outputs[kind]`."""
         def noting(*args):
-            out = fwd(*args)
+            out = function(*args)
             builder = current_builder()
             values, perturbed = [], set()
             for i, leaf in enumerate(tree_leaves(out)):
@@ -321,7 +333,7 @@ class ValuedCallee(CustomCallee):
                         perturbed.add(i)
                 else:
                     values.append(leaf)
-            self._fwd_outputs = values, perturbed
+            self._outputs[kind] = values, perturbed
             return out
         return noting
 
@@ -336,7 +348,7 @@ class ValuedCallee(CustomCallee):
             perturbed = known.perturbed
         else:
             n_nondiff, n_outs = _n_nondiff(key), len(self.out_avals(key))
-            outputs, flowing = self._fwd_outputs
+            outputs, flowing = self._outputs["fwd"]
             values = list(known.values[:n_nondiff]) + outputs[n_outs:]
             perturbed = (frozenset(p for p in known.perturbed if p < n_nondiff)
                          | frozenset(n_nondiff + i - n_outs for i in flowing if i >= n_outs))
@@ -344,8 +356,33 @@ class ValuedCallee(CustomCallee):
 
     def release(self) -> None:
         """Keep no value of the call's (a cached path holds its callee): what it may be asked
-        for is staged."""
-        self.known = self._fwd_outputs = None
+        for is staged. (The primal's outputs stay for `staged_outputs`, which drops them.)"""
+        if self.known is not None:
+            self._outputs.pop("fwd", None)
+            self._call_values = self.known.values
+            self.known = None
+
+    def is_call(self, key, known) -> bool:
+        """Whether a call of signature `key` with `known` values is this call (the values
+        themselves: fwd's `f(x)`)."""
+        return (key == self.key and self.known is not None
+                and all(a is b for a, b in zip(known.values, self.known.values)))
+
+    def staged_outputs(self, args):
+        """The outputs the primal's staging on the call's values computed, for the call's
+        equations to take when `args` are those values (xform.ir.values computes an
+        equation's outputs while staging: the primal is not compiled for it), until the
+        call's own (after `release`); else None."""
+        if self.known is not None:
+            noted, values = self._outputs.get("primal"), self.known.values
+        else:
+            noted, values = self._outputs.pop("primal", None), self._call_values
+            self._call_values = None
+        if noted is None or values is None or len(values) != len(args) \
+                or any(a is not b for a, b in zip(args, values)) \
+                or any(v is NO_VALUE for v in noted[0]):
+            return None
+        return noted[0]
 
     def asked(self) -> bool:
         """Whether some function of this call was staged on its values."""
@@ -354,7 +391,7 @@ class ValuedCallee(CustomCallee):
     def has_guards(self) -> bool:
         """Whether a function of this call staged on its values asked a question about
         them (xform.ir.values.has_guards)."""
-        return any(has_guards(graph) for graph, _ in self._valued.values())
+        return self._guarded
 
 
 class BatchedCallee(_Callee):
@@ -506,6 +543,10 @@ custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 
 
 def _custom_impl(*args, callee, key):
+    if type(callee) is ValuedCallee:
+        outs = callee.staged_outputs(args)
+        if outs is not None:
+            return outs
     return compiled_optimized(callee.primal_graph(key))(*args)
 
 
@@ -675,12 +716,15 @@ class _Custom:
         inside this function's own rule, whose rules a higher derivative stages); else
         `callee`, shared by every call of the signature."""
         differentiated = bool(known.perturbed)
-        if differentiated and self in _rules_staging.get():
-            return ValuedCallee(callee, known)
+        outer = _rules_staging.get().get(self)
+        if differentiated and outer is not None:
+            if outer.is_call(key, known):
+                return outer    # (its own call, in fwd or the jvp rule: staged once)
+            return ValuedCallee(callee, key, known)
         kinds = self.rule_kinds if differentiated else ("primal",)
         if callee.value_free.get(key, _NONE).issuperset(kinds):
             return callee   # (known to ask nothing)
-        valued = ValuedCallee(callee, known)
+        valued = ValuedCallee(callee, key, known)
         for kind in kinds:
             try:
                 valued._staged(kind, key)
