@@ -266,3 +266,17 @@ def test_lfilter_values_are_scipys_and_its_batch_is_scipys_along_an_axis():
     feedback = np.array([[0.2, 0.3], [0.5, -0.2]])
     np.testing.assert_allclose(xform.vmap(xform.grad(ar2_power))(feedback),
                                [xform.grad(ar2_power)(f) for f in feedback], rtol=1e-14)
+
+
+def test_an_array_s_dot_method_where_the_code_also_spells_np_dot():
+    # np.dot is a numpy builtin whose stand-in (of lists: np.dot(taps, window)) is its module
+    # attribute while staging; a traced row's .dot looked np.dot up then and found none
+    def loss(w):
+        rows = np.array([[1.0, 0.5, -1.2], [0.3, -0.7, 2.0]])
+        taps = [w[0], w[1], w[2]]
+        return np.dot(taps, rows[0]) + sum(row.dot(w) ** 2 for row in rows)
+    grad = xform.grad(loss)
+    for w in (np.array([0.2, -0.5, 1.0]), np.array([-1.0, 0.3, 0.1])):
+        assert xform.jit(loss)(w) == loss(w)
+        fd = [(loss(w + 1e-6 * e) - loss(w - 1e-6 * e)) / 2e-6 for e in np.eye(3)]
+        np.testing.assert_allclose(grad(w), fd, rtol=1e-6)

@@ -84,7 +84,11 @@ def function_for(numpy_function):
     if fn is None:
         fn = _after_pending(FUNCTIONS, numpy_function)
         if fn is None:
-            raise unsupported_error(numpy_name(numpy_function))
+            # a numpy builtin's stand-in, its module attribute while staging (np.dot's)
+            wrapped = getattr(numpy_function, "__wrapped__", None)
+            fn = FUNCTIONS.get(wrapped) if wrapped is not None else None
+            if fn is None:
+                raise unsupported_error(numpy_name(numpy_function))
     return fn
 
 
