@@ -29,6 +29,7 @@ stand_in_when_imported("scipy._lib.array_api_compat.common._helpers", _tracers_t
 stand_in_when_imported("scipy.special", _installer("xform.scipy.special"))
 stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"))
 stand_in_when_imported("scipy.spatial.distance", _installer("xform.scipy.spatial"))
+stand_in_when_imported("scipy.ndimage", _installer("xform.scipy.ndimage"))
 
 # These register their own installers (stand_in_when_imported) when imported here.
 from xform.scipy import fft, integrate, interpolate, linalg, optimize, signal  # noqa: F401,E402
