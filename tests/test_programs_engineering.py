@@ -327,3 +327,46 @@ def test_ndimage_filters_match_scipy_in_every_mode(mode):
     for filtered in filters:
         np.testing.assert_allclose(xform.jit(filtered)(image), filtered(image), rtol=1e-13,
                                    atol=1e-14)
+
+
+# -- LQR by SciPy's Riccati solvers: "scipy.linalg.solve_discrete_are (which has no xform
+# -- version)"
+
+def lqr_closed_loop_cost(weights):
+    """The discrete LQR gain of a double integrator for state weights, and the cost of the
+    closed loop from one initial state."""
+    import scipy.linalg
+    a = np.array([[1.0, 0.1], [0.0, 1.0]])
+    b = np.array([[0.0], [0.1]])
+    p = scipy.linalg.solve_discrete_are(a, b, np.diag(weights), np.array([[0.5]]))
+    gain = np.linalg.solve(0.5 + b.T @ p @ b, b.T @ p @ a)
+    x, cost = np.array([1.0, 0.0]), 0.0
+    for _ in range(30):
+        u = -gain @ x
+        cost += x @ x + 0.1 * u @ u
+        x = a @ x + b @ u
+    return cost
+
+
+def pole_placement_energy(damping):
+    """The continuous LQR of a mass-spring-damper whose damping and stiffness are traced."""
+    import scipy.linalg
+    a = np.array([[0.0, 1.0], [-damping[0], -damping[1]]])
+    b = np.array([[0.0], [1.0]])
+    p = scipy.linalg.solve_continuous_are(a, b, np.eye(2), np.array([[1.0]]))
+    return np.sum((b.T @ p) ** 2) + np.trace(p)
+
+
+@pytest.mark.parametrize("program, points", [
+    (lqr_closed_loop_cost, [np.array([1.0, 1.0]), np.array([3.0, 0.2])]),
+    (pole_placement_energy, [np.array([2.0, 0.5]), np.array([0.5, 1.5])]),
+])
+def test_riccati_solutions_match_scipy_and_finite_differences(program, points):
+    jit, grad = xform.jit(program), xform.grad(program)
+    for point in points * 2:
+        np.testing.assert_allclose(jit(point), program(point), rtol=1e-12)
+        np.testing.assert_allclose(grad(point), central_difference(program, point),
+                                   rtol=1e-6, atol=1e-8)
+    check_grads(program, (points[0],), order=2)
+    np.testing.assert_allclose(xform.vmap(grad)(np.stack(points)),
+                               [grad(point) for point in points], rtol=1e-12)

@@ -32,4 +32,5 @@ stand_in_when_imported("scipy.spatial.distance", _installer("xform.scipy.spatial
 stand_in_when_imported("scipy.ndimage", _installer("xform.scipy.ndimage"))
 
 # These register their own installers (stand_in_when_imported) when imported here.
-from xform.scipy import fft, integrate, interpolate, linalg, optimize, signal  # noqa: F401,E402
+from xform.scipy import (fft, integrate, interpolate, linalg, optimize, riccati,  # noqa: F401,E402
+                         signal)
