@@ -370,3 +370,25 @@ def test_riccati_solutions_match_scipy_and_finite_differences(program, points):
     check_grads(program, (points[0],), order=2)
     np.testing.assert_allclose(xform.vmap(grad)(np.stack(points)),
                                [grad(point) for point in points], rtol=1e-12)
+
+
+# -- SciPy's own Python on a traced signal (scipy.signal.hilbert's np.zeros, resample's):
+# -- numpy's constructors were left out of stagings whose code spells only SciPy's names
+
+def envelope_mean(x):
+    from scipy.signal import hilbert
+    return np.mean(np.abs(hilbert(x)))
+
+
+def resampled_energy(x):
+    import scipy.signal
+    return np.sum(scipy.signal.resample(x, 100) ** 2)
+
+
+@pytest.mark.parametrize("program", [envelope_mean, resampled_energy])
+def test_scipy_signal_functions_written_in_numpy_stage(program):
+    jit, grad = xform.jit(program), xform.grad(program)
+    for signal in [_SIGNAL, np.cos(3 * _T) + _T] * 2:
+        np.testing.assert_allclose(jit(signal), program(signal), rtol=1e-13)
+        np.testing.assert_allclose(grad(signal), central_difference(program, signal),
+                                   rtol=1e-6, atol=1e-7)
