@@ -385,7 +385,14 @@ def resampled_energy(x):
     return np.sum(scipy.signal.resample(x, 100) ** 2)
 
 
-@pytest.mark.parametrize("program", [envelope_mean, resampled_energy])
+def smoothed_slope_energy(x):
+    """A Savitzky-Golay derivative of the detrended signal (both fit by scipy.linalg.lstsq)."""
+    import scipy.signal
+    trend_free = scipy.signal.detrend(x)
+    return np.sum(scipy.signal.savgol_filter(trend_free, 9, 3, deriv=1) ** 2)
+
+
+@pytest.mark.parametrize("program", [envelope_mean, resampled_energy, smoothed_slope_energy])
 def test_scipy_signal_functions_written_in_numpy_stage(program):
     jit, grad = xform.jit(program), xform.grad(program)
     for signal in [_SIGNAL, np.cos(3 * _T) + _T] * 2:
