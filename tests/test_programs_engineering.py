@@ -28,6 +28,21 @@ _SIGNAL = np.sin(2 * np.pi * 5 * _T) + 0.3 * np.cos(2 * np.pi * 13 * _T)
 _IMAGE = np.outer(np.sin(np.linspace(0, 3, 8)), np.cos(np.linspace(0, 2, 8)))
 
 
+def assert_matches_eager_and_differences(program, points, value_rtol=1e-13, atol=1e-7):
+    """One jit and one grad, called alternately at each point twice: the values are eager
+    numpy's or SciPy's (to `value_rtol`), the gradients central differences', and a compiled
+    gradient call computes its first (interpreted) call's bits. Returns the grad."""
+    jit, grad = xform.jit(program), xform.grad(program)
+    first_calls = [grad(point) for point in points]
+    for point, first in zip(points * 2, first_calls * 2):
+        np.testing.assert_allclose(jit(point), program(point), rtol=value_rtol)
+        gradient = grad(point)
+        np.testing.assert_array_equal(gradient, first)
+        np.testing.assert_allclose(gradient, central_difference(program, point), rtol=1e-6,
+                                   atol=atol)
+    return grad
+
+
 # -- SciPy's compiled code given a Tracer raised its own TypeError or AttributeError, naming
 # -- neither the SciPy function, the user's line nor a fix
 
@@ -91,11 +106,7 @@ def blur_rows_residual(sigma):
 
 
 def test_apply_along_axis_of_a_concrete_image_with_a_traced_kernel():
-    jit, grad = xform.jit(blur_rows_residual), xform.grad(blur_rows_residual)
-    for sigma in [1.5, 0.7] * 2:
-        assert jit(sigma) == blur_rows_residual(sigma)
-        np.testing.assert_allclose(grad(sigma), central_difference(blur_rows_residual, sigma),
-                                   rtol=1e-7)
+    grad = assert_matches_eager_and_differences(blur_rows_residual, [1.5, 0.7], value_rtol=0)
     sigmas = np.array([1.5, 0.7])
     np.testing.assert_allclose(xform.vmap(grad)(sigmas), [grad(s) for s in sigmas], rtol=1e-14)
 
@@ -138,11 +149,7 @@ def smoothed_trajectory_end(velocity):
     (smoothed_trajectory_end, [np.array([1.0, 5.0]), np.array([2.0, 3.0])]),
 ])
 def test_numpy_functions_of_a_deque_of_traced_values(program, points):
-    jit, grad = xform.jit(program), xform.grad(program)
-    for point in points * 2:
-        assert jit(point) == program(point)
-        np.testing.assert_allclose(grad(point), central_difference(program, point),
-                                   rtol=1e-7, atol=1e-9)
+    assert_matches_eager_and_differences(program, points, value_rtol=0, atol=1e-9)
 
 
 # -- polynomial roots and np.poly1d: "numpy.roots / numpy.trim_zeros is not supported" --------
@@ -170,11 +177,7 @@ def newton_on_a_poly1d(coefficients):
     (newton_on_a_poly1d, [np.array([1.0, -2.0, -1.0, 2.0]), np.array([0.5, 1.0, 0.5, -3.0])]),
 ])
 def test_polynomial_roots_and_poly1d_match_numpy_and_finite_differences(program, points):
-    jit, grad = xform.jit(program), xform.grad(program)
-    for point in points * 2:
-        np.testing.assert_allclose(jit(point), program(point), rtol=1e-12)
-        np.testing.assert_allclose(grad(point), central_difference(program, point),
-                                   rtol=1e-6, atol=1e-9)
+    assert_matches_eager_and_differences(program, points, value_rtol=1e-12, atol=1e-9)
 
 
 def test_roots_and_trim_zeros_cut_as_numpy_cuts():
@@ -240,14 +243,7 @@ def streamed_blocks(x):
     (streamed_blocks, [_SIGNAL, np.cos(3 * _T)]),
 ])
 def test_iir_filters_match_scipy_and_finite_differences(program, points):
-    jit, grad = xform.jit(program), xform.grad(program)
-    first_calls = [grad(point) for point in points]
-    for point, first in zip(points * 2, first_calls * 2):
-        np.testing.assert_allclose(jit(point), program(point), rtol=1e-13)
-        gradient = grad(point)
-        np.testing.assert_array_equal(gradient, first)      # compiled: the first call's bits
-        np.testing.assert_allclose(gradient, central_difference(program, point),
-                                   rtol=1e-6, atol=1e-7)
+    assert_matches_eager_and_differences(program, points)
     check_grads(program, (points[0],), order=2)
 
 
@@ -299,11 +295,7 @@ _IMAGES = [_IMAGE + 0.01 * np.arange(64).reshape(8, 8) ** 1.5, np.cos(3 * _IMAGE
 
 @pytest.mark.parametrize("program", [edge_energy, denoising_loss, robust_background])
 def test_ndimage_filters_match_scipy_and_finite_differences(program):
-    jit, grad = xform.jit(program), xform.grad(program)
-    for image in _IMAGES * 2:
-        np.testing.assert_allclose(jit(image), program(image), rtol=1e-13)
-        np.testing.assert_allclose(grad(image), central_difference(program, image),
-                                   rtol=1e-6, atol=1e-7)
+    assert_matches_eager_and_differences(program, _IMAGES)
     check_grads(program, (_IMAGES[0],), order=2)
 
 
@@ -362,11 +354,7 @@ def pole_placement_energy(damping):
     (pole_placement_energy, [np.array([2.0, 0.5]), np.array([0.5, 1.5])]),
 ])
 def test_riccati_solutions_match_scipy_and_finite_differences(program, points):
-    jit, grad = xform.jit(program), xform.grad(program)
-    for point in points * 2:
-        np.testing.assert_allclose(jit(point), program(point), rtol=1e-12)
-        np.testing.assert_allclose(grad(point), central_difference(program, point),
-                                   rtol=1e-6, atol=1e-8)
+    grad = assert_matches_eager_and_differences(program, points, value_rtol=1e-12, atol=1e-8)
     check_grads(program, (points[0],), order=2)
     np.testing.assert_allclose(xform.vmap(grad)(np.stack(points)),
                                [grad(point) for point in points], rtol=1e-12)
@@ -394,8 +382,4 @@ def smoothed_slope_energy(x):
 
 @pytest.mark.parametrize("program", [envelope_mean, resampled_energy, smoothed_slope_energy])
 def test_scipy_signal_functions_written_in_numpy_stage(program):
-    jit, grad = xform.jit(program), xform.grad(program)
-    for signal in [_SIGNAL, np.cos(3 * _T) + _T] * 2:
-        np.testing.assert_allclose(jit(signal), program(signal), rtol=1e-13)
-        np.testing.assert_allclose(grad(signal), central_difference(program, signal),
-                                   rtol=1e-6, atol=1e-7)
+    assert_matches_eager_and_differences(program, [_SIGNAL, np.cos(3 * _T) + _T])
