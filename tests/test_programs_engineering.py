@@ -383,3 +383,27 @@ def smoothed_slope_energy(x):
 @pytest.mark.parametrize("program", [envelope_mean, resampled_energy, smoothed_slope_energy])
 def test_scipy_signal_functions_written_in_numpy_stage(program):
     assert_matches_eager_and_differences(program, [_SIGNAL, np.cos(3 * _T) + _T])
+
+
+# -- spectral estimates: scipy.signal.welch and periodogram wrote traced segments into SciPy's
+# -- own arrays
+
+def spectrum_match(x):
+    """A signal's Welch spectrum matched to a target's (a relative squared error)."""
+    import scipy.signal
+    _, target = scipy.signal.welch(_SIGNAL, fs=64.0, nperseg=16)
+    _, power = scipy.signal.welch(x, fs=64.0, nperseg=16)
+    return np.sum((power - target) ** 2) / np.sum(target ** 2)
+
+
+def band_power_fraction(x):
+    import scipy.signal
+    freqs, power = scipy.signal.periodogram(x, fs=64.0, window="hann")
+    band = (freqs > 3) & (freqs < 8)
+    return np.sum(power[band]) / np.sum(power)
+
+
+@pytest.mark.parametrize("program", [spectrum_match, band_power_fraction])
+def test_spectral_estimates_match_scipy_and_finite_differences(program):
+    assert_matches_eager_and_differences(program, [np.cos(9 * _T) + _T, _SIGNAL + 0.1 * _T],
+                                         value_rtol=1e-12)

@@ -1,8 +1,10 @@
 """scipy.signal on tracers: convolve and correlate (modes full/same/valid, n-d, any method),
 fftconvolve and oaconvolve, convolve2d and correlate2d (every boundary), over xform's
 convolution primitive; lfilter (with `zi` too), sosfilt and filtfilt over its filter
-primitive (xform/rules/signal.py)."""
+primitive (xform/rules/signal.py); welch and periodogram of real signals, from numpy's FFT."""
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -180,8 +182,64 @@ def filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None, method="pad", irlen=N
     return np.moveaxis(y[..., edge:aval(y).shape[-1] - edge], -1, axis)
 
 
+def welch(x, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
+          detrend="constant", return_onesided=True, scaling="density", axis=-1,
+          average="mean"):
+    """scipy.signal.welch of a real signal: the mean (or median) of the windowed segments'
+    periodograms, as SciPy scales them."""
+    import scipy.signal
+    x = np.moveaxis(staged_array(x), axis, -1)
+    if aval(x).dtype.kind == "c":
+        raise unsupported_error("scipy.signal.welch of a complex signal")
+    if detrend not in ("constant", False) or average not in ("mean", "median") or \
+            scaling not in ("density", "spectrum"):
+        raise unsupported_error(f"scipy.signal.welch(..., detrend={detrend!r}, "
+                                f"scaling={scaling!r}, average={average!r})")
+    length = aval(x).shape[-1]
+    if nperseg is None:
+        nperseg = 256 if isinstance(window, (str, tuple)) else len(window)
+    if nperseg > length:
+        warnings.warn(f"nperseg = {nperseg:d} is greater than input length  = {length:d}, "
+                      f"using nperseg = {length:d}", stacklevel=2)
+        nperseg = length
+    taper = scipy.signal.get_window(window, nperseg) if isinstance(window, (str, tuple)) \
+        else np.asarray(window, float)
+    noverlap = nperseg // 2 if noverlap is None else noverlap
+    nfft = nperseg if nfft is None else nfft
+    step = nperseg - noverlap
+    segments = np.stack([x[..., start:start + nperseg]
+                         for start in range(0, length - nperseg + 1, step)], axis=-2)
+    if detrend == "constant":
+        segments = segments - np.mean(segments, axis=-1, keepdims=True)
+    scale = 1.0 / (fs * np.sum(taper * taper)) if scaling == "density" else \
+        1.0 / np.sum(taper) ** 2
+    if return_onesided:
+        spectra = np.abs(np.fft.rfft(segments * taper, nfft)) ** 2 * scale
+        doubled = np.ones(nfft // 2 + 1)
+        doubled[1:(nfft + 1) // 2] = 2.0        # all but DC and an even length's Nyquist
+        spectra = spectra * doubled
+        freqs = np.fft.rfftfreq(nfft, 1 / fs)
+    else:
+        spectra = np.abs(np.fft.fft(segments * taper, nfft)) ** 2 * scale
+        freqs = np.fft.fftfreq(nfft, 1 / fs)
+    if average == "mean":
+        power = np.mean(spectra, axis=-2)
+    else:
+        # SciPy's median, corrected by its bias for the number of segments
+        power = np.median(spectra, axis=-2) / scipy.signal._spectral_py._median_bias(
+            aval(spectra).shape[-2])
+    return freqs, np.moveaxis(power, -1, axis)
+
+
+def periodogram(x, fs=1.0, window="boxcar", nfft=None, detrend="constant",
+                return_onesided=True, scaling="density", axis=-1):
+    """scipy.signal.periodogram: welch's estimate with one segment, the whole signal."""
+    length = aval(staged_array(x)).shape[axis]
+    return welch(x, fs, window, length, 0, nfft, detrend, return_onesided, scaling, axis)
+
+
 STAND_INS = ("convolve", "correlate", "fftconvolve", "oaconvolve", "convolve2d",
-             "correlate2d", "lfilter", "sosfilt", "filtfilt")
+             "correlate2d", "lfilter", "sosfilt", "filtfilt", "welch", "periodogram")
 
 
 def _install():
