@@ -407,3 +407,35 @@ def band_power_fraction(x):
 def test_spectral_estimates_match_scipy_and_finite_differences(program):
     assert_matches_eager_and_differences(program, [np.cos(9 * _T) + _T, _SIGNAL + 0.1 * _T],
                                          value_rtol=1e-12)
+
+
+# -- scipy.signal.dlsim of a system with traced matrices, or of a traced input: SciPy wrote the
+# -- states into its own array
+
+_INPUT = np.sin(np.arange(20) * 0.4)
+
+
+def tracking_cost(gains):
+    """A discrete plant's response, its feedback and input gains traced, to a step."""
+    import scipy.signal
+    a = np.array([[gains[0], 0.1], [0.0, 0.8]])
+    b = np.array([[0.0], [gains[1]]])
+    plant = scipy.signal.dlti(a, b, np.array([[1.0, 0.0]]), np.zeros((1, 1)), dt=0.1)
+    _, y, x = scipy.signal.dlsim(plant, np.ones(20))
+    return np.sum((y[:, 0] - 0.5) ** 2) + 0.1 * np.sum(x[:, 1] ** 2)
+
+
+def filtered_input_energy(u):
+    """A transfer function's response to a traced input (no states returned, as SciPy's)."""
+    import scipy.signal
+    t, y = scipy.signal.dlsim(([1.0, 0.5], [1.0, -0.5], 0.5), u)
+    return np.sum(y ** 2) + t[-1]
+
+
+@pytest.mark.parametrize("program, points", [
+    (tracking_cost, [np.array([0.9, 0.1]), np.array([0.7, 0.3])]),
+    (filtered_input_energy, [_INPUT, np.cos(np.arange(20.0))]),
+])
+def test_dlsim_matches_scipy_and_finite_differences(program, points):
+    assert_matches_eager_and_differences(program, points, value_rtol=0)
+    check_grads(program, (points[0],), order=2)

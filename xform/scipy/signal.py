@@ -1,7 +1,8 @@
 """scipy.signal on tracers: convolve and correlate (modes full/same/valid, n-d, any method),
 fftconvolve and oaconvolve, convolve2d and correlate2d (every boundary), over xform's
 convolution primitive; lfilter (with `zi` too), sosfilt and filtfilt over its filter
-primitive (xform/rules/signal.py); welch and periodogram of real signals, from numpy's FFT."""
+primitive (xform/rules/signal.py); welch and periodogram of real signals, from numpy's FFT;
+dlsim's state-space recursion."""
 from __future__ import annotations
 
 import warnings
@@ -12,7 +13,7 @@ from xform.errors import shape_error, unsupported_error
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
-from xform.numpy.stand_ins import stand_in, stand_in_when_imported
+from xform.numpy.stand_ins import contains_tracer, stand_in, stand_in_when_imported
 from xform.rules.signal import convolve_p, lfilter_p
 
 _METHODS = ("auto", "direct", "fft")
@@ -238,6 +239,45 @@ def periodogram(x, fs=1.0, window="boxcar", nfft=None, detrend="constant",
     return welch(x, fs, window, length, 0, nfft, detrend, return_onesided, scaling, axis)
 
 
+def _state_space(system):
+    """(A, B, C, D, dt) of a discrete system: a dlti object, or SciPy's tuple forms."""
+    import scipy.signal
+    if isinstance(system, tuple) and len(system) == 5:
+        return tuple(np.atleast_2d(staged_array(m)) for m in system[:4]) + (system[4],)
+    if isinstance(system, tuple):
+        if contains_tracer(system):
+            raise unsupported_error("scipy.signal.dlsim of a traced transfer function or "
+                                    "zeros-poles-gain tuple (a state-space tuple stages)")
+        system = scipy.signal.dlti(*system[:-1], dt=system[-1])
+    if not isinstance(system, scipy.signal.StateSpace):
+        system = system._as_ss()
+    return system.A, system.B, system.C, system.D, system.dt
+
+
+def dlsim(system, u, t=None, x0=None):
+    """scipy.signal.dlsim at the system's own sample times: (t, y, x) of the state-space
+    recursion x[k+1] = A x[k] + B u[k], y[k] = C x[k] + D u[k] (x of a state-space system)."""
+    if t is not None:
+        raise unsupported_error("scipy.signal.dlsim(..., t=...) (an input resampled onto t)")
+    import scipy.signal
+    a, b, c, d, dt = _state_space(system)
+    u = staged_array(u)
+    inputs = u[:, None] if aval(u).ndim == 1 else u
+    samples = aval(inputs).shape[0]
+    state = np.zeros(aval(a).shape[0]) if x0 is None else staged_array(x0)
+    states, outputs = [], []
+    for k in range(samples):
+        states.append(state)
+        outputs.append(c @ state + d @ inputs[k])
+        state = a @ state + b @ inputs[k]
+    times = np.linspace(0.0, (samples - 1) * dt, num=samples)
+    # as SciPy's: the states only of a system given in state-space form
+    given_states = (isinstance(system, tuple) and len(system) == 5) or isinstance(
+        system, scipy.signal.StateSpace)
+    return (times, np.stack(outputs), np.stack(states)) if given_states else (
+        times, np.stack(outputs))
+
+
 STAND_INS = ("convolve", "correlate", "fftconvolve", "oaconvolve", "convolve2d",
              "correlate2d", "lfilter", "sosfilt", "filtfilt", "welch", "periodogram")
 
@@ -246,6 +286,8 @@ def _install():
     import scipy.signal
     for name in STAND_INS:
         stand_in(getattr(scipy.signal, name), globals()[name])
+    # a system object holds its traced matrices where no argument shows them
+    stand_in(scipy.signal.dlsim, dlsim, when=lambda args, kwargs: True)
 
 
 stand_in_when_imported("scipy.signal", _install)
