@@ -439,3 +439,50 @@ def filtered_input_energy(u):
 def test_dlsim_matches_scipy_and_finite_differences(program, points):
     assert_matches_eager_and_differences(program, points, value_rtol=0)
     check_grads(program, (points[0],), order=2)
+
+
+# -- image warps of order 1: scipy.ndimage.map_coordinates, shift and zoom wrote traced values
+# -- into SciPy's own arrays
+
+def registration_error(motion):
+    """An image warped by a traced translation and shear, compared with a reference."""
+    import scipy.ndimage
+    rows, cols = np.meshgrid(np.arange(8.0), np.arange(8.0), indexing="ij")
+    grid = np.stack([rows + motion[0] + motion[2] * cols, cols + motion[1]])
+    warped = scipy.ndimage.map_coordinates(_IMAGE, grid, order=1, mode="nearest")
+    return np.sum((warped - np.roll(_IMAGE, 1, axis=0)) ** 2)
+
+
+def resampled_image_energy(image):
+    import scipy.ndimage
+    enlarged = scipy.ndimage.zoom(image, 1.5, order=1)
+    moved = scipy.ndimage.shift(image, (0.3, -0.6), order=1, mode="reflect")
+    return np.sum(enlarged ** 2) + np.sum(moved ** 3)
+
+
+@pytest.mark.parametrize("program, points", [
+    (registration_error, [np.array([0.31, -0.22, 0.05]), np.array([-0.4, 0.15, -0.13])]),
+    (resampled_image_energy, _IMAGES),
+])
+def test_order_one_warps_match_scipy_and_finite_differences(program, points):
+    assert_matches_eager_and_differences(program, points)
+    check_grads(program, (points[0],), order=2)
+
+
+@pytest.mark.parametrize("mode", ["constant", "grid-constant", "nearest", "reflect", "mirror"])
+def test_order_one_warps_match_scipy_in_every_mode(mode):
+    import scipy.ndimage as ndimage
+    rng = np.random.default_rng(1)
+    image = rng.standard_normal((5, 6))
+    # points inside, on the edges and past them
+    points = np.concatenate([[[0.0, 4.0, 4.0, -1.0, 2.0], [0.0, 5.0, 0.0, 2.0, 6.0]],
+                             np.stack([rng.uniform(-2.5, 7.5, 50), rng.uniform(-2.5, 8.5, 50)])],
+                            axis=1)
+    warps = [
+        lambda x, c: ndimage.map_coordinates(x, c, order=1, mode=mode, cval=-0.5),
+        lambda x, c: ndimage.shift(x, (2.5, 0.25), order=1, mode=mode, cval=0.2),
+        lambda x, c: ndimage.zoom(x, (2, 0.7), order=1, mode=mode),
+    ]
+    for warp in warps:
+        np.testing.assert_allclose(xform.jit(warp)(image, points), warp(image, points),
+                                   rtol=1e-13, atol=1e-15)

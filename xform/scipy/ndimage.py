@@ -1,8 +1,9 @@
 """scipy.ndimage's filters on tracers: correlate1d/convolve1d, correlate/convolve, the
 Gaussian, uniform, Sobel, Prewitt and Laplace filters (linear: sums of shifted copies of the
 input extended at its edges as `mode` says), and the median, minimum and maximum filters
-over a box (an order statistic of the shifted copies). Float inputs; SciPy's values up to
-rounding (the sums run in another order)."""
+over a box (an order statistic of the shifted copies); map_coordinates, shift and zoom of
+order 1 (linear interpolation, in the image and the coordinates). Float inputs; SciPy's
+values up to rounding (the sums run in another order)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from xform.errors import shape_error, unsupported_error
 from xform.ir.ad import aval
 from xform.numpy.construct import staged_array
+from xform.numpy.index import take
 from xform.numpy.stand_ins import stand_in
 
 # ndimage's edge modes -> np.pad's
@@ -197,9 +199,99 @@ median_filter = _box_filter("median_filter", _middle)
 minimum_filter = _box_filter("minimum_filter", np.min)
 maximum_filter = _box_filter("maximum_filter", np.max)
 
+def _corner_index(k, n, mode):
+    """The input index of extended position `k` (an integer array) along an axis of length
+    `n`, as ndimage extends it; None where it is off the input (cval's)."""
+    if mode == "reflect":           # ... x1 x0 | x0 x1 ... x(n-1) | x(n-1) ...
+        k = np.mod(k, 2 * n)
+        return np.where(k >= n, 2 * n - 1 - k, k)
+    if mode == "mirror":            # ... x2 x1 | x0 x1 ... x(n-1) | x(n-2) ...
+        period = max(2 * (n - 1), 1)
+        k = np.mod(k, period)
+        return np.where(k >= n, period - k, k)
+    return np.clip(k, 0, n - 1)     # nearest, and the constant modes' inside
+
+
+def map_coordinates(input, coordinates, output=None, order=3, mode="constant", cval=0.0,
+                    prefilter=True):
+    """scipy.ndimage.map_coordinates of order 1: the input interpolated linearly between its
+    2^d neighbours at each (traced or concrete) coordinate, extended as `mode` says."""
+    if order != 1 or output is not None:
+        raise unsupported_error(f"scipy.ndimage.map_coordinates(..., order={order}) (xform's "
+                                f"version interpolates linearly: order=1)")
+    if mode not in ("constant", "grid-constant", "nearest", "reflect", "mirror"):
+        raise unsupported_error(f"scipy.ndimage.map_coordinates(..., mode={mode!r})")
+    x, coordinates = _float_input(input, "map_coordinates"), staged_array(coordinates)
+    rank, shape = aval(x).ndim, aval(x).shape
+    if aval(coordinates).shape[0] != rank:
+        raise shape_error("scipy.ndimage.map_coordinates: invalid shape for coordinate array")
+    inside = None
+    lows, fractions = [], []
+    for axis in range(rank):
+        c, n = coordinates[axis].astype(float), shape[axis]
+        if mode == "nearest":
+            c = np.clip(c, 0, n - 1)
+        if mode in ("constant", "nearest"):
+            # inside [0, n - 1], the last sample the upper end of the last interval
+            low = np.clip(np.floor(c), 0, max(n - 2, 0))
+            if mode == "constant":
+                valid = (c >= 0) & (c <= n - 1)
+                inside = valid if inside is None else inside & valid
+        else:
+            low = np.floor(c)
+        lows.append(low.astype(np.intp))
+        fractions.append(c - low)
+    result = 0.0
+    for corner in np.ndindex(*(2,) * rank):
+        weight, index, on_input = 1.0, [], None
+        for axis, step in enumerate(corner):
+            k = lows[axis] + step
+            weight = weight * (fractions[axis] if step else 1 - fractions[axis])
+            index.append(_corner_index(k, shape[axis], mode))
+            if mode == "grid-constant":
+                valid = (k >= 0) & (k <= shape[axis] - 1)
+                on_input = valid if on_input is None else on_input & valid
+        # a gather by flat positions: the image may be concrete, the positions traced
+        flat = sum(i * int(np.prod(shape[axis + 1:])) for axis, i in enumerate(index))
+        value = take(x, flat)      # xform's: numpy's take dispatches on the array only
+        if on_input is not None:
+            value = np.where(on_input, value, cval)
+        result = result + weight * value
+    return result if inside is None else np.where(inside, result, cval)
+
+
+def _grid(shape):
+    return np.stack(np.meshgrid(*[np.arange(float(n)) for n in shape], indexing="ij"))
+
+
+def shift(input, shift, output=None, order=3, mode="constant", cval=0.0, prefilter=True):
+    """scipy.ndimage.shift of order 1: the input at each output position less `shift`."""
+    x = _float_input(input, "shift")
+    rank = aval(x).ndim
+    offsets = np.broadcast_to(staged_array(shift), (rank,))
+    coordinates = _grid(aval(x).shape) - np.reshape(offsets, (rank,) + (1,) * rank)
+    return map_coordinates(x, coordinates, output, order, mode, cval, prefilter)
+
+
+def zoom(input, zoom, output=None, order=3, mode="constant", cval=0.0, prefilter=True, *,
+         grid_mode=False):
+    """scipy.ndimage.zoom of order 1 (grid_mode False): the output's corners on the input's,
+    the samples between evenly spaced."""
+    if grid_mode:
+        raise unsupported_error("scipy.ndimage.zoom(..., grid_mode=True)")
+    x = _float_input(input, "zoom")
+    shape = aval(x).shape
+    factors = np.broadcast_to(zoom, (len(shape),))
+    out_shape = tuple(int(round(n * z)) for n, z in zip(shape, factors))
+    steps = [(n - 1) / max(m - 1, 1) for n, m in zip(shape, out_shape)]
+    coordinates = _grid(out_shape) * np.reshape(steps, (len(shape),) + (1,) * len(shape))
+    return map_coordinates(x, coordinates, output, order, mode, cval, prefilter)
+
+
 STAND_INS = ("correlate1d", "convolve1d", "correlate", "convolve", "gaussian_filter1d",
              "gaussian_filter", "uniform_filter1d", "uniform_filter", "sobel", "prewitt",
-             "laplace", "median_filter", "minimum_filter", "maximum_filter")
+             "laplace", "median_filter", "minimum_filter", "maximum_filter", "map_coordinates",
+             "shift", "zoom")
 
 
 def _install():
