@@ -486,3 +486,39 @@ def test_order_one_warps_match_scipy_in_every_mode(mode):
     for warp in warps:
         np.testing.assert_allclose(xform.jit(warp)(image, points), warp(image, points),
                                    rtol=1e-13, atol=1e-15)
+
+
+# -- binary morphology of a traced mask: scipy.ndimage.binary_dilation's compiled code refused
+# -- a Tracer ("'Tracer' object has no attribute 'flags'")
+
+def ring_energy(image):
+    """The energy in the ring a thresholded region grows by, as an outline feature."""
+    import scipy.ndimage
+    region = image > 0.3
+    grown = scipy.ndimage.binary_dilation(region, iterations=2)
+    core = scipy.ndimage.binary_erosion(region)
+    return np.sum(image[grown & ~core] ** 2)
+
+
+def test_binary_morphology_of_a_traced_mask():
+    grad = assert_matches_eager_and_differences(ring_energy, _IMAGES, value_rtol=0)
+    import scipy.ndimage
+    for image in _IMAGES:
+        ring = (scipy.ndimage.binary_dilation(image > 0.3, iterations=2)
+                & ~scipy.ndimage.binary_erosion(image > 0.3))
+        np.testing.assert_array_equal(grad(image), np.where(ring, 2 * image, 0.0))
+
+
+@pytest.mark.parametrize("structure", [None, np.ones((3, 3)), np.array([[0, 1, 0]] * 3),
+                                       np.ones((1, 5))])
+def test_binary_dilation_and_erosion_match_scipy(structure):
+    import scipy.ndimage as ndimage
+    image = np.random.default_rng(2).standard_normal((7, 8))
+    for iterations in (1, 3):
+        operations = [
+            lambda x: ndimage.binary_dilation(x > 0.3, structure, iterations),
+            lambda x: ndimage.binary_erosion(x > -0.3, structure, iterations),
+            lambda x: ndimage.binary_erosion(x > -0.3, structure, iterations, border_value=1),
+        ]
+        for operation in operations:
+            np.testing.assert_array_equal(xform.jit(operation)(image), operation(image))

@@ -288,10 +288,45 @@ def zoom(input, zoom, output=None, order=3, mode="constant", cval=0.0, prefilter
     return map_coordinates(x, coordinates, output, order, mode, cval, prefilter)
 
 
+def _binary(name, combine, border):
+    def morphology(input, structure=None, iterations=1, mask=None, output=None,
+                   border_value=0, origin=0, brute_force=False, *, axes=None):
+        import scipy.ndimage
+        x = staged_array(input)
+        rank = aval(x).ndim
+        structure = (scipy.ndimage.generate_binary_structure(rank, 1) if structure is None
+                     else np.asarray(structure, bool))
+        if mask is not None or output is not None or axes is not None or np.any(origin) or \
+                not np.array_equal(structure, np.flip(structure)) or iterations < 1 or \
+                structure.ndim != rank or (border is not None and border_value):
+            raise unsupported_error(f"scipy.ndimage.{name} other than by a symmetric "
+                                    f"structure of the input's rank, at origin 0, without mask "
+                                    f"(a dilation's border 0)")
+        x = x != 0
+        for _ in range(iterations):
+            copies = [x]
+            for axis in range(rank):
+                copies = [shifted for copy in copies for shifted in
+                          _shifted(copy, axis, structure.shape[axis], 0, "constant",
+                                   bool(border_value) if border is None else False)]
+            x = combine(np.stack([copy for copy, on in zip(copies, structure.ravel()) if on]),
+                        axis=0)
+        return x
+    morphology.__name__ = name
+    morphology.__doc__ = (f"scipy.ndimage.{name} by a symmetric structure: the "
+                          f"{combine.__name__} of the input shifted to its elements.")
+    return morphology
+
+
+# (the border outside the image: False for a dilation, `border_value` for an erosion)
+binary_dilation = _binary("binary_dilation", np.any, False)
+binary_erosion = _binary("binary_erosion", np.all, None)
+
+
 STAND_INS = ("correlate1d", "convolve1d", "correlate", "convolve", "gaussian_filter1d",
              "gaussian_filter", "uniform_filter1d", "uniform_filter", "sobel", "prewitt",
              "laplace", "median_filter", "minimum_filter", "maximum_filter", "map_coordinates",
-             "shift", "zoom")
+             "shift", "zoom", "binary_dilation", "binary_erosion")
 
 
 def _install():
