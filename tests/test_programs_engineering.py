@@ -522,3 +522,31 @@ def test_binary_dilation_and_erosion_match_scipy(structure):
         ]
         for operation in operations:
             np.testing.assert_array_equal(xform.jit(operation)(image), operation(image))
+
+
+# -- peak finding: scipy.signal.find_peaks's compiled code refused a Tracer
+
+def peak_energy(x):
+    """The energy of a signal's peaks above a height, as a spectral-line feature."""
+    import scipy.signal
+    peaks, properties = scipy.signal.find_peaks(x, height=0.1)
+    return np.sum(properties["peak_heights"] ** 2) + np.sum(x[peaks]) / max(len(peaks), 1)
+
+
+def test_find_peaks_by_height_matches_scipy_and_finite_differences():
+    # two signals with different numbers of peaks: one path each, called alternately
+    assert_matches_eager_and_differences(peak_energy, [_SIGNAL, np.cos(9 * _T) + 0.2 * _T],
+                                         value_rtol=0)
+    import scipy.signal
+    rng = np.random.default_rng(3)
+    for size in (3, 17, 40):
+        x = rng.standard_normal(size)
+        for height in [None, 0.1, (0.0, 1.0), (None, 0.5)]:
+            got = xform.jit(lambda v: scipy.signal.find_peaks(v, height=height))(x)
+            want = scipy.signal.find_peaks(x, height=height)
+            np.testing.assert_array_equal(got[0], want[0])
+            assert got[1].keys() == want[1].keys()
+            for key in want[1]:
+                np.testing.assert_array_equal(got[1][key], want[1][key])
+    with pytest.raises(xform.UnsupportedError, match="two equal neighbours"):
+        xform.jit(lambda v: scipy.signal.find_peaks(v)[0])(np.array([0.0, 1.0, 1.0, 0.0]))

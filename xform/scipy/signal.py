@@ -2,7 +2,7 @@
 fftconvolve and oaconvolve, convolve2d and correlate2d (every boundary), over xform's
 convolution primitive; lfilter (with `zi` too), sosfilt and filtfilt over its filter
 primitive (xform/rules/signal.py); welch and periodogram of real signals, from numpy's FFT;
-dlsim's state-space recursion."""
+dlsim's state-space recursion; find_peaks by height."""
 from __future__ import annotations
 
 import warnings
@@ -239,6 +239,35 @@ def periodogram(x, fs=1.0, window="boxcar", nfft=None, detrend="constant",
     return welch(x, fs, window, length, 0, nfft, detrend, return_onesided, scaling, axis)
 
 
+def find_peaks(x, height=None, threshold=None, distance=None, prominence=None, width=None,
+               wlen=None, rel_height=0.5, plateau_size=None):
+    """scipy.signal.find_peaks of a traced 1-d signal, by `height` only: the samples above both
+    neighbours (their count read from the call's values, a guard), as SciPy finds them where
+    no two neighbours are equal (a flat peak, SciPy's midpoint, is refused at the line)."""
+    if any(v is not None for v in (threshold, distance, prominence, width, wlen,
+                                   plateau_size)):
+        raise unsupported_error("scipy.signal.find_peaks with other conditions than height")
+    x = staged_array(x)
+    if aval(x).ndim != 1:
+        raise shape_error("scipy.signal.find_peaks: `x` must be a 1-D array")
+    if bool(np.any(x[1:] == x[:-1])):
+        raise unsupported_error("scipy.signal.find_peaks of a signal with two equal "
+                                "neighbours (a flat peak)")
+    middle = x[1:-1]
+    found = (middle > x[:-2]) & (middle > x[2:])
+    properties = {}
+    if height is not None:
+        low, high = height if isinstance(height, tuple) else (height, None)
+        if low is not None:
+            found = found & (middle >= low)
+        if high is not None:
+            found = found & (middle <= high)
+    peaks = np.nonzero(found)[0] + 1
+    if height is not None:
+        properties["peak_heights"] = x[peaks]
+    return peaks, properties
+
+
 def _state_space(system):
     """(A, B, C, D, dt) of a discrete system: a dlti object, or SciPy's tuple forms."""
     import scipy.signal
@@ -279,7 +308,8 @@ def dlsim(system, u, t=None, x0=None):
 
 
 STAND_INS = ("convolve", "correlate", "fftconvolve", "oaconvolve", "convolve2d",
-             "correlate2d", "lfilter", "sosfilt", "filtfilt", "welch", "periodogram")
+             "correlate2d", "lfilter", "sosfilt", "filtfilt", "welch", "periodogram",
+             "find_peaks")
 
 
 def _install():
