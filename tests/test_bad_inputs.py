@@ -9,7 +9,6 @@ import warnings
 import numpy as np
 import pytest
 import scipy.integrate
-import scipy.ndimage
 import scipy.signal
 
 import xform
@@ -116,10 +115,6 @@ def unsupported_numpy(x):
 
 def unsupported_scipy(x):
     return scipy.signal.medfilt(x)                                            # line: scipy
-
-
-def scipy_compiled_code(x):
-    return scipy.ndimage.convolve(x, np.ones(3))                              # line: scipy-compiled
 
 
 TABLE = np.zeros(3)
@@ -317,9 +312,6 @@ CASES = [
      xform.UnsupportedError, "numpy.spacing is not supported on traced values"),
     ("unsupported SciPy function", "scipy", lambda: xform.jit(unsupported_scipy)(X),
      xform.UnsupportedError, "scipy.signal.medfilt"),
-    ("SciPy's compiled code given a traced value", "scipy-compiled",
-     lambda: xform.jit(scipy_compiled_code)(X), xform.UnsupportedError,
-     "scipy.ndimage.convolve (which has no xform version) on a traced value"),
     ("a concrete array written with a traced value", "write",
      lambda: xform.jit(write_traced_into_a_concrete_array)(1.0), xform.ConcretizationError,
      "writing a traced value or index into a concrete numpy array"),

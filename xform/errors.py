@@ -226,10 +226,10 @@ def unsupported_error(what: str, hint: str | None = None) -> UnsupportedError:
     if callee is not None and not what.startswith(callee):
         what = f"{callee} (which uses {what})"
     return UnsupportedError(f"{what} is not supported on traced values", user_frame_info(),
-                            hint or _own_definition_hint(callee or what))
+                            hint or own_definition_hint(callee or what))
 
 
-def _own_definition_hint(function: str) -> str:
+def own_definition_hint(function: str) -> str:
     """How to stage `function` ("numpy.spacing", "scipy.signal.medfilt") anyway, as code to
     copy: a primitive of the user's own, which a numpy function reaches through
     `xform.implements` (numpy's dispatch), any other (SciPy's Python) through an overlay."""

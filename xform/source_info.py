@@ -144,10 +144,7 @@ def scipy_call_raising(tb):
     user's code; else None."""
     if _SCIPY_SPEC is None:
         return None
-    entries = []
-    while tb is not None:
-        entries.append(tb.tb_frame)
-        tb = tb.tb_next
+    entries = _frames(tb)
     if entries and _current_opname(entries[-1]) == "RAISE_VARARGS":
         return None     # a `raise` of numpy's or SciPy's own Python: about the values
     inner = [f for f in entries if not (f.f_code.co_filename.startswith(_NUMPY_DIR + os.sep)
@@ -165,15 +162,21 @@ def scipy_call_raising(tb):
 def compiled_call_raising(tb):
     """The user's frame for an exception whose traceback `tb` ends in compiled code its
     current call reached (frames of Cython's own sources aside); else None."""
-    frames = []
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
+    frames = _frames(tb)
     while frames and _is_cython(frames[-1].f_code.co_filename):
         frames.pop()
     if not frames or is_excluded(frames[-1].f_code.co_filename):
         return None
     return frames[-1] if _current_opname(frames[-1]) == "CALL" else None
+
+
+def _frames(tb) -> list:
+    """The frames of traceback `tb`, outermost first."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames
 
 
 def _is_cython(filename: str) -> bool:
@@ -186,23 +189,18 @@ def _current_opname(frame) -> str | None:
                  if i.offset == frame.f_lasti), None)
 
 
-def called_name(frame) -> str:
-    """What the call `frame` is making now spells before its arguments, or ""."""
-    return _called_name(frame)
-
-
 def scipy_callee_name(called, user) -> str:
     """The public name of SciPy's function `called`, as "scipy.signal.lfilter"."""
     if "<locals>" in called.f_code.co_qualname:
         # a decorator's wrapper (SciPy's statistics functions are called through one): the
         # name is the one the user's call spells
-        return _called_name(user) or "a SciPy function"
+        return called_name(user) or "a SciPy function"
     module = called.f_globals.get("__name__", "scipy")
     public = ".".join(part for part in module.split(".") if not part.startswith("_"))
     return f"{public}.{called.f_code.co_qualname}"
 
 
-def _called_name(frame) -> str:
+def called_name(frame) -> str:
     """What the call `frame` is making now spells before its arguments ("st.entropy"), when
     it sits on one line; else ""."""
     positions = list(frame.f_code.co_positions())[frame.f_lasti // 2]

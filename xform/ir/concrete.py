@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from xform.errors import ConcretizationError, UnsupportedError
+from xform.errors import ConcretizationError, UnsupportedError, own_definition_hint
 from xform.source_info import (SourceInfo, called_name, compiled_call_raising,
                                 scipy_call_raising, scipy_callee, scipy_callee_name,
                                 user_frame, user_frame_info)
@@ -153,8 +153,7 @@ def library_error(err: Exception) -> UnsupportedError | None:
     return UnsupportedError(
         f"{name} (which has no xform version) on a traced value: inside it, "
         f"{type(err).__name__}: {err}", SourceInfo(code.co_filename, user.f_lineno, code.co_name),
-        "compute it with numpy or scipy functions that xform stages (docs: 'Plain numpy: "
-        "what works'), or call it on concrete values")
+        own_definition_hint(name))
 
 
 def derivative_cut(kind: str) -> ConcretizationError:

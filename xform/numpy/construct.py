@@ -169,13 +169,29 @@ _classified: set = set()
 _reaching: set = set()
 
 
+# SciPy's modules whose functions run SciPy's own Python on traced arguments, making arrays
+# with numpy's constructors (scipy.signal.hilbert's np.zeros, resample's): a name one of them
+# holds reaches the constructors, once the user has imported it
+_SCIPY_MODULES = ("scipy.signal",)
+# code importing one, or spelling it, reaches them too (imported while the code runs)
+_SCIPY_NAMES = frozenset(_SCIPY_MODULES) | {name.rpartition(".")[2] for name in _SCIPY_MODULES}
+_scipy_loaded: list = []
+
+
 def _reaches_constructors(names) -> bool:
     """Whether code spelling `names` can reach numpy's constructors: it names one, a numpy
-    submodule, or a numpy callable that runs numpy's own Python on its arguments."""
+    submodule, a numpy callable that runs numpy's own Python on its arguments, a module of
+    _SCIPY_MODULES or a name one of them holds once imported."""
+    loaded = [sys.modules[name] for name in _SCIPY_MODULES if name in sys.modules]
+    if len(loaded) != len(_scipy_loaded):
+        # a SciPy module imported since: the names classified as not reaching, anew
+        _scipy_loaded[:] = loaded
+        _classified.intersection_update(_reaching)
     for name in set(names).difference(_classified):
-        if name in _CONSTRUCTOR_NAMES or name in _SUBMODULE_NAMES or any(
+        if name in _CONSTRUCTOR_NAMES or name in _SUBMODULE_NAMES or name in _SCIPY_NAMES or any(
                 name in vars(namespace) and not _passes_to_xform(vars(namespace)[name])
-                for namespace in (np, np.linalg, np.fft)):
+                for namespace in (np, np.linalg, np.fft)) or any(
+                name in vars(module) for module in _scipy_loaded):
             _reaching.add(name)
         _classified.add(name)
     return not _reaching.isdisjoint(names)

@@ -36,7 +36,8 @@ from xform.ir.tracer import Tracer
 
 _MAX_DEPTH = 8  # how deep into nested lists a tracer is looked for
 # what numpy reads as a sequence of elements (a deque: a filter's delay line, a history window)
-SEQUENCES = (list, tuple, collections.deque)
+_DEQUE = collections.deque
+SEQUENCES = (list, tuple, _DEQUE)
 
 
 def contains_tracer(obj, depth: int = 0) -> bool:
@@ -45,7 +46,7 @@ def contains_tracer(obj, depth: int = 0) -> bool:
     if kind is Tracer:
         return True
     if depth < _MAX_DEPTH:
-        if kind is list or kind is tuple or kind is collections.deque:
+        if kind is list or kind is tuple or kind is _DEQUE:
             return any(contains_tracer(item, depth + 1) for item in obj)
         if kind is dict:
             return any(contains_tracer(item, depth + 1) for item in obj.values())

@@ -70,6 +70,8 @@ stand_in_when_imported("scipy.special", _installer("xform.scipy.special"), SCIPY
 stand_in_when_imported("scipy.stats", _installer("xform.scipy.stats"), SCIPY_GROUP)
 stand_in_when_imported("scipy.stats._kde", _installer("xform.scipy.kde"), SCIPY_GROUP)
 stand_in_when_imported("scipy.spatial.distance", _installer("xform.scipy.spatial"), SCIPY_GROUP)
+stand_in_when_imported("scipy.ndimage", _installer("xform.scipy.ndimage"), SCIPY_GROUP)
 
 # These register their own installers (stand_in_when_imported) when imported here.
-from xform.scipy import fft, integrate, interpolate, linalg, optimize, signal  # noqa: F401,E402
+from xform.scipy import (fft, integrate, interpolate, linalg, optimize, riccati,  # noqa: F401,E402
+                         signal)

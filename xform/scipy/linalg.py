@@ -1,6 +1,6 @@
 """scipy.linalg on tracers: solve_triangular, cholesky, cho_factor/cho_solve, lu_factor/lu_solve,
 solve (assume_a), inv, det, expm, sqrtm, solve_sylvester, block_diag, eigh (also generalised),
-svd and the structured matrices toeplitz, hankel, circulant, written over xform's
+svd, lstsq and the structured matrices toeplitz, hankel, circulant, written over xform's
 linear-algebra primitives and stood in for SciPy's own while staging, once the user has
 imported scipy.linalg.
 """
@@ -224,9 +224,20 @@ def circulant(c):
     return c[(np.arange(n)[:, None] - np.arange(n)[None, :]) % n]
 
 
+def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
+          lapack_driver=None):
+    """scipy.linalg.lstsq as numpy's lstsq (the same cutoff `cond`): (x, residues, rank, s),
+    the residues a number for a 1-d b, as SciPy gives them."""
+    a, b = staged_array(a), staged_array(b)
+    x, residues, rank, singular = np.linalg.lstsq(a, b, rcond=cond)
+    if aval(b).ndim == 1 and aval(residues).shape == (1,):
+        residues = residues[0]
+    return x, residues, rank, singular
+
+
 STAND_INS = ("solve_triangular", "cholesky", "cho_factor", "cho_solve", "lu_factor",
              "lu_solve", "solve", "inv", "det", "expm", "sqrtm", "solve_sylvester",
-             "block_diag", "eigh", "svd", "toeplitz", "hankel", "circulant")
+             "block_diag", "eigh", "svd", "toeplitz", "hankel", "circulant", "lstsq")
 
 
 def _install():

@@ -32,12 +32,13 @@ from xform.scipy.staging import F64, arguments, as_float, stage_with_args
 from xform.source_info import user_frame_info
 from xform.transforms.derived import jvp_of
 
-class _NothingTraced(Exception):
+
+class NothingTraced(Exception):
     """Nothing the solve depends on is traced: SciPy's call runs as it is (its full result,
     counters included)."""
 
 
-class _Staged:
+class StagedSolve:
     """The user's functions of one solver call staged together as one graph of
     (x, direction, *operands): one output per role (xform/rules/implicit.py names them)."""
 
@@ -49,7 +50,7 @@ class _Staged:
     def solve(self, kind, solver, starts, bounds=None):
         starts = [as_float(with_constants_read(s)) for s in starts]
         if not any(type(with_constants_read(v)) is Tracer for v in starts + self.operands):
-            raise _NothingTraced()
+            raise NothingTraced()
         return solution_p.bind(*starts, *self.operands, func=self.graph, roles=self.roles,
                                kind=kind, shape=self.shape, n_starts=len(starts),
                                solver=solver, bounds=bounds)
@@ -113,7 +114,7 @@ def _bracketing(name):
         call = arguments(getattr(_optimize(), name), args, kwargs)
         f, user_args = call.pop("f"), _tupled(call.pop("args"))
         full_output = call.pop("full_output")
-        staged = _Staged(lambda x, d, a: (f(x, *a),), ("residual",), (), user_args)
+        staged = StagedSolve(lambda x, d, a: (f(x, *a),), ("residual",), (), user_args)
         a, b = call.pop("a"), call.pop("b")
 
         def run(functions, a, b):
@@ -152,7 +153,7 @@ def newton(*args, **kwargs):
     def together(x, d, a):
         return (func(x, *a),) + ((fprime(x, *a),) if fprime is not None else ()) + \
             ((fprime2(x, *a),) if fprime2 is not None else ())
-    staged = _Staged(together, roles, _shape_of(x0), user_args)
+    staged = StagedSolve(together, roles, _shape_of(x0), user_args)
     scalar = staged.shape == ()
 
     def run(functions, x0, *x1):
@@ -199,7 +200,7 @@ def root_scalar(*args, **kwargs):
         outs += [fprime(x, *a)] if callable(fprime) and returned < 2 else []
         outs += [fprime2(x, *a)] if callable(fprime2) else []
         return tuple(outs)
-    staged = _Staged(together, roles, (), user_args)
+    staged = StagedSolve(together, roles, (), user_args)
     names = [k for k in ("bracket", "x0", "x1") for _ in range(2 if k == "bracket" else 1)
              if k in starts]
     flat = [v for k in ("bracket", "x0", "x1") if k in starts
@@ -241,7 +242,7 @@ def fsolve(*args, **kwargs):
 
     def together(x, d, a):
         return (func(x, *a),) + ((fprime(x, *a),) if fprime is not None else ())
-    staged = _Staged(together, roles, _flat_shape_of(x0), user_args)
+    staged = StagedSolve(together, roles, _flat_shape_of(x0), user_args)
 
     def run(functions, x0):
         x, info, ier, message = _optimize().fsolve(
@@ -268,7 +269,7 @@ def root(*args, **kwargs):
         if jac is True:
             return tuple(fun(x, *a))[:2]
         return (fun(x, *a),) + ((jac(x, *a),) if callable(jac) else ())
-    staged = _Staged(together, roles, _flat_shape_of(x0), user_args)
+    staged = StagedSolve(together, roles, _flat_shape_of(x0), user_args)
 
     def run(functions, x0):
         if jac is True:
@@ -311,7 +312,7 @@ def minimize_scalar(*args, **kwargs):
     bracket, bounds = call.pop("bracket"), call.pop("bounds")
     if callable(call.get("method")):
         raise unsupported_error("scipy.optimize.minimize_scalar with a custom method")
-    staged = _Staged(lambda x, d, a: (fun(x, *a),), ("objective",), (), user_args)
+    staged = StagedSolve(lambda x, d, a: (fun(x, *a),), ("objective",), (), user_args)
     n_bracket = len(bracket) if bracket is not None else 0
     starts = tuple(bracket or ()) + tuple(bounds or ())
 
@@ -360,7 +361,7 @@ def minimize(*args, **kwargs):
         outs += [hess(x, *a)] if callable(hess) else []
         outs += [hessp(x, d, *a)] if callable(hessp) else []
         return tuple(outs)
-    staged = _Staged(together, roles, _flat_shape_of(x0, "minimize"), user_args)
+    staged = StagedSolve(together, roles, _flat_shape_of(x0, "minimize"), user_args)
     n = int(np.prod(staged.shape, dtype=int))
 
     def run(functions, x0):
@@ -425,7 +426,7 @@ def least_squares(*args, **kwargs):
         residual = fun(x, *a, **kw)
         outs = (residual,) + ((jac(x, *a, **kw),) if callable(jac) else ())
         return outs + ((_robust_cost(residual, loss, f_scale),) if robust else ())
-    staged = _Staged(together, roles, _flat_shape_of(x0, "least_squares"),
+    staged = StagedSolve(together, roles, _flat_shape_of(x0, "least_squares"),
                      (user_args, user_kwargs))
     n = int(np.prod(staged.shape, dtype=int))
 
@@ -529,7 +530,7 @@ def curve_fit(*args, **kwargs):
         outs = (weighted(f(x, *p) - y),)
         return outs + ((weighted(np.asarray(jac(x, *p))),) if callable(jac) else ())
     roles = ("residual",) + (("residual jacobian",) if callable(jac) else ())
-    staged = _Staged(together, roles, (n,), (xdata, ydata))
+    staged = StagedSolve(together, roles, (n,), (xdata, ydata))
 
     def run(functions, start):
         def model(_, *p):
@@ -564,7 +565,7 @@ def _eager_when_untraced(name, replacement):
     def stand_in(*args, **kwargs):
         try:
             return replacement(*args, **kwargs)
-        except _NothingTraced:
+        except NothingTraced:
             # (arrays the staged function made from constants, np.zeros(2), as their values)
             return getattr(_optimize(), name)(*_values_of_constants(args),
                                              **_values_of_constants(kwargs))

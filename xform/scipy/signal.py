@@ -1,8 +1,11 @@
 """scipy.signal on tracers: convolve and correlate (modes full/same/valid, n-d, any method),
 fftconvolve and oaconvolve, convolve2d and correlate2d (every boundary), over xform's
 convolution primitive; lfilter (with `zi` too), sosfilt and filtfilt over its filter
-primitive (xform/rules/signal.py)."""
+primitive (xform/rules/signal.py); welch and periodogram of real signals, from numpy's FFT;
+dlsim's state-space recursion; find_peaks by height."""
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -10,7 +13,7 @@ from xform.errors import shape_error, unsupported_error
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.construct import staged_array
-from xform.numpy.stand_ins import stand_in, stand_in_when_imported
+from xform.numpy.stand_ins import contains_tracer, stand_in, stand_in_when_imported
 from xform.rules.signal import convolve_p, lfilter_p
 from xform.scipy import SCIPY_GROUP
 
@@ -181,14 +184,141 @@ def filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None, method="pad", irlen=N
     return np.moveaxis(y[..., edge:aval(y).shape[-1] - edge], -1, axis)
 
 
+def welch(x, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
+          detrend="constant", return_onesided=True, scaling="density", axis=-1,
+          average="mean"):
+    """scipy.signal.welch of a real signal: the mean (or median) of the windowed segments'
+    periodograms, as SciPy scales them."""
+    import scipy.signal
+    x = np.moveaxis(staged_array(x), axis, -1)
+    if aval(x).dtype.kind == "c":
+        raise unsupported_error("scipy.signal.welch of a complex signal")
+    if detrend not in ("constant", False) or average not in ("mean", "median") or \
+            scaling not in ("density", "spectrum"):
+        raise unsupported_error(f"scipy.signal.welch(..., detrend={detrend!r}, "
+                                f"scaling={scaling!r}, average={average!r})")
+    length = aval(x).shape[-1]
+    if nperseg is None:
+        nperseg = 256 if isinstance(window, (str, tuple)) else len(window)
+    if nperseg > length:
+        warnings.warn(f"nperseg = {nperseg:d} is greater than input length  = {length:d}, "
+                      f"using nperseg = {length:d}", stacklevel=2)
+        nperseg = length
+    taper = scipy.signal.get_window(window, nperseg) if isinstance(window, (str, tuple)) \
+        else np.asarray(window, float)
+    noverlap = nperseg // 2 if noverlap is None else noverlap
+    nfft = nperseg if nfft is None else nfft
+    step = nperseg - noverlap
+    segments = np.stack([x[..., start:start + nperseg]
+                         for start in range(0, length - nperseg + 1, step)], axis=-2)
+    if detrend == "constant":
+        segments = segments - np.mean(segments, axis=-1, keepdims=True)
+    scale = 1.0 / (fs * np.sum(taper * taper)) if scaling == "density" else \
+        1.0 / np.sum(taper) ** 2
+    if return_onesided:
+        spectra = np.abs(np.fft.rfft(segments * taper, nfft)) ** 2 * scale
+        doubled = np.ones(nfft // 2 + 1)
+        doubled[1:(nfft + 1) // 2] = 2.0        # all but DC and an even length's Nyquist
+        spectra = spectra * doubled
+        freqs = np.fft.rfftfreq(nfft, 1 / fs)
+    else:
+        spectra = np.abs(np.fft.fft(segments * taper, nfft)) ** 2 * scale
+        freqs = np.fft.fftfreq(nfft, 1 / fs)
+    if average == "mean":
+        power = np.mean(spectra, axis=-2)
+    else:
+        # SciPy's median, corrected by its bias for the number of segments
+        power = np.median(spectra, axis=-2) / scipy.signal._spectral_py._median_bias(
+            aval(spectra).shape[-2])
+    return freqs, np.moveaxis(power, -1, axis)
+
+
+def periodogram(x, fs=1.0, window="boxcar", nfft=None, detrend="constant",
+                return_onesided=True, scaling="density", axis=-1):
+    """scipy.signal.periodogram: welch's estimate with one segment, the whole signal."""
+    length = aval(staged_array(x)).shape[axis]
+    return welch(x, fs, window, length, 0, nfft, detrend, return_onesided, scaling, axis)
+
+
+def find_peaks(x, height=None, threshold=None, distance=None, prominence=None, width=None,
+               wlen=None, rel_height=0.5, plateau_size=None):
+    """scipy.signal.find_peaks of a traced 1-d signal, by `height` only: the samples above both
+    neighbours (their count read from the call's values, a guard), as SciPy finds them where
+    no two neighbours are equal (a flat peak, SciPy's midpoint, is refused at the line)."""
+    if any(v is not None for v in (threshold, distance, prominence, width, wlen,
+                                   plateau_size)):
+        raise unsupported_error("scipy.signal.find_peaks with other conditions than height")
+    x = staged_array(x)
+    if aval(x).ndim != 1:
+        raise shape_error("scipy.signal.find_peaks: `x` must be a 1-D array")
+    if bool(np.any(x[1:] == x[:-1])):
+        raise unsupported_error("scipy.signal.find_peaks of a signal with two equal "
+                                "neighbours (a flat peak)")
+    middle = x[1:-1]
+    found = (middle > x[:-2]) & (middle > x[2:])
+    properties = {}
+    if height is not None:
+        low, high = height if isinstance(height, tuple) else (height, None)
+        if low is not None:
+            found = found & (middle >= low)
+        if high is not None:
+            found = found & (middle <= high)
+    peaks = np.nonzero(found)[0] + 1
+    if height is not None:
+        properties["peak_heights"] = x[peaks]
+    return peaks, properties
+
+
+def _state_space(system):
+    """(A, B, C, D, dt) of a discrete system: a dlti object, or SciPy's tuple forms."""
+    import scipy.signal
+    if isinstance(system, tuple) and len(system) == 5:
+        return tuple(np.atleast_2d(staged_array(m)) for m in system[:4]) + (system[4],)
+    if isinstance(system, tuple):
+        if contains_tracer(system):
+            raise unsupported_error("scipy.signal.dlsim of a traced transfer function or "
+                                    "zeros-poles-gain tuple (a state-space tuple stages)")
+        system = scipy.signal.dlti(*system[:-1], dt=system[-1])
+    if not isinstance(system, scipy.signal.StateSpace):
+        system = system._as_ss()
+    return system.A, system.B, system.C, system.D, system.dt
+
+
+def dlsim(system, u, t=None, x0=None):
+    """scipy.signal.dlsim at the system's own sample times: (t, y, x) of the state-space
+    recursion x[k+1] = A x[k] + B u[k], y[k] = C x[k] + D u[k] (x of a state-space system)."""
+    if t is not None:
+        raise unsupported_error("scipy.signal.dlsim(..., t=...) (an input resampled onto t)")
+    import scipy.signal
+    a, b, c, d, dt = _state_space(system)
+    u = staged_array(u)
+    inputs = u[:, None] if aval(u).ndim == 1 else u
+    samples = aval(inputs).shape[0]
+    state = np.zeros(aval(a).shape[0]) if x0 is None else staged_array(x0)
+    states, outputs = [], []
+    for k in range(samples):
+        states.append(state)
+        outputs.append(c @ state + d @ inputs[k])
+        state = a @ state + b @ inputs[k]
+    times = np.linspace(0.0, (samples - 1) * dt, num=samples)
+    # as SciPy's: the states only of a system given in state-space form
+    given_states = (isinstance(system, tuple) and len(system) == 5) or isinstance(
+        system, scipy.signal.StateSpace)
+    return (times, np.stack(outputs), np.stack(states)) if given_states else (
+        times, np.stack(outputs))
+
+
 STAND_INS = ("convolve", "correlate", "fftconvolve", "oaconvolve", "convolve2d",
-             "correlate2d", "lfilter", "sosfilt", "filtfilt")
+             "correlate2d", "lfilter", "sosfilt", "filtfilt", "welch", "periodogram",
+             "find_peaks")
 
 
 def _install():
     import scipy.signal
     for name in STAND_INS:
         stand_in(getattr(scipy.signal, name), globals()[name])
+    # a system object holds its traced matrices where no argument shows them
+    stand_in(scipy.signal.dlsim, dlsim, when=lambda args, kwargs: True)
 
 
 stand_in_when_imported("scipy.signal", _install, SCIPY_GROUP)
