@@ -1,8 +1,9 @@
 """SciPy's special functions as element-wise primitives (gammaln, erf, iv, gammainc, ...)
-with jvp, vjp and batch rules, and its reductions logsumexp, softmax and log_softmax. Imports SciPy, so xform.scipy loads it only once the user has
-imported scipy.special, never `import xform`. Arguments SciPy has no derivative in (an order,
-an exponent, a shape) get a NaN derivative (`_no_derivative`), except gammainc's and
-gammaincc's shape (xform.rules.incomplete_gamma).
+with jvp, vjp and batch rules, and its reductions logsumexp, softmax and log_softmax.
+Imports SciPy, so xform.scipy loads it only once the user has imported scipy.special, never
+`import xform`. Arguments SciPy has no derivative in (an order, an exponent, a shape) get a
+NaN derivative (`_no_derivative`), except gammainc's and gammaincc's shape
+(xform.rules.incomplete_gamma).
 """
 import math
 
