@@ -155,6 +155,34 @@ def test_frozen_betabinom_cdf_in_its_shapes_with_a_location():
     assert_matches_eager_and_differences(tail, [1.5, 2.5], value_rtol=1e-14)
 
 
+
+def summary_of_a_fitted_family(params):
+    """Means, variances and standard deviations of families in traced parameters (mean,
+    var, std, stats, frozen), as a moment-matching loss writes them."""
+    shape, scale = np.exp(params)
+    moments = st.gamma.stats(shape, loc=0.2, scale=scale, moments="mvsk")
+    return (st.gamma.mean(shape, scale=scale) + st.beta.var(shape, scale) + sum(moments)
+            + st.weibull_min(shape + 1, scale=scale).std() + st.lognorm.mean(shape)
+            + st.betabinom.mean(12, shape, scale) + st.binom.var(10, scale / 3)
+            + st.poisson.std(shape) + st.norm(shape, scale).var())
+
+
+def test_distribution_moments_in_traced_parameters_match_scipy_and_finite_differences():
+    points = [np.array([-0.2, 0.5]), np.array([0.4, -0.1])]
+    assert_matches_eager_and_differences(summary_of_a_fitted_family, points,
+                                         value_rtol=1e-14)
+
+
+def test_moments_of_inadmissible_parameters_are_nan_and_numerical_ones_name_the_line():
+    np.testing.assert_array_equal(xform.jit(lambda a: st.gamma.mean(a))(-1.0), np.nan)
+
+    def skewness(c):
+        return st.weibull_min.stats(c, moments="s")  # line: numerical moment
+    with pytest.raises(xform.UnsupportedError, match="moments='s'") as info:
+        xform.jit(skewness)(1.5)
+    assert_points_at(info.value, __file__, "numerical moment")
+
+
 # -- scipy.stats.gaussian_kde of traced data, weights or bandwidth, at traced points ---------
 
 _CLOUD = _RNG.standard_normal((2, 30))

@@ -12,12 +12,12 @@ from typing import NamedTuple
 import numpy as np
 import scipy.special as sc
 import scipy.stats as st
-from scipy.stats._distn_infrastructure import rv_continuous, rv_discrete
+from scipy.stats._distn_infrastructure import rv_continuous, rv_discrete, rv_generic
 from scipy.stats._multivariate import (dirichlet_frozen, dirichlet_gen,
                                        multivariate_normal_frozen, multivariate_normal_gen)
 
 import xform.scipy.special  # noqa: F401  (the compositions below stage scipy.special ufuncs)
-from xform.errors import ShapeError, UnsupportedError
+from xform.errors import ShapeError, UnsupportedError, XformError
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.stand_ins import stand_in
@@ -674,6 +674,60 @@ stand_in(dirichlet_gen.logpdf, lambda self, x, alpha: _dirichlet_logpdf(x, alpha
 stand_in(dirichlet_gen.pdf, lambda self, x, alpha: np.exp(_dirichlet_logpdf(x, alpha)))
 stand_in(dirichlet_frozen.logpdf, _scipy_frozen_dirichlet("logpdf"))
 stand_in(dirichlet_frozen.pdf, _scipy_frozen_dirichlet("pdf"))
+
+
+def _stats(self, *args, **kwds):
+    """rv_generic.stats (so mean, var, std, and the frozen distributions' too) of traced
+    parameters: the distribution's own closed-form moments (its `_stats`, numpy code),
+    moved by loc and scale as SciPy moves them; NaN where the parameters are inadmissible.
+    A moment SciPy would integrate numerically (no closed form) is refused by name."""
+    shapes, loc, scale, moments = self._parse_args_stats(*args, **kwds)
+    shapes = [_float(s) for s in shapes]
+    loc, scale = _float(loc), _float(scale)
+    if self._stats_has_moments:
+        closed = self._stats(*shapes, moments=moments)
+    else:
+        closed = self._stats(*shapes)
+    valid = (scale > 0) & (loc == loc)
+    if shapes:      # the tables' admissible shapes (SciPy's _argcheck converts with asarray)
+        family = CONTINUOUS.get(type(self)) or DISCRETE.get(type(self))
+        admissible = getattr(family, "valid", None) if isinstance(family, Standard) else \
+            family[3] if family else self._argcheck
+        valid = valid & admissible(*shapes) if admissible else valid
+    moved = {"m": lambda mu: mu * scale + loc, "v": lambda mu2: mu2 * scale * scale,
+             "s": lambda g1: g1, "k": lambda g2: g2}
+    mu, mu2 = closed[:2]
+    if ("m" in moments or "v" in moments) and mu is None:
+        mu = _raw_moment(self, 1, shapes)
+    if "v" in moments and mu2 is None:      # SciPy's: E[x^2] - mean^2 (inf for an inf mean)
+        mu2 = np.where(~np.isinf(mu), _raw_moment(self, 2, shapes) - mu ** 2, np.inf)
+    output = []
+    for moment, value in zip("mvsk", (mu, mu2) + tuple(closed[2:])):
+        if moment not in moments:
+            continue
+        if value is None:
+            raise _no_closed_moment(self, moments)
+        output.append(np.where(valid, moved[moment](_float(value)), np.nan))
+    return output[0] if len(output) == 1 else tuple(output)
+
+
+def _no_closed_moment(dist, moments):
+    return UnsupportedError(f"scipy.stats.{dist.name}.stats(..., moments={moments!r}) of "
+                            "traced parameters is not supported", user_frame_info(),
+                            "xform stages the moments SciPy writes as formulas of the "
+                            "parameters (and the mean and variance from raw moments); ask "
+                            "for moments='mv', or compute this one on concrete values")
+
+
+def _raw_moment(dist, n, shapes):
+    """E[x^n] by the distribution's `_munp` where it is a formula (weibull_min's gammas)."""
+    try:
+        return dist._munp(n, *shapes)
+    except XformError:
+        raise _no_closed_moment(dist, "mv") from None
+
+
+stand_in(rv_generic.stats, _stats)
 
 
 # -- ranks ------------------------------------------------------------------------------------
