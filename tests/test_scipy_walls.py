@@ -60,8 +60,22 @@ def test_a_gufunc_axis_where_the_signature_has_two_core_dimensions_names_the_lin
     assert_points_at(info.value, __file__, "matvec axis")
 
 
-def test_linalg_matmul_is_matmul():
-    np.testing.assert_array_equal(xform.jit(np.linalg.matmul)(_A, _B.T), _A @ _B.T)
+_STACK = _RNG.standard_normal((2, 3, 3))
+
+
+@pytest.mark.parametrize("function, operands, keywords", [
+    (np.linalg.matmul, (_A, _B.T), {}), (np.linalg.outer, (_A[0], _B[1]), {}),
+    (np.linalg.tensordot, (_STACK, _STACK.T), dict(axes=1)),
+    (np.linalg.tensordot, (_STACK, _STACK.T), {}),
+    (np.linalg.trace, (_STACK,), dict(offset=1)), (np.linalg.diagonal, (_STACK,), dict(offset=-1)),
+    (np.linalg.cross, (_STACK, _STACK[::-1]), dict(axis=1))])
+def test_the_array_api_linalg_functions_match_numpy(function, operands, keywords):
+    def applied(*xs):
+        return function(*xs, **keywords)
+    staged, expected = xform.jit(applied)(*operands), applied(*operands)
+    np.testing.assert_array_equal(staged, expected)
+    assert staged.dtype == expected.dtype
+    check_grads(lambda *xs: np.sum(np.sin(applied(*xs))), operands, order=1)
 
 
 def correlation_loss(y):
