@@ -197,6 +197,32 @@ def test_moments_of_inadmissible_parameters_are_nan_and_numerical_ones_name_the_
     assert_points_at(info.value, __file__, "numerical moment")
 
 
+
+def adjusted_last(x):
+    """SciPy's multinomial idiom: q[i, -1] = r[i] with a 0-d traced mask i, selecting the
+    entry or nothing, and the values read through the same mask (one or none)."""
+    q = np.stack([x, 2 * x])
+    closing = 1 - np.sum(q[..., :-1], axis=-1)
+    adjust = np.sum(x) > 1
+    q[adjust, -1] = closing[adjust][..., :1]
+    return np.sum(q ** 2)
+
+
+def test_a_write_through_a_0d_traced_mask_selects_one_entry_or_none():
+    points = [np.array([0.2, 0.3, 0.9]), np.array([0.1, 0.2, 0.3])]    # the mask True, False
+    assert_matches_eager_and_differences(adjusted_last, points)
+
+
+def test_multinomial_in_traced_probabilities_matches_scipy_and_finite_differences():
+    import scipy.special as sc
+
+    def log_likelihood(logits):
+        return st.multinomial.logpmf([2, 3, 5], 10, sc.softmax(logits))
+    assert_matches_eager_and_differences(log_likelihood, [np.array([0.1, 0.5, -0.3]),
+                                                          np.array([-1.0, 0.0, 2.0])],
+                                         value_rtol=1e-14)
+
+
 # -- scipy.stats.gaussian_kde of traced data, weights or bandwidth, at traced points ---------
 
 _CLOUD = _RNG.standard_normal((2, 30))
