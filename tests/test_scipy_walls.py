@@ -131,6 +131,21 @@ def test_spearmanr_matches_scipy_with_the_ranks_derivative_zero():
                                   st.spearmanr(table).statistic)
 
 
+
+def test_chi_square_distribution_functions_are_scipys_and_chisquare_stages():
+    import scipy.special as sc
+    df = np.array([0.5, 1.0, 2.5, 3.0, 10.0, 0.0, -1.0, 4.0])
+    x = np.array([0.3, 2.0, 4.1, 0.0, 7.5, 1.0, 1.0, -1.0])
+    for function in (sc.chdtr, sc.chdtrc):
+        np.testing.assert_array_equal(xform.jit(function)(df, x), function(df, x))
+
+    def goodness_of_fit(log_counts):
+        counts = np.exp(log_counts)
+        return st.chisquare(counts, np.full(5, np.sum(counts) / 5)).pvalue
+    assert_matches_eager_and_differences(goodness_of_fit, [_Y[:5], _Y[::-1][:5] * 0.5],
+                                         value_rtol=1e-14)
+
+
 # -- scipy.stats.betabinom: "not supported" before ------------------------------------------
 
 _SUCCESSES = np.array([3.0, 7.0, 0.0, 10.0, 5.0])
