@@ -238,6 +238,45 @@ def test_multinomial_in_traced_probabilities_matches_scipy_and_finite_difference
                                          value_rtol=1e-14)
 
 
+
+_DRAWS = np.array([-3.0, -1.2, -0.5, 0.0, 0.4, 1.1, 2.5, 6.0])
+
+
+@pytest.mark.parametrize("bounds", [(-1.0, 1.0), (-10.0, -2.0), (2.0, 8.0), (-0.5, np.inf),
+                                    (-np.inf, 0.3), (-np.inf, np.inf)])
+@pytest.mark.parametrize("method", ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"])
+def test_truncnorm_in_its_location_and_scale_matches_scipy(bounds, method):
+    """Inside, outside and in either tail: SciPy's values to rounding; derivatives finite
+    everywhere (zero outside the support) and equal to central differences."""
+    def value(params):
+        return getattr(st.truncnorm, method)(_DRAWS, *bounds, loc=params[0], scale=params[1])
+    point = np.array([0.2, 1.3])
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(xform.jit(value)(point), value(point), rtol=1e-10)
+    jacobian = xform.jacfwd(value)(point)
+    assert np.all(np.isfinite(jacobian))
+    finite = np.isfinite(value(point))
+    check_grads(lambda p: value(p)[finite], (point,), order=1)
+
+
+def skewed_likelihood(params):
+    """A skew-normal likelihood in its shape and location."""
+    return np.sum(st.skewnorm.logpdf(_DRAWS, params[0], loc=params[1]) +
+                  st.skewnorm.pdf(_DRAWS, params[0], loc=params[1]))
+
+
+def test_skewnorm_density_matches_scipy_and_its_cdf_names_the_line():
+    assert_matches_eager_and_differences(skewed_likelihood, [np.array([2.0, 0.3]),
+                                                             np.array([0.0, -0.5])],
+                                         value_rtol=1e-13)
+
+    def tail(a):
+        return st.skewnorm.cdf(0.5, a)  # line: skewnorm cdf
+    with pytest.raises(xform.UnsupportedError, match="Owen's T") as info:
+        xform.jit(tail)(1.0)
+    assert_points_at(info.value, __file__, "skewnorm cdf")
+
+
 # -- scipy.stats.gaussian_kde of traced data, weights or bandwidth, at traced points ---------
 
 _CLOUD = _RNG.standard_normal((2, 30))

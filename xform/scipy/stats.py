@@ -203,6 +203,69 @@ def _invgamma_sf(z, a):
     return np.where(z > 0, sc.gammainc(a, 1 / _inside(z > 0, z, 1.0)), 1.0)
 
 
+def _skewnorm_logpdf(z, a):
+    # SciPy picks norm's logpdf at a == 0 (the same value, to rounding); one formula keeps the
+    # derivative in a there, which that branch would make zero
+    return _LOG_2 + _norm_logpdf(z) + sc.log_ndtr(a * z)
+
+
+def _skewnorm_no_cdf(z, a):
+    raise UnsupportedError("scipy.stats.skewnorm's distribution functions are not supported "
+                           "on traced values", user_frame_info(),
+                           "SciPy computes them with Owen's T function, which xform does not "
+                           "stage; its logpdf and pdf are staged")
+
+
+def _log_ndtr_of_bound(x):
+    """log Phi(x) of a bound that may be infinite: -inf or 0 there, with finite derivatives
+    (log_ndtr's grows without bound)."""
+    finite = np.isfinite(x)
+    return np.where(finite, sc.log_ndtr(_inside(finite, x, 0.0)),
+                    np.where(x > 0, 0.0, -np.inf))
+
+
+def _log_gauss_mass(a, b):
+    """log(Phi(b) - Phi(a)) as SciPy's truncnorm computes it: in the left tail (b <= 0) from
+    log_ndtr's difference, the right tail mirrored, the middle as log1p of the two tails."""
+    left, right = b <= 0, a > 0
+    lo = np.where(right, -b, a)
+    hi = np.where(right, -a, b)
+    log_hi, log_lo = _log_ndtr_of_bound(hi), _log_ndtr_of_bound(lo)
+    tail = log_hi + np.log(-np.expm1(np.minimum(log_lo - log_hi, -1e-300)))
+    middle = np.log1p(-sc.ndtr(a) - sc.ndtr(-b))
+    return np.where(left | right, tail, middle)
+
+
+def _within(z, a, b):
+    """(a < z < b, z there and a point strictly inside elsewhere): the formulas below are
+    then finite, with finite derivatives, wherever np.where discards them."""
+    finite_a, finite_b = np.isfinite(a), np.isfinite(b)
+    middle = (_inside(finite_a, a, 0.0) + _inside(finite_b, b, 0.0)) / 2
+    inner = np.where(finite_a & finite_b, middle,
+                     np.where(finite_a, a + 1, np.where(finite_b, b - 1, 0.0)))
+    strictly = (z > a) & (z < b)
+    return strictly, _inside(strictly, z, inner)
+
+
+def _truncnorm_logpdf(z, a, b):
+    strictly, zs = _within(z, a, b)
+    value = _norm_logpdf(zs) - _log_gauss_mass(a, b)
+    return np.where(strictly | (z == a) | (z == b), value, -np.inf)
+
+
+def _truncnorm_logcdf(z, a, b):
+    """SciPy's: log of the mass below z, or log1p(-sf) where that is near 0 (> -0.1)."""
+    strictly, zs = _within(z, a, b)
+    mass = _log_gauss_mass(a, b)
+    below, above = _log_gauss_mass(a, zs) - mass, _log_gauss_mass(zs, b) - mass
+    value = np.where(below > -0.1, np.log1p(-np.exp(above)), below)
+    return np.where(z <= a, -np.inf, np.where(z >= b, 0.0, value))
+
+
+def _truncnorm_logsf(z, a, b):
+    return _truncnorm_logcdf(-z, -b, -a)
+
+
 def _positive(*shapes):
     valid = True
     for shape in shapes:
@@ -270,6 +333,13 @@ CONTINUOUS = {   # the generator class of each supported scipy.stats distributio
                               valid=_positive),
     type(st.invgamma): Standard(_invgamma_logpdf, _invgamma_cdf, sf=_invgamma_sf,
                                 valid=_positive),
+    type(st.skewnorm): Standard(_skewnorm_logpdf, _skewnorm_no_cdf,
+                                valid=lambda a: np.isfinite(a)),
+    type(st.truncnorm): Standard(_truncnorm_logpdf,
+                                 lambda z, a, b: np.exp(_truncnorm_logcdf(z, a, b)),
+                                 _truncnorm_logcdf,
+                                 lambda z, a, b: np.exp(_truncnorm_logsf(z, a, b)),
+                                 _truncnorm_logsf, valid=lambda a, b: a < b),
 }
 
 
@@ -439,8 +509,9 @@ def _unsupported(dist, method):
                             "values", user_frame_info(),
                             "xform stages logpdf, pdf, logcdf, cdf, logsf and sf of norm, t, "
                             "gamma, beta, expon, laplace, logistic, lognorm, cauchy, uniform, "
-                            "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto and "
-                            "invgamma (ppf, isf and interval of norm, expon, logistic, "
+                            "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto, "
+                            "invgamma, truncnorm and skewnorm (its logpdf and pdf) (ppf, isf "
+                            "and interval of norm, expon, logistic, "
                             "laplace, cauchy and uniform); logpmf, pmf and cdf of poisson, "
                             "binom, nbinom, betabinom, bernoulli and geom")
 
