@@ -277,6 +277,26 @@ def test_skewnorm_density_matches_scipy_and_its_cdf_names_the_line():
     assert_points_at(info.value, __file__, "skewnorm cdf")
 
 
+
+def circular_likelihood(params):
+    """A von Mises likelihood of angles, in its concentration and mean direction."""
+    kappa, mu = np.exp(params[0]), params[1]
+    return np.sum(st.vonmises.logpdf(_DRAWS, kappa, loc=mu) + st.vonmises.pdf(_DRAWS, kappa))
+
+
+def test_vonmises_density_matches_scipy_and_its_cdf_names_the_line():
+    assert_matches_eager_and_differences(circular_likelihood, [np.array([0.7, 0.1]),
+                                                               np.array([3.4, -0.2])],
+                                         value_rtol=1e-13)
+
+    def tail(kappa):
+        return st.vonmises.cdf(0.3, kappa)  # line: vonmises cdf
+    with pytest.raises(xform.UnsupportedError, match="vonmises's distribution functions") \
+            as info:
+        xform.jit(tail)(1.0)
+    assert_points_at(info.value, __file__, "vonmises cdf")
+
+
 # -- scipy.stats.gaussian_kde of traced data, weights or bandwidth, at traced points ---------
 
 _CLOUD = _RNG.standard_normal((2, 30))

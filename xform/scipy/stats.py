@@ -209,11 +209,20 @@ def _skewnorm_logpdf(z, a):
     return _LOG_2 + _norm_logpdf(z) + sc.log_ndtr(a * z)
 
 
-def _skewnorm_no_cdf(z, a):
-    raise UnsupportedError("scipy.stats.skewnorm's distribution functions are not supported "
-                           "on traced values", user_frame_info(),
-                           "SciPy computes them with Owen's T function, which xform does not "
-                           "stage; its logpdf and pdf are staged")
+def _no_cdf(name, how):
+    def refuse(z, *shapes):
+        raise UnsupportedError(f"scipy.stats.{name}'s distribution functions are not "
+                               "supported on traced values", user_frame_info(),
+                               f"SciPy computes them with {how}, which xform does not stage; "
+                               "its logpdf and pdf are staged")
+    return refuse
+
+
+def _vonmises_logpdf(z, kappa):
+    # SciPy's kappa cosm1(z) - log(2 pi i0e(kappa)) (periodic: no support's ends), with
+    # cos(z) - 1 as -2 sin^2(z/2)
+    half_sine = np.sin(z / 2)
+    return -2 * kappa * half_sine * half_sine - math.log(2 * math.pi) - np.log(sc.i0e(kappa))
 
 
 def _log_ndtr_of_bound(x):
@@ -333,8 +342,10 @@ CONTINUOUS = {   # the generator class of each supported scipy.stats distributio
                               valid=_positive),
     type(st.invgamma): Standard(_invgamma_logpdf, _invgamma_cdf, sf=_invgamma_sf,
                                 valid=_positive),
-    type(st.skewnorm): Standard(_skewnorm_logpdf, _skewnorm_no_cdf,
+    type(st.skewnorm): Standard(_skewnorm_logpdf, _no_cdf("skewnorm", "Owen's T function"),
                                 valid=lambda a: np.isfinite(a)),
+    type(st.vonmises): Standard(_vonmises_logpdf, _no_cdf("vonmises", "a series in Cython"),
+                                valid=lambda kappa: kappa >= 0),
     type(st.truncnorm): Standard(_truncnorm_logpdf,
                                  lambda z, a, b: np.exp(_truncnorm_logcdf(z, a, b)),
                                  _truncnorm_logcdf,
@@ -510,8 +521,8 @@ def _unsupported(dist, method):
                             "xform stages logpdf, pdf, logcdf, cdf, logsf and sf of norm, t, "
                             "gamma, beta, expon, laplace, logistic, lognorm, cauchy, uniform, "
                             "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto, "
-                            "invgamma, truncnorm and skewnorm (its logpdf and pdf) (ppf, isf "
-                            "and interval of norm, expon, logistic, "
+                            "invgamma, truncnorm, skewnorm and vonmises (their logpdf and "
+                            "pdf) (ppf, isf and interval of norm, expon, logistic, "
                             "laplace, cauchy and uniform); logpmf, pmf and cdf of poisson, "
                             "binom, nbinom, betabinom, bernoulli and geom")
 
