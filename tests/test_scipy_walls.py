@@ -655,3 +655,18 @@ def test_vmap_of_the_value_and_the_gradient_is_each_lane_alone(program, batch):
                                rtol=1e-14)
     grad = xform.grad(program)
     np.testing.assert_allclose(xform.vmap(grad)(batch), [grad(x) for x in batch], rtol=1e-14)
+
+
+@pytest.mark.parametrize("program, point", [
+    (correlation_loss, _Y), (lambda d: kde_log_likelihood(d), _CLOUD[:, :8].copy()),
+    (fitted_quadratic, _DECAY),
+    (lambda p: np.sum(st.truncnorm.logcdf(_DRAWS, -1.0, 2.0, loc=p[0], scale=p[1])),
+     np.array([0.2, 1.3]))])
+def test_second_derivatives_match_central_differences_of_the_gradient(program, point):
+    hessian, grad = xform.hessian(program)(point), xform.grad(program)
+    flat, step = point.ravel(), 1e-5
+    columns = [(grad(np.reshape(flat + step * e, point.shape))
+                - grad(np.reshape(flat - step * e, point.shape))).ravel() / (2 * step)
+               for e in np.eye(flat.size)]
+    np.testing.assert_allclose(np.reshape(hessian, (flat.size, flat.size)),
+                               np.stack(columns), rtol=1e-6, atol=1e-8)
