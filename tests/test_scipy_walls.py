@@ -60,8 +60,22 @@ def test_a_gufunc_axis_where_the_signature_has_two_core_dimensions_names_the_lin
     assert_points_at(info.value, __file__, "matvec axis")
 
 
-def test_linalg_matmul_is_matmul():
-    np.testing.assert_array_equal(xform.jit(np.linalg.matmul)(_A, _B.T), _A @ _B.T)
+_STACK = _RNG.standard_normal((2, 3, 3))
+
+
+@pytest.mark.parametrize("function, operands, keywords", [
+    (np.linalg.matmul, (_A, _B.T), {}), (np.linalg.outer, (_A[0], _B[1]), {}),
+    (np.linalg.tensordot, (_STACK, _STACK.T), dict(axes=1)),
+    (np.linalg.tensordot, (_STACK, _STACK.T), {}),
+    (np.linalg.trace, (_STACK,), dict(offset=1)), (np.linalg.diagonal, (_STACK,), dict(offset=-1)),
+    (np.linalg.cross, (_STACK, _STACK[::-1]), dict(axis=1))])
+def test_the_array_api_linalg_functions_match_numpy(function, operands, keywords):
+    def applied(*xs):
+        return function(*xs, **keywords)
+    staged, expected = xform.jit(applied)(*operands), applied(*operands)
+    np.testing.assert_array_equal(staged, expected)
+    assert staged.dtype == expected.dtype
+    check_grads(lambda *xs: np.sum(np.sin(applied(*xs))), operands, order=1)
 
 
 def correlation_loss(y):
@@ -117,6 +131,21 @@ def test_spearmanr_matches_scipy_with_the_ranks_derivative_zero():
                                   st.spearmanr(table).statistic)
 
 
+
+def test_chi_square_distribution_functions_are_scipys_and_chisquare_stages():
+    import scipy.special as sc
+    df = np.array([0.5, 1.0, 2.5, 3.0, 10.0, 0.0, -1.0, 4.0])
+    x = np.array([0.3, 2.0, 4.1, 0.0, 7.5, 1.0, 1.0, -1.0])
+    for function in (sc.chdtr, sc.chdtrc):
+        np.testing.assert_array_equal(xform.jit(function)(df, x), function(df, x))
+
+    def goodness_of_fit(log_counts):
+        counts = np.exp(log_counts)
+        return st.chisquare(counts, np.full(5, np.sum(counts) / 5)).pvalue
+    assert_matches_eager_and_differences(goodness_of_fit, [_Y[:5], _Y[::-1][:5] * 0.5],
+                                         value_rtol=1e-14)
+
+
 # -- scipy.stats.betabinom: "not supported" before ------------------------------------------
 
 _SUCCESSES = np.array([3.0, 7.0, 0.0, 10.0, 5.0])
@@ -153,6 +182,108 @@ def test_frozen_betabinom_cdf_in_its_shapes_with_a_location():
     def tail(a):
         return np.sum(st.betabinom(np.array([5, 8]), a, 3.0, loc=1).cdf(np.array([2, 4])))
     assert_matches_eager_and_differences(tail, [1.5, 2.5], value_rtol=1e-14)
+
+
+
+def summary_of_a_fitted_family(params):
+    """Means, variances and standard deviations of families in traced parameters (mean,
+    var, std, stats, frozen), as a moment-matching loss writes them."""
+    shape, scale = np.exp(params)
+    moments = st.gamma.stats(shape, loc=0.2, scale=scale, moments="mvsk")
+    return (st.gamma.mean(shape, scale=scale) + st.beta.var(shape, scale) + sum(moments)
+            + st.weibull_min(shape + 1, scale=scale).std() + st.lognorm.mean(shape)
+            + st.betabinom.mean(12, shape, scale) + st.binom.var(10, scale / 3)
+            + st.poisson.std(shape) + st.norm(shape, scale).var())
+
+
+def test_distribution_moments_in_traced_parameters_match_scipy_and_finite_differences():
+    points = [np.array([-0.2, 0.5]), np.array([0.4, -0.1])]
+    assert_matches_eager_and_differences(summary_of_a_fitted_family, points,
+                                         value_rtol=1e-14)
+
+
+def test_moments_of_inadmissible_parameters_are_nan_and_numerical_ones_name_the_line():
+    np.testing.assert_array_equal(xform.jit(lambda a: st.gamma.mean(a))(-1.0), np.nan)
+
+    def skewness(c):
+        return st.weibull_min.stats(c, moments="s")  # line: numerical moment
+    with pytest.raises(xform.UnsupportedError, match="moments='s'") as info:
+        xform.jit(skewness)(1.5)
+    assert_points_at(info.value, __file__, "numerical moment")
+
+
+
+def adjusted_last(x):
+    """SciPy's multinomial idiom: q[i, -1] = r[i] with a 0-d traced mask i, selecting the
+    entry or nothing, and the values read through the same mask (one or none)."""
+    q = np.stack([x, 2 * x])
+    closing = 1 - np.sum(q[..., :-1], axis=-1)
+    adjust = np.sum(x) > 1
+    q[adjust, -1] = closing[adjust][..., :1]
+    return np.sum(q ** 2)
+
+
+def test_a_write_through_a_0d_traced_mask_selects_one_entry_or_none():
+    points = [np.array([0.2, 0.3, 0.9]), np.array([0.1, 0.2, 0.3])]    # the mask True, False
+    assert_matches_eager_and_differences(adjusted_last, points)
+
+
+def test_multinomial_in_traced_probabilities_matches_scipy_and_finite_differences():
+    import scipy.special as sc
+
+    def log_likelihood(logits):
+        return st.multinomial.logpmf([2, 3, 5], 10, sc.softmax(logits))
+    assert_matches_eager_and_differences(log_likelihood, [np.array([0.1, 0.5, -0.3]),
+                                                          np.array([-1.0, 0.0, 2.0])],
+                                         value_rtol=1e-14)
+
+
+
+_DRAWS = np.array([-3.0, -1.2, -0.5, 0.0, 0.4, 1.1, 2.5, 6.0])
+
+
+@pytest.mark.parametrize("bounds", [(-1.0, 1.0), (-10.0, -2.0), (2.0, 8.0), (-0.5, np.inf),
+                                    (-np.inf, 0.3), (-np.inf, np.inf)])
+@pytest.mark.parametrize("method", ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"])
+def test_truncnorm_in_its_location_and_scale_matches_scipy(bounds, method):
+    """Inside, outside and in either tail: SciPy's values to rounding; derivatives finite
+    everywhere (zero outside the support) and equal to central differences."""
+    def value(params):
+        return getattr(st.truncnorm, method)(_DRAWS, *bounds, loc=params[0], scale=params[1])
+    point = np.array([0.2, 1.3])
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(xform.jit(value)(point), value(point), rtol=1e-10)
+    jacobian = xform.jacfwd(value)(point)
+    assert np.all(np.isfinite(jacobian))
+    finite = np.isfinite(value(point))
+    check_grads(lambda p: value(p)[finite], (point,), order=1)
+
+
+def skewed_likelihood(params):
+    """A skew-normal likelihood in its shape and location."""
+    return np.sum(st.skewnorm.logpdf(_DRAWS, params[0], loc=params[1]) +
+                  st.skewnorm.pdf(_DRAWS, params[0], loc=params[1]))
+
+
+def circular_likelihood(params):
+    """A von Mises likelihood of angles, in its concentration and mean direction."""
+    kappa, mu = np.exp(params[0]), params[1]
+    return np.sum(st.vonmises.logpdf(_DRAWS, kappa, loc=mu) + st.vonmises.pdf(_DRAWS, kappa))
+
+
+@pytest.mark.parametrize("likelihood, points, name", [
+    (skewed_likelihood, [np.array([2.0, 0.3]), np.array([0.0, -0.5])], "skewnorm"),
+    (circular_likelihood, [np.array([0.7, 0.1]), np.array([3.4, -0.2])], "vonmises")])
+def test_a_density_whose_cdf_has_no_staged_form_matches_scipy(likelihood, points, name):
+    """Its logpdf and pdf are SciPy's; its cdf (Owen's T, a Cython series) names the line."""
+    assert_matches_eager_and_differences(likelihood, points, value_rtol=1e-13)
+
+    def tail(shape):
+        return getattr(st, name).cdf(0.5, shape)  # line: cdf without a staged form
+    with pytest.raises(xform.UnsupportedError, match=f"{name}'s distribution functions") \
+            as info:
+        xform.jit(tail)(1.0)
+    assert_points_at(info.value, __file__, "cdf without a staged form")
 
 
 # -- scipy.stats.gaussian_kde of traced data, weights or bandwidth, at traced points ---------
@@ -513,3 +644,18 @@ def test_vmap_of_the_value_and_the_gradient_is_each_lane_alone(program, batch):
                                rtol=1e-14)
     grad = xform.grad(program)
     np.testing.assert_allclose(xform.vmap(grad)(batch), [grad(x) for x in batch], rtol=1e-14)
+
+
+@pytest.mark.parametrize("program, point", [
+    (correlation_loss, _Y), (lambda d: kde_log_likelihood(d), _CLOUD[:, :8].copy()),
+    (fitted_quadratic, _DECAY),
+    (lambda p: np.sum(st.truncnorm.logcdf(_DRAWS, -1.0, 2.0, loc=p[0], scale=p[1])),
+     np.array([0.2, 1.3]))])
+def test_second_derivatives_match_central_differences_of_the_gradient(program, point):
+    hessian, grad = xform.hessian(program)(point), xform.grad(program)
+    flat, step = point.ravel(), 1e-5
+    columns = [(grad(np.reshape(flat + step * e, point.shape))
+                - grad(np.reshape(flat - step * e, point.shape))).ravel() / (2 * step)
+               for e in np.eye(flat.size)]
+    np.testing.assert_allclose(np.reshape(hessian, (flat.size, flat.size)),
+                               np.stack(columns), rtol=1e-6, atol=1e-8)

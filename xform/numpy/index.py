@@ -250,6 +250,13 @@ def _set_where(x, mask, values, before=0):
     if len(value_shape) > len(rest):
         value_shape = (1,) * (len(lead) + 1 + len(rest) - len(value_shape)) + value_shape
         if value_shape[before] != 1:
+            if mask.ndim == 0:
+                # a 0-d mask selects its entry or nothing (SciPy's multinomial writes
+                # p[i, -1] = q[i] so): no values write nothing, where the mask is False
+                if value_shape[before] == 0 and not mask:       # (a guard)
+                    return x
+                raise shape_error(f"shape mismatch: value array of shape {value_shape} "
+                                  "could not be broadcast to the entry a 0-d mask selects")
             if before:
                 raise ConcretizationError(
                     "x[..., mask] = values with a traced mask needs values that do not depend "

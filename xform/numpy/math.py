@@ -1,10 +1,11 @@
 """numpy's miscellaneous math on tracers, each a composition of existing primitives written as
 numpy writes it (so values agree with numpy's): sinc, round, fix, nan_to_num, the ufuncs
 heaviside/ldexp/divmod/vecdot/matvec/vecmat with their keywords (axes, axis, keepdims),
-np.linalg's vecdot and matmul, differences (diff, ediff1d, gradient, trapezoid,
-unwrap, cumulative_sum/prod), cross, interp, convolve/correlate, select, piecewise, and the
-boolean tests (isclose, allclose, array_equal, array_equiv, isin, isposinf, isneginf,
-isreal, iscomplex); Python's math.isclose of traced values."""
+np.linalg's array-API vecdot, matmul, outer, tensordot, trace, diagonal and cross,
+differences (diff, ediff1d, gradient, trapezoid, unwrap, cumulative_sum/prod), cross, interp,
+convolve/correlate, select, piecewise, and the boolean tests (isclose, allclose, array_equal,
+array_equiv, isin, isposinf, isneginf, isreal, iscomplex); Python's math.isclose of traced
+values."""
 import math
 import re
 
@@ -588,6 +589,41 @@ def linalg_vecdot(x1, x2, /, *, axis=-1):
 def linalg_matmul(x1, x2, /):
     """`np.linalg.matmul`: the array API's `np.matmul`."""
     return np.matmul(x1, x2)
+
+
+@implements(np.linalg.outer)
+def linalg_outer(x1, x2, /):
+    """`np.linalg.outer`: `np.outer` of two vectors."""
+    if ndim(x1) != 1 or ndim(x2) != 1:
+        raise shape_error("Input arrays must be one-dimensional, but they are "
+                          f"x1.ndim={ndim(x1)} and x2.ndim={ndim(x2)}.")
+    return np.outer(x1, x2)
+
+
+@implements(np.linalg.tensordot)
+def linalg_tensordot(x1, x2, /, *, axes=2):
+    """`np.linalg.tensordot`: `np.tensordot`."""
+    return np.tensordot(x1, x2, axes=axes)
+
+
+@implements(np.linalg.trace)
+def linalg_trace(x, /, *, offset=0, dtype=None):
+    """`np.linalg.trace`: the traces of the last two axes."""
+    return np.trace(x, offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+@implements(np.linalg.diagonal)
+def linalg_diagonal(x, /, *, offset=0):
+    """`np.linalg.diagonal`: the diagonals of the last two axes."""
+    return np.diagonal(x, offset, axis1=-2, axis2=-1)
+
+
+@implements(np.linalg.cross)
+def linalg_cross(x1, x2, /, *, axis=-1):
+    """`np.linalg.cross`: `np.cross` of 3-element vectors."""
+    if aval(as_array(x1)).shape[axis] != 3 or aval(as_array(x2)).shape[axis] != 3:
+        raise shape_error("Both input arrays must be (arrays of) 3-dimensional vectors")
+    return np.cross(x1, x2, axis=axis)
 
 
 def _core_counts(signature):

@@ -168,6 +168,10 @@ def log_softmax(x, axis=None):
 
 for _name in _UFUNC_NAMES:
     UFUNCS[getattr(sc, _name)] = _waiting[_name] = _registering_entry(_name)
+# the chi-square distribution functions are the regularized gammas at half their arguments,
+# as SciPy computes them (the same bits; chisquare's p-value)
+UFUNCS[sc.chdtr] = lambda v, x: sc.gammainc(v / 2, x / 2)
+UFUNCS[sc.chdtrc] = lambda v, x: sc.gammaincc(v / 2, x / 2)
 
 _STAGED = [(sc.polygamma, polygamma), (sc.zeta, zeta), (sc.multigammaln, multigammaln),
            (sc.logsumexp, logsumexp), (sc.softmax, softmax), (sc.log_softmax, log_softmax)]

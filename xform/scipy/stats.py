@@ -12,12 +12,12 @@ from typing import NamedTuple
 import numpy as np
 import scipy.special as sc
 import scipy.stats as st
-from scipy.stats._distn_infrastructure import rv_continuous, rv_discrete
+from scipy.stats._distn_infrastructure import rv_continuous, rv_discrete, rv_generic
 from scipy.stats._multivariate import (dirichlet_frozen, dirichlet_gen,
                                        multivariate_normal_frozen, multivariate_normal_gen)
 
 import xform.scipy.special  # noqa: F401  (the compositions below stage scipy.special ufuncs)
-from xform.errors import ShapeError, UnsupportedError
+from xform.errors import ShapeError, UnsupportedError, XformError
 from xform.ir.ad import aval
 from xform.ir.tracer import Tracer
 from xform.numpy.stand_ins import stand_in
@@ -203,6 +203,78 @@ def _invgamma_sf(z, a):
     return np.where(z > 0, sc.gammainc(a, 1 / _inside(z > 0, z, 1.0)), 1.0)
 
 
+def _skewnorm_logpdf(z, a):
+    # SciPy picks norm's logpdf at a == 0 (the same value, to rounding); one formula keeps the
+    # derivative in a there, which that branch would make zero
+    return _LOG_2 + _norm_logpdf(z) + sc.log_ndtr(a * z)
+
+
+def _no_cdf(name, how):
+    def refuse(z, *shapes):
+        raise UnsupportedError(f"scipy.stats.{name}'s distribution functions are not "
+                               "supported on traced values", user_frame_info(),
+                               f"SciPy computes them with {how}, which xform does not stage; "
+                               "its logpdf and pdf are staged")
+    return refuse
+
+
+def _vonmises_logpdf(z, kappa):
+    # SciPy's kappa cosm1(z) - log(2 pi i0e(kappa)) (periodic: no support's ends), with
+    # cos(z) - 1 as -2 sin^2(z/2)
+    half_sine = np.sin(z / 2)
+    return -2 * kappa * half_sine * half_sine - math.log(2 * math.pi) - np.log(sc.i0e(kappa))
+
+
+def _log_ndtr_of_bound(x):
+    """log Phi(x) of a bound that may be infinite: -inf or 0 there, with finite derivatives
+    (log_ndtr's grows without bound)."""
+    finite = np.isfinite(x)
+    return np.where(finite, sc.log_ndtr(_inside(finite, x, 0.0)),
+                    np.where(x > 0, 0.0, -np.inf))
+
+
+def _log_gauss_mass(a, b):
+    """log(Phi(b) - Phi(a)) as SciPy's truncnorm computes it: in the left tail (b <= 0) from
+    log_ndtr's difference, the right tail mirrored, the middle as log1p of the two tails."""
+    left, right = b <= 0, a > 0
+    lo = np.where(right, -b, a)
+    hi = np.where(right, -a, b)
+    log_hi, log_lo = _log_ndtr_of_bound(hi), _log_ndtr_of_bound(lo)
+    tail = log_hi + np.log(-np.expm1(np.minimum(log_lo - log_hi, -1e-300)))
+    middle = np.log1p(-sc.ndtr(a) - sc.ndtr(-b))
+    return np.where(left | right, tail, middle)
+
+
+def _within(z, a, b):
+    """(a < z < b, z there and a point strictly inside elsewhere): the formulas below are
+    then finite, with finite derivatives, wherever np.where discards them."""
+    finite_a, finite_b = np.isfinite(a), np.isfinite(b)
+    middle = (_inside(finite_a, a, 0.0) + _inside(finite_b, b, 0.0)) / 2
+    inner = np.where(finite_a & finite_b, middle,
+                     np.where(finite_a, a + 1, np.where(finite_b, b - 1, 0.0)))
+    strictly = (z > a) & (z < b)
+    return strictly, _inside(strictly, z, inner)
+
+
+def _truncnorm_logpdf(z, a, b):
+    strictly, zs = _within(z, a, b)
+    value = _norm_logpdf(zs) - _log_gauss_mass(a, b)
+    return np.where(strictly | (z == a) | (z == b), value, -np.inf)
+
+
+def _truncnorm_logcdf(z, a, b):
+    """SciPy's: log of the mass below z, or log1p(-sf) where that is near 0 (> -0.1)."""
+    strictly, zs = _within(z, a, b)
+    mass = _log_gauss_mass(a, b)
+    below, above = _log_gauss_mass(a, zs) - mass, _log_gauss_mass(zs, b) - mass
+    value = np.where(below > -0.1, np.log1p(-np.exp(above)), below)
+    return np.where(z <= a, -np.inf, np.where(z >= b, 0.0, value))
+
+
+def _truncnorm_logsf(z, a, b):
+    return _truncnorm_logcdf(-z, -b, -a)
+
+
 def _positive(*shapes):
     valid = True
     for shape in shapes:
@@ -270,6 +342,15 @@ CONTINUOUS = {   # the generator class of each supported scipy.stats distributio
                               valid=_positive),
     type(st.invgamma): Standard(_invgamma_logpdf, _invgamma_cdf, sf=_invgamma_sf,
                                 valid=_positive),
+    type(st.skewnorm): Standard(_skewnorm_logpdf, _no_cdf("skewnorm", "Owen's T function"),
+                                valid=lambda a: np.isfinite(a)),
+    type(st.vonmises): Standard(_vonmises_logpdf, _no_cdf("vonmises", "a series in Cython"),
+                                valid=lambda kappa: kappa >= 0),
+    type(st.truncnorm): Standard(_truncnorm_logpdf,
+                                 lambda z, a, b: np.exp(_truncnorm_logcdf(z, a, b)),
+                                 _truncnorm_logcdf,
+                                 lambda z, a, b: np.exp(_truncnorm_logsf(z, a, b)),
+                                 _truncnorm_logsf, valid=lambda a, b: a < b),
 }
 
 
@@ -439,8 +520,9 @@ def _unsupported(dist, method):
                             "values", user_frame_info(),
                             "xform stages logpdf, pdf, logcdf, cdf, logsf and sf of norm, t, "
                             "gamma, beta, expon, laplace, logistic, lognorm, cauchy, uniform, "
-                            "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto and "
-                            "invgamma (ppf, isf and interval of norm, expon, logistic, "
+                            "chi2, weibull_min, gumbel_r, halfnorm, halfcauchy, pareto, "
+                            "invgamma, truncnorm, skewnorm and vonmises (their logpdf and "
+                            "pdf) (ppf, isf and interval of norm, expon, logistic, "
                             "laplace, cauchy and uniform); logpmf, pmf and cdf of poisson, "
                             "binom, nbinom, betabinom, bernoulli and geom")
 
@@ -674,6 +756,60 @@ stand_in(dirichlet_gen.logpdf, lambda self, x, alpha: _dirichlet_logpdf(x, alpha
 stand_in(dirichlet_gen.pdf, lambda self, x, alpha: np.exp(_dirichlet_logpdf(x, alpha)))
 stand_in(dirichlet_frozen.logpdf, _scipy_frozen_dirichlet("logpdf"))
 stand_in(dirichlet_frozen.pdf, _scipy_frozen_dirichlet("pdf"))
+
+
+def _stats(self, *args, **kwds):
+    """rv_generic.stats (so mean, var, std, and the frozen distributions' too) of traced
+    parameters: the distribution's own closed-form moments (its `_stats`, numpy code),
+    moved by loc and scale as SciPy moves them; NaN where the parameters are inadmissible.
+    A moment SciPy would integrate numerically (no closed form) is refused by name."""
+    shapes, loc, scale, moments = self._parse_args_stats(*args, **kwds)
+    shapes = [_float(s) for s in shapes]
+    loc, scale = _float(loc), _float(scale)
+    if self._stats_has_moments:
+        closed = self._stats(*shapes, moments=moments)
+    else:
+        closed = self._stats(*shapes)
+    valid = (scale > 0) & (loc == loc)
+    if shapes:      # the tables' admissible shapes (SciPy's _argcheck converts with asarray)
+        family = CONTINUOUS.get(type(self)) or DISCRETE.get(type(self))
+        admissible = getattr(family, "valid", None) if isinstance(family, Standard) else \
+            family[3] if family else self._argcheck
+        valid = valid & admissible(*shapes) if admissible else valid
+    moved = {"m": lambda mu: mu * scale + loc, "v": lambda mu2: mu2 * scale * scale,
+             "s": lambda g1: g1, "k": lambda g2: g2}
+    mu, mu2 = closed[:2]
+    if ("m" in moments or "v" in moments) and mu is None:
+        mu = _raw_moment(self, 1, shapes)
+    if "v" in moments and mu2 is None:      # SciPy's: E[x^2] - mean^2 (inf for an inf mean)
+        mu2 = np.where(~np.isinf(mu), _raw_moment(self, 2, shapes) - mu ** 2, np.inf)
+    output = []
+    for moment, value in zip("mvsk", (mu, mu2) + tuple(closed[2:])):
+        if moment not in moments:
+            continue
+        if value is None:
+            raise _no_closed_moment(self, moments)
+        output.append(np.where(valid, moved[moment](_float(value)), np.nan))
+    return output[0] if len(output) == 1 else tuple(output)
+
+
+def _no_closed_moment(dist, moments):
+    return UnsupportedError(f"scipy.stats.{dist.name}.stats(..., moments={moments!r}) of "
+                            "traced parameters is not supported", user_frame_info(),
+                            "xform stages the moments SciPy writes as formulas of the "
+                            "parameters (and the mean and variance from raw moments); ask "
+                            "for moments='mv', or compute this one on concrete values")
+
+
+def _raw_moment(dist, n, shapes):
+    """E[x^n] by the distribution's `_munp` where it is a formula (weibull_min's gammas)."""
+    try:
+        return dist._munp(n, *shapes)
+    except XformError:
+        raise _no_closed_moment(dist, "mv") from None
+
+
+stand_in(rv_generic.stats, _stats)
 
 
 # -- ranks ------------------------------------------------------------------------------------
