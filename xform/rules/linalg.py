@@ -171,8 +171,9 @@ def _solve_vjp(primals, ans, ct, params, needed):
     need_b = (needed is None or needed[1]) and aval(b).dtype.kind in "fc"
     triangle = params.get("triangle")
     if not need_a:
-        return None, _solve_transpose(ct, a, Undefined(aval(b)), triangle=triangle)[1] \
-            if need_b else None
+        if not need_b:
+            return None, None
+        return _solve_transpose(ct, a, Undefined(aval(b)), triangle=triangle)
     if triangle is not None:
         ct_rhs = triangular_solve(a, ct, lower=triangle == "lower", trans=1)
     else:
